@@ -1,0 +1,101 @@
+"""Results to host values, Arrow tables, numpy columns and scipy.sparse matrices."""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+import scipy.sparse
+
+from trdb.errors import InterfaceError
+from trdb.execution.result import layout_of, tile_slices
+from trdb.planner.types import Schema
+
+
+def to_host(value: Any) -> Any:
+    """A value as a user receives it: keys as int, tiles as numpy arrays (device arrays copied back)."""
+    if value is None or isinstance(value, (int, float, str, bool, np.ndarray)):
+        return value
+    if isinstance(value, np.generic):
+        return np.asarray(value)
+    if hasattr(value, "get"):  # a CuPy array
+        return value.get()
+    return value
+
+
+def _column_names(schema: Optional[Schema], description) -> list[str]:
+    if schema is not None:
+        return [c.name for c in schema]
+    return [d[0] for d in description or ()]
+
+
+def _tensor_column(values: list) -> tuple[pa.Array, Optional[pa.Array]]:
+    """A fixed_shape_tensor column; ragged (edge) tiles are zero-padded and their shapes given aside."""
+    arrays = [np.asarray(v) for v in values]
+    if not arrays:
+        return pa.array([], pa.null()), None
+    full = tuple(max(s) for s in zip(*(a.shape for a in arrays))) if arrays[0].ndim else ()
+    ragged = any(a.shape != full for a in arrays)
+    stacked = np.zeros((len(arrays),) + full, dtype=np.result_type(*arrays))
+    for target, array in zip(stacked, arrays):
+        target[tuple(slice(0, n) for n in array.shape)] = array
+    if not full:
+        return pa.array(stacked), None
+    tensor = pa.FixedShapeTensorArray.from_numpy_ndarray(np.ascontiguousarray(stacked))
+    shapes = pa.array([list(a.shape) for a in arrays], pa.list_(pa.int64())) if ragged else None
+    return tensor, shapes
+
+
+def result_to_arrow(schema: Optional[Schema], description, rows: Sequence[tuple]) -> pa.Table:
+    names = _column_names(schema, description)
+    columns, fields = [], []
+    for position, name in enumerate(names):
+        values = [row[position] for row in rows]
+        if schema is not None and schema[position].is_tensor:
+            tensor, shapes = _tensor_column(values)
+            columns.append(tensor)
+            fields.append(name)
+            if shapes is not None:
+                columns.append(shapes)
+                fields.append(f"{name}_shape")
+        else:
+            columns.append(pa.array(values))
+            fields.append(name)
+    return pa.Table.from_arrays(columns, names=fields)
+
+
+def result_to_numpy(schema: Optional[Schema], description, rows: Sequence[tuple]) -> dict[str, np.ndarray]:
+    names = _column_names(schema, description)
+    out: dict[str, np.ndarray] = {}
+    for position, name in enumerate(names):
+        values = [row[position] for row in rows]
+        if schema is not None and schema[position].is_tensor:
+            shapes = {np.shape(v) for v in values}
+            if len(shapes) == 1:
+                out[name] = np.stack([np.asarray(v) for v in values])
+            else:
+                out[name] = np.empty(len(values), dtype=object)
+                out[name][:] = [np.asarray(v) for v in values]
+        else:
+            out[name] = np.array(values)
+    return out
+
+
+def result_to_sparse(schema: Schema, rows: Sequence[tuple]) -> scipy.sparse.csr_matrix:
+    layout = layout_of(schema, rows)
+    if len(layout.shape) != 2:
+        raise InterfaceError(f"fetch_sparse() needs a 2-d result, this one has shape {layout.shape}")
+    rows_idx, cols_idx, data = [], [], []
+    for row in rows:
+        tile = np.asarray(row[layout.value_position]).reshape(
+            tuple(s.stop - s.start for s in tile_slices(layout, row)))
+        r, c = np.nonzero(tile)
+        start = tile_slices(layout, row)
+        rows_idx.append(r + start[0].start)
+        cols_idx.append(c + start[1].start)
+        data.append(tile[r, c])
+    if not data:
+        return scipy.sparse.csr_matrix(layout.shape, dtype=layout.dtype)
+    coo = scipy.sparse.coo_matrix((np.concatenate(data), (np.concatenate(rows_idx), np.concatenate(cols_idx))),
+                                  shape=layout.shape)
+    return coo.tocsr()

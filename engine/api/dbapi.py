@@ -1,0 +1,237 @@
+"""The PEP 249 (DB-API 2.0) Connection and Cursor, with tensor extensions (fetch_tensor, fetch_arrow...)."""
+from __future__ import annotations
+
+from typing import Any, Iterator, Optional, Sequence
+
+import numpy as np
+
+from trdb import errors
+from trdb.api.conversions import result_to_arrow, result_to_numpy, result_to_sparse, to_host
+from trdb.execution.result import Result, assemble
+from trdb.planner.types import Column
+
+
+class DBAPITypeObject:
+    """A PEP 249 type object: equal to every type code of its group."""
+
+    def __init__(self, *prefixes: str):
+        self.prefixes = prefixes
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and other.upper().startswith(self.prefixes)
+
+    def __hash__(self) -> int:
+        return hash(self.prefixes)
+
+
+STRING = DBAPITypeObject("VARCHAR", "STR", "TEXT")
+BINARY = DBAPITypeObject("BLOB", "BYTES")
+NUMBER = DBAPITypeObject("BIGINT", "INTEGER", "SMALLINT", "TINYINT", "HUGEINT", "DOUBLE", "FLOAT",
+                         "REAL", "DECIMAL", "INT", "BOOL")
+DATETIME = DBAPITypeObject("DATE", "TIME", "TIMESTAMP")
+ROWID = DBAPITypeObject("ROWID")
+TENSOR = DBAPITypeObject("TENSOR")
+
+
+def _describe(column: Column) -> tuple:
+    return (column.name, str(column.type), None, None, None, None, column.is_key)
+
+
+class Cursor:
+    """A PEP 249 cursor; rows are tuples of Python ints (keys) and numpy arrays (tiles)."""
+
+    def __init__(self, connection: "Connection"):
+        self.connection = connection
+        self.arraysize = 1
+        self._result: Optional[Result] = None
+        self._position = 0
+        self._rowcount = -1
+        self._closed = False
+
+    # ------------------------------------------------------------ PEP 249
+
+    @property
+    def description(self) -> Optional[list[tuple]]:
+        result = self._result
+        if result is None:
+            return None
+        if result.schema is not None:
+            return [_describe(c) for c in result.schema] or None
+        return result.description
+
+    @property
+    def rowcount(self) -> int:
+        return self._rowcount
+
+    def execute(self, operation: str, parameters: Optional[Sequence[Any]] = None) -> "Cursor":
+        self._check_open()
+        if not isinstance(operation, str):
+            raise errors.ProgrammingError(f"execute() takes a statement string, got {type(operation).__name__}")
+        if parameters is not None and (isinstance(parameters, (str, bytes, dict)) or
+                                       not isinstance(parameters, Sequence)):
+            raise errors.ProgrammingError("parameters must be a sequence (paramstyle is qmark: ?)")
+        self._result = None
+        result = self.connection._session().execute(operation, tuple(parameters or ()))
+        self._result, self._position = result, 0
+        self._rowcount = result.rowcount
+        return self
+
+    def executemany(self, operation: str, seq_of_parameters: Sequence[Sequence[Any]]) -> "Cursor":
+        total = 0
+        for parameters in seq_of_parameters:
+            self.execute(operation, parameters)
+            total += max(self._rowcount, 0)
+        self._rowcount = total
+        return self
+
+    def fetchone(self) -> Optional[tuple]:
+        rows = self._take(1)
+        return rows[0] if rows else None
+
+    def fetchmany(self, size: Optional[int] = None) -> list[tuple]:
+        return self._take(self.arraysize if size is None else size)
+
+    def fetchall(self) -> list[tuple]:
+        return self._take(None)
+
+    def close(self) -> None:
+        self._closed = True
+        self._result = None
+
+    def setinputsizes(self, sizes: Any) -> None:
+        pass
+
+    def setoutputsize(self, size: Any, column: Optional[int] = None) -> None:
+        pass
+
+    def callproc(self, procname: str, parameters: Sequence[Any] = ()) -> None:
+        raise errors.NotSupportedError("trdb has no stored procedures")
+
+    def nextset(self) -> None:
+        return None
+
+    def __iter__(self) -> Iterator[tuple]:
+        while True:
+            row = self.fetchone()
+            if row is None:
+                return
+            yield row
+
+    def __enter__(self) -> "Cursor":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ tensor extensions
+
+    def fetch_tensor(self, shape: Optional[Sequence[int]] = None) -> np.ndarray:
+        """The remaining rows assembled into one dense array (keys -> leading axes; absent tiles are zeros)."""
+        result = self._tensor_result("fetch_tensor")
+        return assemble(result.schema, self._take(None), shape)
+
+    def fetch_sparse(self):
+        """The remaining rows of a 2-d result as a scipy.sparse CSR matrix."""
+        result = self._tensor_result("fetch_sparse")
+        return result_to_sparse(result.schema, self._take(None))
+
+    def fetch_arrow(self):
+        """The remaining rows as a pyarrow Table: key columns and a fixed_shape_tensor column."""
+        result = self._require_result("fetch_arrow")
+        return result_to_arrow(result.schema, result.description, self._take(None))
+
+    def fetchnumpy(self) -> dict[str, np.ndarray]:
+        """The remaining rows as numpy columns: keys as int64 arrays, tiles stacked when they share a shape."""
+        result = self._require_result("fetchnumpy")
+        return result_to_numpy(result.schema, result.description, self._take(None))
+
+    # ------------------------------------------------------------ internals
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise errors.InterfaceError("the cursor is closed")
+        self.connection._session()
+
+    def _require_result(self, what: str) -> Result:
+        self._check_open()
+        if self._result is None:
+            raise errors.InterfaceError(f"{what}(): no statement has been executed")
+        return self._result
+
+    def _tensor_result(self, what: str) -> Result:
+        result = self._require_result(what)
+        if result.schema is None:
+            raise errors.InterfaceError(f"{what}(): the result is not a tensor relation")
+        return result
+
+    def _take(self, count: Optional[int]) -> list[tuple]:
+        result = self._require_result("fetch")
+        end = len(result.rows) if count is None else min(len(result.rows), self._position + max(count, 0))
+        rows = result.rows[self._position:end]
+        self._position = end
+        return [tuple(to_host(v) for v in row) for row in rows]
+
+
+class Connection:
+    """A PEP 249 connection to one trdb database (in memory, or a file)."""
+
+    Warning, Error, InterfaceError, DatabaseError = errors.Warning, errors.Error, errors.InterfaceError, \
+        errors.DatabaseError
+    DataError, OperationalError, IntegrityError = errors.DataError, errors.OperationalError, errors.IntegrityError
+    InternalError, ProgrammingError, NotSupportedError = errors.InternalError, errors.ProgrammingError, \
+        errors.NotSupportedError
+
+    def __init__(self, database: Optional[str] = None):
+        from trdb.session import Session
+
+        self.database = database
+        self._live = Session(database)
+
+    def _session(self):
+        if self._live is None:
+            raise errors.InterfaceError("the connection is closed")
+        return self._live
+
+    def cursor(self) -> Cursor:
+        self._session()
+        return Cursor(self)
+
+    def execute(self, operation: str, parameters: Optional[Sequence[Any]] = None) -> Cursor:
+        """A shortcut, as in sqlite3 and DuckDB: a new cursor that has run the statement."""
+        return self.cursor().execute(operation, parameters)
+
+    def commit(self) -> None:
+        self._session().commit()
+
+    def rollback(self) -> None:
+        self._session().rollback()
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.close()
+            self._live = None
+
+    @property
+    def closed(self) -> bool:
+        return self._live is None
+
+    def __enter__(self) -> "Connection":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._live is not None:
+            self.commit() if exc_type is None else self.rollback()
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def connect(database: Optional[str] = None) -> Connection:
+    """Open a trdb database: in memory when `database` is None or ':memory:', else the named file."""
+    if database == ":memory:":
+        database = None
+    return Connection(database)

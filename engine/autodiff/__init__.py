@@ -1,0 +1,1 @@
+"""autodiff package."""

@@ -1,0 +1,167 @@
+"""KernelFunction: one per-tuple function or operator, checked statically and run per tile."""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Optional, Sequence
+
+import numpy
+
+from trdb.catalog.kernel_args import (NOT_CONST, Arg, KernelSignatureError, describe_shapes,
+                                      signature_error)
+from trdb.catalog.shape_rules import FlopRule, ShapeRule
+from trdb.errors import DataError
+from trdb.kernels.backend import Backend
+from trdb.kernels.numpy_backend import NUMPY_BACKEND
+
+# numpy reports a bad dtype as TypeError, a bad value as ValueError or OverflowError.
+_KERNEL_FAILURES = (ArithmeticError, ValueError, TypeError)
+_DTYPE_CACHE_LIMIT = 4096
+_SCALAR_PROBES = {"b": True, "i": 1, "u": 1, "f": 1.0, "c": 1j}
+
+
+class KernelFunction:
+    """A kernel with its arity, constant arguments, shape rule, dtype inference and FLOP estimate.
+
+    `max_args` None means any number (EINSUM). `label` is how messages name it: the function name,
+    or 'operator +' for an operator.
+    """
+
+    def __init__(self, name: str, impl: Callable, min_args: int, max_args: Optional[int],
+                 shape_rule: ShapeRule, flop_rule: FlopRule, *,
+                 const_positions: Iterable[int] = (), label: Optional[str] = None):
+        self.name = name
+        self.label = label or name
+        self.min_args = min_args
+        self.max_args = max_args
+        self.const_positions = frozenset(const_positions)
+        self._impl = impl
+        self._shape_rule = shape_rule
+        self._flop_rule = flop_rule
+        self._dtypes: dict = {}  # probe results: a kernel's dtype depends only on the key below
+
+    def __repr__(self) -> str:
+        return f"<KernelFunction {self.label}>"
+
+    # ---- static ------------------------------------------------------------------------------
+
+    def infer(self, args: Sequence[Arg]) -> Arg:
+        """The result's shape, dtype (and value, when every argument is a constant scalar)."""
+        args = list(args)
+        self._check_arity(args)
+        self._check_consts(args)
+        shape = self._shape_rule(self.label, args)
+        dtype = self._result_dtype(args)
+        const = NOT_CONST
+        if shape is None and all(a.is_scalar and a.is_const for a in args):
+            const = self.call(NUMPY_BACKEND, [a.const for a in args])
+        return Arg(shape, dtype, const)
+
+    def flops(self, arg_shapes: Sequence) -> int:
+        """Estimated floating point operations; entries are shapes, None (a scalar) or Args."""
+        args = [a if isinstance(a, Arg) else Arg(None if a is None else tuple(a), None)
+                for a in arg_shapes]
+        return int(self._flop_rule(args))
+
+    def _shapes(self, args: Sequence[Arg]) -> list:
+        return [a.shape for i, a in enumerate(args) if i not in self.const_positions]
+
+    def _check_arity(self, args: Sequence, error: Optional[type] = None) -> None:
+        n, lo, hi = len(args), self.min_args, self.max_args
+        if lo <= n and (hi is None or n <= hi):
+            return
+        if hi is None:
+            expected = f"at least {lo}"
+        elif lo == hi:
+            expected = str(lo)
+        else:
+            expected = f"{lo} to {hi}"
+        shapes = [getattr(a, "shape", None) for a in args]
+        plural = "" if expected == "1" else "s"
+        detail = f"expects {expected} argument{plural}, got {n} ({describe_shapes(shapes)})"
+        if error is DataError:
+            raise DataError(f"{self.label}: {detail}")
+        raise signature_error(self.label, shapes, detail)
+
+    def _check_consts(self, args: Sequence[Arg]) -> None:
+        for i in sorted(self.const_positions):
+            if i < len(args) and not args[i].is_const:
+                shapes = self._shapes(args)
+                got = "a tensor" if args[i].shape is not None else "a run-time value"
+                raise signature_error(self.label, shapes, f"argument {i + 1} must be a constant, "
+                                      f"got {got} ({describe_shapes(shapes)})")
+
+    def _result_dtype(self, args: Sequence[Arg]) -> numpy.dtype:
+        """Apply the kernel to 1-element stand-ins of the arguments: numpy's promotion decides."""
+        key = tuple(_probe_key(a) for a in args)
+        try:
+            return self._dtypes[key]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable constant: probe without caching
+            key = None
+        probes = [_probe_value(a) for a in args]
+        with numpy.errstate(all="ignore"):
+            try:
+                dtype = numpy.asarray(self._impl(numpy, *probes)).dtype
+            except _KERNEL_FAILURES as exc:
+                shapes = self._shapes(args)
+                dtypes = ", ".join(_dtype_name(a) for i, a in enumerate(args)
+                                   if i not in self.const_positions)
+                raise signature_error(self.label, shapes, f"not supported for dtypes ({dtypes}) "
+                                      f"with {describe_shapes(shapes)}: {exc}") from None
+        if key is not None:
+            if len(self._dtypes) >= _DTYPE_CACHE_LIMIT:
+                self._dtypes.clear()  # literals are part of the key; never let them pile up
+            self._dtypes[key] = dtype
+        return dtype
+
+    # ---- run time ----------------------------------------------------------------------------
+
+    def call(self, backend: Backend, args: Sequence[Any]) -> Any:
+        """Run on tiles (backend arrays) and Python scalars; DataError if the shapes misfit."""
+        values = [v.item() if isinstance(v, numpy.generic) else v for v in args]
+        self._check_arity(values, DataError)
+        shapes = [getattr(v, "shape", None) for v in values]
+        runtime = [Arg(s, None) if s is not None else Arg(None, None, v)
+                   for s, v in zip(shapes, values)]
+        try:
+            shape = self._shape_rule(self.label, runtime)
+        except KernelSignatureError as exc:
+            raise DataError(exc.message) from None
+        # Pure scalar arithmetic (keys, literals) is done on the host whatever the backend.
+        run_on = backend if any(s is not None for s in shapes) else NUMPY_BACKEND
+        with run_on.errstate():
+            try:
+                out = self._impl(run_on.xp, *values)
+            except _KERNEL_FAILURES as exc:
+                tensor_shapes = [s for i, s in enumerate(shapes) if i not in self.const_positions]
+                raise DataError(f"{self.label}: {exc} ({describe_shapes(tensor_shapes)})") from exc
+        if shape is None:
+            return out.item() if hasattr(out, "item") else out
+        if not isinstance(out, backend.xp.ndarray):
+            out = backend.asarray(out)  # numpy returns 0-d results as numpy scalars
+        return out
+
+
+def _probe_key(arg: Arg) -> tuple:
+    ndim = None if arg.shape is None else len(arg.shape)
+    dtype = None if arg.dtype is None else numpy.dtype(arg.dtype).str
+    return (ndim, dtype, arg.const)
+
+
+def _probe_value(arg: Arg) -> Any:
+    if arg.shape is not None:
+        dtype = numpy.float32 if arg.dtype is None else arg.dtype
+        return numpy.ones((1,) * len(arg.shape), dtype=dtype)
+    if arg.is_const:
+        return arg.const
+    kind = "i" if arg.dtype is None else numpy.dtype(arg.dtype).kind
+    return _SCALAR_PROBES.get(kind, 1)
+
+
+def _dtype_name(arg: Arg) -> str:
+    if arg.dtype is not None:
+        name = numpy.dtype(arg.dtype).name
+        return name if arg.shape is not None else f"scalar {name}"
+    if arg.shape is not None:
+        return "float32"
+    return f"scalar {type(arg.const).__name__}" if arg.is_const else "scalar int64"

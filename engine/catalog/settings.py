@@ -1,0 +1,146 @@
+"""Session settings: each declared once, settable by SET and by TRDB_<NAME> environment variables."""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from trdb.errors import ProgrammingError
+from trdb.catalog.names import suggest
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+_UNITS = {"": 1, "b": 1, "kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40,
+          "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+
+
+def _parse_bytes(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError("expected a size such as 4GB")
+    if isinstance(value, (int, float)):
+        size = int(value)
+    else:
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value))
+        if not match or match.group(2).lower() not in _UNITS:
+            raise ValueError("expected a size such as 512MB or 4GB")
+        size = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    if size <= 0:
+        raise ValueError("must be positive")
+    return size
+
+
+def _parse_positive_int(value: Any) -> int:
+    if isinstance(value, bool) or not (isinstance(value, int) or str(value).strip().isdigit()):
+        raise ValueError("expected a positive integer")
+    number = int(value)
+    if number < 1:
+        raise ValueError("expected a positive integer")
+    return number
+
+
+def _choice(*choices: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = str(value).strip().lower()
+        if text not in choices:
+            raise ValueError("expected one of " + ", ".join(f"'{c}'" for c in choices))
+        return text
+    return parse
+
+
+def _parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("on", "true", "1", "yes"):
+        return True
+    if text in ("off", "false", "0", "no"):
+        return False
+    raise ValueError("expected on or off")
+
+
+def _parse_rule_list(value: Any) -> str:
+    names = [name.strip().lower() for name in str(value).split(",") if name.strip()]
+    for name in names:
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
+            raise ValueError(f"'{name}' is not a rule name")
+    # The optimizer checks the names against its rule list when it runs (see optimizer/).
+    return ",".join(names)
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: Callable[[], Any]
+    parse: Callable[[Any], Any]
+    meaning: str
+
+
+SETTINGS: dict[str, Setting] = {s.name: s for s in (
+    Setting("workers", lambda: os.cpu_count() or 1, _parse_positive_int,
+            "parallel workers; the planner places exchange operators for them"),
+    Setting("device", lambda: "auto", _choice("auto", "cpu", "gpu"),
+            "'cpu', 'gpu' or 'auto' (GPU when CuPy sees one)"),
+    Setting("executor", lambda: "local", _choice("local", "ray"),
+            "'local' (threads in this process) or 'ray' (a Ray cluster)"),
+    Setting("memory_limit", lambda: int(_physical_memory() * 0.8), _parse_bytes,
+            "memory for cached tiles and operator state"),
+    Setting("disabled_rules", lambda: "", _parse_rule_list,
+            "optimizer rules to skip, comma-separated, by name"),
+    Setting("progress", lambda: False, _parse_bool, "a progress bar on long statements"),
+)}
+
+
+class Settings:
+    """The values in force for one connection: defaults, then TRDB_<NAME> variables, then SET."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, Any] = {}
+        for name in SETTINGS:
+            self.reset(name)
+
+    @staticmethod
+    def declared(name: str) -> Setting:
+        setting = SETTINGS.get(name.lower())
+        if setting is None:
+            close = suggest(name.lower(), SETTINGS)
+            raise ProgrammingError(f'unknown setting "{name}"',
+                                   hint=f'did you mean "{close}"?' if close else
+                                   "settings: " + ", ".join(SETTINGS))
+        return setting
+
+    def set(self, name: str, value: Any) -> None:
+        setting = self.declared(name)
+        try:
+            self._values[setting.name] = setting.parse(value)
+        except ValueError as exc:
+            raise ProgrammingError(f"invalid value {value!r} for setting {setting.name}: {exc}") from None
+
+    def reset(self, name: str) -> None:
+        setting = self.declared(name)
+        env = os.environ.get(f"TRDB_{setting.name.upper()}")
+        if env is None:
+            self._values[setting.name] = setting.default()
+            return
+        try:
+            self._values[setting.name] = setting.parse(env)
+        except ValueError as exc:
+            raise ProgrammingError(f"invalid TRDB_{setting.name.upper()}={env!r}: {exc}") from None
+
+    def get(self, name: str) -> Any:
+        return self._values[self.declared(name).name]
+
+    def items(self) -> list[tuple[str, Any]]:
+        return sorted(self._values.items())
+
+    def __getattr__(self, name: str) -> Any:
+        values = self.__dict__.get("_values")
+        if values is not None and name in values:
+            return values[name]
+        raise AttributeError(name)

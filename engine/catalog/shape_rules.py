@@ -1,0 +1,177 @@
+"""Static shape rules of the per-tile kernels, and the FLOP estimates that follow from the shapes.
+
+A rule takes the function's label and its arguments (`Arg`s: shapes and constants, never data)
+and returns the result shape (None for a Python scalar) or raises KernelSignatureError. The same
+rule checks the actual tile shapes at run time, so static and run-time behaviour cannot drift.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional, Sequence
+
+import numpy
+
+from trdb.catalog.kernel_args import Arg, describe_shapes, format_shape, signature_error
+
+Shape = Optional[tuple[int, ...]]
+ShapeRule = Callable[[str, list[Arg]], Shape]
+FlopRule = Callable[[list[Arg]], int]
+
+CAST_DTYPES = {name: numpy.dtype(name) for name in
+               ("bool", "float16", "float32", "float64", "int32", "int64")}
+# SQL spellings a user of PostgreSQL or DuckDB would try first.
+CAST_ALIASES = {"boolean": "bool", "real": "float32", "float": "float32", "double": "float64",
+                "int": "int32", "integer": "int32", "bigint": "int64", "half": "float16"}
+
+
+def broadcast(shapes: Sequence[tuple[int, ...]]) -> Optional[tuple[int, ...]]:
+    """numpy's broadcast of `shapes`, or None where they do not broadcast."""
+    first = shapes[0]
+    if all(s == first for s in shapes):
+        return tuple(first)
+    ndim = max(len(s) for s in shapes)
+    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
+    out = []
+    for sizes in zip(*padded):
+        distinct = {n for n in sizes if n != 1}
+        if len(distinct) > 1:
+            return None
+        out.append(distinct.pop() if distinct else 1)
+    return tuple(out)
+
+
+def elementwise(label: str, args: list[Arg]) -> Shape:
+    """Tensors broadcast against each other; scalars against everything; all scalars stay scalar."""
+    shapes = [a.shape for a in args if a.shape is not None]
+    if not shapes:
+        return None
+    out = broadcast(shapes)
+    if out is None:
+        raise signature_error(label, shapes, f"{describe_shapes(shapes)} do not broadcast")
+    return out
+
+
+def matmul(label: str, args: list[Arg]) -> Shape:
+    """numpy matmul: 1-d operands are promoted to matrices and the promoted axis dropped again."""
+    sa, sb = args[0].shape, args[1].shape
+    shapes = [sa, sb]
+    if not sa or not sb:
+        raise signature_error(label, shapes, f"{describe_shapes(shapes)}: both operands must "
+                              "have at least 1 dimension (use * to scale by a scalar)")
+    a = (1,) + sa if len(sa) == 1 else sa
+    b = sb + (1,) if len(sb) == 1 else sb
+    if a[-1] != b[-2]:
+        raise signature_error(label, shapes,
+                              f"{describe_shapes(shapes)} do not align ({a[-1]} != {b[-2]})")
+    batch = broadcast([a[:-2], b[:-2]])
+    if batch is None:
+        raise signature_error(label, shapes, f"{describe_shapes(shapes)}: batch dimensions "
+                              f"{format_shape(a[:-2])} and {format_shape(b[:-2])} do not broadcast")
+    out = batch + ((a[-2],) if len(sa) > 1 else ()) + ((b[-1],) if len(sb) > 1 else ())
+    return out
+
+
+def const_axis(label: str, tensor: Arg, axis_arg: Arg) -> int:
+    """The axis constant normalized to 0..ndim-1, or a KernelSignatureError naming the shape."""
+    axis, shape = axis_arg.const, tensor.shape
+    ndim = 0 if shape is None else len(shape)
+    if isinstance(axis, (bool, numpy.bool_)) or not isinstance(axis, (int, numpy.integer)):
+        raise signature_error(label, [shape], f"axis must be an integer constant, got {axis!r} "
+                              f"({describe_shapes([shape])})")
+    if not -ndim <= axis < ndim:
+        raise signature_error(label, [shape], f"axis {axis} is out of range for "
+                              f"{describe_shapes([shape])} ({ndim} dimensions)")
+    return int(axis) % ndim
+
+
+def transpose(label: str, args: list[Arg]) -> Shape:
+    """No axes reverses them; otherwise the axes are a permutation (negative axes count back)."""
+    shape = args[0].shape
+    if len(args) == 1:
+        return None if shape is None else shape[::-1]
+    axes = [const_axis(label, args[0], a) for a in args[1:]]
+    if sorted(axes) != list(range(len(shape))):
+        given = tuple(a.const for a in args[1:])
+        raise signature_error(label, [shape], f"axes {given} are not a permutation of the "
+                              f"{len(shape)} axes of {describe_shapes([shape])}")
+    return tuple(shape[i] for i in axes)
+
+
+def along_axis(label: str, args: list[Arg]) -> Shape:
+    """SOFTMAX: a tensor of at least one dimension keeps its shape; the axis must exist."""
+    shape = args[0].shape
+    if not shape:
+        raise signature_error(label, [shape], f"needs a tensor of at least 1 dimension, "
+                              f"got {describe_shapes([shape])}")
+    if len(args) > 1:
+        const_axis(label, args[0], args[1])
+    return shape
+
+
+def reduction(label: str, args: list[Arg]) -> Shape:
+    """Without an axis everything is reduced to a 0-d tensor; with one, that axis disappears."""
+    shape = args[0].shape
+    if len(args) == 1:
+        return ()
+    axis = const_axis(label, args[0], args[1])
+    return shape[:axis] + shape[axis + 1:]
+
+
+def full_reduction(label: str, args: list[Arg]) -> Shape:
+    """SUMSQ: one 0-d tensor whatever the input."""
+    return ()
+
+
+def cast_dtype(label: str, tensor_shape: Shape, name: object) -> numpy.dtype:
+    """The dtype that CAST's constant names, or a KernelSignatureError saying what is allowed."""
+    if isinstance(name, numpy.dtype) and name.name in CAST_DTYPES:
+        return name
+    key = str(name).strip().lower()
+    key = CAST_ALIASES.get(key, key)
+    if key in CAST_DTYPES:
+        return CAST_DTYPES[key]
+    shapes = [tensor_shape]
+    if key == "bfloat16":
+        raise signature_error(label, shapes, f"dtype bfloat16 is not supported on the CPU backend "
+                              f"(numpy has no bfloat16) ({describe_shapes(shapes)})")
+    raise signature_error(label, shapes, f"unknown dtype {name!r} ({describe_shapes(shapes)}); "
+                          f"expected one of {', '.join(sorted(CAST_DTYPES))}")
+
+
+def cast(label: str, args: list[Arg]) -> Shape:
+    """CAST makes a tensor: a scalar becomes a 0-d tensor of the named dtype."""
+    cast_dtype(label, args[0].shape, args[1].const)
+    return () if args[0].shape is None else args[0].shape
+
+
+# ---- FLOP estimates --------------------------------------------------------------------------
+
+def size(shape: Shape) -> int:
+    """Elements in a tensor of `shape`; a scalar counts as one."""
+    return 1 if shape is None else math.prod(shape)
+
+
+def elementwise_flops(per_element: int) -> FlopRule:
+    """`per_element` operations for each element of the broadcast result."""
+    def rule(args: list[Arg]) -> int:
+        shapes = [a.shape for a in args if a.shape is not None]
+        out = broadcast(shapes) if shapes else None
+        elements = size(out) if out is not None or not shapes else max(map(size, shapes))
+        return per_element * elements
+    return rule
+
+
+def input_flops(per_element: int) -> FlopRule:
+    """`per_element` operations for each element of the first argument (reductions, copies)."""
+    return lambda args: per_element * size(args[0].shape)
+
+
+def matmul_flops(args: list[Arg]) -> int:
+    """2*m*n*k per matrix product, times the broadcast batch size."""
+    sa, sb = args[0].shape or (1,), args[1].shape or (1,)
+    a = (1,) + sa if len(sa) == 1 else sa
+    b = sb + (1,) if len(sb) == 1 else sb
+    batch = broadcast([a[:-2], b[:-2]])
+    if batch is None:  # an invalid call still gets an estimate; infer() reports the error
+        batch = max(a[:-2], b[:-2], key=size)
+    return 2 * size(batch) * a[-2] * a[-1] * b[-1]

@@ -1,0 +1,89 @@
+"""Metadata of a stored tensor relation: keys, dtype, logical shape, tiling and statistics."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Optional, Sequence
+
+import numpy as np
+
+from trdb.errors import ProgrammingError
+
+DEFAULT_KEY_NAMES = ("i", "j", "k", "l", "m", "n")
+DTYPES = ("float32", "float64", "int32", "int64", "bool", "float16")
+
+
+def default_key_names(count: int) -> tuple[str, ...]:
+    return tuple(DEFAULT_KEY_NAMES[d] if d < len(DEFAULT_KEY_NAMES) else f"k{d}" for d in range(count))
+
+
+def parse_dtype(name: Optional[str]) -> np.dtype:
+    """A user-facing dtype name to numpy; float32 when none is given."""
+    if name is None:
+        return np.dtype("float32")
+    text = name.lower()
+    if text == "bfloat16":
+        raise ProgrammingError("dtype bfloat16 is not supported on the CPU backend",
+                               hint="use float32 or float16")
+    if text not in DTYPES:
+        raise ProgrammingError(f'unknown dtype "{name}"', hint="dtypes: " + ", ".join(DTYPES))
+    return np.dtype(text)
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    """A tensor relation: key column names, value column name, dtype, shape and tile shape.
+
+    The tuple with key (K1..Kd) holds T[K1*t1:(K1+1)*t1, ...]; edge tiles hold the remainder.
+    When there are more tile axes than keys, the trailing axes are whole (not split by a key).
+    """
+
+    name: str
+    keys: tuple[str, ...]
+    value_name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    tile: tuple[int, ...]
+    table: str
+    tuple_count: int = 0
+    nnz: int = 0
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        """Number of tiles along each keyed axis."""
+        return tuple(math.ceil(n / t) if t else 0 for n, t in zip(self.shape, self.tile))[: len(self.keys)]
+
+    @property
+    def max_tuples(self) -> int:
+        return math.prod(self.grid)
+
+    @property
+    def density(self) -> float:
+        total = math.prod(self.shape)
+        return self.nnz / total if total else 0.0
+
+    def tile_shape_at(self, key: Sequence[int]) -> tuple[int, ...]:
+        """The actual shape of the tile stored under `key` (edge tiles are smaller)."""
+        dims = [min(t, n - k * t) for k, t, n in zip(key, self.tile, self.shape)]
+        return tuple(dims) + self.tile[len(dims):]
+
+    def key_in_range(self, key: Sequence[int]) -> bool:
+        return all(0 <= k < g for k, g in zip(key, self.grid))
+
+    def with_stats(self, tuple_count: int, nnz: int) -> "TensorMeta":
+        return replace(self, tuple_count=tuple_count, nnz=nnz)
+
+
+def validate_layout(shape: Sequence[int], tile: Sequence[int], keys: Optional[Sequence[str]]) -> tuple[str, ...]:
+    """Check SHAPE/TILE/key names of a new tensor; return the key names."""
+    if len(shape) != len(tile):
+        raise ProgrammingError(f"SHAPE {tuple(shape)} and TILE {tuple(tile)} have different ranks")
+    for n, t in zip(shape, tile):
+        if n < 0 or t <= 0:
+            raise ProgrammingError(f"SHAPE {tuple(shape)} / TILE {tuple(tile)}: sizes must be positive")
+    names = tuple(keys) if keys is not None else default_key_names(len(shape))
+    if len(names) > len(shape):
+        raise ProgrammingError(f"{len(names)} key names given for a {len(shape)}-d tensor")
+    if len({n.lower() for n in names}) != len(names):
+        raise ProgrammingError(f"duplicate key names in {names}")
+    return names

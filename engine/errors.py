@@ -1,0 +1,73 @@
+"""The one exception hierarchy of trdb: PEP 249 classes at the root, user errors rendered with a caret."""
+from __future__ import annotations
+
+from typing import Optional
+
+from trdb.parser.errors import render_caret
+
+
+class Warning(Exception):  # noqa: A001 - the name is fixed by PEP 249
+    """PEP 249 Warning."""
+
+
+class Error(Exception):
+    """PEP 249 Error: a message, optionally the statement with a caret under the fault and a hint."""
+
+    def __init__(self, message: str, *, hint: Optional[str] = None, statement: Optional[str] = None,
+                 line: Optional[int] = None, column: Optional[int] = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.statement = statement
+        self.line = line
+        self.column = column
+
+    def at(self, statement: str, line: Optional[int], column: Optional[int]) -> "Error":
+        """Attach the statement text and position unless the error already has them."""
+        if self.statement is None:
+            self.statement, self.line, self.column = statement, line, column
+        return self
+
+    def __str__(self) -> str:
+        parts = [self.message]
+        if self.statement is not None and self.line:
+            parts.append(render_caret(self.statement, self.line, self.column or 1))
+        if self.hint:
+            parts.append(f"HINT: {self.hint}")
+        return "\n".join(parts)
+
+
+class InterfaceError(Error):
+    """Misuse of the API itself (a closed cursor, a fetch without a result)."""
+
+
+class DatabaseError(Error):
+    """Errors about the database and its data."""
+
+
+class DataError(DatabaseError):
+    """Bad data: values out of range, tile shapes that do not fit at run time, bad files."""
+
+
+class OperationalError(DatabaseError):
+    """The database could not do what was asked: aborted transactions, cancelled queries, I/O."""
+
+
+class IntegrityError(DatabaseError):
+    """A key that already exists, a relation that already exists."""
+
+
+class InternalError(DatabaseError):
+    """A broken invariant inside trdb: a bug, never a user error."""
+
+
+class ProgrammingError(DatabaseError):
+    """Errors in the statement: syntax, unknown names, type and shape mismatches, parameter counts."""
+
+
+class NotSupportedError(DatabaseError):
+    """A feature that trdb does not (yet) provide."""
+
+
+class QueryCancelled(OperationalError):
+    """The statement was cancelled (Ctrl-C, Cursor.close() while running)."""

@@ -1,0 +1,130 @@
+"""Compiles bound expressions once per query into closures over a kernel backend (never eval)."""
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable
+
+import numpy as np
+
+from trdb.errors import DataError
+from trdb.kernels.backend import Backend
+from trdb.planner import expressions as bx
+
+Row = tuple
+Compiled = Callable[[Row], Any]
+
+_KEY_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
+            "%": operator.mod}
+_COMPARE_OPS = {"=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le,
+                ">": operator.gt, ">=": operator.ge}
+
+
+def compile_expr(expr: bx.Bound, backend: Backend) -> Compiled:
+    compiler = _COMPILERS.get(type(expr))
+    if compiler is None:
+        raise TypeError(f"cannot compile {type(expr).__name__}")
+    return compiler(expr, backend)
+
+
+def compile_predicate(expr: bx.Bound, backend: Backend) -> Callable[[Row], bool]:
+    """A predicate: keys compare to bools; a tensor condition must hold one element per tuple."""
+    value = compile_expr(expr, backend)
+    if not hasattr(expr.type, "tile"):
+        return lambda row: value(row) is True
+    return lambda row: _truth(value(row))
+
+
+def _truth(value: Any) -> bool:
+    array = np.asarray(value)
+    if array.size != 1:
+        raise DataError(f"a condition on a tensor must give one value per tuple, got shape {array.shape}")
+    return bool(array.reshape(()))
+
+
+def _column(expr: bx.ColumnIndex, backend: Backend) -> Compiled:
+    return operator.itemgetter(expr.index)
+
+
+def _const(expr: bx.Const, backend: Backend) -> Compiled:
+    value = backend.asarray(expr.value) if isinstance(expr.value, np.ndarray) else expr.value
+    return lambda row: value
+
+
+def _call(expr: bx.Call, backend: Backend) -> Compiled:
+    call = expr.function.call
+    args = [compile_expr(a, backend) for a in expr.args]
+    if len(args) == 1:
+        (a,) = args
+        return lambda row: call(backend, [a(row)])
+    if len(args) == 2:
+        a, b = args
+        return lambda row: call(backend, [a(row), b(row)])
+    return lambda row: call(backend, [arg(row) for arg in args])
+
+
+def _key_arith(expr: bx.KeyArith, backend: Backend) -> Compiled:
+    op = _KEY_OPS[expr.op]
+    left, right = compile_expr(expr.left, backend), compile_expr(expr.right, backend)
+
+    def run(row: Row) -> Any:
+        a, b = left(row), right(row)
+        if a is None or b is None:
+            return None
+        try:
+            return op(a, b)
+        except ZeroDivisionError:
+            raise DataError(f"division by zero in key expression ({a} {expr.op} {b})") from None
+    return run
+
+
+def _compare(expr: bx.Compare, backend: Backend) -> Compiled:
+    op = _COMPARE_OPS[expr.op]
+    left, right = compile_expr(expr.left, backend), compile_expr(expr.right, backend)
+
+    def run(row: Row) -> Any:
+        a, b = left(row), right(row)
+        return None if a is None or b is None else op(a, b)
+    return run
+
+
+def _logical(expr: bx.Logical, backend: Backend) -> Compiled:
+    args = [compile_predicate(a, backend) for a in expr.args]
+    if expr.op == "AND":
+        return lambda row: all(a(row) for a in args)
+    return lambda row: any(a(row) for a in args)
+
+
+def _not(expr: bx.Not, backend: Backend) -> Compiled:
+    arg = compile_predicate(expr.arg, backend)
+    return lambda row: not arg(row)
+
+
+def _in_set(expr: bx.InSet, backend: Backend) -> Compiled:
+    arg, values, negated = compile_expr(expr.arg, backend), expr.values, expr.negated
+
+    def run(row: Row) -> Any:
+        value = arg(row)
+        return None if value is None else (value in values) != negated
+    return run
+
+
+def _is_null(expr: bx.IsNullTest, backend: Backend) -> Compiled:
+    arg, negated = compile_expr(expr.arg, backend), expr.negated
+    return lambda row: (arg(row) is None) != negated
+
+
+def _coalesce(expr: bx.Coalesce, backend: Backend) -> Compiled:
+    args = [compile_expr(a, backend) for a in expr.args]
+
+    def run(row: Row) -> Any:
+        for arg in args:
+            value = arg(row)
+            if value is not None:
+                return value
+        return None
+    return run
+
+
+_COMPILERS = {bx.ColumnIndex: _column, bx.Const: _const, bx.Call: _call, bx.KeyArith: _key_arith,
+              bx.Compare: _compare, bx.Logical: _logical, bx.Not: _not, bx.InSet: _in_set,
+              bx.IsNullTest: _is_null, bx.Coalesce: _coalesce}

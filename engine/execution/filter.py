@@ -1,0 +1,32 @@
+"""FilterExec: keeps the tuples whose predicate holds."""
+from __future__ import annotations
+
+from typing import Optional
+
+from trdb.execution.compile import compile_predicate
+from trdb.execution.operator import Batch, PhysicalOperator
+from trdb.planner.expressions import Bound
+
+
+class FilterExec(PhysicalOperator):
+    def __init__(self, child: PhysicalOperator, predicate: Bound, label: str = ""):
+        super().__init__()
+        self.children = (child,)
+        self.predicate = predicate
+        self.label = label
+
+    def describe(self) -> str:
+        return f"{self.name}({self.label})" if self.label else self.name
+
+    def _open(self) -> None:
+        self._test = compile_predicate(self.predicate, self.ctx.backend)
+
+    def _next(self) -> Optional[Batch]:
+        test = self._test
+        while True:
+            batch = self.children[0].next_batch()
+            if batch is None:
+                return None
+            kept = [row for row in batch if test(row)]
+            if kept:
+                return kept

@@ -1,0 +1,100 @@
+"""HashAggregateExec: groups by key expressions; SUM, AVG, MIN, MAX elementwise over tiles; COUNT(*)."""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from trdb.errors import DataError
+from trdb.execution.compile import compile_expr
+from trdb.execution.operator import Batch, PhysicalOperator, batches, drain
+from trdb.planner.logical import AggregateCall
+from trdb.planner.types import Schema, TensorType
+
+
+class Accumulator:
+    """The running state of one aggregate call in one group."""
+
+    __slots__ = ("function", "value", "count")
+
+    def __init__(self, function: str):
+        self.function = function
+        self.value = None
+        self.count = 0
+
+    def add(self, value, xp) -> None:
+        self.count += 1
+        if self.function == "COUNT" or value is None:
+            return
+        if self.value is None:
+            self.value = value.copy() if hasattr(value, "copy") and getattr(value, "ndim", 0) else value
+            return
+        try:
+            self.value = self._combine(self.value, value, xp)
+        except ValueError:
+            raise DataError(f"{self.function}: tiles of one group have shapes "
+                            f"{np.shape(self.value)} and {np.shape(value)}") from None
+
+    def _combine(self, acc, value, xp):
+        if self.function in ("SUM", "AVG"):
+            if getattr(acc, "ndim", 0) and acc.shape == np.shape(value) and acc.dtype == getattr(value, "dtype", None):
+                xp.add(acc, value, out=acc)  # the accumulator is our own copy
+                return acc
+            return acc + value
+        return xp.minimum(acc, value) if self.function == "MIN" else xp.maximum(acc, value)
+
+    def result(self, column_type, xp):
+        if self.function == "COUNT":
+            return self.count
+        if self.value is None:
+            return _empty(column_type, xp)
+        if self.function == "AVG":
+            return self.value / self.count
+        return self.value
+
+
+def _empty(column_type, xp):
+    """An aggregate over no tuples: a zero tile (absent tiles are zeros), or NULL for keys."""
+    if isinstance(column_type, TensorType):
+        return xp.zeros(column_type.tile, dtype=column_type.dtype)
+    return None
+
+
+class HashAggregateExec(PhysicalOperator):
+    def __init__(self, child: PhysicalOperator, group_by: tuple, calls: tuple[AggregateCall, ...], schema: Schema):
+        super().__init__()
+        self.children = (child,)
+        self.group_by = group_by
+        self.calls = calls
+        self.schema = schema
+
+    def describe(self) -> str:
+        groups = ", ".join(c.name for c in self.schema[:len(self.group_by)])
+        calls = ", ".join(c.function for c in self.calls)
+        return f"{self.name}(group by [{groups}]: {calls})"
+
+    def _open(self) -> None:
+        self._batches = None
+
+    def _next(self) -> Optional[Batch]:
+        if self._batches is None:
+            self._batches = batches(self._aggregate())
+        return next(self._batches, None)
+
+    def _aggregate(self) -> list:
+        backend = self.ctx.backend
+        xp = backend.xp
+        keys = [compile_expr(g, backend) for g in self.group_by]
+        args = [compile_expr(c.arg, backend) if c.arg is not None else (lambda row: None) for c in self.calls]
+        groups: dict[tuple, list[Accumulator]] = {}
+        for row in drain(self.children[0]):
+            key = tuple(k(row) for k in keys)
+            accumulators = groups.get(key)
+            if accumulators is None:
+                accumulators = groups[key] = [Accumulator(c.function) for c in self.calls]
+            for accumulator, arg in zip(accumulators, args):
+                accumulator.add(arg(row), xp)
+        if not groups and not self.group_by:
+            groups[()] = [Accumulator(c.function) for c in self.calls]
+        types = [c.type for c in self.schema[len(self.group_by):]]
+        return [key + tuple(a.result(t, xp) for a, t in zip(accs, types)) for key, accs in groups.items()]

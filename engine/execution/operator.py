@@ -1,0 +1,96 @@
+"""The Volcano operator interface (open / next_batch / close) and the context operators run in."""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Optional
+
+from trdb.errors import QueryCancelled
+from trdb.kernels.backend import Backend
+
+Batch = list  # a list of tuples: keys as Python ints (None on an outer join's missing side), tiles as arrays
+BATCH_SIZE = 64
+
+
+@dataclass
+class ExecContext:
+    """What running operators share: the kernel backend, the catalog (tiles), and cancellation."""
+
+    backend: Backend
+    catalog: Any
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    def check_cancelled(self) -> None:
+        if self.cancelled.is_set():
+            raise QueryCancelled("the statement was cancelled")
+
+
+@dataclass
+class OperatorMetrics:
+    tuples: int = 0
+    seconds: float = 0.0
+
+
+class PhysicalOperator:
+    """A Volcano operator. Subclasses implement _open, _next and optionally _close."""
+
+    children: tuple["PhysicalOperator", ...] = ()
+
+    def __init__(self) -> None:
+        self.metrics = OperatorMetrics()
+        self.ctx: Optional[ExecContext] = None
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def describe(self) -> str:
+        """The operator's line in EXPLAIN: its name and what it does."""
+        return self.name
+
+    def open(self, ctx: ExecContext) -> None:
+        self.ctx = ctx
+        for child in self.children:
+            child.open(ctx)
+        self._open()
+
+    def next_batch(self) -> Optional[Batch]:
+        """The next non-empty batch of tuples, or None when the operator is exhausted."""
+        self.ctx.check_cancelled()
+        started = time.perf_counter()
+        batch = self._next()
+        self.metrics.seconds += time.perf_counter() - started
+        if batch is not None:
+            self.metrics.tuples += len(batch)
+        return batch
+
+    def close(self) -> None:
+        try:
+            self._close()
+        finally:
+            for child in self.children:
+                child.close()
+
+    def _open(self) -> None:
+        pass
+
+    def _next(self) -> Optional[Batch]:
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        pass
+
+
+def drain(operator: PhysicalOperator) -> Iterator[tuple]:
+    """Every tuple an (opened) operator produces."""
+    while True:
+        batch = operator.next_batch()
+        if batch is None:
+            return
+        yield from batch
+
+
+def batches(rows: list, size: int = BATCH_SIZE) -> Iterator[Batch]:
+    for start in range(0, len(rows), size):
+        yield rows[start:start + size]

@@ -1,0 +1,35 @@
+"""ProjectionExec: rekeys and per-tuple kernels, each output column one compiled expression."""
+from __future__ import annotations
+
+from typing import Optional
+
+from trdb.execution.compile import compile_expr
+from trdb.execution.operator import Batch, PhysicalOperator
+from trdb.planner import expressions as bx
+
+
+class ProjectionExec(PhysicalOperator):
+    def __init__(self, child: PhysicalOperator, exprs: tuple[bx.Bound, ...], names: tuple[str, ...]):
+        super().__init__()
+        self.children = (child,)
+        self.exprs = exprs
+        self.names = names
+
+    def describe(self) -> str:
+        return f"{self.name}({', '.join(self.names)})"
+
+    def _open(self) -> None:
+        compiled = [compile_expr(e, self.ctx.backend) for e in self.exprs]
+        positions = [e.index if isinstance(e, bx.ColumnIndex) else None for e in self.exprs]
+        if all(p is not None for p in positions):
+            # a pure rekey or column selection: no kernel runs, tuples are rebuilt by position
+            self._project = lambda row: tuple(row[p] for p in positions)
+        else:
+            self._project = lambda row: tuple(f(row) for f in compiled)
+
+    def _next(self) -> Optional[Batch]:
+        batch = self.children[0].next_batch()
+        if batch is None:
+            return None
+        project = self._project
+        return [project(row) for row in batch]

@@ -1,0 +1,85 @@
+"""Query results: rows plus column metadata, and assembling tiles back into one dense tensor."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+
+from trdb.errors import DataError, InterfaceError
+from trdb.planner.types import Schema, TensorType
+
+
+@dataclass
+class Result:
+    """What a statement returns: rows with a schema (tensor queries) or DuckDB's description."""
+
+    rows: list = field(default_factory=list)
+    schema: Optional[Schema] = None
+    description: Optional[list] = None
+    rowcount: int = -1
+
+
+@dataclass(frozen=True)
+class TensorLayout:
+    """How a result's tiles form one tensor: key positions, value position, nominal tile, shape."""
+
+    key_positions: tuple[int, ...]
+    value_position: int
+    dtype: np.dtype
+    tile: tuple[int, ...]
+    shape: tuple[int, ...]
+
+
+def layout_of(schema: Schema, rows: Sequence[tuple], shape: Optional[Sequence[int]] = None) -> TensorLayout:
+    """The layout of a result: keys map in order to the tile's leading axes."""
+    keys = tuple(i for i, c in enumerate(schema) if c.is_key)
+    values = [i for i, c in enumerate(schema) if c.is_tensor]
+    if not values:
+        raise InterfaceError("the result has no tensor column to assemble")
+    column_type: TensorType = schema[values[0]].type
+    pad = max(0, len(keys) - len(column_type.tile))
+    tile = (1,) * pad + tuple(column_type.tile)
+    extent = (None,) * pad + tuple(column_type.extent)
+    if shape is None:
+        shape = _shape_from_data(rows, keys, values[0], tile, extent)
+    elif len(shape) != len(tile):
+        raise InterfaceError(f"shape {tuple(shape)} has rank {len(shape)}; the result has rank {len(tile)}")
+    return TensorLayout(keys, values[0], column_type.dtype, tile, tuple(int(n) for n in shape))
+
+
+def _shape_from_data(rows, keys, value, tile, extent) -> tuple[int, ...]:
+    shape = [e or 0 for e in extent]
+    pad = len(tile) - np.ndim(rows[0][value]) if rows else 0
+    for row in rows:
+        tile_shape = (1,) * pad + np.shape(row[value])
+        for axis in range(len(tile)):
+            key = row[keys[axis]] if axis < len(keys) else 0
+            if key is None or key < 0:
+                raise DataError(f"key {key} of the result cannot be placed in a tensor")
+            shape[axis] = max(shape[axis], key * tile[axis] + tile_shape[axis])
+    return tuple(shape)
+
+
+def tile_slices(layout: TensorLayout, row: tuple) -> tuple:
+    """Where a row's tile goes in the assembled tensor."""
+    tile = np.asarray(row[layout.value_position])
+    tile_shape = (1,) * (len(layout.tile) - tile.ndim) + tile.shape
+    starts = [row[p] * layout.tile[a] for a, p in enumerate(layout.key_positions)]
+    starts += [0] * (len(layout.tile) - len(starts))
+    return tuple(slice(s, s + n) for s, n in zip(starts, tile_shape))
+
+
+def assemble(schema: Schema, rows: Sequence[tuple], shape: Optional[Sequence[int]] = None) -> np.ndarray:
+    """The whole result as one dense array; absent tiles are zeros."""
+    layout = layout_of(schema, rows, shape)
+    out = np.zeros(layout.shape, dtype=layout.dtype)
+    for row in rows:
+        slices = tile_slices(layout, row)
+        tile = np.asarray(row[layout.value_position])
+        target = out[slices]
+        if target.size != tile.size:
+            raise DataError(f"the tile under key {tuple(row[p] for p in layout.key_positions)} has shape "
+                            f"{tile.shape}, which does not fit the tensor of shape {layout.shape}")
+        target[...] = tile.reshape(target.shape)
+    return out

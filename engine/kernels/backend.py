@@ -1,0 +1,54 @@
+"""The backend interface: one array module (numpy or cupy) behind a small common surface."""
+from __future__ import annotations
+
+import contextlib
+from types import ModuleType
+from typing import Any, Callable, ContextManager, Optional
+
+import numpy
+
+
+class Backend:
+    """An array backend: kernels receive `backend.xp` and call only array-API style functions on it.
+
+    The array module is loaded on first use, so a backend whose library is missing (cupy on a
+    machine without a GPU) can still be named, listed and asked `is_available()`.
+    """
+
+    def __init__(self, name: str, load: Callable[[], ModuleType]):
+        self.name = name
+        self._load = load
+        self._xp: Optional[ModuleType] = None
+
+    @property
+    def xp(self) -> ModuleType:
+        """The array module (numpy or cupy)."""
+        if self._xp is None:
+            self._xp = self._load()
+        return self._xp
+
+    def is_available(self) -> bool:
+        """Whether this backend can run kernels on this machine."""
+        return True
+
+    def asarray(self, value: Any, dtype: Any = None) -> Any:
+        """`value` as an array of this backend (no copy when it already is one of that dtype)."""
+        return self.xp.asarray(value, dtype=dtype)
+
+    def to_numpy(self, array: Any) -> numpy.ndarray:
+        """A numpy array holding the values of `array` (device memory is copied to the host)."""
+        return numpy.asarray(array)
+
+    def zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        """A zero tile: what an absent tuple stands for."""
+        return self.xp.zeros(shape, dtype=dtype)
+
+    def errstate(self) -> ContextManager:
+        """A context in which invalid or overflowing arithmetic yields inf/nan without warnings.
+
+        SQL users see LOG(0) = -inf in their results; a RuntimeWarning per tile would only be noise.
+        """
+        return contextlib.nullcontext()
+
+    def __repr__(self) -> str:
+        return f"<Backend {self.name}>"

@@ -1,0 +1,59 @@
+"""The CuPy backend: the shared kernels on a GPU; cupy is imported only when first asked for."""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any, Optional
+
+import numpy
+
+from trdb.errors import NotSupportedError
+from trdb.kernels.backend import Backend
+
+
+class CupyBackend(Backend):
+    """Kernels on an NVIDIA GPU through CuPy; unavailable without cupy or without a device."""
+
+    def __init__(self) -> None:
+        super().__init__("cupy", self._import_cupy)
+        self._available: Optional[bool] = None
+        self._why_not = ""
+
+    def is_available(self) -> bool:
+        if self._available is None:
+            self._available = self._probe()
+        return self._available
+
+    def unavailable_reason(self) -> str:
+        """Why `is_available()` is false ('' when it is true)."""
+        self.is_available()
+        return self._why_not
+
+    def _probe(self) -> bool:
+        # Any failure here (no package, no driver, no device) means "not available", never a crash.
+        try:
+            cupy = importlib.import_module("cupy")
+        except Exception as exc:  # noqa: BLE001
+            self._why_not = f"cupy cannot be imported ({exc})"
+            return False
+        try:
+            if not cupy.is_available():
+                self._why_not = "cupy sees no CUDA device"
+                return False
+        except Exception as exc:  # noqa: BLE001
+            self._why_not = f"cupy cannot reach a CUDA device ({exc})"
+            return False
+        return True
+
+    def _import_cupy(self) -> ModuleType:
+        if not self.is_available():
+            raise NotSupportedError(f"the cupy backend is not available: {self._why_not}")
+        return importlib.import_module("cupy")
+
+    def to_numpy(self, array: Any) -> numpy.ndarray:
+        if isinstance(array, numpy.ndarray):
+            return array
+        return self.xp.asnumpy(array)
+
+
+CUPY_BACKEND = CupyBackend()

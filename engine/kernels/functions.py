@@ -1,0 +1,190 @@
+"""Per-tile kernel implementations, written once against an array module `xp` (numpy or cupy).
+
+Every function is pure: it never writes into its arguments (tiles in the buffer pool are shared
+and read-only). Arguments are arrays of `xp` or Python scalars; scalars stay Python scalars so
+that numpy 2 treats them as weak for dtype promotion (float32 tile * 2.5 stays float32).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import opt_einsum
+
+
+# ---- elementwise operators -------------------------------------------------------------------
+
+def add(xp, a, b):
+    return xp.add(a, b)
+
+
+def subtract(xp, a, b):
+    return xp.subtract(a, b)
+
+
+def multiply(xp, a, b):
+    return xp.multiply(a, b)
+
+
+def divide(xp, a, b):
+    return xp.true_divide(a, b)
+
+
+def floor_divide(xp, a, b):
+    return xp.floor_divide(a, b)
+
+
+def remainder(xp, a, b):
+    return xp.remainder(a, b)
+
+
+def negative(xp, a):
+    return xp.negative(a)
+
+
+def equal(xp, a, b):
+    return xp.equal(a, b)
+
+
+def not_equal(xp, a, b):
+    return xp.not_equal(a, b)
+
+
+def less(xp, a, b):
+    return xp.less(a, b)
+
+
+def less_equal(xp, a, b):
+    return xp.less_equal(a, b)
+
+
+def greater(xp, a, b):
+    return xp.greater(a, b)
+
+
+def greater_equal(xp, a, b):
+    return xp.greater_equal(a, b)
+
+
+# ---- elementwise functions -------------------------------------------------------------------
+
+def relu(xp, a):
+    return xp.maximum(a, 0)
+
+
+def sigmoid(xp, a):
+    # 1 / (1 + exp(-a)) for a >= 0 and exp(a) / (1 + exp(a)) for a < 0, in one expression:
+    # no exp() argument is positive, so nothing overflows, and tiny results keep their relative
+    # precision. (xp.where over a random mask costs 3x more than the second exp.)
+    return xp.exp(xp.minimum(a, 0)) / (1 + xp.exp(-xp.abs(a)))
+
+
+def tanh(xp, a):
+    return xp.tanh(a)
+
+
+def exp(xp, a):
+    return xp.exp(a)
+
+
+def log(xp, a):
+    return xp.log(a)
+
+
+def sqrt(xp, a):
+    return xp.sqrt(a)
+
+
+def absolute(xp, a):
+    return xp.abs(a)
+
+
+def square(xp, a):
+    return xp.square(a)
+
+
+def power(xp, a, p):
+    return xp.power(a, p)
+
+
+def greatest(xp, a, b):
+    return xp.maximum(a, b)
+
+
+def least(xp, a, b):
+    return xp.minimum(a, b)
+
+
+def zeros_like(xp, a):
+    return xp.zeros_like(a)
+
+
+def ones_like(xp, a):
+    return xp.ones_like(a)
+
+
+def bce_with_logits(xp, logits, labels):
+    # max(x, 0) - x*y + log(1 + exp(-|x|)): the exp argument is never positive, so no overflow.
+    x = logits
+    return xp.maximum(x, 0) - x * labels + xp.log1p(xp.exp(-xp.abs(x)))
+
+
+def cast(xp, a, dtype):
+    return xp.asarray(a, dtype=dtype)
+
+
+# ---- axis functions and reductions -----------------------------------------------------------
+
+def softmax(xp, a, axis=-1):
+    # Subtracting the maximum keeps exp() at or below 1; the result is unchanged mathematically.
+    shifted = a - xp.max(a, axis=axis, keepdims=True)
+    e = xp.exp(shifted)
+    return e / xp.sum(e, axis=axis, keepdims=True)
+
+
+def reduce_sum(xp, a, axis=None):
+    return xp.sum(xp.asarray(a), axis=axis)
+
+
+def reduce_max(xp, a, axis=None):
+    return xp.max(xp.asarray(a), axis=axis)
+
+
+def reduce_mean(xp, a, axis=None):
+    return xp.mean(xp.asarray(a), axis=axis)
+
+
+def sumsq(xp, a):
+    a = xp.asarray(a)
+    if a.dtype.kind == "f" and a.dtype.itemsize >= 4:
+        # One BLAS dot pass instead of a squared temporary the size of the tile.
+        flat = xp.ravel(a)
+        return xp.dot(flat, flat)
+    return xp.sum(a * a)
+
+
+def transpose(xp, a, *axes):
+    return xp.transpose(a, axes or None)
+
+
+# ---- contractions ----------------------------------------------------------------------------
+
+def matmul(xp, a, b):
+    return xp.matmul(a, b)
+
+
+def einsum(xp, spec: str, *operands: Any):
+    tensors = [op for op in operands if hasattr(op, "dtype")]
+    # A Python scalar operand becomes a 0-d array of the dtype it would promote to, so that it
+    # stays weak (a float32 contraction times 2.0 remains float32).
+    dtype = xp.result_type(*operands) if tensors else None
+    arrays = [op if hasattr(op, "dtype") else xp.asarray(op, dtype=dtype) for op in operands]
+    expression = _contraction(spec, tuple(a.shape for a in arrays))
+    return expression(*arrays)
+
+
+@functools.lru_cache(maxsize=1024)
+def _contraction(spec: str, shapes: tuple[tuple[int, ...], ...]):
+    # Finding the contraction path costs tens of microseconds; every tile of a query has the same
+    # few shapes, so the path is found once per shape. The expression picks numpy or cupy per call.
+    return opt_einsum.contract_expression(spec, *shapes)

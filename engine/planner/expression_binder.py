@@ -1,0 +1,217 @@
+"""Binds AST expressions against a schema: resolves names, infers tile shapes and dtypes, checks kernels."""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from trdb.catalog.functions import (NOT_CONST, OPERATORS, Arg, KernelFunction, KernelSignatureError,
+                                    function_names, is_aggregate, lookup_function)
+from trdb.catalog.names import did_you_mean, fold
+from trdb.errors import Error, ProgrammingError
+from trdb.kernels.numpy_backend import NUMPY_BACKEND
+from trdb.parser import ast
+from trdb.planner import expressions as bx
+from trdb.planner.types import KeyType, OtherType, ScalarType, Schema, TensorType
+
+ARITHMETIC = ("+", "-", "*", "/", "//", "%")
+COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
+
+
+class BindContext:
+    """What every binder of one statement shares: its text (for carets) and its parameters."""
+
+    def __init__(self, text: str, params: Sequence[Any]):
+        self.text = text
+        self.params = list(params)
+        self.used_params: set[int] = set()
+
+    def fail(self, node: Any, message: str, hint: Optional[str] = None, error=ProgrammingError) -> Error:
+        span = getattr(node, "span", None)
+        exc = error(message, hint=hint)
+        return exc.at(self.text, span.line if span else None, span.column if span else None)
+
+    def param(self, node: ast.Param) -> Any:
+        if node.index >= len(self.params):
+            raise self.fail(node, f"parameter {node.index + 1} is used but only {len(self.params)} "
+                                  f"parameter(s) were given")
+        self.used_params.add(node.index)
+        return self.params[node.index]
+
+
+def constant(value: Any) -> bx.Const:
+    """A literal or bound parameter as a constant expression."""
+    if isinstance(value, np.ndarray):
+        return bx.Const(value, TensorType(value.dtype, value.shape, value.shape))
+    if isinstance(value, np.generic):
+        value = value.item()
+    return bx.Const(value, ScalarType(type(value)))
+
+
+def to_arg(expr: bx.Bound, as_extent: bool = False) -> Arg:
+    """How the kernel registry sees a bound argument (shape None: a weak Python scalar)."""
+    value = expr.value if isinstance(expr, bx.Const) and not isinstance(expr.type, TensorType) else NOT_CONST
+    if isinstance(expr.type, TensorType):
+        shape = expr.type.extent if as_extent else expr.type.tile
+        return Arg(shape=tuple(shape), dtype=expr.type.dtype, const=value)
+    return Arg(shape=None, dtype=None, const=value)
+
+
+class ExpressionBinder:
+    """Binds expressions over one input schema."""
+
+    def __init__(self, ctx: BindContext, schema: Schema):
+        self.ctx = ctx
+        self.schema = schema
+
+    # ------------------------------------------------------------ names
+
+    def resolve(self, ref: ast.ColumnRef) -> int:
+        matches = [i for i, c in enumerate(self.schema)
+                   if fold(c.name) == fold(ref.name)
+                   and (ref.qualifier is None or (c.qualifier and fold(c.qualifier) == fold(ref.qualifier)))]
+        if len(matches) == 1:
+            return matches[0]
+        label = f"{ref.qualifier}.{ref.name}" if ref.qualifier else ref.name
+        if matches:
+            raise self.ctx.fail(ref, f'column reference "{label}" is ambiguous',
+                                hint="qualify it with its table alias")
+        known = [f"{c.qualifier}.{c.name}" if ref.qualifier and c.qualifier else c.name for c in self.schema]
+        raise self.ctx.fail(ref, f'column "{label}" does not exist', hint=did_you_mean(label, known))
+
+    # ------------------------------------------------------------ dispatch
+
+    def bind(self, node: ast.Expr) -> bx.Bound:
+        method = getattr(self, f"_bind_{type(node).__name__}", None)
+        if method is None:
+            raise self.ctx.fail(node, f"{type(node).__name__} is not allowed here")
+        return method(node)
+
+    def _bind_Literal(self, node: ast.Literal) -> bx.Bound:
+        return constant(node.value)
+
+    def _bind_Param(self, node: ast.Param) -> bx.Bound:
+        return constant(self.ctx.param(node))
+
+    def _bind_ColumnRef(self, node: ast.ColumnRef) -> bx.Bound:
+        index = self.resolve(node)
+        column_type = self.schema[index].type
+        if isinstance(column_type, OtherType):
+            raise self.ctx.fail(node, f'column "{node.name}" has type {column_type}, which tensor queries '
+                                      f"cannot use", hint="use integer or floating point columns")
+        return bx.ColumnIndex(index, column_type)
+
+    def _bind_Star(self, node: ast.Star) -> bx.Bound:
+        raise self.ctx.fail(node, "* is only allowed in a select list")
+
+    def _bind_UnaryOp(self, node: ast.UnaryOp) -> bx.Bound:
+        operand = self.bind(node.operand)
+        if node.op == "NOT":
+            return bx.Not(operand)
+        if node.op == "+":
+            return operand
+        if isinstance(operand.type, TensorType):
+            return self.call(node, OPERATORS["NEG"], [operand])
+        if isinstance(operand, bx.Const):
+            return constant(-operand.value)
+        return bx.KeyArith("-", bx.Const(0, ScalarType(int)), operand)
+
+    def _bind_BinaryOp(self, node: ast.BinaryOp) -> bx.Bound:
+        if node.op in ("AND", "OR"):
+            return bx.Logical(node.op, (self.bind(node.left), self.bind(node.right)))
+        left, right = self.bind(node.left), self.bind(node.right)
+        if isinstance(left.type, TensorType) or isinstance(right.type, TensorType):
+            return self.call(node, OPERATORS[node.op], [left, right])
+        if node.op in COMPARISONS:
+            return bx.Compare(node.op, left, right)
+        return self.scalar_arith(node, left, right)
+
+    def scalar_arith(self, node: ast.BinaryOp, left: bx.Bound, right: bx.Bound) -> bx.Bound:
+        if isinstance(left, bx.Const) and isinstance(right, bx.Const):
+            try:
+                return constant(OPERATORS[node.op].call(NUMPY_BACKEND, [left.value, right.value]))
+            except Exception as exc:  # a constant expression that cannot be evaluated
+                raise self.ctx.fail(node, f"cannot evaluate {left.value!r} {node.op} {right.value!r}: {exc}")
+        for side in (left, right):
+            if isinstance(side.type, ScalarType) and side.type.python_type not in (int, type(None)):
+                raise self.ctx.fail(node, f"key arithmetic needs integers, got {side.type}",
+                                    hint="keys are BIGINT; use tensor columns for real-valued math")
+        if node.op == "/":
+            raise self.ctx.fail(node, "keys are integers: use // for integer division of keys")
+        return bx.KeyArith(node.op, left, right)
+
+    def _bind_Between(self, node: ast.Between) -> bx.Bound:
+        operand = self.bind(node.operand)
+        test = bx.Logical("AND", (bx.Compare(">=", operand, self.bind(node.low)),
+                                  bx.Compare("<=", operand, self.bind(node.high))))
+        return bx.Not(test) if node.negated else test
+
+    def _bind_InList(self, node: ast.InList) -> bx.Bound:
+        items = [self.bind(item) for item in node.items]
+        if not all(isinstance(item, bx.Const) for item in items):
+            raise self.ctx.fail(node, "IN needs a list of constants")
+        return bx.InSet(self.bind(node.operand), frozenset(i.value for i in items), node.negated)
+
+    def _bind_IsNull(self, node: ast.IsNull) -> bx.Bound:
+        return bx.IsNullTest(self.bind(node.operand), node.negated)
+
+    def _bind_Cast(self, node: ast.Cast) -> bx.Bound:
+        operand = self.bind(node.operand)
+        if not isinstance(operand.type, TensorType) and node.type_name in ("bigint", "integer", "int"):
+            return operand
+        return self.call(node, lookup_function("CAST"), [operand, bx.Const(node.type_name, ScalarType(str))])
+
+    def _bind_FuncCall(self, node: ast.FuncCall) -> bx.Bound:
+        if is_aggregate(node.name):
+            raise self.ctx.fail(node, f"aggregate function {node.name} is not allowed here")
+        if node.name == "COALESCE":
+            args = tuple(self.bind(a) for a in node.args)
+            if any(isinstance(a.type, TensorType) for a in args):
+                raise self.ctx.fail(node, "COALESCE takes keys; tensors are never NULL (a missing tile is zeros)")
+            return bx.Coalesce(args)
+        function = lookup_function(node.name)
+        if function is None:
+            raise self.ctx.fail(node, f'function "{node.name}" does not exist',
+                                hint=did_you_mean(node.name, function_names()))
+        return self.call(node, function, [self.bind(a) for a in node.args])
+
+    # ------------------------------------------------------------ kernels
+
+    def call(self, node: Any, function: KernelFunction, args: list[bx.Bound]) -> bx.Bound:
+        """A kernel call with its result type, or an error naming the function and the shapes."""
+        for position in function.const_positions:
+            if position < len(args) and not isinstance(args[position], bx.Const):
+                raise self.ctx.fail(node, f"{function.name}: argument {position + 1} must be a constant")
+        try:
+            result = function.infer([to_arg(a) for a in args])
+        except KernelSignatureError as exc:
+            raise self.ctx.fail(node, str(exc)) from None
+        if all(isinstance(a, bx.Const) for a in args) and not any(isinstance(a.type, TensorType) for a in args):
+            return self._fold(node, function, args)
+        extent = self._extent(function, args, result.shape)
+        return bx.Call(function, tuple(args), TensorType(np.dtype(result.dtype), tuple(result.shape or ()), extent))
+
+    def _fold(self, node: Any, function: KernelFunction, args: list[bx.Bound]) -> bx.Bound:
+        try:
+            return constant(function.call(NUMPY_BACKEND, [a.value for a in args]))
+        except Exception as exc:
+            raise self.ctx.fail(node, f"{function.name}: {exc}") from None
+
+    @staticmethod
+    def _extent(function: KernelFunction, args: list[bx.Bound], tile: Optional[tuple]) -> tuple:
+        """Logical extent of the result: the same shape rule applied to the arguments' extents."""
+        rank = len(tile or ())
+        known = all(None not in a.type.extent for a in args if isinstance(a.type, TensorType))
+        if known:
+            try:
+                shape = function.infer([to_arg(a, as_extent=True) for a in args]).shape
+                if shape is not None and len(shape) == rank:
+                    return tuple(shape)
+            except KernelSignatureError:
+                pass
+        return (None,) * rank
+
+
+def is_key_like(expr: bx.Bound) -> bool:
+    return isinstance(expr.type, KeyType) or (isinstance(expr.type, ScalarType) and expr.type.python_type is int)
+

@@ -1,0 +1,117 @@
+"""Binding GROUP BY and aggregates: Aggregate (group keys, then calls) under a Project of the select list."""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from trdb.catalog.functions import is_aggregate
+from trdb.errors import NotSupportedError, ProgrammingError
+from trdb.parser import ast
+from trdb.planner import expressions as bx
+from trdb.planner import logical as lp
+from trdb.planner.expression_binder import BindContext, ExpressionBinder, is_key_like
+from trdb.planner.naming import output_names
+from trdb.planner.types import KEY, Column, KeyType, TensorType
+
+
+def contains_aggregate(node) -> bool:
+    if isinstance(node, ast.FuncCall) and is_aggregate(node.name):
+        return True
+    for value in getattr(node, "__dict__", {}).values():
+        items = value if isinstance(value, tuple) else (value,)
+        if any(contains_aggregate(v) for v in items if hasattr(v, "span")):
+            return True
+    return False
+
+
+def aggregate_type(function: str, arg: Optional[bx.Bound]):
+    if function == "COUNT":
+        return KEY
+    if isinstance(arg.type, TensorType):
+        if function == "AVG" and not np.issubdtype(arg.type.dtype, np.floating):
+            return TensorType(np.dtype("float64"), arg.type.tile, arg.type.extent)
+        return arg.type
+    if function == "AVG":
+        return TensorType(np.dtype("float64"), (), ())
+    return KEY
+
+
+class GroupedBinder(ExpressionBinder):
+    """Binds select items over an Aggregate: group expressions and aggregate calls become its columns."""
+
+    def __init__(self, ctx: BindContext, source: lp.Plan, group_by: list[bx.Bound]):
+        super().__init__(ctx, source.schema)
+        self.inner = ExpressionBinder(ctx, source.schema)
+        self.group_by = group_by
+        self.calls: list[lp.AggregateCall] = []
+
+    def bind(self, node: ast.Expr) -> bx.Bound:
+        if isinstance(node, ast.FuncCall) and is_aggregate(node.name):
+            return self.aggregate(node)
+        if not contains_aggregate(node) and not isinstance(node, ast.Star):
+            bound = self.inner.bind(node)
+            if bound in self.group_by:
+                return bx.ColumnIndex(self.group_by.index(bound), bound.type)
+            if isinstance(bound, bx.Const):
+                return bound
+            if isinstance(node, ast.ColumnRef):
+                label = f"{node.qualifier}.{node.name}" if node.qualifier else node.name
+                raise self.ctx.fail(node, f'column "{label}" must appear in the GROUP BY clause or be used '
+                                          f"in an aggregate function")
+        return super().bind(node)
+
+    def aggregate(self, node: ast.FuncCall) -> bx.Bound:
+        if node.distinct:
+            raise self.ctx.fail(node, f"{node.name}(DISTINCT ...) is not supported", error=NotSupportedError)
+        if node.star:
+            if node.name != "COUNT":
+                raise self.ctx.fail(node, f"{node.name}(*) is not valid; only COUNT(*)")
+            call = lp.AggregateCall("COUNT", None)
+        else:
+            if len(node.args) != 1:
+                raise self.ctx.fail(node, f"{node.name} takes one argument, got {len(node.args)}")
+            call = lp.AggregateCall(node.name, self.inner.bind(node.args[0]))
+        if call not in self.calls:
+            self.calls.append(call)
+        return bx.ColumnIndex(len(self.group_by) + self.calls.index(call), aggregate_type(call.function, call.arg))
+
+
+def _group_expression(ctx: BindContext, binder: ExpressionBinder, node: ast.Expr, items) -> bx.Bound:
+    """A GROUP BY item: an expression over the input, a select-list position, or a select alias."""
+    if isinstance(node, ast.Literal) and isinstance(node.value, int) and 1 <= node.value <= len(items):
+        node = items[node.value - 1].expr
+    try:
+        bound = binder.bind(node)
+    except ProgrammingError:
+        aliased = [i.expr for i in items if isinstance(node, ast.ColumnRef) and node.qualifier is None
+                   and i.alias and i.alias.lower() == node.name.lower()]
+        if not aliased:
+            raise
+        bound = binder.bind(aliased[0])
+    if not is_key_like(bound):
+        raise ctx.fail(node, f"GROUP BY takes key expressions, not {bound.type}",
+                       hint="group by key columns; aggregate tensors with SUM, AVG, MIN or MAX")
+    return bound
+
+
+def bind_grouped_select(ctx: BindContext, source: lp.Plan, select: ast.Select) -> tuple[lp.Plan, tuple]:
+    inner = ExpressionBinder(ctx, source.schema)
+    group_by = [_group_expression(ctx, inner, g, select.items) for g in select.group_by]
+    binder = GroupedBinder(ctx, source, group_by)
+    exprs, aliases, origins = [], [], []
+    for item in select.items:
+        if isinstance(item.expr, ast.Star):
+            raise ctx.fail(item.expr, "* cannot be used with GROUP BY or aggregates")
+        exprs.append(binder.bind(item.expr))
+        aliases.append(item.alias)
+        origins.append((item.expr.qualifier, item.expr.name) if isinstance(item.expr, ast.ColumnRef) else None)
+    group_names = output_names(group_by, [None] * len(group_by), [None] * len(group_by),
+                               [c.name for c in source.schema])
+    agg_schema = tuple(Column(n, g.type if isinstance(g.type, KeyType) else KEY) for n, g in zip(group_names, group_by))
+    agg_schema += tuple(Column(c.function.lower(), aggregate_type(c.function, c.arg))
+                        for c in binder.calls)
+    aggregate = lp.Aggregate(source, tuple(group_by), tuple(binder.calls), agg_schema)
+    names = output_names(exprs, aliases, [o[1] if o else None for o in origins], [c.name for c in agg_schema])
+    schema = tuple(Column(n, e.type) for n, e in zip(names, exprs))
+    return lp.Project(aggregate, tuple(exprs), schema), tuple(origins)

@@ -1,0 +1,151 @@
+"""Logical plan: immutable TRA operators (Scan, Filter, Project, Join, Aggregate, UnionAll, Sort, Limit)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from trdb.catalog.tensor_meta import TensorMeta
+from trdb.planner.expressions import Bound
+from trdb.planner.types import Schema
+
+
+@dataclass(frozen=True)
+class Scan:
+    """All tuples of a stored tensor relation: its keys, then its tile."""
+
+    tensor: TensorMeta
+    schema: Schema
+
+    @property
+    def inputs(self) -> tuple:
+        return ()
+
+
+@dataclass(frozen=True)
+class TableScan:
+    """Rows of an ordinary (plain SQL) table read through DuckDB."""
+
+    table: str
+    columns: tuple[str, ...]
+    schema: Schema
+
+    @property
+    def inputs(self) -> tuple:
+        return ()
+
+
+@dataclass(frozen=True)
+class Filter:
+    """Keeps the tuples whose predicate (on keys, or a one-element tensor) holds."""
+
+    input: "Plan"
+    predicate: Bound
+
+    @property
+    def schema(self) -> Schema:
+        return self.input.schema
+
+    @property
+    def inputs(self) -> tuple:
+        return (self.input,)
+
+
+@dataclass(frozen=True)
+class Project:
+    """Rekey and transform: each output column is an expression over one input tuple."""
+
+    input: "Plan"
+    exprs: tuple[Bound, ...]
+    schema: Schema
+
+    @property
+    def inputs(self) -> tuple:
+        return (self.input,)
+
+
+@dataclass(frozen=True)
+class Join:
+    """Equi-join on key positions; kind INNER, LEFT or FULL (the missing side's tile is zeros).
+
+    The output is the left tuple followed by the right tuple; `residual` is an extra predicate
+    over that combined tuple (inner joins only).
+    """
+
+    left: "Plan"
+    right: "Plan"
+    kind: str
+    left_keys: tuple[int, ...]
+    right_keys: tuple[int, ...]
+    schema: Schema
+    residual: Optional[Bound] = None
+
+    @property
+    def inputs(self) -> tuple:
+        return (self.left, self.right)
+
+
+@dataclass(frozen=True)
+class AggregateCall:
+    """SUM, AVG, MIN, MAX or COUNT (arg None for COUNT(*)), elementwise over tiles."""
+
+    function: str
+    arg: Optional[Bound]
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """Groups by key expressions; output: the group keys, then one column per aggregate call."""
+
+    input: "Plan"
+    group_by: tuple[Bound, ...]
+    calls: tuple[AggregateCall, ...]
+    schema: Schema
+
+    @property
+    def inputs(self) -> tuple:
+        return (self.input,)
+
+
+@dataclass(frozen=True)
+class UnionAll:
+    """UNION ALL of inputs with the same columns."""
+
+    parts: tuple["Plan", ...]
+    schema: Schema
+
+    @property
+    def inputs(self) -> tuple:
+        return self.parts
+
+
+@dataclass(frozen=True)
+class Sort:
+    input: "Plan"
+    keys: tuple[Bound, ...]
+    descending: tuple[bool, ...]
+
+    @property
+    def schema(self) -> Schema:
+        return self.input.schema
+
+    @property
+    def inputs(self) -> tuple:
+        return (self.input,)
+
+
+@dataclass(frozen=True)
+class Limit:
+    input: "Plan"
+    limit: Optional[int]
+    offset: int = 0
+
+    @property
+    def schema(self) -> Schema:
+        return self.input.schema
+
+    @property
+    def inputs(self) -> tuple:
+        return (self.input,)
+
+
+Plan = Union[Scan, TableScan, Filter, Project, Join, Aggregate, UnionAll, Sort, Limit]

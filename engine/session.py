@@ -1,0 +1,197 @@
+"""A session on one database: runs statements atomically, routing plain SQL to DuckDB."""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Optional, Sequence
+
+from trdb import errors
+from trdb.catalog.catalog import Catalog
+from trdb.catalog.settings import Settings
+from trdb.execution.result import Result
+from trdb.kernels.numpy_backend import NUMPY_BACKEND
+from trdb.parser import ParseError, ast, parse, split_statements
+from trdb.planner.expression_binder import BindContext
+from trdb.statements import ddl, dml, inspect
+from trdb.statements.context import StatementContext
+from trdb.statements.routing import count_params, is_plain_sql, passthrough_fallback
+from trdb.storage.buffer_pool import BufferPool
+from trdb.storage.database import Database
+
+_PARSE_CACHE_SIZE = 512
+
+Handler = Callable[[StatementContext, Any], Result]
+_WRITES: dict[type, Handler] = {
+    ast.CreateTensor: ddl.create_tensor, ast.CreateTensorFrom: ddl.create_tensor_from,
+    ast.CreateTensorAs: ddl.create_tensor_as, ast.CreateView: ddl.create_view, ast.Drop: ddl.drop,
+    ast.InsertValues: dml.insert_values, ast.InsertQuery: dml.insert_query, ast.Update: dml.update,
+    ast.Delete: dml.delete,
+}
+_READS: dict[type, Handler] = {
+    ast.ShowTensors: inspect.show_tensors, ast.ShowViews: inspect.show_views, ast.Describe: inspect.describe,
+    ast.SetSetting: inspect.set_setting, ast.ResetSetting: inspect.reset_setting,
+    ast.ShowSetting: inspect.show_setting, ast.Explain: inspect.explain,
+}
+
+
+class Session:
+    """Owns the DuckDB database, the catalog, the buffer pool and the settings of one connection."""
+
+    def __init__(self, path: Optional[str] = None):
+        self.settings = Settings()
+        self.db = Database(path)
+        try:
+            self.db.execute("SET force_compression = 'uncompressed'")  # ZSTD made tile look-ups slow
+            self.pool = BufferPool(self.settings.memory_limit)
+            self.catalog = Catalog(self.db, self.pool)
+        except BaseException:
+            self.db.close()
+            raise
+        self.aborted = False
+        self._parsed: OrderedDict[str, ast.Statement] = OrderedDict()
+        self.lock = threading.RLock()
+
+    # ------------------------------------------------------------ entry point
+
+    def execute(self, text: str, params: Sequence[Any] = ()) -> Result:
+        """Run a statement, or several separated by `;` (the last one's result is returned)."""
+        pieces = split_statements(text)
+        if not pieces:
+            raise errors.ProgrammingError("empty statement")
+        if len(pieces) > 1 and params:
+            raise errors.ProgrammingError("parameters can only be bound to a single statement")
+        result = Result()
+        with self.lock:
+            for piece in pieces:
+                result = self._execute_one(piece.text, params)
+        return result
+
+    def _execute_one(self, text: str, params: Sequence[Any]) -> Result:
+        try:
+            statement = self._parse(text)
+        except ParseError as exc:
+            return self._fallback(text, params, exc)
+        if self.aborted and not isinstance(statement, ast.Rollback):
+            raise errors.OperationalError("current transaction is aborted, commands ignored until end of "
+                                          "transaction block", hint="ROLLBACK")
+        try:
+            return self._dispatch(statement, text, params)
+        except errors.Error as exc:
+            raise self._failed(exc, text)
+        except (KeyboardInterrupt, MemoryError, RecursionError):
+            self._after_failure()
+            raise
+        except Exception as exc:  # a bug: report it as an InternalError, never a bare traceback
+            raise self._failed(errors.InternalError(f"internal error: {type(exc).__name__}: {exc}"), text) from exc
+
+    def _parse(self, text: str) -> ast.Statement:
+        statement = self._parsed.get(text)
+        if statement is None:
+            statement = parse(text)
+            self._parsed[text] = statement
+            if len(self._parsed) > _PARSE_CACHE_SIZE:
+                self._parsed.popitem(last=False)
+        return statement
+
+    def _failed(self, exc: errors.Error, text: str) -> errors.Error:
+        self._after_failure()
+        return exc
+
+    def _after_failure(self) -> None:
+        if self.db.explicit_transaction:
+            self.aborted = True
+
+    # ------------------------------------------------------------ dispatch
+
+    def _dispatch(self, statement: ast.Statement, text: str, params: Sequence[Any]) -> Result:
+        expected = count_params(statement)
+        if expected != len(params) and not isinstance(statement, (ast.Begin, ast.Commit, ast.Rollback)):
+            raise errors.ProgrammingError(f"the statement has {expected} parameter(s) but {len(params)} "
+                                          f"were given")
+        if isinstance(statement, (ast.Begin, ast.Commit, ast.Rollback)):
+            return self._transaction(statement)
+        if is_plain_sql(statement, self.catalog):
+            return self._plain_sql(text, params)
+        sc = StatementContext(self.db, self.catalog, self.settings, NUMPY_BACKEND, BindContext(text, params))
+        if isinstance(statement, ast.QueryStatement):
+            return sc.run_query(statement.query)
+        if type(statement) in _READS:
+            result = _READS[type(statement)](sc, statement)
+            self.pool.resize(self.settings.memory_limit)
+            return result
+        handler = _WRITES.get(type(statement))
+        if handler is None:
+            raise errors.NotSupportedError(f"{type(statement).__name__} statements are not supported yet")
+        return self._atomic(lambda: handler(sc, statement))
+
+    def _atomic(self, work: Callable[[], Result]) -> Result:
+        """Run a writing statement in its own transaction (or the open one); undo everything on failure."""
+        try:
+            with self.db.statement():
+                return work()
+        except BaseException:
+            if not self.db.explicit_transaction:
+                self.catalog.reload()  # the mirror may hold what was just rolled back
+            raise
+
+    def _transaction(self, statement: ast.Statement) -> Result:
+        if isinstance(statement, ast.Begin):
+            if self.db.explicit_transaction:
+                raise errors.OperationalError("a transaction is already in progress")
+            self.db.begin()
+            self.db.explicit_transaction = True
+        elif isinstance(statement, ast.Commit):
+            self.commit()
+        else:
+            self.rollback()
+        return Result(rowcount=0)
+
+    def commit(self) -> None:
+        if not self.db.explicit_transaction:
+            return
+        if self.aborted:
+            self.rollback()
+            raise errors.OperationalError("the transaction was aborted by an earlier error and has been "
+                                          "rolled back")
+        self.db.explicit_transaction = False
+        self.db.commit()
+
+    def rollback(self) -> None:
+        if not self.db.explicit_transaction:
+            return
+        self.db.explicit_transaction = False
+        self.aborted = False
+        try:
+            self.db.rollback()
+        finally:
+            self.catalog.reload()
+
+    # ------------------------------------------------------------ plain SQL
+
+    def _plain_sql(self, text: str, params: Sequence[Any]) -> Result:
+        try:
+            rows, description, rowcount = self.db.execute_with_description(text, params)
+        finally:
+            self.catalog.forget_ordinary_tables()
+        described = [(d[0], str(d[1]), None, None, None, None, None) for d in description] if description else None
+        return Result(rows=rows, description=described, rowcount=rowcount if rowcount >= 0 else len(rows))
+
+    def _fallback(self, text: str, params: Sequence[Any], parse_error: ParseError) -> Result:
+        """Text that trql cannot parse may still be plain SQL for DuckDB; otherwise report the parse error."""
+        if self.aborted:
+            raise errors.OperationalError("current transaction is aborted, commands ignored until end of "
+                                          "transaction block", hint="ROLLBACK")
+        error = errors.ProgrammingError(parse_error.message, hint=parse_error.hint, statement=parse_error.text,
+                                        line=parse_error.line, column=parse_error.column)
+        if not passthrough_fallback(text, self.catalog):
+            raise self._failed(error, text)
+        try:
+            return self._plain_sql(text, params)
+        except errors.Error as exc:
+            raise self._failed(error if "Parser Error" in str(exc) else exc, text)
+
+    def close(self) -> None:
+        with self.lock:
+            if self.db.explicit_transaction:
+                self.rollback()
+            self.db.close()

@@ -1,0 +1,1 @@
+"""Executors of trql statements other than queries: DDL, DML, session and catalog commands."""

@@ -1,0 +1,66 @@
+"""What a statement executor works with: the database, catalog, settings, backend and parameters."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trdb.catalog.catalog import Catalog
+from trdb.catalog.settings import Settings
+from trdb.execution.operator import ExecContext, PhysicalOperator, drain
+from trdb.execution.result import Result
+from trdb.kernels.backend import Backend
+from trdb.optimizer.physical_planner import plan_physical
+from trdb.parser import ast
+from trdb.planner import expressions as bx
+from trdb.planner import logical as lp
+from trdb.planner.binder import Binder, BoundQuery
+from trdb.planner.expression_binder import BindContext, ExpressionBinder
+from trdb.storage.database import Database
+
+
+@dataclass
+class StatementContext:
+    db: Database
+    catalog: Catalog
+    settings: Settings
+    backend: Backend
+    bind: BindContext
+    exec_context: ExecContext = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.exec_context = ExecContext(self.backend, self.catalog)
+
+    @property
+    def text(self) -> str:
+        return self.bind.text
+
+    def param(self, node: ast.Param) -> Any:
+        return self.bind.param(node)
+
+    def constant(self, node: ast.Expr) -> Any:
+        """The value of an expression that must be constant (FILL arguments, SET values)."""
+        bound = ExpressionBinder(self.bind, ()).bind(node)
+        if not isinstance(bound, bx.Const):
+            raise self.bind.fail(node, "a constant is required here")
+        return bound.value
+
+    def binder(self) -> Binder:
+        return Binder(self.catalog, self.bind)
+
+    def bind_query(self, query: ast.Query) -> BoundQuery:
+        return self.binder().bind_query(query)
+
+    def run_operator(self, operator: PhysicalOperator) -> list[tuple]:
+        operator.open(self.exec_context)
+        try:
+            return list(drain(operator))
+        finally:
+            operator.close()
+
+    def run_plan(self, plan: lp.Plan) -> Result:
+        rows = self.run_operator(plan_physical(plan))
+        return Result(rows=rows, schema=plan.schema, rowcount=len(rows))
+
+    def run_query(self, query: ast.Query) -> Result:
+        return self.run_plan(self.bind_query(query).plan)
+

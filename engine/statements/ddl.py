@@ -1,0 +1,97 @@
+"""CREATE TENSOR (SHAPE/FILL, FROM array or .npy, AS query), CREATE VIEW, DROP."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from trdb.catalog.tensor_meta import TensorMeta, parse_dtype, validate_layout
+from trdb.errors import DataError, OperationalError, ProgrammingError
+from trdb.execution.result import Result
+from trdb.parser import ast
+from trdb.statements.context import StatementContext
+from trdb.statements.fill import fill_maker
+from trdb.statements.materialize import store_rows
+from trdb.statements.tiling import write_array, write_generated
+
+
+def create_tensor(sc: StatementContext, node: ast.CreateTensor) -> Result:
+    keys = validate_layout(node.shape, node.tile, node.keys)
+    meta = TensorMeta(node.name, keys, "v", parse_dtype(node.dtype), tuple(node.shape), tuple(node.tile), "")
+    fill = node.fill or ast.Fill("ZEROS")
+    args = [sc.constant(a) for a in fill.args]
+    maker = fill_maker(meta, fill.kind, args)
+    meta = sc.catalog.create_tensor(meta)
+    if maker is not None:
+        write_generated(sc.db, meta, maker)
+    sc.catalog.refresh_statistics(meta)
+    return Result(rowcount=0)
+
+
+def _array_from_param(value: Any) -> np.ndarray:
+    if hasattr(value, "toarray") and hasattr(value, "nnz"):  # scipy.sparse
+        return value.toarray()
+    if hasattr(value, "to_numpy") and type(value).__module__.startswith("pyarrow"):  # pyarrow Tensor
+        return value.to_numpy()
+    if isinstance(value, np.ndarray):
+        return value
+    raise ProgrammingError(f"CREATE TENSOR ... FROM ? takes a numpy array, a scipy.sparse matrix or a "
+                           f"pyarrow Tensor, got {type(value).__name__}")
+
+
+def _load_npy(path: str) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise OperationalError(f"cannot read '{path}': no such file",
+                               hint=f"paths are relative to {os.getcwd()}") from None
+    except ValueError as exc:
+        if "pickle" in str(exc).lower() or "object" in str(exc).lower():
+            raise DataError(f"'{path}' holds Python objects (pickled data); trdb reads only numeric .npy "
+                            "files and never unpickles") from None
+        raise DataError(f"'{path}' is not a valid .npy file: {exc}") from None
+    except OSError as exc:
+        raise OperationalError(f"cannot read '{path}': {exc}") from None
+
+
+def create_tensor_from(sc: StatementContext, node: ast.CreateTensorFrom) -> Result:
+    array = _array_from_param(sc.param(node.source)) if isinstance(node.source, ast.Param) \
+        else _load_npy(node.source)
+    if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
+        raise DataError(f"cannot store an array of dtype {array.dtype} as a tensor")
+    dtype = parse_dtype(node.dtype) if node.dtype else (
+        array.dtype if array.dtype.name in ("float32", "float64", "int32", "int64", "bool", "float16")
+        else parse_dtype(None))
+    keys = validate_layout(array.shape, node.tile, node.keys)
+    meta = sc.catalog.create_tensor(TensorMeta(node.name, keys, "v", np.dtype(dtype), tuple(array.shape),
+                                               tuple(node.tile), ""))
+    write_array(sc.db, meta, array)
+    sc.catalog.refresh_statistics(meta)
+    return Result(rowcount=0)
+
+
+def create_tensor_as(sc: StatementContext, node: ast.CreateTensorAs) -> Result:
+    result = sc.run_query(node.query)
+    store_rows(sc, node.name, node.keys, result)
+    return Result(rowcount=0)
+
+
+def create_view(sc: StatementContext, node: ast.CreateView) -> Result:
+    sc.bind_query(node.query)  # a view must be valid when it is created
+    sc.catalog.create_view(node.name, node.query_text, node.or_replace)
+    return Result(rowcount=0)
+
+
+def drop(sc: StatementContext, node: ast.Drop) -> Result:
+    if node.kind == "TENSOR":
+        if sc.catalog.tensor(node.name) is None and node.if_exists:
+            return Result(rowcount=0)
+        sc.catalog.drop_tensor(node.name)
+    else:
+        if sc.catalog.view(node.name) is None and node.if_exists:
+            return Result(rowcount=0)
+        sc.catalog.drop_view(node.name)
+    return Result(rowcount=0)
+
+

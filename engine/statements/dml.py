@@ -1,0 +1,94 @@
+"""INSERT, UPDATE and DELETE on tensor relations: each computed as a query, then applied to the tiles."""
+from __future__ import annotations
+
+import numpy as np
+
+from trdb.catalog.tensor_meta import TensorMeta
+from trdb.errors import IntegrityError, NotSupportedError, ProgrammingError
+from trdb.execution.result import Result
+from trdb.parser import ast
+from trdb.statements.context import StatementContext
+from trdb.statements.materialize import check_tiles, rows_to_tiles
+from trdb.storage import tile_store
+
+
+def _write(sc: StatementContext, meta: TensorMeta, keys: np.ndarray, tiles: list, what: str) -> None:
+    tiles = check_tiles(meta, keys, tiles, what)
+    tile_store.write_tiles(sc.db, meta, keys, tiles)
+    sc.catalog.refresh_statistics(meta)
+
+
+def _reject_existing(sc: StatementContext, meta: TensorMeta, keys: np.ndarray) -> None:
+    clashes = tile_store.existing_keys(sc.db, meta, keys) if len(keys) else []
+    if clashes:
+        raise IntegrityError(f"INSERT INTO {meta.name}: key {clashes[0]} already exists",
+                             hint="use UPDATE to change a stored tile")
+
+
+def insert_values(sc: StatementContext, node: ast.InsertValues) -> Result:
+    meta = sc.catalog.require_tensor(node.table)
+    width = len(meta.keys) + 1
+    keys, tiles = [], []
+    for row in node.rows:
+        if len(row) != width:
+            raise sc.bind.fail(row[0] if row else node, f"INSERT INTO {meta.name}: each row needs {width} values "
+                                                        f"({', '.join(meta.keys + (meta.value_name,))}), got {len(row)}")
+        values = [sc.constant(v) for v in row]
+        if not all(isinstance(k, int) and not isinstance(k, bool) for k in values[:-1]):
+            raise ProgrammingError(f"INSERT INTO {meta.name}: keys must be integers, got {values[:-1]}")
+        keys.append(values[:-1])
+        tiles.append(np.asarray(values[-1]))
+    key_array = np.array(keys, dtype=np.int64).reshape(len(keys), len(meta.keys))
+    _reject_existing(sc, meta, key_array)
+    _write(sc, meta, key_array, tiles, f"INSERT INTO {meta.name}")
+    return Result(rowcount=len(keys))
+
+
+def insert_query(sc: StatementContext, node: ast.InsertQuery) -> Result:
+    meta = sc.catalog.require_tensor(node.table)
+    result = sc.run_query(node.query)
+    key_array, tiles = rows_to_tiles(result, f"INSERT INTO {meta.name}")
+    if key_array.shape[1] != len(meta.keys):
+        raise ProgrammingError(f"INSERT INTO {meta.name}: the query gives {key_array.shape[1]} keys, "
+                               f"{meta.name} has {len(meta.keys)}")
+    _reject_existing(sc, meta, key_array)
+    _write(sc, meta, key_array, tiles, f"INSERT INTO {meta.name}")
+    return Result(rowcount=len(tiles))
+
+
+def _target_select(meta: TensorMeta, alias: str, items: tuple, from_items: tuple, where) -> ast.Query:
+    keys = tuple(ast.SelectItem(ast.ColumnRef(alias, k)) for k in meta.keys)
+    select = ast.Select(keys + items, (ast.TableRef(meta.name, alias),) + tuple(from_items), where)
+    return ast.Query(select)
+
+
+def update(sc: StatementContext, node: ast.Update) -> Result:
+    meta = sc.catalog.require_tensor(node.table)
+    if len(node.assignments) != 1 or node.assignments[0].column.lower() != meta.value_name.lower():
+        names = ", ".join(a.column for a in node.assignments)
+        raise sc.bind.fail(node.assignments[0], f"UPDATE {meta.name} SET {names}: only the tensor column "
+                                                f"{meta.value_name} can be set", error=NotSupportedError,
+                           hint="keys identify tiles; to move tiles, INSERT ... SELECT with new keys")
+    alias = node.alias or meta.name
+    value = ast.SelectItem(node.assignments[0].expr, meta.value_name)
+    result = sc.run_query(_target_select(meta, alias, (value,), node.from_items, node.where))
+    key_array, tiles = rows_to_tiles(result, f"UPDATE {meta.name}")
+    tiles = check_tiles(meta, key_array, tiles, f"UPDATE {meta.name}")
+    tile_store.delete_tiles(sc.db, meta, key_array)
+    tile_store.write_tiles(sc.db, meta, key_array, tiles)
+    sc.catalog.refresh_statistics(meta)
+    return Result(rowcount=len(tiles))
+
+
+def delete(sc: StatementContext, node: ast.Delete) -> Result:
+    meta = sc.catalog.require_tensor(node.table)
+    if node.where is None:
+        count = meta.tuple_count
+        tile_store.delete_tiles(sc.db, meta)
+    else:
+        result = sc.run_query(_target_select(meta, node.alias or meta.name, (), (), node.where))
+        key_array = np.array(result.rows, dtype=np.int64).reshape(len(result.rows), len(meta.keys))
+        count = len(key_array)
+        tile_store.delete_tiles(sc.db, meta, key_array)
+    sc.catalog.refresh_statistics(meta)
+    return Result(rowcount=count)

@@ -1,0 +1,63 @@
+"""FILL clauses of CREATE TENSOR: ZEROS, ONES, CONSTANT, IDENTITY, RANDOM_NORMAL, RANDOM_UNIFORM."""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import numpy as np
+
+from trdb.catalog.tensor_meta import TensorMeta
+from trdb.errors import ProgrammingError
+from trdb.statements.tiling import tile_slices
+
+TileMaker = Callable[[tuple[int, ...]], np.ndarray]
+_ARITY = {"ZEROS": (0, 0), "ONES": (0, 0), "CONSTANT": (1, 1), "IDENTITY": (0, 0),
+          "RANDOM_NORMAL": (2, 3), "RANDOM_UNIFORM": (2, 3)}
+
+
+def fill_maker(meta: TensorMeta, kind: str, args: list) -> Optional[TileMaker]:
+    """A function from a tile key to its tile, or None when the fill stores nothing (zeros)."""
+    low, high = _ARITY[kind]
+    if not low <= len(args) <= high:
+        raise ProgrammingError(f"FILL {kind} takes {low if low == high else f'{low} to {high}'} "
+                               f"argument(s), got {len(args)}")
+    if not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args):
+        raise ProgrammingError(f"FILL {kind} takes numeric constants, got {args}")
+    shape_at = meta.tile_shape_at
+    if kind == "ZEROS" or (kind == "CONSTANT" and args[0] == 0):
+        return None
+    if kind in ("ONES", "CONSTANT"):
+        value = 1 if kind == "ONES" else args[0]
+        return lambda key: np.full(shape_at(key), value, dtype=meta.dtype)
+    if kind == "IDENTITY":
+        return _identity(meta)
+    return _random(meta, kind, args)
+
+
+def _identity(meta: TensorMeta) -> TileMaker:
+    if len(meta.shape) != 2 or len(meta.keys) != 2:
+        raise ProgrammingError(f"FILL IDENTITY needs a 2-d tensor with two keys, not shape {meta.shape}")
+
+    def make(key: tuple[int, ...]) -> np.ndarray:
+        rows, cols = tile_slices(meta, key)
+        return (np.arange(rows.start, rows.stop)[:, None] == np.arange(cols.start, cols.stop)[None, :]) \
+            .astype(meta.dtype)
+    return make
+
+
+def _random(meta: TensorMeta, kind: str, args: list) -> TileMaker:
+    if len(args) == 3 and (not isinstance(args[2], int) or args[2] < 0):
+        raise ProgrammingError(f"FILL {kind}: the seed must be a non-negative integer, got {args[2]}")
+    if kind == "RANDOM_NORMAL" and args[1] < 0:
+        raise ProgrammingError(f"FILL RANDOM_NORMAL: the standard deviation must be >= 0, got {args[1]}")
+    # one generator per tile, seeded by (seed, key): the values do not depend on the order of tiles
+    seed = args[2] if len(args) == 3 else int(np.random.SeedSequence().entropy % (1 << 63))
+
+    def make(key: tuple[int, ...]) -> np.ndarray:
+        rng = np.random.default_rng([seed, *key])
+        shape = meta.tile_shape_at(key)
+        if kind == "RANDOM_NORMAL":
+            values = rng.standard_normal(shape, dtype=np.float64) * args[1] + args[0]
+        else:
+            values = rng.uniform(args[0], args[1], shape)
+        return values.astype(meta.dtype)
+    return make

@@ -1,0 +1,73 @@
+"""SHOW TENSORS, SHOW VIEWS, DESCRIBE, SET / RESET / SHOW of settings, and EXPLAIN."""
+from __future__ import annotations
+
+from trdb.errors import NotSupportedError
+from trdb.execution.explain import explain_lines
+from trdb.execution.result import Result
+from trdb.optimizer.physical_planner import plan_physical
+from trdb.parser import ast
+from trdb.planner.types import Column, ScalarType
+from trdb.statements.context import StatementContext
+
+TEXT = ScalarType(str)
+
+
+def _text_result(names: tuple[str, ...], rows: list[tuple]) -> Result:
+    schema = tuple(Column(n, TEXT) for n in names)
+    return Result(rows=rows, schema=schema, rowcount=len(rows))
+
+
+def show_tensors(sc: StatementContext, node: ast.ShowTensors) -> Result:
+    rows = [(m.name, ", ".join(m.keys), str(list(m.shape)), str(list(m.tile)), m.dtype.name, m.tuple_count,
+             round(m.density, 6)) for m in sc.catalog.tensors()]
+    return _text_result(("name", "keys", "shape", "tile", "dtype", "tuples", "density"), rows)
+
+
+def show_views(sc: StatementContext, node: ast.ShowViews) -> Result:
+    return _text_result(("name", "query"), [(n, q) for n, q in sc.catalog.views()])
+
+
+def describe(sc: StatementContext, node: ast.Describe) -> Result:
+    names = ("column_name", "column_type", "role", "shape", "tile", "tuples", "density")
+    meta = sc.catalog.tensor(node.name)
+    if meta is not None:
+        rows = [(k, "BIGINT", "key", g, t, None, None) for k, g, t in zip(meta.keys, meta.grid, meta.tile)]
+        rows.append((meta.value_name, f"TENSOR({meta.dtype.name})", "value", str(list(meta.shape)),
+                     str(list(meta.tile)), meta.tuple_count, round(meta.density, 6)))
+        return _text_result(names, rows)
+    view = sc.catalog.view(node.name)
+    if view is None:
+        sc.catalog.require_tensor(node.name)  # raises with a suggestion
+    plan = sc.binder().bind_table(ast.TableRef(node.name, span=node.span))
+    rows = [(c.name, str(c.type), "key" if c.is_key else "value",
+             str(list(c.type.extent)) if c.is_tensor else None,
+             str(list(c.type.tile)) if c.is_tensor else None, None, None) for c in plan.schema]
+    return _text_result(names, rows)
+
+
+def set_setting(sc: StatementContext, node: ast.SetSetting) -> Result:
+    sc.settings.set(node.name, sc.constant(node.value))
+    return Result(rowcount=0)
+
+
+def reset_setting(sc: StatementContext, node: ast.ResetSetting) -> Result:
+    sc.settings.reset(node.name)
+    return Result(rowcount=0)
+
+
+def show_setting(sc: StatementContext, node: ast.ShowSetting) -> Result:
+    value = sc.settings.get(node.name)
+    shown = ("on" if value else "off") if isinstance(value, bool) else str(value)
+    return _text_result((node.name.lower(),), [(shown,)])
+
+
+def explain(sc: StatementContext, node: ast.Explain) -> Result:
+    if not isinstance(node.statement, ast.QueryStatement):
+        raise sc.bind.fail(node.statement, "EXPLAIN takes a query", error=NotSupportedError)
+    plan = sc.bind_query(node.statement.query).plan
+    operator = plan_physical(plan)
+    if node.analyze:
+        sc.run_operator(operator)
+    lines = explain_lines(operator, analyze=node.analyze)
+    return _text_result(("plan",), [(line,) for line in lines])
+

@@ -1,0 +1,79 @@
+"""Which statements are plain SQL for DuckDB, and how many `?` parameters a statement has."""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from trdb.catalog.catalog import Catalog
+from trdb.catalog.settings import SETTINGS
+from trdb.catalog.names import fold
+from trdb.parser import ast
+
+_TRQL_ONLY = re.compile(r"^\s*(CREATE\s+(OR\s+REPLACE\s+)?TENSOR|DROP\s+TENSOR|MINIMIZE|SHOW\s+TENSORS)\b", re.I)
+
+
+def _nodes(node):
+    """Every AST node under `node` (depth first)."""
+    yield node
+    if dataclasses.is_dataclass(node):
+        for f in dataclasses.fields(node):
+            value = getattr(node, f.name)
+            for item in (value if isinstance(value, tuple) else (value,)):
+                if isinstance(item, tuple):
+                    for sub in item:
+                        yield from _nodes(sub)
+                elif dataclasses.is_dataclass(item) and not isinstance(item, ast.Span):
+                    yield from _nodes(item)
+
+
+def count_params(statement) -> int:
+    return len({n.index for n in _nodes(statement) if isinstance(n, ast.Param)})
+
+
+def _relations(node) -> tuple[set[str], bool]:
+    """Relation names a query reads (CTE names excluded), and whether it uses trql-only FROM items."""
+    names, ctes, special = set(), set(), False
+    for item in _nodes(node):
+        if isinstance(item, ast.TableRef):
+            names.add(fold(item.name))
+        elif isinstance(item, ast.Cte):
+            ctes.add(fold(item.name))
+        elif isinstance(item, (ast.EinsumRef, ast.GradRef, ast.RetileRef)):
+            special = True
+    return names - ctes, special
+
+
+def _reads_only_ordinary_tables(node, catalog: Catalog) -> bool:
+    names, special = _relations(node)
+    return not special and all(catalog.ordinary_table(n) is not None and not catalog.tensor(n)
+                               and not catalog.view(n) for n in names)
+
+
+def _is_ordinary(name: str, catalog: Catalog) -> bool:
+    return catalog.ordinary_table(name) is not None and catalog.tensor(name) is None and catalog.view(name) is None
+
+
+def is_plain_sql(statement, catalog: Catalog) -> bool:
+    """True when DuckDB should run the statement as written (it touches only ordinary tables)."""
+    if isinstance(statement, (ast.QueryStatement, ast.CreateView)):
+        return _reads_only_ordinary_tables(statement.query, catalog)
+    if isinstance(statement, ast.Explain):
+        return is_plain_sql(statement.statement, catalog)
+    if isinstance(statement, (ast.InsertValues, ast.InsertQuery, ast.Update, ast.Delete)):
+        return _is_ordinary(statement.table, catalog)
+    if isinstance(statement, ast.Describe):
+        return _is_ordinary(statement.name, catalog)
+    if isinstance(statement, ast.Drop):
+        return statement.kind == "VIEW" and _is_ordinary(statement.name, catalog)
+    if isinstance(statement, (ast.SetSetting, ast.ResetSetting, ast.ShowSetting)):
+        return statement.name.lower() not in SETTINGS
+    return False
+
+
+def passthrough_fallback(text: str, catalog: Catalog) -> bool:
+    """Whether text that trql cannot parse should be tried as plain SQL (it names no tensor or view)."""
+    if _TRQL_ONLY.match(text):
+        return False
+    words = {fold(w) for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text)}
+    trdb_names = {fold(m.name) for m in catalog.tensors()} | {fold(v[0]) for v in catalog.views()}
+    return not (words & trdb_names)

@@ -1,0 +1,45 @@
+"""Cutting dense arrays into tiles and generating FILL tiles, written in bounded chunks."""
+from __future__ import annotations
+
+import itertools
+from typing import Callable, Iterator
+
+import numpy as np
+
+from trdb.catalog.tensor_meta import TensorMeta
+from trdb.storage import tile_store
+from trdb.storage.database import Database
+
+CHUNK_BYTES = 256 << 20  # tiles are written in chunks so memory stays bounded for large tensors
+
+
+def grid_keys(meta: TensorMeta) -> Iterator[tuple[int, ...]]:
+    return itertools.product(*(range(g) for g in meta.grid))
+
+
+def tile_slices(meta: TensorMeta, key: tuple[int, ...]) -> tuple[slice, ...]:
+    return tuple(slice(k * t, min((k + 1) * t, n)) for k, t, n in zip(key, meta.tile, meta.shape))
+
+
+def write_generated(db: Database, meta: TensorMeta, make_tile: Callable[[tuple[int, ...]], np.ndarray]) -> int:
+    """Write make_tile(key) for every key of the grid (all-zero tiles are skipped). Returns tiles stored."""
+    keys: list[tuple[int, ...]] = []
+    tiles: list[np.ndarray] = []
+    pending = written = 0
+    for key in grid_keys(meta):
+        tile = make_tile(key)
+        keys.append(key)
+        tiles.append(tile)
+        pending += tile.nbytes
+        if pending >= CHUNK_BYTES:
+            written += tile_store.write_tiles(db, meta, np.array(keys, dtype=np.int64), tiles)
+            keys, tiles, pending = [], [], 0
+    if tiles:
+        written += tile_store.write_tiles(db, meta, np.array(keys, dtype=np.int64), tiles)
+    return written
+
+
+def write_array(db: Database, meta: TensorMeta, array: np.ndarray) -> int:
+    """Tile a dense array of the tensor's shape and store its non-zero tiles."""
+    return write_generated(db, meta, lambda key: np.ascontiguousarray(array[tile_slices(meta, key)],
+                                                                      dtype=meta.dtype))

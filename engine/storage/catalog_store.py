@@ -1,0 +1,69 @@
+"""Catalog tables in DuckDB: tensor relations (layout, statistics) and views (their query text)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from trdb.catalog.tensor_meta import TensorMeta
+from trdb.storage.database import Database
+
+SCHEMA = "_trdb"
+
+
+def ensure_schema(db: Database) -> None:
+    db.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+    db.execute(f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.tensors (
+        name VARCHAR PRIMARY KEY, keys VARCHAR, value_name VARCHAR, dtype VARCHAR, shape VARCHAR,
+        tile VARCHAR, tile_table VARCHAR, tuple_count BIGINT, nnz BIGINT)""")
+    db.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA}.views (name VARCHAR PRIMARY KEY, query VARCHAR)")
+    db.execute(f"CREATE SEQUENCE IF NOT EXISTS {SCHEMA}.tile_table_ids")
+
+
+def new_tile_table_name(db: Database) -> str:
+    table_id = db.execute(f"SELECT nextval('{SCHEMA}.tile_table_ids')")[0][0]
+    return f"{SCHEMA}.tiles_{table_id}"
+
+
+def load_tensors(db: Database) -> list[TensorMeta]:
+    rows = db.execute(f"SELECT name, keys, value_name, dtype, shape, tile, tile_table, tuple_count, nnz "
+                      f"FROM {SCHEMA}.tensors")
+    return [TensorMeta(name=r[0], keys=tuple(json.loads(r[1])), value_name=r[2], dtype=np.dtype(r[3]),
+                       shape=tuple(json.loads(r[4])), tile=tuple(json.loads(r[5])), table=r[6],
+                       tuple_count=r[7], nnz=r[8]) for r in rows]
+
+
+def save_tensor(db: Database, meta: TensorMeta) -> None:
+    db.execute(f"DELETE FROM {SCHEMA}.tensors WHERE name = ?", [meta.name])
+    db.execute(f"INSERT INTO {SCHEMA}.tensors VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+               [meta.name, json.dumps(list(meta.keys)), meta.value_name, meta.dtype.name,
+                json.dumps(list(meta.shape)), json.dumps(list(meta.tile)), meta.table,
+                meta.tuple_count, meta.nnz])
+
+
+def delete_tensor(db: Database, name: str) -> None:
+    db.execute(f"DELETE FROM {SCHEMA}.tensors WHERE name = ?", [name])
+
+
+def load_views(db: Database) -> dict[str, str]:
+    return {name: query for name, query in db.execute(f"SELECT name, query FROM {SCHEMA}.views")}
+
+
+def save_view(db: Database, name: str, query: str) -> None:
+    db.execute(f"DELETE FROM {SCHEMA}.views WHERE name = ?", [name])
+    db.execute(f"INSERT INTO {SCHEMA}.views VALUES (?, ?)", [name, query])
+
+
+def delete_view(db: Database, name: str) -> None:
+    db.execute(f"DELETE FROM {SCHEMA}.views WHERE name = ?", [name])
+
+
+def ordinary_tables(db: Database) -> dict[str, list[tuple[str, str]]]:
+    """Plain SQL tables and views outside trdb's schema: name -> [(column, DuckDB type)]."""
+    rows = db.execute("SELECT table_name, column_name, data_type FROM information_schema.columns "
+                      f"WHERE table_schema NOT IN ('{SCHEMA}', 'information_schema', 'pg_catalog') "
+                      "ORDER BY table_name, ordinal_position")
+    tables: dict[str, list[tuple[str, str]]] = {}
+    for table, column, data_type in rows:
+        tables.setdefault(table, []).append((column, data_type))
+    return tables

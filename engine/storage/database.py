@@ -1,0 +1,124 @@
+"""The DuckDB connection: every query fully fetched, DuckDB errors mapped to trdb's, transactions."""
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional, Sequence
+
+import duckdb
+import pyarrow as pa
+
+from trdb import errors
+
+_ERROR_MAP = (
+    (duckdb.ParserException, errors.ProgrammingError),
+    (duckdb.CatalogException, errors.ProgrammingError),
+    (duckdb.BinderException, errors.ProgrammingError),
+    (duckdb.ConstraintException, errors.IntegrityError),
+    (duckdb.ConversionException, errors.DataError),
+    (duckdb.OutOfRangeException, errors.DataError),
+    (duckdb.InvalidInputException, errors.ProgrammingError),
+    (duckdb.TransactionException, errors.OperationalError),
+    (duckdb.IOException, errors.OperationalError),
+    (duckdb.InterruptException, errors.QueryCancelled),
+    (duckdb.NotImplementedException, errors.NotSupportedError),
+    (duckdb.InternalException, errors.InternalError),
+    (duckdb.Error, errors.DatabaseError),
+)
+
+
+def translate(exc: duckdb.Error) -> errors.Error:
+    """A DuckDB exception as the matching PEP 249 class of trdb, message kept."""
+    for duck_class, trdb_class in _ERROR_MAP:
+        if isinstance(exc, duck_class):
+            return trdb_class(str(exc))
+    return errors.DatabaseError(str(exc))
+
+
+class Database:
+    """One embedded DuckDB database (a file, or memory when path is None)."""
+
+    def __init__(self, path: Optional[str] = None):
+        self.path = path
+        try:
+            self._con = duckdb.connect(path or ":memory:")
+        except duckdb.Error as exc:
+            raise errors.OperationalError(f"cannot open database {path!r}: {exc}") from None
+        self._lock = threading.RLock()
+        self.explicit_transaction = False
+
+    # ------------------------------------------------------------ queries
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """Run SQL and return all rows (results are never left open: DuckDB 2 streams them)."""
+        with self._lock, self._translated():
+            return self._con.execute(sql, list(params)).fetchall()
+
+    def execute_with_description(self, sql: str, params: Sequence[Any] = ()) -> tuple[list[tuple], Any, int]:
+        with self._lock, self._translated():
+            result = self._con.execute(sql, list(params))
+            description = result.description
+            rows = result.fetchall()
+            return rows, description, self._con.rowcount
+
+    def arrow(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
+        with self._lock, self._translated():
+            if params:
+                return self._con.execute(sql, list(params)).to_arrow_table()
+            return self._con.sql(sql).to_arrow_table()
+
+    def insert_arrow(self, table: str, data: pa.Table) -> None:
+        """Append an Arrow table's rows to a DuckDB table with the same column order."""
+        self.register_and_run("_trdb_incoming", data, f"INSERT INTO {table} SELECT * FROM _trdb_incoming")
+
+    def register_and_run(self, name: str, data: pa.Table, sql: str) -> list[tuple]:
+        """Run SQL that reads the Arrow table `data` under the view name `name`."""
+        with self._lock, self._translated():
+            self._con.register(name, data)
+            try:
+                return self._con.execute(sql).fetchall()
+            finally:
+                self._con.unregister(name)
+
+    def interrupt(self) -> None:
+        self._con.interrupt()
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        try:
+            yield
+        except duckdb.Error as exc:
+            raise translate(exc) from None
+
+    # ------------------------------------------------------------ transactions
+
+    def begin(self) -> None:
+        self.execute("BEGIN TRANSACTION")
+
+    def commit(self) -> None:
+        self.execute("COMMIT")
+
+    def rollback(self) -> None:
+        self.execute("ROLLBACK")
+
+    @contextmanager
+    def statement(self) -> Iterator[None]:
+        """Make one statement atomic: its own transaction unless an explicit one is open."""
+        if self.explicit_transaction:
+            yield
+            return
+        with self._lock:
+            self.begin()
+            try:
+                yield
+            except BaseException:
+                self.rollback()
+                raise
+            self.commit()
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self._con.close()
+            except duckdb.Error:
+                pass

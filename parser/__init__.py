@@ -1,0 +1,139 @@
+"""trql text -> AST."""
+from __future__ import annotations
+
+import difflib
+import functools
+from pathlib import Path
+
+from lark import Lark
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput
+
+from . import ast
+from .builder import Builder
+from .errors import ParseError
+from .splitter import StatementText, is_complete, split_statements
+
+__all__ = ["parse", "parse_expression", "split_statements", "is_complete", "StatementText",
+           "ParseError", "ast"]
+
+# How the expected-token hint names terminals that are patterns rather than fixed words.
+TERMINAL_WORDS = {"NAME": "a name", "INT": "an integer",
+                  "FLOAT": "a number", "STRING": "a string", "PARAM": "?",
+                  "$END": "end of input"}
+UNTERMINATED = {"'": "unterminated quoted string", '"': "unterminated quoted identifier"}
+
+
+class _WordsEverywhere:
+    """A no-op post-lexer that makes every lexer state know the word-like terminals, so that
+    `selection` lexes as one name (then a syntax error) and never as SELECT followed by `ion`."""
+
+    always_accept = ("NAME", "INT", "FLOAT", "STRING", "UNCLOSED_COMMENT")
+
+    def process(self, stream):
+        return stream
+
+
+@functools.cache
+def _lark() -> Lark:
+    """The LALR parser, built once on first use (about 0.2 s)."""
+    grammar = Path(__file__).with_name("trql.lark").read_text()
+    lark = Lark(grammar, parser="lalr", lexer="contextual", propagate_positions=True,
+                maybe_placeholders=True, postlex=_WordsEverywhere(),
+                start=["single_statement", "single_expression"])
+    _pass_unit_rules_through(lark)
+    return lark
+
+
+def _pass_unit_rules_through(lark: Lark) -> None:
+    """Reduce `?a: b` rules by handing b up untouched. Lark would wrap the reduction in its
+    position bookkeeping, which leaves b's positions as they are but costs ~15% of a parse (an
+    expression operand climbs six such rules). Skipped if lark's internals are not as expected."""
+    callbacks = getattr(getattr(getattr(lark.parser, "parser", None), "parser", None),
+                        "callbacks", None)
+    if not isinstance(callbacks, dict):
+        return
+    for rule in callbacks:
+        single = len(rule.expansion) == 1 and not rule.expansion[0].is_term
+        if single and rule.options.expand1 and not rule.alias:
+            callbacks[rule] = _first
+
+
+def _first(children):
+    return children[0]
+
+
+def parse(text: str) -> ast.Statement:
+    """Parse one statement (a trailing `;` is allowed); raise ParseError on bad syntax."""
+    return _parse(text, "single_statement")
+
+
+def parse_expression(text: str) -> ast.Expr:
+    """Parse a lone expression such as `A.v * 2 + 1`; raise ParseError on bad syntax."""
+    return _parse(text, "single_expression")
+
+
+def _parse(text: str, start: str):
+    try:
+        tree = _lark().parse(text, start=start)
+    except UnexpectedInput as error:
+        raise _syntax_error(error, text) from None
+    try:
+        return Builder(text).build(tree)
+    except RecursionError:
+        raise ParseError("statement is nested too deeply", text, 1, 1) from None
+
+
+def _syntax_error(error: UnexpectedInput, text: str) -> ParseError:
+    """Translate a lark error into a PostgreSQL-style ParseError at the offending token."""
+    if isinstance(error, UnexpectedCharacters):
+        char = text[error.pos_in_stream]
+        message = UNTERMINATED.get(char, f"unexpected character {char!r}")
+        return ParseError(message, text, error.line, error.column)
+    token = getattr(error, "token", None)
+    if token is None or token.type == "$END":
+        empty = not split_statements(text)
+        line, column = _end_of_input(text) if empty else (token.end_line, token.end_column)
+        hint = "the statement is empty" if empty else _expected_hint(error, None)
+        return ParseError("syntax error at end of input", text, line, column, hint)
+    if token.type == "UNCLOSED_COMMENT":
+        return ParseError("unterminated /* comment", text, token.line, token.column)
+    hint = _expected_hint(error, str(token))
+    if text[:token.start_pos].rstrip().endswith(";"):
+        hint = "parse() takes one statement; split a script with split_statements()"
+    return ParseError(f'syntax error at or near "{token}"', text, token.line, token.column, hint)
+
+
+def _end_of_input(text: str) -> tuple[int, int]:
+    """Line and column just after the last character that is not white space."""
+    body = text.rstrip()
+    line = body.count("\n") + 1
+    return line, len(body) - (body.rfind("\n") + 1) + 1
+
+
+def _expected_hint(error: UnexpectedInput, found: str | None) -> str | None:
+    """`did you mean SELECT?` for a misspelt keyword, else the few expected tokens in words."""
+    words = sorted({_describe(name) for name in _expected(error) if not name.islower()})
+    keywords = [w for w in words if w.isalpha() and w.isupper()]
+    close = difflib.get_close_matches(found.upper(), keywords, n=1) if found else []
+    if close:
+        return f"did you mean {close[0]}?"
+    if not words or len(words) > 8:
+        return None
+    return "expected " + (words[0] if len(words) == 1 else
+                          ", ".join(words[:-1]) + " or " + words[-1])
+
+
+def _expected(error: UnexpectedInput) -> set[str]:
+    """The terminals the parser would have accepted where it stopped."""
+    state = getattr(error, "state", None)
+    try:
+        return set(state.parse_conf.states[state.position])
+    except AttributeError:
+        return set(getattr(error, "expected", None) or ())
+
+
+def _describe(terminal: str) -> str:
+    if terminal in TERMINAL_WORDS:
+        return TERMINAL_WORDS[terminal]
+    pattern = _lark().get_terminal(terminal).pattern
+    return pattern.value.upper() if pattern.type == "str" else terminal

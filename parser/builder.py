@@ -1,0 +1,405 @@
+"""Turn the lark parse tree of one trql statement into AST nodes, each with its source span."""
+from __future__ import annotations
+
+import difflib
+
+from lark import Token, Tree
+
+from . import ast
+from .errors import ParseError
+
+# FILL kind -> (fewest, most) arguments.
+FILL_ARITY = {
+    "ZEROS": (0, 0), "ONES": (0, 0), "IDENTITY": (0, 0), "CONSTANT": (1, 1),
+    "RANDOM_NORMAL": (2, 3), "RANDOM_UNIFORM": (2, 3),
+}
+
+
+def span_of(meta) -> ast.Span:
+    """The Span of a lark Meta or Token (both carry line, column, start_pos, end_pos)."""
+    if getattr(meta, "empty", False):
+        return ast.NO_SPAN
+    return ast.Span(meta.line, meta.column, meta.start_pos, meta.end_pos)
+
+
+def unquote(token: Token) -> str:
+    """The value of a '...' string or "..." identifier token, doubled quotes undone."""
+    quote = token[0]
+    return token[1:-1].replace(quote * 2, quote)
+
+
+def is_plain(query: ast.Query) -> bool:
+    """True when a query is just its body (no WITH, ORDER BY, LIMIT or OFFSET)."""
+    return not (query.ctes or query.order_by) and query.limit is None and query.offset is None
+
+
+def bare_word_to_literal(expr):
+    """An unqualified name used as a value (`optimizer = adam`) is the string 'adam'."""
+    if isinstance(expr, ast.ColumnRef) and expr.qualifier is None:
+        return ast.Literal(expr.name, expr.span)
+    return expr
+
+
+class Builder:
+    """Builds the AST bottom-up, one method per grammar rule or alias, called with the rule's
+    positions (a lark Meta) and its built children (see `leaf` for tokens).
+
+    A hand visitor rather than a lark Transformer: it costs a third as much per node. One instance
+    per statement, because it numbers the `?` parameters in text order.
+    """
+
+    def __init__(self, text: str):
+        self.text = text
+        self.params = 0
+
+    def build(self, tree: Tree):
+        children = [self.build(c) if type(c) is Tree else self.leaf(c) for c in tree.children]
+        return getattr(self, tree.data)(tree.meta, children)
+
+    def leaf(self, token: Token | None):
+        """NAME -> str; PARAM -> Param (numbered here, in text order); other tokens unchanged."""
+        if token is None or token.type not in ("NAME", "PARAM"):
+            return token
+        if token.type == "NAME" and token[0] != '"':
+            return str(token)
+        if token.type == "NAME":
+            if token == '""':
+                raise self.error("zero-length quoted identifier", token)
+            return unquote(token)
+        self.params += 1
+        return ast.Param(self.params - 1, span_of(token))
+
+    def error(self, message: str, where, hint: str | None = None) -> ParseError:
+        return ParseError(message, self.text, where.line, where.column, hint)
+
+    # ------------------------------------------------------------ names and literals
+
+    def int_literal(self, meta, children):
+        return ast.Literal(int(children[0]), span_of(meta))
+
+    def float_literal(self, meta, children):
+        return ast.Literal(float(children[0]), span_of(meta))
+
+    def string_literal(self, meta, children):
+        return ast.Literal(unquote(children[0]), span_of(meta))
+
+    def true_literal(self, meta, children):
+        return ast.Literal(True, span_of(meta))
+
+    def false_literal(self, meta, children):
+        return ast.Literal(False, span_of(meta))
+
+    def null_literal(self, meta, children):
+        return ast.Literal(None, span_of(meta))
+
+    def signed_number(self, meta, children):
+        sign, token = children
+        value = float(token) if token.type == "FLOAT" else int(token)
+        return ast.Literal(-value if sign == "-" else value, span_of(meta))
+
+    def bare_word(self, meta, children):
+        return ast.Literal(children[0], span_of(meta))
+
+    def alias(self, meta, children):
+        return children[0]
+
+    def key_list(self, meta, children):
+        return tuple(c for c in children if c is not None)
+
+    name_list = key_list
+
+    def int_tuple(self, meta, children):
+        return tuple(int(c) for c in children if c is not None)
+
+    def dtype(self, meta, children):
+        return children[0].lower()
+
+    # ------------------------------------------------------------ expressions
+
+    def expr_list(self, meta, children):
+        return tuple(children)
+
+    def or_op(self, meta, children):
+        return ast.BinaryOp("OR", children[0], children[1], span_of(meta))
+
+    def and_op(self, meta, children):
+        return ast.BinaryOp("AND", children[0], children[1], span_of(meta))
+
+    def not_op(self, meta, children):
+        return ast.UnaryOp("NOT", children[0], span_of(meta))
+
+    def comparison_op(self, meta, children):
+        return "<>" if children[0] == "!=" else str(children[0])
+
+    add_op = mul_op = comparison_op
+
+    def keyword(self, meta, children):
+        return children[0].upper()
+
+    order_direction = join_kind = drop_kind = keyword
+
+    def comparison(self, meta, children):
+        return ast.BinaryOp(children[1], children[0], children[2], span_of(meta))
+
+    binary = comparison
+
+    def negated(self, meta, children):
+        return True
+
+    def between(self, meta, children):
+        operand, negated, low, high = children
+        return ast.Between(operand, low, high, bool(negated), span_of(meta))
+
+    def in_list(self, meta, children):
+        operand, negated, items = children
+        return ast.InList(operand, items, bool(negated), span_of(meta))
+
+    def is_null(self, meta, children):
+        return ast.IsNull(children[0], bool(children[1]), span_of(meta))
+
+    def unary_op(self, meta, children):
+        op, operand = children
+        numeric = isinstance(operand, ast.Literal) and type(operand.value) in (int, float)
+        if numeric:  # fold `-1.5` into one literal, as users read it
+            return ast.Literal(-operand.value if op == "-" else operand.value, span_of(meta))
+        return ast.UnaryOp(op, operand, span_of(meta))
+
+    def column_ref(self, meta, children):
+        qualifier = children[0] if len(children) == 2 else None
+        return ast.ColumnRef(qualifier, children[-1], span_of(meta))
+
+    def star_args(self, meta, children):
+        return "*"
+
+    def function_args(self, meta, children):
+        return bool(children[0]), children[1]
+
+    def distinct(self, meta, children):
+        return True
+
+    def function_call(self, meta, children):
+        name, args = children[0].upper(), children[1]
+        if args == "*":
+            if name != "COUNT":
+                raise self.error(f"{name}(*) is not allowed; only COUNT(*)", meta)
+            return ast.FuncCall(name, (), star=True, span=span_of(meta))
+        distinct, exprs = args if args else (False, ())
+        return ast.FuncCall(name, exprs, distinct=distinct, span=span_of(meta))
+
+    def cast(self, meta, children):
+        return ast.Cast(children[0], children[1].lower(), span_of(meta))
+
+    # ------------------------------------------------------------ queries
+
+    def query(self, meta, children):
+        ctes, body, order_by, limit, offset = children
+        if isinstance(body, ast.Query):  # the body is one parenthesised query
+            if ctes is None and order_by is None and limit is None and offset is None:
+                return body
+            if not is_plain(body):
+                raise self.error("a parenthesised query with its own WITH, ORDER BY, LIMIT or "
+                                 "OFFSET cannot take more of them", meta)
+            body = body.body
+        return ast.Query(body, ctes or (), order_by or (), limit, offset, span_of(meta))
+
+    def paren_query(self, meta, children):
+        return children[0]
+
+    def set_op(self, meta, children):
+        left, union_all, right = (q.body if isinstance(q, ast.Query) and is_plain(q) else q
+                                  for q in children)
+        return ast.SetOp(left, right, union_all, span_of(meta))
+
+    def union(self, meta, children):
+        return any(c is not None and c.upper() == "ALL" for c in children)
+
+    def with_clause(self, meta, children):
+        return tuple(children)
+
+    def cte(self, meta, children):
+        return ast.Cte(children[0], children[1], span_of(meta))
+
+    def select(self, meta, children):
+        distinct, items, (from_items, where, group_by) = children[0], children[1:-3], children[-3:]
+        return ast.Select(tuple(items), from_items or (), where, group_by or (), bool(distinct),
+                          span_of(meta))
+
+    def select_expr(self, meta, children):
+        return ast.SelectItem(children[0], children[1], span_of(meta))
+
+    def star(self, meta, children):
+        return ast.SelectItem(ast.Star(None, span_of(meta)), None, span_of(meta))
+
+    def qualified_star(self, meta, children):
+        return ast.SelectItem(ast.Star(children[0], span_of(meta)), None, span_of(meta))
+
+    def from_clause(self, meta, children):
+        return tuple(children)
+
+    def where_clause(self, meta, children):
+        return children[0]
+
+    group_clause = limit_clause = offset_clause = where_clause
+    order_clause = from_clause
+
+    def order_item(self, meta, children):
+        return ast.OrderItem(children[0], children[1] == "DESC", span_of(meta))
+
+    def join(self, meta, children):
+        left, kind, right, condition = children
+        kind = kind or "INNER"
+        if kind == "CROSS" and condition is not None:
+            raise self.error("CROSS JOIN takes no ON condition", condition.span)
+        return ast.JoinRef(kind, left, right, condition, span_of(meta))
+
+    def table_ref(self, meta, children):
+        return ast.TableRef(children[0], children[1], span_of(meta))
+
+    def subquery_ref(self, meta, children):
+        return ast.SubqueryRef(children[0], children[1], span_of(meta))
+
+    def einsum_ref(self, meta, children):
+        spec, operands, alias = children[0], children[1:-1], children[-1]
+        return ast.EinsumRef(unquote(spec), tuple(operands), alias, span_of(meta))
+
+    def grad_ref(self, meta, children):
+        return ast.GradRef(children[0], children[1], children[2], span_of(meta))
+
+    def retile_ref(self, meta, children):
+        return ast.RetileRef(children[0], children[1], children[2], span_of(meta))
+
+    # ------------------------------------------------------------ create
+
+    def create_tensor(self, meta, children):
+        name, keys, shape, tile, *options = children
+        chosen = {}
+        for kind, value, where in options:
+            if kind in chosen:
+                raise self.error(f"{kind} is given twice", where)
+            chosen[kind] = value
+        return ast.CreateTensor(name, keys, shape, tile, chosen.get("DTYPE"), chosen.get("FILL"),
+                                span_of(meta))
+
+    def dtype_option(self, meta, children):
+        return "DTYPE", children[0].lower(), meta
+
+    def fill_option(self, meta, children):
+        kind, args = children[0].upper(), children[1] or ()
+        if kind not in FILL_ARITY:
+            close = difflib.get_close_matches(kind, FILL_ARITY, n=1)
+            hint = f"did you mean {close[0]}?" if close else "FILL takes " + ", ".join(FILL_ARITY)
+            raise self.error(f"unknown FILL kind {children[0]}", meta, hint)
+        fewest, most = FILL_ARITY[kind]
+        if not fewest <= len(args) <= most:
+            wanted = str(fewest) if fewest == most else f"{fewest} or {most}"
+            raise self.error(f"FILL {kind} takes {wanted} argument(s), got {len(args)}", meta)
+        return "FILL", ast.Fill(kind, args, span_of(meta)), meta
+
+    def source(self, token_or_param):
+        return unquote(token_or_param) if isinstance(token_or_param, Token) else token_or_param
+
+    def create_tensor_from(self, meta, children):
+        name, keys, source, tile, dtype = children
+        return ast.CreateTensorFrom(name, keys, self.source(source), tile, dtype, span_of(meta))
+
+    def create_coo(self, meta, children):
+        name, keys, source, columns, shape, tile, dtype = children
+        if len(columns) < 2:
+            raise self.error("FROM COO needs index columns and a value column", meta)
+        return ast.CreateTensorFromCoo(name, keys, self.source(source), columns, shape, tile,
+                                       dtype, span_of(meta))
+
+    def coo_table(self, meta, children):
+        return ast.TableRef(children[0], None, span_of(meta))
+
+    def create_tensor_as(self, meta, children):
+        name, keys, query = children
+        return ast.CreateTensorAs(name, query, keys, span_of(meta))
+
+    def create_view(self, meta, children):
+        or_replace, name, query = children
+        text = self.text[query.span.start:query.span.end]
+        return ast.CreateView(name, query, text, bool(or_replace), span_of(meta))
+
+    def or_replace(self, meta, children):
+        return True
+
+    if_exists = analyze = or_replace
+
+    # ------------------------------------------------------------ change
+
+    def insert_values(self, meta, children):
+        return ast.InsertValues(children[0], tuple(children[1:]), span_of(meta))
+
+    def row(self, meta, children):
+        return children[0]
+
+    def insert_query(self, meta, children):
+        return ast.InsertQuery(children[0], children[1], span_of(meta))
+
+    def update(self, meta, children):
+        table, alias, assignments, (from_items, where) = (
+            children[0], children[1], children[2:-2], children[-2:])
+        return ast.Update(table, tuple(assignments), from_items or (), where, alias, span_of(meta))
+
+    def assignment(self, meta, children):
+        return ast.Assignment(children[0], children[1], span_of(meta))
+
+    def delete(self, meta, children):
+        return ast.Delete(children[0], children[2], children[1], span_of(meta))
+
+    def drop(self, meta, children):
+        return ast.Drop(children[0], children[2], bool(children[1]), span_of(meta))
+
+    # ------------------------------------------------------------ look, session, learning
+
+    def query_statement(self, meta, children):
+        return ast.QueryStatement(children[0], span_of(meta))
+
+    def show_tensors(self, meta, children):
+        return ast.ShowTensors(span_of(meta))
+
+    def show_views(self, meta, children):
+        return ast.ShowViews(span_of(meta))
+
+    def show_setting(self, meta, children):
+        return ast.ShowSetting(children[0], span_of(meta))
+
+    def describe(self, meta, children):
+        return ast.Describe(children[0], span_of(meta))
+
+    def explain(self, meta, children):
+        return ast.Explain(children[1], bool(children[0]), span_of(meta))
+
+    def set_setting(self, meta, children):
+        return ast.SetSetting(children[0], children[1], span_of(meta))
+
+    def reset_setting(self, meta, children):
+        return ast.ResetSetting(children[0], span_of(meta))
+
+    def begin(self, meta, children):
+        return ast.Begin(span_of(meta))
+
+    def commit(self, meta, children):
+        return ast.Commit(span_of(meta))
+
+    def rollback(self, meta, children):
+        return ast.Rollback(span_of(meta))
+
+    def transaction(self, meta, children):
+        return None
+
+    def minimize(self, meta, children):
+        view, params, options = children
+        return ast.Minimize(view, params, options or (), span_of(meta))
+
+    def minimize_options(self, meta, children):
+        return tuple(children)
+
+    def option(self, meta, children):
+        return children[0], bare_word_to_literal(children[1])
+
+    def single_statement(self, meta, children):
+        return children[0]
+
+    single_expression = single_statement

@@ -1,0 +1,76 @@
+"""Split a script into statements on `;`, minding quotes and comments, for batch files and the shell."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# One lexical piece of a script. Unterminated strings, identifiers and block comments run to
+# the end of the text (the parser reports them); the `closed` group tells whether they ended.
+PIECE = re.compile(r"""
+    (?P<quoted> '(?:[^']|'')*(?P<q1>')? | "(?:[^"]|"")*(?P<q2>")? )
+  | (?P<comment> --[^\n]* | /\*(?:.|\n)*?(?:(?P<c>\*/)|\Z) )
+  | (?P<semicolon> ; )
+  | (?P<space> \s+ )
+  | (?P<other> [^'"\-/;\s]+ | . )
+""", re.VERBOSE | re.DOTALL)
+
+
+@dataclass(frozen=True)
+class StatementText:
+    """One statement of a script, without its `;` and without comments or white space around it.
+
+    line and column (1-based) and offset (0-based) say where text starts in the script.
+    """
+
+    text: str
+    line: int
+    offset: int
+    column: int = 1
+
+
+def _pieces(script: str):
+    """Yield (kind, start, end, closed) for each lexical piece of the script."""
+    for match in PIECE.finditer(script):
+        kind = match.lastgroup  # the outer group: it closes after the inner ones
+        closed = kind not in ("quoted", "comment") or _is_closed(match)
+        yield kind, match.start(), match.end(), closed
+
+
+def _is_closed(match: re.Match) -> bool:
+    if match.group("quoted"):
+        return bool(match.group("q1") or match.group("q2"))
+    return not match.group("comment").startswith("/*") or bool(match.group("c"))
+
+
+def split_statements(script: str) -> list[StatementText]:
+    """The statements of a script, in order; pieces holding only white space and comments are dropped."""
+    statements, first, last = [], None, None
+    for kind, start, end, _closed in _pieces(script):
+        if kind == "semicolon":
+            if first is not None:
+                statements.append(_statement(script, first, last))
+            first = last = None
+        elif kind not in ("space", "comment"):
+            first = start if first is None else first
+            last = end
+    if first is not None:
+        statements.append(_statement(script, first, last))
+    return statements
+
+
+def _statement(script: str, start: int, end: int) -> StatementText:
+    line = script.count("\n", 0, start) + 1
+    column = start - (script.rfind("\n", 0, start) + 1) + 1
+    return StatementText(script[start:end], line, start, column)
+
+
+def is_complete(text: str) -> bool:
+    """True when text ends with a `;` outside strings and comments (what follows it is only
+    white space or closed comments): a shell can then run what was typed."""
+    complete = False
+    for kind, _start, _end, closed in _pieces(text):
+        if kind == "semicolon":
+            complete = True
+        elif kind != "space" and not (kind == "comment" and closed):
+            complete = False
+    return complete
