@@ -7,7 +7,8 @@ from typing import Any, Callable, Optional, Sequence
 
 from trdb import errors
 from trdb.catalog.catalog import Catalog
-from trdb.catalog.settings import Settings
+from trdb.catalog.names import suggest
+from trdb.catalog.settings import SETTINGS, Settings
 from trdb.execution.result import Result
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.parser import ParseError, ast, parse, split_statements
@@ -111,7 +112,7 @@ class Session:
         if isinstance(statement, (ast.Begin, ast.Commit, ast.Rollback)):
             return self._transaction(statement)
         if is_plain_sql(statement, self.catalog):
-            return self._plain_sql(text, params)
+            return self._plain_sql(text, params, statement)
         sc = StatementContext(self.db, self.catalog, self.settings, NUMPY_BACKEND, BindContext(text, params))
         if isinstance(statement, ast.QueryStatement):
             return sc.run_query(statement.query)
@@ -168,9 +169,14 @@ class Session:
 
     # ------------------------------------------------------------ plain SQL
 
-    def _plain_sql(self, text: str, params: Sequence[Any]) -> Result:
+    def _plain_sql(self, text: str, params: Sequence[Any], statement: Optional[ast.Statement] = None) -> Result:
         try:
             rows, description, rowcount = self.db.execute_with_description(text, params)
+        except errors.ProgrammingError:
+            if isinstance(statement, (ast.SetSetting, ast.ResetSetting, ast.ShowSetting)) and \
+                    suggest(statement.name, SETTINGS):
+                Settings.declared(statement.name)  # neither DuckDB's nor ours: name the trdb setting it resembles
+            raise
         finally:
             self.catalog.forget_ordinary_tables()
         described = [(d[0], str(d[1]), None, None, None, None, None) for d in description] if description else None

@@ -5,7 +5,7 @@ import difflib
 import functools
 from pathlib import Path
 
-from lark import Lark
+from lark import Lark, Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput
 
 from . import ast
@@ -23,14 +23,26 @@ TERMINAL_WORDS = {"NAME": "a name", "INT": "an integer",
 UNTERMINATED = {"'": "unterminated quoted string", '"': "unterminated quoted identifier"}
 
 
-class _WordsEverywhere:
-    """A no-op post-lexer that makes every lexer state know the word-like terminals, so that
-    `selection` lexes as one name (then a syntax error) and never as SELECT followed by `ion`."""
+# Words that are never names, as in PostgreSQL: `SELECT a FROM t FROM u` fails at the second
+# FROM instead of taking it for an alias. Other keywords stay usable as names where unambiguous.
+RESERVED = frozenset("""
+    SELECT FROM WHERE GROUP ORDER BY LIMIT OFFSET UNION JOIN ON AND OR NOT AS IN IS BETWEEN NULL
+    TRUE FALSE DISTINCT ALL CAST WITH INNER LEFT RIGHT FULL OUTER CROSS ASC DESC CREATE INSERT
+    INTO VALUES UPDATE SET DELETE DROP""".split())
+
+
+class _PostLexer:
+    """Lark post-lexer. always_accept makes every lexer state know the word-like terminals, so
+    that `selection` lexes as one name and never as SELECT followed by `ion`; process() turns a
+    reserved word that lexed as a name back into its keyword, which the parser then rejects."""
 
     always_accept = ("NAME", "INT", "FLOAT", "STRING", "UNCLOSED_COMMENT")
 
     def process(self, stream):
-        return stream
+        for token in stream:
+            if token.type == "NAME" and token.upper() in RESERVED:
+                token = Token.new_borrow_pos(token.upper(), token, token)
+            yield token
 
 
 @functools.cache
@@ -38,7 +50,7 @@ def _lark() -> Lark:
     """The LALR parser, built once on first use (about 0.2 s)."""
     grammar = Path(__file__).with_name("trql.lark").read_text()
     lark = Lark(grammar, parser="lalr", lexer="contextual", propagate_positions=True,
-                maybe_placeholders=True, postlex=_WordsEverywhere(),
+                maybe_placeholders=True, postlex=_PostLexer(),
                 start=["single_statement", "single_expression"])
     _pass_unit_rules_through(lark)
     return lark
@@ -92,7 +104,9 @@ def _syntax_error(error: UnexpectedInput, text: str) -> ParseError:
     token = getattr(error, "token", None)
     if token is None or token.type == "$END":
         empty = not split_statements(text)
-        line, column = _end_of_input(text) if empty else (token.end_line, token.end_column)
+        # lark places $END on the last token; just after it is where the statement stopped
+        at_last_token = token is not None and not empty
+        line, column = (token.end_line, token.end_column) if at_last_token else _end_of_input(text)
         hint = "the statement is empty" if empty else _expected_hint(error, None)
         return ParseError("syntax error at end of input", text, line, column, hint)
     if token.type == "UNCLOSED_COMMENT":
@@ -114,7 +128,8 @@ def _expected_hint(error: UnexpectedInput, found: str | None) -> str | None:
     """`did you mean SELECT?` for a misspelt keyword, else the few expected tokens in words."""
     words = sorted({_describe(name) for name in _expected(error) if not name.islower()})
     keywords = [w for w in words if w.isalpha() and w.isupper()]
-    close = difflib.get_close_matches(found.upper(), keywords, n=1) if found else []
+    typo = found is not None and len(found) >= 3 and found.isidentifier()
+    close = difflib.get_close_matches(found.upper(), keywords, n=1, cutoff=0.75) if typo else []
     if close:
         return f"did you mean {close[0]}?"
     if not words or len(words) > 8:

@@ -13,6 +13,7 @@ FILL_ARITY = {
     "ZEROS": (0, 0), "ONES": (0, 0), "IDENTITY": (0, 0), "CONSTANT": (1, 1),
     "RANDOM_NORMAL": (2, 3), "RANDOM_UNIFORM": (2, 3),
 }
+KEYWORD_VALUES = {"TRUE": True, "FALSE": False, "NULL": None}
 
 
 def span_of(meta) -> ast.Span:
@@ -40,12 +41,17 @@ def bare_word_to_literal(expr):
     return expr
 
 
+def bare(node_class):
+    """A builder method for a statement that is only its keywords (BEGIN, SHOW TENSORS, ...)."""
+    return lambda self, meta, children: node_class(span_of(meta))
+
+
 class Builder:
     """Builds the AST bottom-up, one method per grammar rule or alias, called with the rule's
     positions (a lark Meta) and its built children (see `leaf` for tokens).
 
-    A hand visitor rather than a lark Transformer: it costs a third as much per node. One instance
-    per statement, because it numbers the `?` parameters in text order.
+    A hand visitor rather than a lark Transformer, whose per-node wrapping costs more than the
+    building itself. One instance per statement: it numbers the `?` parameters in text order.
     """
 
     def __init__(self, text: str):
@@ -60,14 +66,14 @@ class Builder:
         """NAME -> str; PARAM -> Param (numbered here, in text order); other tokens unchanged."""
         if token is None or token.type not in ("NAME", "PARAM"):
             return token
-        if token.type == "NAME" and token[0] != '"':
+        if token.type == "PARAM":
+            self.params += 1
+            return ast.Param(self.params - 1, span_of(token))
+        if token[0] != '"':
             return str(token)
-        if token.type == "NAME":
-            if token == '""':
-                raise self.error("zero-length quoted identifier", token)
-            return unquote(token)
-        self.params += 1
-        return ast.Param(self.params - 1, span_of(token))
+        if token == '""':
+            raise self.error("zero-length quoted identifier", token)
+        return unquote(token)
 
     def error(self, message: str, where, hint: str | None = None) -> ParseError:
         return ParseError(message, self.text, where.line, where.column, hint)
@@ -83,14 +89,8 @@ class Builder:
     def string_literal(self, meta, children):
         return ast.Literal(unquote(children[0]), span_of(meta))
 
-    def true_literal(self, meta, children):
-        return ast.Literal(True, span_of(meta))
-
-    def false_literal(self, meta, children):
-        return ast.Literal(False, span_of(meta))
-
-    def null_literal(self, meta, children):
-        return ast.Literal(None, span_of(meta))
+    def keyword_literal(self, meta, children):
+        return ast.Literal(KEYWORD_VALUES[children[0].upper()], span_of(meta))
 
     def signed_number(self, meta, children):
         sign, token = children
@@ -99,6 +99,9 @@ class Builder:
 
     def bare_word(self, meta, children):
         return ast.Literal(children[0], span_of(meta))
+
+    def on_word(self, meta, children):  # `SET progress = on`: ON is reserved elsewhere
+        return ast.Literal(self.text[meta.start_pos:meta.end_pos], span_of(meta))
 
     def alias(self, meta, children):
         return children[0]
@@ -356,11 +359,8 @@ class Builder:
     def query_statement(self, meta, children):
         return ast.QueryStatement(children[0], span_of(meta))
 
-    def show_tensors(self, meta, children):
-        return ast.ShowTensors(span_of(meta))
-
-    def show_views(self, meta, children):
-        return ast.ShowViews(span_of(meta))
+    show_tensors, show_views = bare(ast.ShowTensors), bare(ast.ShowViews)
+    begin, commit, rollback = bare(ast.Begin), bare(ast.Commit), bare(ast.Rollback)
 
     def show_setting(self, meta, children):
         return ast.ShowSetting(children[0], span_of(meta))
@@ -376,15 +376,6 @@ class Builder:
 
     def reset_setting(self, meta, children):
         return ast.ResetSetting(children[0], span_of(meta))
-
-    def begin(self, meta, children):
-        return ast.Begin(span_of(meta))
-
-    def commit(self, meta, children):
-        return ast.Commit(span_of(meta))
-
-    def rollback(self, meta, children):
-        return ast.Rollback(span_of(meta))
 
     def transaction(self, meta, children):
         return None

@@ -37,7 +37,10 @@ def insert_values(sc: StatementContext, node: ast.InsertValues) -> Result:
         if not all(isinstance(k, int) and not isinstance(k, bool) for k in values[:-1]):
             raise ProgrammingError(f"INSERT INTO {meta.name}: keys must be integers, got {values[:-1]}")
         keys.append(values[:-1])
-        tiles.append(np.asarray(values[-1]))
+        tile = values[-1]
+        if not isinstance(tile, np.ndarray) and meta.key_in_range(values[:-1]):
+            tile = np.full(meta.tile_shape_at(values[:-1]), tile, dtype=meta.dtype)  # scalars broadcast
+        tiles.append(np.asarray(tile))
     key_array = np.array(keys, dtype=np.int64).reshape(len(keys), len(meta.keys))
     _reject_existing(sc, meta, key_array)
     _write(sc, meta, key_array, tiles, f"INSERT INTO {meta.name}")

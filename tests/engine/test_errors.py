@@ -1,0 +1,127 @@
+"""Bad input raises the right PEP 249 exception with a clear message; the connection stays usable."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import trdb
+
+
+@pytest.fixture
+def loaded(cur):
+    cur.execute("CREATE TENSOR A FROM ? TILE (4, 4)", [np.ones((8, 8), np.float32)])
+    return cur
+
+
+def still_usable(cur):
+    cur.execute("SELECT COUNT(*) FROM A")
+    assert cur.fetchone() == (4,)
+
+
+def test_syntax_error_has_line_column_and_caret(loaded):
+    with pytest.raises(trdb.ProgrammingError) as info:
+        loaded.execute("SELECT A.i,\n  A.v\nFROM A WHERE A.i = = 1")
+    message = str(info.value)
+    assert 'syntax error at or near "="' in message
+    assert "LINE 3: FROM A WHERE A.i = = 1" in message
+    caret_line = message.splitlines()[message.splitlines().index("LINE 3: FROM A WHERE A.i = = 1") + 1]
+    assert caret_line.index("^") == len("LINE 3: FROM A WHERE A.i = ")
+    assert (info.value.line, info.value.column) == (3, 20)
+    still_usable(loaded)
+
+
+def test_unknown_names_suggest_the_nearest(loaded):
+    with pytest.raises(trdb.ProgrammingError, match='relation "AA" does not exist(.|\n)*did you mean "A"'):
+        loaded.execute("SELECT * FROM AA")
+    with pytest.raises(trdb.ProgrammingError, match='column "A.w" does not exist(.|\n)*did you mean "A.v"'):
+        loaded.execute("SELECT A.w FROM A")
+    with pytest.raises(trdb.ProgrammingError, match='function "SIGMOD" does not exist(.|\n)*SIGMOID'):
+        loaded.execute("SELECT A.i, A.j, SIGMOD(A.v) FROM A")
+    with pytest.raises(trdb.ProgrammingError, match='unknown setting "worker"(.|\n)*workers'):
+        loaded.execute("SET worker = 2")
+    still_usable(loaded)
+
+
+def test_shape_mismatch_names_operator_and_both_shapes(loaded):
+    loaded.execute("CREATE TENSOR B FROM ? TILE (3, 3)", [np.ones((9, 9), np.float32)])
+    with pytest.raises(trdb.ProgrammingError, match=r"MATMUL: shapes \(4, 4\) and \(3, 3\)"):
+        loaded.execute("SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) FROM A JOIN B ON A.j = B.i GROUP BY A.i, B.j")
+    with pytest.raises(trdb.ProgrammingError, match=r"operator \+: shapes \(4, 4\) and \(3, 3\)"):
+        loaded.execute("SELECT A.i, A.j, A.v + B.v FROM A JOIN B ON A.i = B.i AND A.j = B.j")
+    still_usable(loaded)
+
+
+def test_dtype_mismatch_is_reported(loaded):
+    with pytest.raises(trdb.ProgrammingError, match="CAST"):
+        loaded.execute("SELECT A.i, A.j, CAST(A.v AS complex99) FROM A")
+    with pytest.raises(trdb.ProgrammingError, match="dtype"):
+        loaded.execute("CREATE TENSOR Q SHAPE (2, 2) TILE (2, 2) DTYPE float128")
+    still_usable(loaded)
+
+
+def test_wrong_parameter_counts(loaded):
+    with pytest.raises(trdb.ProgrammingError, match="1 parameter.*2 were given"):
+        loaded.execute("SELECT A.i, A.j, A.v * ? FROM A", [1, 2])
+    with pytest.raises(trdb.ProgrammingError, match="1 parameter.*0 were given"):
+        loaded.execute("CREATE TENSOR B FROM ? TILE (2, 2)")
+    still_usable(loaded)
+
+
+def test_pickled_npy_is_refused(loaded, tmp_path):
+    path = tmp_path / "objects.npy"
+    np.save(path, np.array([{"evil": 1}, None], dtype=object), allow_pickle=True)
+    with pytest.raises(trdb.DataError, match="never unpickles"):
+        loaded.execute(f"CREATE TENSOR P FROM '{path}' TILE (1)")
+    with pytest.raises(trdb.OperationalError, match="no such file"):
+        loaded.execute(f"CREATE TENSOR P FROM '{tmp_path / 'missing.npy'}' TILE (1)")
+    still_usable(loaded)
+
+
+def test_npy_file_loads(loaded, tmp_path):
+    path = tmp_path / "m.npy"
+    M = np.arange(30, dtype=np.float64).reshape(5, 6)
+    np.save(path, M)
+    loaded.execute(f"CREATE TENSOR M FROM '{path}' TILE (2, 4)")
+    np.testing.assert_array_equal(loaded.execute("SELECT * FROM M").fetch_tensor(), M)
+
+
+def test_duplicate_names_and_missing_drops(loaded):
+    with pytest.raises(trdb.IntegrityError, match='"A" already exists'):
+        loaded.execute("CREATE TENSOR A SHAPE (2) TILE (2)")
+    with pytest.raises(trdb.ProgrammingError, match='tensor "Q" does not exist'):
+        loaded.execute("DROP TENSOR Q")
+    loaded.execute("DROP TENSOR IF EXISTS Q")
+    loaded.execute("DROP VIEW IF EXISTS Q")
+    still_usable(loaded)
+
+
+def test_group_by_rules(loaded):
+    with pytest.raises(trdb.ProgrammingError, match='"A.j" must appear in the GROUP BY'):
+        loaded.execute("SELECT A.i, A.j, SUM(A.v) FROM A GROUP BY A.i")
+    with pytest.raises(trdb.ProgrammingError, match="GROUP BY takes key expressions"):
+        loaded.execute("SELECT SUM(A.v) FROM A GROUP BY A.v")
+
+
+def test_bad_layouts(loaded):
+    with pytest.raises(trdb.ProgrammingError, match="different ranks"):
+        loaded.execute("CREATE TENSOR Q SHAPE (4, 4) TILE (2)")
+    with pytest.raises(trdb.ProgrammingError, match="positive"):
+        loaded.execute("CREATE TENSOR Q SHAPE (4, 4) TILE (0, 2)")
+    with pytest.raises(trdb.DataError, match="outside the tile grid"):
+        loaded.execute("INSERT INTO A VALUES (5, 0, ?)", [np.ones((4, 4), np.float32)])
+
+
+def test_internal_failures_are_wrapped_and_connection_survives(loaded):
+    loaded.execute("CREATE TENSOR B SHAPE (6, 6) TILE (4, 4) FILL ONES")
+    with pytest.raises(trdb.DataError, match=r"\(4, 4\).*\(4, 2\)"):
+        loaded.execute("SELECT A.i, A.j, A.v * B.v FROM A JOIN B ON A.i = B.i AND A.j = B.j")
+    still_usable(loaded)
+
+
+def test_plain_sql_errors_come_from_duckdb(cur):
+    cur.execute("CREATE TABLE t (x INTEGER)")
+    with pytest.raises(trdb.ProgrammingError, match="y"):
+        cur.execute("SELECT y FROM t")
+    with pytest.raises(trdb.IntegrityError):
+        cur.execute("CREATE TABLE u (x INTEGER PRIMARY KEY)")
+        cur.execute("INSERT INTO u VALUES (1), (1)")

@@ -1,0 +1,146 @@
+"""Storage: zero tiles are never stored, files persist across processes, statements are atomic."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import trdb
+
+
+def count(cur, name):
+    cur.execute(f"SELECT COUNT(*) FROM {name}")
+    return cur.fetchone()[0]
+
+
+def test_fill_zeros_stores_no_tuples(cur):
+    cur.execute("CREATE TENSOR Z SHAPE (1000, 1000) TILE (100, 100) FILL ZEROS")
+    assert count(cur, "Z") == 0
+    cur.execute("SELECT COUNT(*) FROM _trdb.tiles_1")  # the tile table itself, through plain SQL
+    assert cur.fetchone() == (0,)
+    cur.execute("CREATE TENSOR O SHAPE (10, 10) TILE (4, 4) FILL ONES")
+    assert count(cur, "O") == 9
+
+
+def test_array_with_zero_tiles_stores_only_nonzero_tiles(cur):
+    M = np.zeros((90, 60), np.float32)
+    M[0:30, 0:20] = 1
+    M[65, 59] = 2  # one element in the ragged corner tile
+    cur.execute("CREATE TENSOR M FROM ? TILE (30, 20)", [M])
+    assert count(cur, "M") == 2
+    cur.execute("SELECT M.i, M.j FROM M ORDER BY i")
+    assert cur.fetchall() == [(0, 0), (2, 2)]
+    np.testing.assert_array_equal(cur.execute("SELECT * FROM M").fetch_tensor(shape=(90, 60)), M)
+
+
+def test_update_to_zero_removes_tiles(cur):
+    cur.execute("CREATE TENSOR O SHAPE (10, 10) TILE (5, 5) FILL ONES")
+    cur.execute("UPDATE O SET v = O.v * 0 WHERE O.i = 0")
+    assert count(cur, "O") == 2
+
+
+def test_file_database_survives_a_new_process(tmp_path):
+    path = str(tmp_path / "x.trdb")
+    A = np.arange(12, dtype=np.float64).reshape(3, 4)
+    with trdb.connect(path) as con:
+        con.execute("CREATE TENSOR A FROM ? TILE (2, 2)", [A])
+        con.execute("CREATE VIEW twice AS SELECT A.i, A.j, A.v * 2 AS v FROM A")
+    script = textwrap.dedent(f"""
+        import numpy as np, trdb
+        con = trdb.connect({path!r})
+        print(con.execute("SELECT * FROM twice").fetch_tensor().tolist())
+        print(con.execute("SHOW TENSORS").fetchall()[0][:5])
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    assert lines[0] == str((A * 2).tolist())
+    assert lines[1] == "('A', 'i, j', '[3, 4]', '[2, 2]', 'float64')"
+
+
+def test_failing_create_as_leaves_nothing(cur):
+    # same nominal tiles, different extents: the ragged edge tiles disagree only at run time,
+    # after the first tiles of C have been computed
+    cur.execute("CREATE TENSOR A SHAPE (8, 8) TILE (4, 4) FILL ONES")
+    cur.execute("CREATE TENSOR B SHAPE (6, 6) TILE (4, 4) FILL ONES")
+    tables_before = cur.execute("SELECT count(*) FROM information_schema.tables").fetchone()
+    with pytest.raises(trdb.DataError, match=r"operator \+.*\(4, 4\).*\(4, 2\)"):
+        cur.execute("CREATE TENSOR C AS SELECT A.i, A.j, A.v + B.v AS v FROM A JOIN B ON A.i = B.i AND A.j = B.j")
+    assert cur.execute("SELECT count(*) FROM information_schema.tables").fetchone() == tables_before
+    with pytest.raises(trdb.ProgrammingError, match='"C" does not exist'):
+        cur.execute("SELECT * FROM C")
+
+
+def test_failing_create_as_on_layout_leaves_nothing(cur):
+    cur.execute("CREATE TENSOR A SHAPE (8, 8) TILE (4, 4) FILL ONES")
+    cur.execute("CREATE TENSOR B SHAPE (6, 6) TILE (4, 4) FILL ONES")
+    with pytest.raises(trdb.DataError, match=r"tile under key \(2, 1\) has shape \(4, 2\)"):
+        # B's ragged edge tiles moved below A are interior tiles of the result: they do not fit its grid
+        cur.execute("CREATE TENSOR C AS SELECT A.i, A.j, A.v FROM A UNION ALL SELECT B.i + 2, B.j, B.v FROM B")
+    with pytest.raises(trdb.IntegrityError, match="more than once"):
+        cur.execute("CREATE TENSOR C AS SELECT A.i, A.j, A.v FROM A UNION ALL SELECT A.i, A.j, A.v FROM A")
+    with pytest.raises(trdb.ProgrammingError, match='"C" does not exist'):
+        cur.execute("SELECT * FROM C")
+    assert [r[0] for r in cur.execute("SHOW TENSORS").fetchall()] == ["A", "B"]
+
+
+def test_failing_update_mid_way_changes_nothing(cur):
+    T = np.ones((8, 8), np.float32)
+    cur.execute("CREATE TENSOR T FROM ? TILE (4, 4)", [T])
+    cur.execute("CREATE TENSOR S SHAPE (8, 4) TILE (4, 4) FILL ONES")
+    # keys (0, 0) and (1, 0) of T find a partner in S; the update writes tile (0, 0), then fails on a
+    # duplicate target key (two partners for one tile) before anything is kept
+    cur.execute("CREATE TABLE dup (k INTEGER)")
+    cur.execute("INSERT INTO dup VALUES (0), (0)")
+    with pytest.raises(trdb.IntegrityError, match="more than once"):
+        cur.execute("UPDATE T SET v = T.v * 5 FROM dup WHERE T.i = dup.k")
+    np.testing.assert_array_equal(cur.execute("SELECT * FROM T").fetch_tensor(), T)
+
+
+def test_failing_insert_leaves_no_tiles(cur):
+    cur.execute("CREATE TENSOR T SHAPE (4, 4) TILE (2, 2)")
+    good, bad = np.ones((2, 2), np.float32), np.ones((3, 2), np.float32)
+    with pytest.raises(trdb.DataError, match=r"shape \(3, 2\)"):
+        cur.execute("INSERT INTO T VALUES (0, 0, ?), (0, 1, ?)", [good, bad])
+    assert count(cur, "T") == 0
+    cur.execute("INSERT INTO T VALUES (0, 0, ?)", [good])
+    with pytest.raises(trdb.IntegrityError, match="already exists"):
+        cur.execute("INSERT INTO T VALUES (1, 1, ?), (0, 0, ?)", [good, good])
+    assert count(cur, "T") == 1
+
+
+def test_rollback_undoes_a_transaction(con):
+    cur = con.cursor()
+    cur.execute("CREATE TENSOR T SHAPE (4, 4) TILE (2, 2) FILL ONES")
+    cur.execute("BEGIN")
+    cur.execute("UPDATE T SET v = T.v * 3")
+    cur.execute("CREATE TENSOR U SHAPE (2, 2) TILE (2, 2) FILL ONES")
+    assert float(cur.execute("SELECT SUM(SUMSQ(T.v)) FROM T").fetchone()[0]) == 16 * 9
+    cur.execute("ROLLBACK")
+    assert float(cur.execute("SELECT SUM(SUMSQ(T.v)) FROM T").fetchone()[0]) == 16
+    with pytest.raises(trdb.ProgrammingError):
+        cur.execute("SELECT * FROM U")
+
+
+def test_error_in_transaction_aborts_it(con):
+    cur = con.cursor()
+    cur.execute("CREATE TENSOR T SHAPE (4, 4) TILE (2, 2) FILL ONES")
+    cur.execute("BEGIN")
+    cur.execute("UPDATE T SET v = T.v * 3")
+    with pytest.raises(trdb.ProgrammingError):
+        cur.execute("SELECT nope FROM T")
+    with pytest.raises(trdb.OperationalError, match="aborted"):
+        cur.execute("SELECT * FROM T")
+    con.rollback()
+    assert float(cur.execute("SELECT SUM(SUMSQ(T.v)) FROM T").fetchone()[0]) == 16
+
+
+def test_commit_keeps_changes(con):
+    cur = con.cursor()
+    cur.execute("BEGIN")
+    cur.execute("CREATE TENSOR T SHAPE (4, 4) TILE (2, 2) FILL CONSTANT(2)")
+    con.commit()
+    con.rollback()  # a no-op outside a transaction
+    assert count(cur, "T") == 4
