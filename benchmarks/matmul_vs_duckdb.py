@@ -170,7 +170,7 @@ def run_duckdb(a: np.ndarray, b: np.ndarray, reference: np.ndarray, limit: float
             seconds, table = timed_duckdb_query(con, timeout)
             if table is None:
                 return Measurement(seconds, lower_bound=True, load_seconds=load,
-                                   note=f"interrupted after {seconds:.0f} s (--duckdb-timeout {timeout:g})")
+                                   note=f"interrupted after {seconds:.3g} s (--duckdb-timeout {timeout:g})")
             times.append(seconds)
             if seconds > LONG_RUN_S:
                 break

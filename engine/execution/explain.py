@@ -1,14 +1,46 @@
-"""EXPLAIN text: the physical operator tree, indented, with run-time metrics under ANALYZE."""
+"""EXPLAIN text: the physical plan as an indented tree with estimates, and actual metrics under ANALYZE."""
 from __future__ import annotations
 
-from trdb.execution.operator import PhysicalOperator
+from typing import Optional
+
+from trdb.execution.executor import Execution
+from trdb.optimizer.physical_plan import PhysicalNode
 
 
-def explain_lines(operator: PhysicalOperator, analyze: bool = False, depth: int = 0) -> list[str]:
-    line = "  " * depth + ("-> " if depth else "") + operator.describe()
-    if analyze:
-        line += f"  [actual tuples={operator.metrics.tuples}, time={operator.metrics.seconds * 1000:.2f} ms]"
+def _quantity(value: float) -> str:
+    for unit, size in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if value >= size:
+            return f"{value / size:.1f}{unit}"
+    return f"{value:.0f}"
+
+
+def _estimates(node: PhysicalNode) -> str:
+    parts = [f"tuples={_quantity(node.estimate.rows)}"]
+    if node.estimate.flops:
+        parts.append(f"flops={_quantity(node.estimate.flops)}")
+    parts.append(f"bytes={_quantity(node.estimate.bytes)}")
+    if node.route is not None:
+        parts.append(f"moves={_quantity(node.moved_bytes)}B")
+    return "est. " + " ".join(parts)
+
+
+def _actuals(node: PhysicalNode, execution: Execution) -> str:
+    operators = execution.instances.get(id(node), [])
+    tuples = sum(op.metrics.tuples for op in operators)
+    seconds = max((op.metrics.seconds for op in operators), default=0.0)
+    text = f"actual tuples={tuples} time={seconds * 1000:.2f}ms"
+    channel = execution.channels.get(id(node))
+    if channel is not None:
+        text += f" moved={channel.tuples} tuples/{_quantity(channel.bytes)}B"
+    return text
+
+
+def explain_lines(node: PhysicalNode, execution: Optional[Execution] = None, depth: int = 0) -> list[str]:
+    name = f"{node.operator}({node.detail})" if node.detail else node.operator
+    line = "  " * depth + ("-> " if depth else "") + name + f"  [{_estimates(node)}]"
+    if execution is not None:
+        line += f"  [{_actuals(node, execution)}]"
     lines = [line]
-    for child in operator.children:
-        lines.extend(explain_lines(child, analyze, depth + 1))
+    for child in node.children:
+        lines.extend(explain_lines(child, execution, depth + 1))
     return lines

@@ -9,14 +9,10 @@ from trdb.planner.expressions import Bound
 
 
 class FilterExec(PhysicalOperator):
-    def __init__(self, child: PhysicalOperator, predicate: Bound, label: str = ""):
+    def __init__(self, child: PhysicalOperator, predicate: Bound):
         super().__init__()
         self.children = (child,)
         self.predicate = predicate
-        self.label = label
-
-    def describe(self) -> str:
-        return f"{self.name}({self.label})" if self.label else self.name
 
     def _open(self) -> None:
         self._test = compile_predicate(self.predicate, self.ctx.backend)

@@ -36,7 +36,7 @@ class Accumulator:
                             f"{np.shape(self.value)} and {np.shape(value)}") from None
 
     def _combine(self, acc, value, xp):
-        if self.function in ("SUM", "AVG"):
+        if self.function in ("SUM", "AVG", "SUM_COUNTS"):
             if getattr(acc, "ndim", 0) and acc.shape == np.shape(value) and acc.dtype == getattr(value, "dtype", None):
                 xp.add(acc, value, out=acc)  # the accumulator is our own copy
                 return acc
@@ -46,6 +46,8 @@ class Accumulator:
     def result(self, column_type, xp):
         if self.function == "COUNT":
             return self.count
+        if self.function == "SUM_COUNTS" and self.value is None:
+            return 0  # the final step of a two-phase COUNT over no tuples
         if self.value is None:
             return _empty(column_type, xp)
         if self.function == "AVG":
@@ -61,17 +63,14 @@ def _empty(column_type, xp):
 
 
 class HashAggregateExec(PhysicalOperator):
-    def __init__(self, child: PhysicalOperator, group_by: tuple, calls: tuple[AggregateCall, ...], schema: Schema):
+    def __init__(self, child: PhysicalOperator, group_by: tuple, calls: tuple[AggregateCall, ...], schema: Schema,
+                 partial: bool = False):
         super().__init__()
+        self.partial = partial  # a partial aggregate over no tuples emits nothing: the final step decides
         self.children = (child,)
         self.group_by = group_by
         self.calls = calls
         self.schema = schema
-
-    def describe(self) -> str:
-        groups = ", ".join(c.name for c in self.schema[:len(self.group_by)])
-        calls = ", ".join(c.function for c in self.calls)
-        return f"{self.name}(group by [{groups}]: {calls})"
 
     def _open(self) -> None:
         self._batches = None
@@ -94,7 +93,7 @@ class HashAggregateExec(PhysicalOperator):
                 accumulators = groups[key] = [Accumulator(c.function) for c in self.calls]
             for accumulator, arg in zip(accumulators, args):
                 accumulator.add(arg(row), xp)
-        if not groups and not self.group_by:
+        if not groups and not self.group_by and not self.partial:
             groups[()] = [Accumulator(c.function) for c in self.calls]
         types = [c.type for c in self.schema[len(self.group_by):]]
         return [key + tuple(a.result(t, xp) for a, t in zip(accs, types)) for key, accs in groups.items()]

@@ -45,11 +45,6 @@ class HashJoinExec(PhysicalOperator):
         self.left_schema, self.right_schema = left_schema, right_schema
         self.residual = residual
 
-    def describe(self) -> str:
-        on = ", ".join(f"{self.left_schema[l].name} = {self.right_schema[r].name}"
-                       for l, r in zip(self.left_keys, self.right_keys)) or "cross"
-        return f"{self.name}({self.kind}: {on})"
-
     def _open(self) -> None:
         self._table: dict[tuple, list[tuple]] = {}
         right_key = self._key_function(self.right_keys)

@@ -13,9 +13,6 @@ class LimitExec(PhysicalOperator):
         self.limit = limit
         self.offset = offset
 
-    def describe(self) -> str:
-        return f"{self.name}({self.limit}, offset {self.offset})" if self.offset else f"{self.name}({self.limit})"
-
     def _open(self) -> None:
         self._skip = self.offset
         self._left = self.limit

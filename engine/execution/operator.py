@@ -1,12 +1,11 @@
 """The Volcano operator interface (open / next_batch / close) and the context operators run in."""
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
-from trdb.errors import QueryCancelled
+from trdb.execution.state import ExecutionState
 from trdb.kernels.backend import Backend
 
 Batch = list  # a list of tuples: keys as Python ints (None on an outer join's missing side), tiles as arrays
@@ -15,15 +14,14 @@ BATCH_SIZE = 64
 
 @dataclass
 class ExecContext:
-    """What running operators share: the kernel backend, the catalog (tiles), and cancellation."""
+    """What running operators share: the kernel backend, the catalog (tiles), and the execution state."""
 
     backend: Backend
     catalog: Any
-    cancelled: threading.Event = field(default_factory=threading.Event)
+    state: ExecutionState = field(default_factory=ExecutionState)
 
     def check_cancelled(self) -> None:
-        if self.cancelled.is_set():
-            raise QueryCancelled("the statement was cancelled")
+        self.state.raise_if_cancelled()
 
 
 @dataclass
@@ -44,10 +42,6 @@ class PhysicalOperator:
     @property
     def name(self) -> str:
         return type(self).__name__
-
-    def describe(self) -> str:
-        """The operator's line in EXPLAIN: its name and what it does."""
-        return self.name
 
     def open(self, ctx: ExecContext) -> None:
         self.ctx = ctx

@@ -9,14 +9,10 @@ from trdb.planner import expressions as bx
 
 
 class ProjectionExec(PhysicalOperator):
-    def __init__(self, child: PhysicalOperator, exprs: tuple[bx.Bound, ...], names: tuple[str, ...]):
+    def __init__(self, child: PhysicalOperator, exprs: tuple[bx.Bound, ...]):
         super().__init__()
         self.children = (child,)
         self.exprs = exprs
-        self.names = names
-
-    def describe(self) -> str:
-        return f"{self.name}({', '.join(self.names)})"
 
     def _open(self) -> None:
         compiled = [compile_expr(e, self.ctx.backend) for e in self.exprs]

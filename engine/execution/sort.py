@@ -13,10 +13,6 @@ class SortExec(PhysicalOperator):
         self.positions = positions
         self.descending = descending
 
-    def describe(self) -> str:
-        keys = ", ".join(f"#{p}{' DESC' if d else ''}" for p, d in zip(self.positions, self.descending))
-        return f"{self.name}({keys})"
-
     def _open(self) -> None:
         self._batches = None
 

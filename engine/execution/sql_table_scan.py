@@ -14,9 +14,6 @@ class SqlTableScanExec(PhysicalOperator):
         self._rows: list = []
         self._position = 0
 
-    def describe(self) -> str:
-        return f"{self.name}({self.table})"
-
     def _open(self) -> None:
         names = ", ".join(f'"{c}"' for c in self.columns)
         self._rows = self.ctx.catalog.db.execute(f'SELECT {names} FROM "{self.table}"')

@@ -5,22 +5,25 @@ from typing import Optional
 
 from trdb.catalog.tensor_meta import TensorMeta
 from trdb.execution.operator import BATCH_SIZE, Batch, PhysicalOperator
+from trdb.execution.partitioning import partition_of
 
 
 class TableScanExec(PhysicalOperator):
-    def __init__(self, tensor: TensorMeta):
+    def __init__(self, tensor: TensorMeta, partition: int = 0, partitions: int = 1, columns: tuple[int, ...] = ()):
         super().__init__()
         self.tensor = tensor
+        self.partition, self.partitions, self.columns = partition, partitions, columns
         self._rows: list = []
         self._position = 0
-
-    def describe(self) -> str:
-        return f"{self.name}({self.tensor.name})"
 
     def _open(self) -> None:
         keys, tiles = self.ctx.catalog.tiles(self.tensor)
         backend = self.ctx.backend
-        self._rows = [tuple(k) + (backend.asarray(t),) for k, t in zip(keys.tolist(), tiles)]
+        rows = [tuple(k) + (backend.asarray(t),) for k, t in zip(keys.tolist(), tiles)]
+        if self.partitions > 1:
+            part, count, columns = self.partition, self.partitions, self.columns
+            rows = [r for r in rows if partition_of(tuple(r[c] for c in columns), count) == part]
+        self._rows = rows
         self._position = 0
 
     def _next(self) -> Optional[Batch]:

@@ -1,63 +1,268 @@
-"""Physical planning: each logical operator becomes its Volcano operator."""
+"""Physical planning: Volcano operators for each logical operator, and exchanges for `workers` partitions.
+
+Scans are partitioned by a hash of their keys; joins either co-partition both inputs on the join
+keys or broadcast one input, whichever moves fewer bytes; aggregations run where their input is
+already partitioned on (a subset of) the group keys, else after a repartition, or in two phases
+(local partial aggregate, exchange, final aggregate) when that moves fewer tuples; the top gathers.
+"""
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Optional
+
+from trdb.execution.broadcast import BroadcastExec
+from trdb.execution.gather import GatherExec
+from trdb.execution.repartition import RepartitionExec
 from trdb.execution.filter import FilterExec
 from trdb.execution.hash_aggregate import HashAggregateExec
 from trdb.execution.hash_join import HashJoinExec
 from trdb.execution.limit import LimitExec
-from trdb.execution.operator import PhysicalOperator
 from trdb.execution.projection import ProjectionExec
 from trdb.execution.sort import SortExec
 from trdb.execution.sql_table_scan import SqlTableScanExec
 from trdb.execution.table_scan import TableScanExec
 from trdb.execution.union_all import UnionAllExec
-from trdb.errors import InternalError
+from trdb.optimizer.aggregation import final_calls, splittable
+from trdb.optimizer.cardinality import Estimate, Estimator
+from trdb.optimizer.physical_plan import SINGLE, Partitioning, PhysicalNode, Route
+from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 
-
-def plan_physical(plan: lp.Plan) -> PhysicalOperator:
-    builder = _BUILDERS.get(type(plan))
-    if builder is None:
-        raise InternalError(f"no physical operator for {type(plan).__name__}")
-    return builder(plan)
+Want = Optional[tuple[int, ...]]
 
 
-def _scan(plan: lp.Scan) -> PhysicalOperator:
-    return TableScanExec(plan.tensor)
+def plan_physical(plan: lp.Plan, workers: int = 1, catalog=None) -> PhysicalNode:
+    """The physical plan of a logical plan for `workers` partitions, gathered to one at the top."""
+    planner = PhysicalPlanner(max(1, workers), Estimator(catalog))
+    return planner.gather(planner.build(plan, None))
 
 
-def _table_scan(plan: lp.TableScan) -> PhysicalOperator:
-    return SqlTableScanExec(plan.table, plan.columns)
+def _node(operator: str, detail: str, children: tuple, schema, partitioning: Partitioning,
+          estimate: Estimate, make, route: Optional[Route] = None) -> PhysicalNode:
+    node = PhysicalNode(operator, detail, children, schema, partitioning, estimate, make, route)
+    return replace(node, cost=sum(c.cost for c in children) + node.moved_bytes)
 
 
-def _filter(plan: lp.Filter) -> PhysicalOperator:
-    return FilterExec(plan_physical(plan.input), plan.predicate)
+def _names(schema, positions) -> str:
+    return ", ".join(schema[p].name for p in positions)
 
 
-def _project(plan: lp.Project) -> PhysicalOperator:
-    return ProjectionExec(plan_physical(plan.input), plan.exprs, tuple(c.name for c in plan.schema))
+class PhysicalPlanner:
+    def __init__(self, workers: int, estimator: Estimator):
+        self.workers = workers
+        self.estimator = estimator
+
+    def build(self, plan: lp.Plan, want: Want) -> PhysicalNode:
+        """The cheapest physical node for `plan`; `want` names columns the parent would like it hashed on."""
+        return min(self.candidates(plan, want), key=lambda n: (n.cost, not _satisfies(n.partitioning, want),
+                                                               _size(n)))
+
+    def candidates(self, plan: lp.Plan, want: Want) -> list[PhysicalNode]:
+        """Alternative plans (join strategies) kept apart until an operator above can tell which is cheaper."""
+        found = getattr(self, f"_{type(plan).__name__}")(plan, want)
+        return found if isinstance(found, list) else [found]
+
+    # ------------------------------------------------------------ exchanges
+
+    def gather(self, node: PhysicalNode) -> PhysicalNode:
+        if node.partitioning.kind == "single":
+            return node
+        return _node("GatherExec", f"{node.instances} -> 1", (node,), node.schema, SINGLE, node.estimate,
+                     GatherExec, Route("gather"))
+
+    def repartition(self, node: PhysicalNode, columns: tuple[int, ...]) -> PhysicalNode:
+        if node.partitioning == Partitioning("hash", self.workers, columns):
+            return node
+        detail = f"hash: {_names(node.schema, columns)}, {self.workers}"
+        return _node("RepartitionExec", detail, (node,), node.schema, Partitioning("hash", self.workers, columns),
+                     node.estimate, RepartitionExec, Route("hash", columns))
+
+    def broadcast(self, node: PhysicalNode) -> PhysicalNode:
+        return _node("BroadcastExec", str(self.workers), (node,), node.schema,
+                     Partitioning("replicated", self.workers), node.estimate,
+                     BroadcastExec, Route("broadcast"))
+
+    # ------------------------------------------------------------ leaves
+
+    def _Scan(self, plan: lp.Scan, want: Want) -> PhysicalNode:
+        keys = tuple(range(len(plan.tensor.keys)))
+        estimate = self.estimator.estimate(plan)
+        if self.workers == 1 or not keys:
+            return _node("TableScanExec", plan.tensor.name, (), plan.schema, SINGLE, estimate,
+                         lambda children, p: TableScanExec(plan.tensor))
+        columns = want if want and all(c in keys for c in want) else keys
+        count = self.workers
+        return _node("TableScanExec", f"{plan.tensor.name}, hash: {_names(plan.schema, columns)}", (), plan.schema,
+                     Partitioning("hash", count, columns), estimate,
+                     lambda children, p: TableScanExec(plan.tensor, p, count, columns))
+
+    def _TableScan(self, plan: lp.TableScan, want: Want) -> PhysicalNode:
+        return _node("SqlTableScanExec", plan.table, (), plan.schema, SINGLE, self.estimator.estimate(plan),
+                     lambda children, p: SqlTableScanExec(plan.table, plan.columns))
+
+    # ------------------------------------------------------------ per-tuple operators
+
+    def _Filter(self, plan: lp.Filter, want: Want) -> list[PhysicalNode]:
+        return [_node("FilterExec", "", (child,), plan.schema, child.partitioning, self.estimator.estimate(plan),
+                      lambda children, p: FilterExec(children[0], plan.predicate))
+                for child in self.candidates(plan.input, want)]
+
+    def _Project(self, plan: lp.Project, want: Want) -> list[PhysicalNode]:
+        sources = {i: e.index for i, e in enumerate(plan.exprs) if isinstance(e, bx.ColumnIndex)}
+        child_want = tuple(sources[c] for c in want) if want and all(c in sources for c in want) else None
+        return [self._project_node(plan, child, sources) for child in self.candidates(plan.input, child_want)]
+
+    def _project_node(self, plan: lp.Project, child: PhysicalNode, sources: dict[int, int]) -> PhysicalNode:
+        partitioning = child.partitioning
+        if partitioning.kind == "hash":
+            outputs = {v: k for k, v in sorted(sources.items(), reverse=True)}
+            mapped = tuple(outputs.get(c) for c in partitioning.columns)
+            partitioning = replace(partitioning, columns=mapped) if None not in mapped else \
+                Partitioning("any", partitioning.count)
+        names = tuple(c.name for c in plan.schema)
+        return _node("ProjectionExec", ", ".join(names), (child,), plan.schema, partitioning,
+                     self.estimator.estimate(plan), lambda children, p: ProjectionExec(children[0], plan.exprs))
+
+    # ------------------------------------------------------------ join
+
+    def _Join(self, plan: lp.Join, want: Want) -> list[PhysicalNode]:
+        if self.workers == 1:
+            left, right = self.build(plan.left, None), self.build(plan.right, None)
+            left, right = self.gather(left), self.gather(right)
+            return [self._join_node(plan, left, right, SINGLE)]
+        candidates = [self._co_partitioned(plan)]
+        if plan.kind in ("INNER", "LEFT"):
+            candidates.append(self._broadcast_right(plan, want))
+        if plan.kind == "INNER":
+            candidates.append(self._broadcast_left(plan, want))
+        return candidates
+
+    def _join_node(self, plan: lp.Join, left: PhysicalNode, right: PhysicalNode,
+                   partitioning: Partitioning) -> PhysicalNode:
+        detail = f"{plan.kind}: " + (", ".join(f"{plan.left.schema[l].name} = {plan.right.schema[r].name}"
+                                               for l, r in zip(plan.left_keys, plan.right_keys)) or "cross")
+        return _node("HashJoinExec", detail, (left, right), plan.schema, partitioning, self.estimator.estimate(plan),
+                     lambda children, p: HashJoinExec(children[0], children[1], plan.kind, plan.left_keys,
+                                                      plan.right_keys, plan.left.schema, plan.right.schema,
+                                                      plan.residual))
+
+    def _co_partitioned(self, plan: lp.Join) -> PhysicalNode:
+        if not plan.left_keys:
+            return self._broadcast_right(plan, None)
+        left = self.build(plan.left, plan.left_keys)
+        right = self.build(plan.right, plan.right_keys)
+        pairs = dict(zip(plan.left_keys, plan.right_keys))
+        if not (left.partitioning.kind == "hash" and left.partitioning.count == self.workers
+                and all(c in pairs for c in left.partitioning.columns)):
+            left = self.repartition(left, plan.left_keys)
+        right_columns = tuple(pairs[c] for c in left.partitioning.columns)
+        right = self.repartition(right, right_columns)
+        # unmatched right tuples of a FULL join carry NULL left keys: no key placement holds
+        partitioning = Partitioning("any", self.workers) if plan.kind == "FULL" else left.partitioning
+        return self._join_node(plan, left, right, partitioning)
+
+    def _broadcast_right(self, plan: lp.Join, want: Want) -> PhysicalNode:
+        left = self.single_to_many(self.build(plan.left, _left_part(want, len(plan.left.schema))))
+        right = self.broadcast(self.build(plan.right, None))
+        return self._join_node(plan, left, right, left.partitioning)
+
+    def _broadcast_left(self, plan: lp.Join, want: Want) -> PhysicalNode:
+        width = len(plan.left.schema)
+        right_want = tuple(c - width for c in want or () if c >= width) or None
+        right = self.single_to_many(self.build(plan.right, right_want))
+        left = self.broadcast(self.build(plan.left, None))
+        partitioning = right.partitioning
+        if partitioning.kind == "hash":
+            partitioning = replace(partitioning, columns=tuple(c + width for c in partitioning.columns))
+        return self._join_node(plan, left, right, partitioning)
+
+    def single_to_many(self, node: PhysicalNode) -> PhysicalNode:
+        """A single-instance input spread over the workers (by a hash of its key columns)."""
+        if node.partitioning.kind != "single":
+            return node
+        keys = tuple(i for i, c in enumerate(node.schema) if c.is_key)
+        return self.repartition(node, keys) if keys else node
+
+    # ------------------------------------------------------------ aggregation
+
+    def _Aggregate(self, plan: lp.Aggregate, want: Want) -> list[PhysicalNode]:
+        groups = tuple(e.index for e in plan.group_by if isinstance(e, bx.ColumnIndex))
+        simple = len(groups) == len(plan.group_by)
+        return [self._aggregate_over(plan, child, groups, simple)
+                for child in self.candidates(plan.input, groups if simple and groups else None)]
+
+    def _aggregate_over(self, plan: lp.Aggregate, child: PhysicalNode, groups: tuple[int, ...],
+                        simple: bool) -> PhysicalNode:
+        part = child.partitioning
+        if part.kind == "single":
+            return self._aggregate_node(plan, child, SINGLE)
+        if simple and groups and part.kind == "hash" and all(c in groups for c in part.columns):
+            out = tuple(groups.index(c) for c in part.columns)
+            return self._aggregate_node(plan, child, Partitioning("hash", part.count, out))
+        estimate = self.estimator.estimate(plan)
+        if splittable(plan) and (not plan.group_by or estimate.rows * self.workers < child.estimate.rows):
+            return self._two_phase(plan, child, estimate)
+        if not (simple and groups):
+            return self._aggregate_node(plan, self.gather(child), SINGLE)
+        moved = self.repartition(child, groups)
+        return self._aggregate_node(plan, moved, Partitioning("hash", self.workers, tuple(range(len(groups)))))
+
+    def _aggregate_node(self, plan: lp.Aggregate, child: PhysicalNode, partitioning: Partitioning,
+                        phase: str = "") -> PhysicalNode:
+        detail = f"{phase}group by [{_names(plan.schema, range(len(plan.group_by)))}]: " + \
+            ", ".join(c.function for c in plan.calls)
+        estimate = self.estimator.estimate(plan)
+        partial = phase.startswith("partial")
+        return _node("HashAggregateExec", detail, (child,), plan.schema, partitioning, estimate,
+                     lambda children, p: HashAggregateExec(children[0], plan.group_by, plan.calls, plan.schema,
+                                                           partial))
+
+    def _two_phase(self, plan: lp.Aggregate, child: PhysicalNode, estimate: Estimate) -> PhysicalNode:
+        count = child.partitioning.count
+        partial = self._aggregate_node(plan, child, Partitioning("any", count), "partial, ")
+        partial = replace(partial, estimate=replace(estimate, rows=min(estimate.rows * count, child.estimate.rows)))
+        width = len(plan.group_by)
+        final_plan = lp.Aggregate(plan, tuple(bx.ColumnIndex(i, plan.schema[i].type) for i in range(width)),
+                                  final_calls(plan), plan.schema)
+        if not plan.group_by:
+            return self._aggregate_node(final_plan, self.gather(partial), SINGLE, "final, ")
+        moved = self.repartition(partial, tuple(range(width)))
+        return self._aggregate_node(final_plan, moved, moved.partitioning, "final, ")
+
+    # ------------------------------------------------------------ the rest
+
+    def _UnionAll(self, plan: lp.UnionAll, want: Want) -> PhysicalNode:
+        parts = [self.build(p, None) for p in plan.parts]
+        if any(p.partitioning.kind == "single" for p in parts):
+            parts = [self.gather(p) for p in parts]
+            partitioning = SINGLE
+        else:
+            partitioning = Partitioning("any", self.workers)
+        return _node("UnionAllExec", "", tuple(parts), plan.schema, partitioning, self.estimator.estimate(plan),
+                     lambda children, p: UnionAllExec(tuple(children)))
+
+    def _Sort(self, plan: lp.Sort, want: Want) -> PhysicalNode:
+        child = self.gather(self.build(plan.input, None))
+        positions = tuple(k.index for k in plan.keys)
+        detail = ", ".join(f"{plan.schema[p].name}{' DESC' if d else ''}" for p, d in zip(positions, plan.descending))
+        return _node("SortExec", detail, (child,), plan.schema, SINGLE, self.estimator.estimate(plan),
+                     lambda children, p: SortExec(children[0], positions, plan.descending))
+
+    def _Limit(self, plan: lp.Limit, want: Want) -> PhysicalNode:
+        child = self.gather(self.build(plan.input, None))
+        detail = f"{plan.limit}" + (f", offset {plan.offset}" if plan.offset else "")
+        return _node("LimitExec", detail, (child,), plan.schema, SINGLE, self.estimator.estimate(plan),
+                     lambda children, p: LimitExec(children[0], plan.limit, plan.offset))
 
 
-def _join(plan: lp.Join) -> PhysicalOperator:
-    return HashJoinExec(plan_physical(plan.left), plan_physical(plan.right), plan.kind, plan.left_keys,
-                        plan.right_keys, plan.left.schema, plan.right.schema, plan.residual)
+def _size(node: PhysicalNode) -> int:
+    return 1 + sum(_size(c) for c in node.children)
 
 
-def _aggregate(plan: lp.Aggregate) -> PhysicalOperator:
-    return HashAggregateExec(plan_physical(plan.input), plan.group_by, plan.calls, plan.schema)
+def _satisfies(partitioning: Partitioning, want: Want) -> bool:
+    return bool(want) and partitioning.kind == "hash" and all(c in want for c in partitioning.columns)
 
 
-def _union(plan: lp.UnionAll) -> PhysicalOperator:
-    return UnionAllExec(tuple(plan_physical(p) for p in plan.parts))
-
-
-def _sort(plan: lp.Sort) -> PhysicalOperator:
-    return SortExec(plan_physical(plan.input), tuple(k.index for k in plan.keys), plan.descending)
-
-
-def _limit(plan: lp.Limit) -> PhysicalOperator:
-    return LimitExec(plan_physical(plan.input), plan.limit, plan.offset)
-
-
-_BUILDERS = {lp.Scan: _scan, lp.TableScan: _table_scan, lp.Filter: _filter, lp.Project: _project,
-             lp.Join: _join, lp.Aggregate: _aggregate, lp.UnionAll: _union, lp.Sort: _sort, lp.Limit: _limit}
+def _left_part(want: Want, width: int) -> Want:
+    """The wanted columns that the left input has (hashing on a subset of them satisfies the parent)."""
+    return tuple(c for c in want or () if c < width) or None

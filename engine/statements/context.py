@@ -6,9 +6,12 @@ from typing import Any
 
 from trdb.catalog.catalog import Catalog
 from trdb.catalog.settings import Settings
-from trdb.execution.operator import ExecContext, PhysicalOperator, drain
+from trdb.execution.executor import Execution
+from trdb.execution.operator import ExecContext
+from trdb.execution.state import ExecutionState
 from trdb.execution.result import Result
 from trdb.kernels.backend import Backend
+from trdb.optimizer.physical_plan import PhysicalNode
 from trdb.optimizer.physical_planner import plan_physical
 from trdb.parser import ast
 from trdb.planner import expressions as bx
@@ -25,10 +28,7 @@ class StatementContext:
     settings: Settings
     backend: Backend
     bind: BindContext
-    exec_context: ExecContext = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.exec_context = ExecContext(self.backend, self.catalog)
+    state: ExecutionState = field(default_factory=ExecutionState)
 
     @property
     def text(self) -> str:
@@ -50,15 +50,18 @@ class StatementContext:
     def bind_query(self, query: ast.Query) -> BoundQuery:
         return self.binder().bind_query(query)
 
-    def run_operator(self, operator: PhysicalOperator) -> list[tuple]:
-        operator.open(self.exec_context)
-        try:
-            return list(drain(operator))
-        finally:
-            operator.close()
+    def physical(self, plan: lp.Plan) -> PhysicalNode:
+        return plan_physical(plan, self.settings.workers, self.catalog)
+
+    def execute_physical(self, node: PhysicalNode) -> tuple[list[tuple], Execution]:
+        """Run a physical plan to the end; the execution is returned for its metrics."""
+        execution = Execution(node, ExecContext(self.backend, self.catalog, self.state))
+        with execution:
+            rows = list(execution.rows())
+        return rows, execution
 
     def run_plan(self, plan: lp.Plan) -> Result:
-        rows = self.run_operator(plan_physical(plan))
+        rows, _ = self.execute_physical(self.physical(plan))
         return Result(rows=rows, schema=plan.schema, rowcount=len(rows))
 
     def run_query(self, query: ast.Query) -> Result:

@@ -4,7 +4,6 @@ from __future__ import annotations
 from trdb.errors import NotSupportedError
 from trdb.execution.explain import explain_lines
 from trdb.execution.result import Result
-from trdb.optimizer.physical_planner import plan_physical
 from trdb.parser import ast
 from trdb.planner.types import Column, ScalarType
 from trdb.statements.context import StatementContext
@@ -64,10 +63,8 @@ def show_setting(sc: StatementContext, node: ast.ShowSetting) -> Result:
 def explain(sc: StatementContext, node: ast.Explain) -> Result:
     if not isinstance(node.statement, ast.QueryStatement):
         raise sc.bind.fail(node.statement, "EXPLAIN takes a query", error=NotSupportedError)
-    plan = sc.bind_query(node.statement.query).plan
-    operator = plan_physical(plan)
-    if node.analyze:
-        sc.run_operator(operator)
-    lines = explain_lines(operator, analyze=node.analyze)
+    physical = sc.physical(sc.bind_query(node.statement.query).plan)
+    execution = sc.execute_physical(physical)[1] if node.analyze else None
+    lines = explain_lines(physical, execution)
     return _text_result(("plan",), [(line,) for line in lines])
 

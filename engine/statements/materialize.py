@@ -44,11 +44,14 @@ def check_tiles(meta: TensorMeta, keys: np.ndarray, tiles: Sequence[np.ndarray],
 
 
 def rows_to_tiles(result: Result, what: str) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Keys (sorted, so that checks and errors do not depend on the order workers produced them) and tiles."""
     keys, value = result_columns(result, what)
-    key_array = np.array([[row[k] for k in keys] for row in result.rows], dtype=object).reshape(len(result.rows), len(keys))
-    if any(k is None for k in key_array.ravel()):
+    rows = [([row[k] for k in keys], row[value]) for row in result.rows]
+    if any(k is None for key, _ in rows for k in key):
         raise DataError(f"{what}: a result key is NULL (from an outer join?); use COALESCE on keys")
-    return key_array.astype(np.int64), [np.asarray(row[value]) for row in result.rows]
+    rows.sort(key=lambda r: r[0])
+    key_array = np.array([key for key, _ in rows], dtype=np.int64).reshape(len(rows), len(keys))
+    return key_array, [np.asarray(tile) for _, tile in rows]
 
 
 def store_rows(sc: StatementContext, name: str, key_names: Optional[Sequence[str]], result: Result) -> TensorMeta:

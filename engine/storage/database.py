@@ -107,14 +107,14 @@ class Database:
         if self.explicit_transaction:
             yield
             return
-        with self._lock:
-            self.begin()
-            try:
-                yield
-            except BaseException:
-                self.rollback()
-                raise
-            self.commit()
+        # the lock guards each call, not the statement: workers read tiles while it runs
+        self.begin()
+        try:
+            yield
+        except BaseException:
+            self.rollback()
+            raise
+        self.commit()
 
     def close(self) -> None:
         with self._lock:

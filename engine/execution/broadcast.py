@@ -1,0 +1,15 @@
+"""BroadcastExec: every consumer receives every tuple (for the small side of a join)."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from trdb.execution.exchange import ExchangeSourceExec
+from trdb.execution.operator import Batch
+
+
+def broadcast_router(batch: Batch, consumers: int) -> Iterable[tuple[int, Batch]]:
+    return ((partition, batch) for partition in range(consumers))
+
+
+class BroadcastExec(ExchangeSourceExec):
+    pass

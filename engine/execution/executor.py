@@ -1,0 +1,74 @@
+"""Runs a physical plan: instantiates operators per partition, starts exchange producers on workers."""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Callable, Iterator
+
+from trdb.execution.broadcast import broadcast_router
+from trdb.execution.exchange import Channel, produce
+from trdb.execution.gather import gather_router
+from trdb.execution.operator import ExecContext, PhysicalOperator, drain
+from trdb.execution.repartition import hash_router
+from trdb.execution.workers import ThreadWorkers, Workers
+from trdb.optimizer.physical_plan import PhysicalNode
+
+
+def _router(node: PhysicalNode):
+    route = node.route
+    if route.kind == "hash":
+        return hash_router(route.columns)
+    return broadcast_router if route.kind == "broadcast" else gather_router
+
+
+class Execution:
+    """One run of a plan. Use as a context manager: closing stops every worker and waits for it."""
+
+    def __init__(self, root: PhysicalNode, ctx: ExecContext, workers: Callable[[], Workers] = ThreadWorkers):
+        self.root = root
+        self.ctx = ctx
+        self.workers = workers()
+        self.instances: dict[int, list[PhysicalOperator]] = defaultdict(list)
+        self.channels: dict[int, Channel] = {}
+        self._operator: PhysicalOperator | None = None
+
+    def __enter__(self) -> "Execution":
+        self._operator = self._instantiate(self.root, 0)
+        try:
+            self._operator.open(self.ctx)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def rows(self) -> Iterator[tuple]:
+        return drain(self._operator)
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if self._operator is not None:
+                self._operator.close()
+        finally:
+            self.ctx.state.cancelled.set()  # producers still running (LIMIT, errors) stop now
+            self.workers.join()
+
+    def _instantiate(self, node: PhysicalNode, partition: int) -> PhysicalOperator:
+        if node.route is not None:
+            channel = self.channels.get(id(node)) or self._start_exchange(node)
+            operator = node.make(channel, partition, node.detail)
+        else:
+            children = [self._instantiate(child, partition if child.instances > 1 else 0)
+                        for child in node.children]
+            operator = node.make(children, partition)
+        self.instances[id(node)].append(operator)
+        return operator
+
+    def _start_exchange(self, node: PhysicalNode) -> Channel:
+        child = node.children[0]
+        channel = Channel(node.instances, child.instances, self.ctx.state)
+        self.channels[id(node)] = channel
+        router = _router(node)
+        for producer in range(child.instances):
+            operator = self._instantiate(child, producer)
+            self.workers.start(f"{node.operator}-{producer}",
+                               lambda op=operator: produce(op, self.ctx, channel, router, node.instances))
+        return channel

@@ -1,0 +1,43 @@
+"""Workers run plan fragments; CPU workers are threads of this process (a Ray executor implements the same)."""
+from __future__ import annotations
+
+import threading
+from typing import Callable, Protocol
+
+from threadpoolctl import ThreadpoolController
+
+_BLAS = ThreadpoolController()
+
+
+class Workers(Protocol):
+    """Where an execution runs its producer fragments."""
+
+    def start(self, name: str, task: Callable[[], None]) -> None:
+        """Run `task` (which never raises: it reports errors to the execution state)."""
+
+    def join(self) -> None:
+        """Wait until every started task has finished."""
+
+
+class ThreadWorkers:
+    """One thread per producer fragment; BLAS runs one thread per worker while any are running."""
+
+    def __init__(self) -> None:
+        self._threads: list[threading.Thread] = []
+        self._blas_limit = None
+
+    def start(self, name: str, task: Callable[[], None]) -> None:
+        if self._blas_limit is None:
+            # N workers, each calling BLAS, must not each start N BLAS threads (oversubscription)
+            self._blas_limit = _BLAS.limit(limits=1, user_api="blas")
+        thread = threading.Thread(target=task, name=f"trdb-worker-{name}", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def join(self) -> None:
+        for thread in self._threads:
+            thread.join()
+        self._threads.clear()
+        if self._blas_limit is not None:
+            self._blas_limit.restore_original_limits()
+            self._blas_limit = None

@@ -1,0 +1,174 @@
+"""Cardinality and cost estimates of logical operators from catalog statistics (tuples, distinct keys, FLOPs)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+from trdb.planner import expressions as bx
+from trdb.planner import logical as lp
+from trdb.planner.expression_binder import to_arg
+from trdb.planner.types import Schema, TensorType
+
+KEY_BYTES = 8
+DEFAULT_TABLE_ROWS = 1000.0
+DEFAULT_SELECTIVITY = 0.5
+RANGE_SELECTIVITY = 1 / 3
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Expected output tuples, bytes per tuple, distinct values per column, and the operator's own FLOPs."""
+
+    rows: float
+    row_bytes: float
+    distinct: tuple[Optional[float], ...]
+    flops: float = 0.0
+
+    @property
+    def bytes(self) -> float:
+        return self.rows * self.row_bytes
+
+
+def row_bytes(schema: Schema) -> float:
+    total = 0.0
+    for column in schema:
+        if isinstance(column.type, TensorType):
+            total += math.prod(column.type.tile) * column.type.dtype.itemsize
+        else:
+            total += KEY_BYTES
+    return total
+
+
+def expression_flops(expr: bx.Bound) -> float:
+    """FLOPs of evaluating an expression once (on nominal tiles)."""
+    total = 0.0
+    if isinstance(expr, bx.Call):
+        total += expr.function.flops([to_arg(a) for a in expr.args])
+    for child in bx.children(expr):
+        total += expression_flops(child)
+    return total
+
+
+def _distinct_of(expr: bx.Bound, distinct: tuple) -> Optional[float]:
+    if isinstance(expr, bx.ColumnIndex):
+        return distinct[expr.index]
+    if isinstance(expr, bx.KeyArith):
+        for side in (expr.left, expr.right):
+            if isinstance(side, bx.ColumnIndex):
+                return distinct[side.index]
+    return None
+
+
+def selectivity(predicate: bx.Bound, distinct: tuple) -> float:
+    """Fraction of tuples a predicate keeps (independence between conjuncts assumed)."""
+    result = 1.0
+    for conjunct in bx.conjuncts(predicate):
+        result *= _conjunct_selectivity(conjunct, distinct)
+    return result
+
+
+def _conjunct_selectivity(expr: bx.Bound, distinct: tuple) -> float:
+    if isinstance(expr, bx.Compare):
+        values = [_distinct_of(side, distinct) for side in (expr.left, expr.right)]
+        known = [v for v in values if v]
+        if expr.op == "=":
+            return 1 / max(known) if known else 0.1
+        return DEFAULT_SELECTIVITY if expr.op == "<>" else RANGE_SELECTIVITY
+    if isinstance(expr, bx.InSet):
+        d = _distinct_of(expr.arg, distinct)
+        fraction = min(1.0, len(expr.values) / d) if d else DEFAULT_SELECTIVITY
+        return 1 - fraction if expr.negated else fraction
+    if isinstance(expr, bx.Logical) and expr.op == "OR":
+        keep = 1.0
+        for arg in expr.args:
+            keep *= 1 - _conjunct_selectivity(arg, distinct)
+        return 1 - keep
+    return DEFAULT_SELECTIVITY
+
+
+class Estimator:
+    """Estimates for each logical operator; tables' sizes come from the catalog."""
+
+    def __init__(self, catalog=None):
+        self.catalog = catalog
+        self._memo: dict[int, tuple[lp.Plan, Estimate]] = {}
+
+    def estimate(self, plan: lp.Plan) -> Estimate:
+        cached = self._memo.get(id(plan))
+        if cached is None or cached[0] is not plan:
+            cached = (plan, getattr(self, f"_{type(plan).__name__}")(plan))
+            self._memo[id(plan)] = cached
+        return cached[1]
+
+    def _Scan(self, plan: lp.Scan) -> Estimate:
+        meta = plan.tensor
+        rows = float(meta.tuple_count)
+        grid = meta.grid
+        distinct = tuple(float(min(grid[d], rows)) if d < len(grid) else None for d in range(len(meta.keys)))
+        return Estimate(rows, row_bytes(plan.schema), distinct + (None,))
+
+    def _TableScan(self, plan: lp.TableScan) -> Estimate:
+        rows = DEFAULT_TABLE_ROWS
+        if self.catalog is not None:
+            found = self.catalog.db.execute("SELECT estimated_size FROM duckdb_tables() WHERE table_name = ?",
+                                            [plan.table])
+            if found and found[0][0] is not None:
+                rows = float(found[0][0])
+        distinct = tuple(rows if c.is_key else None for c in plan.schema)
+        return Estimate(rows, row_bytes(plan.schema), distinct)
+
+    def _Filter(self, plan: lp.Filter) -> Estimate:
+        child = self.estimate(plan.input)
+        rows = child.rows * selectivity(plan.predicate, child.distinct)
+        distinct = tuple(min(d, rows) if d is not None else None for d in child.distinct)
+        return Estimate(rows, child.row_bytes, distinct, child.rows * expression_flops(plan.predicate))
+
+    def _Project(self, plan: lp.Project) -> Estimate:
+        child = self.estimate(plan.input)
+        distinct = tuple(_distinct_of(e, child.distinct) for e in plan.exprs)
+        flops = child.rows * sum(expression_flops(e) for e in plan.exprs)
+        return Estimate(child.rows, row_bytes(plan.schema), distinct, flops)
+
+    def _Join(self, plan: lp.Join) -> Estimate:
+        left, right = self.estimate(plan.left), self.estimate(plan.right)
+        rows = left.rows * right.rows
+        for lk, rk in zip(plan.left_keys, plan.right_keys):
+            known = [d for d in (left.distinct[lk], right.distinct[rk]) if d]
+            rows /= max(known) if known else 10.0
+        if plan.kind in ("LEFT", "FULL"):
+            rows = max(rows, left.rows)
+        if plan.kind == "FULL":
+            rows = max(rows, right.rows)
+        distinct = tuple(min(d, rows) if d is not None else None for d in left.distinct + right.distinct)
+        flops = rows * expression_flops(plan.residual) if plan.residual is not None else 0.0
+        return Estimate(rows, left.row_bytes + right.row_bytes, distinct, flops)
+
+    def _Aggregate(self, plan: lp.Aggregate) -> Estimate:
+        child = self.estimate(plan.input)
+        groups = 1.0
+        for expr in plan.group_by:
+            groups *= _distinct_of(expr, child.distinct) or max(1.0, child.rows ** 0.5)
+        groups = max(1.0, min(groups, child.rows)) if plan.group_by else 1.0
+        flops = 0.0
+        for call in plan.calls:
+            if call.arg is not None:
+                tile = call.arg.type.tile if isinstance(call.arg.type, TensorType) else ()
+                flops += child.rows * (math.prod(tile) + expression_flops(call.arg))
+        distinct = tuple(min(groups, _distinct_of(e, child.distinct) or groups) for e in plan.group_by)
+        return Estimate(groups, row_bytes(plan.schema), distinct + (None,) * len(plan.calls), flops)
+
+    def _UnionAll(self, plan: lp.UnionAll) -> Estimate:
+        parts = [self.estimate(p) for p in plan.parts]
+        rows = sum(p.rows for p in parts)
+        distinct = tuple(sum(d) if all(d) else None for d in zip(*(p.distinct for p in parts)))
+        return Estimate(rows, max(p.row_bytes for p in parts), distinct)
+
+    def _Sort(self, plan: lp.Sort) -> Estimate:
+        child = self.estimate(plan.input)
+        return Estimate(child.rows, child.row_bytes, child.distinct)
+
+    def _Limit(self, plan: lp.Limit) -> Estimate:
+        child = self.estimate(plan.input)
+        rows = child.rows if plan.limit is None else min(child.rows, float(plan.limit))
+        return Estimate(rows, child.row_bytes, child.distinct)

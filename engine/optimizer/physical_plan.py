@@ -1,0 +1,70 @@
+"""The physical plan: immutable nodes naming their Volcano operator, partitioning and estimates."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from trdb.optimizer.cardinality import Estimate
+from trdb.planner.types import Schema
+
+
+@dataclass(frozen=True)
+class Partitioning:
+    """How a node's output is spread over its instances.
+
+    single: one instance; hash: tuples with equal values in `columns` are in the same instance
+    (partition = hash(values) % count); any: spread with no key placement; replicated: every
+    instance holds every tuple (the consumer side of a broadcast).
+    """
+
+    kind: str
+    count: int = 1
+    columns: tuple[int, ...] = ()
+
+    def __str__(self) -> str:
+        if self.kind == "hash":
+            return f"hash({', '.join(f'#{c}' for c in self.columns)}) x{self.count}"
+        return self.kind if self.kind == "single" else f"{self.kind} x{self.count}"
+
+
+SINGLE = Partitioning("single")
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where an exchange sends a tuple: by hash of key positions, to every consumer, or to the one."""
+
+    kind: str                     # "hash", "broadcast" or "gather"
+    columns: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class PhysicalNode:
+    """One operator of the plan; `make(children, partition)` builds a running instance.
+
+    An exchange node (route is set) runs its child as producers, one per child instance, and has
+    one consumer instance per partition of its own. `cost` is the estimated bytes moved by the
+    exchanges in this subtree.
+    """
+
+    operator: str
+    detail: str
+    children: tuple["PhysicalNode", ...]
+    schema: Schema
+    partitioning: Partitioning
+    estimate: Estimate
+    make: Callable = field(compare=False, repr=False)
+    route: Optional[Route] = None
+    cost: float = 0.0
+
+    @property
+    def instances(self) -> int:
+        return self.partitioning.count
+
+    @property
+    def moved_bytes(self) -> float:
+        """Estimated bytes this exchange moves (0 for other operators)."""
+        if self.route is None:
+            return 0.0
+        copies = self.instances if self.route.kind == "broadcast" else 1
+        return self.children[0].estimate.bytes * copies
