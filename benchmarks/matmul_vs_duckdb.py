@@ -47,7 +47,7 @@ def arguments(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="512,2048", help="comma-separated n (A and B are n x n); default 512,2048")
     parser.add_argument("--tile", type=int, default=256, help="trdb tile size t: TILE (t, t); default 256")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs after one warm-up (best is kept); default 3")
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs after one warm-up (best is kept); default 5")
     parser.add_argument("--duckdb-timeout", type=float, default=600.0,
                         help="seconds one DuckDB query may run before it is interrupted; default 600")
     parser.add_argument("--skip-duckdb", default="", help="comma-separated sizes at which DuckDB is not run")

@@ -113,7 +113,7 @@ def test_bad_layouts(loaded):
 
 def test_internal_failures_are_wrapped_and_connection_survives(loaded):
     loaded.execute("CREATE TENSOR B SHAPE (6, 6) TILE (4, 4) FILL ONES")
-    with pytest.raises(trdb.DataError, match=r"\(4, 4\).*\(4, 2\)"):
+    with pytest.raises(trdb.DataError, match=r"operator \*: shapes \(4, 4\) and \([24], [24]\) do not broadcast"):
         loaded.execute("SELECT A.i, A.j, A.v * B.v FROM A JOIN B ON A.i = B.i AND A.j = B.j")
     still_usable(loaded)
 
