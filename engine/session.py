@@ -10,6 +10,7 @@ from trdb.catalog.catalog import Catalog
 from trdb.catalog.names import suggest
 from trdb.catalog.settings import SETTINGS, Settings
 from trdb.execution.result import Result
+from trdb.execution.state import ExecutionState
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.parser import ParseError, ast, parse, split_statements
 from trdb.planner.expression_binder import BindContext
@@ -51,6 +52,7 @@ class Session:
         self.aborted = False
         self._parsed: OrderedDict[str, ast.Statement] = OrderedDict()
         self.lock = threading.RLock()
+        self._running: Optional[ExecutionState] = None
 
     # ------------------------------------------------------------ entry point
 
@@ -114,6 +116,13 @@ class Session:
         if is_plain_sql(statement, self.catalog):
             return self._plain_sql(text, params, statement)
         sc = StatementContext(self.db, self.catalog, self.settings, NUMPY_BACKEND, BindContext(text, params))
+        self._running = sc.state
+        try:
+            return self._run(sc, statement)
+        finally:
+            self._running = None
+
+    def _run(self, sc: StatementContext, statement: ast.Statement) -> Result:
         if isinstance(statement, ast.QueryStatement):
             return sc.run_query(statement.query)
         if type(statement) in _READS:
@@ -196,7 +205,14 @@ class Session:
         except errors.Error as exc:
             raise self._failed(error if "Parser Error" in str(exc) else exc, text)
 
+    def cancel(self) -> None:
+        """Stop the running statement (from another thread): its workers stop, it raises QueryCancelled."""
+        state = self._running
+        if state is not None:
+            state.cancelled.set()
+
     def close(self) -> None:
+        self.cancel()
         with self.lock:
             if self.db.explicit_transaction:
                 self.rollback()

@@ -47,6 +47,7 @@ class Cursor:
         self._position = 0
         self._rowcount = -1
         self._closed = False
+        self._running = False
 
     # ------------------------------------------------------------ PEP 249
 
@@ -71,7 +72,11 @@ class Cursor:
                                        not isinstance(parameters, Sequence)):
             raise errors.ProgrammingError("parameters must be a sequence (paramstyle is qmark: ?)")
         self._result = None
-        result = self.connection._session().execute(operation, tuple(parameters or ()))
+        self._running = True
+        try:
+            result = self.connection._session().execute(operation, tuple(parameters or ()))
+        finally:
+            self._running = False
         self._result, self._position = result, 0
         self._rowcount = result.rowcount
         return self
@@ -95,6 +100,9 @@ class Cursor:
         return self._take(None)
 
     def close(self) -> None:
+        """Close the cursor; a statement it is running (in another thread) is cancelled."""
+        if self._running and self.connection._live is not None:
+            self.connection._live.cancel()
         self._closed = True
         self._result = None
 

@@ -1,0 +1,114 @@
+"""Parallel execution: worker errors, cancellation (Cursor.close, Ctrl-C), no thread left behind."""
+from __future__ import annotations
+
+import _thread
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import trdb
+
+
+def worker_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("trdb-worker")]
+
+
+def wait_for_no_workers(timeout: float = 5.0) -> list[threading.Thread]:
+    deadline = time.monotonic() + timeout
+    while worker_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return worker_threads()
+
+
+@pytest.fixture
+def parallel(cur):
+    cur.execute("SET workers = 2")
+    return cur
+
+
+def slow_query(cur) -> str:
+    cur.execute("CREATE TENSOR S SHAPE (1536, 1536) TILE (96, 96) FILL RANDOM_NORMAL(0, 1, 3)")
+    # 256 x 256 tile pairs, each an EXP over a 96 x 96 tile: seconds of work
+    return "SELECT S.i, SUM(EXP(S.v) * T.v) AS v FROM S, S AS T GROUP BY S.i"
+
+
+def test_matmul_plan_has_exchanges(parallel):
+    parallel.execute("CREATE TENSOR A SHAPE (512, 512) TILE (128, 128) FILL ONES")
+    parallel.execute("CREATE TENSOR B SHAPE (512, 512) TILE (128, 128) FILL ONES")
+    plan = "\n".join(r[0] for r in parallel.execute(
+        "EXPLAIN SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i GROUP BY A.i, B.j"))
+    assert "GatherExec" in plan and ("BroadcastExec" in plan or "RepartitionExec" in plan)
+    parallel.execute("SET workers = 1")
+    plan = "\n".join(r[0] for r in parallel.execute("EXPLAIN SELECT A.i, A.j, A.v FROM A"))
+    assert "Exec(" in plan and "Gather" not in plan
+
+
+def test_explain_analyze_reports_actual_tuples_and_moved_bytes(parallel):
+    parallel.execute("CREATE TENSOR A SHAPE (512, 512) TILE (128, 128) FILL ONES")
+    lines = [r[0] for r in parallel.execute("EXPLAIN ANALYZE SELECT A.i, SUM(A.v) AS v FROM A GROUP BY A.i")]
+    assert "actual tuples=4" in lines[0] and "moved=4 tuples/262.2KB" in lines[0]
+    assert all("actual tuples=" in line for line in lines)
+
+
+def test_error_in_one_worker_surfaces_and_leaves_no_thread(parallel):
+    parallel.execute("CREATE TENSOR A SHAPE (8, 8) TILE (4, 4) FILL ONES")
+    parallel.execute("CREATE TENSOR B SHAPE (6, 6) TILE (4, 4) FILL ONES")
+    for _ in range(5):
+        with pytest.raises(trdb.DataError, match=r"operator \*: shapes"):
+            parallel.execute("SELECT A.i, A.j, A.v * B.v FROM A JOIN B ON A.i = B.i AND A.j = B.j")
+        assert wait_for_no_workers() == []
+    assert parallel.execute("SELECT COUNT(*) FROM A").fetchone() == (4,)
+
+
+def test_cursor_close_cancels_a_running_query(con):
+    cur = con.cursor()
+    cur.execute("SET workers = 2")
+    query = slow_query(cur)
+    outcome = {}
+
+    def run():
+        started = time.monotonic()
+        try:
+            cur.execute(query)
+            outcome["result"] = "finished"
+        except trdb.Error as exc:
+            outcome["result"] = exc
+        outcome["seconds"] = time.monotonic() - started
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(0.5)
+    cur.close()
+    thread.join(30)
+    assert isinstance(outcome["result"], trdb.OperationalError) and "cancelled" in str(outcome["result"])
+    assert wait_for_no_workers() == []
+    assert con.cursor().execute("SELECT COUNT(*) FROM S").fetchone() == (256,)
+
+
+def test_ctrl_c_stops_workers_and_connection_survives(parallel):
+    query = slow_query(parallel)
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        parallel.execute(query)
+    timer.cancel()
+    assert wait_for_no_workers() == []
+    assert parallel.execute("SELECT COUNT(*) FROM S").fetchone() == (256,)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_same_results_at_any_worker_count(cur, workers):
+    rng = np.random.default_rng(7)
+    A, B = rng.standard_normal((90, 70)).astype(np.float32), rng.standard_normal((70, 50)).astype(np.float32)
+    cur.execute("CREATE TENSOR A FROM ? TILE (20, 16)", [A])
+    cur.execute("CREATE TENSOR B FROM ? TILE (16, 12)", [B])
+    cur.execute(f"SET workers = {workers}")
+    C = cur.execute("SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i "
+                    "GROUP BY A.i, B.j").fetch_tensor()
+    np.testing.assert_allclose(C, A @ B, rtol=1e-4, atol=1e-4)
+    totals = cur.execute("SELECT SUM(SUMSQ(A.v)), COUNT(*), MAX(REDUCE_MAX(A.v)) FROM A").fetchone()
+    assert totals[1] == 25
+    np.testing.assert_allclose(float(totals[0]), float((A.astype(np.float64) ** 2).sum()), rtol=1e-5)
+    assert float(totals[2]) == A.max()
