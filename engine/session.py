@@ -16,7 +16,7 @@ from trdb.parser import ParseError, ast, parse, split_statements
 from trdb.planner.expression_binder import BindContext
 from trdb.statements import ddl, dml, inspect
 from trdb.statements.context import StatementContext
-from trdb.statements.routing import count_params, is_plain_sql, passthrough_fallback
+from trdb.statements.routing import count_params, is_plain_sql, is_trql_only, names_trdb_relation
 from trdb.storage.buffer_pool import BufferPool
 from trdb.storage.database import Database
 
@@ -114,6 +114,9 @@ class Session:
         if isinstance(statement, (ast.Begin, ast.Commit, ast.Rollback)):
             return self._transaction(statement)
         if is_plain_sql(statement, self.catalog):
+            if isinstance(statement, ast.CreateView) and (self.catalog.tensor(statement.name) or
+                                                          self.catalog.view(statement.name)):
+                raise errors.IntegrityError(f'a relation named "{statement.name}" already exists')
             return self._plain_sql(text, params, statement)
         sc = StatementContext(self.db, self.catalog, self.settings, NUMPY_BACKEND, BindContext(text, params))
         self._running = sc.state
@@ -198,12 +201,14 @@ class Session:
                                           "transaction block", hint="ROLLBACK")
         error = errors.ProgrammingError(parse_error.message, hint=parse_error.hint, statement=parse_error.text,
                                         line=parse_error.line, column=parse_error.column)
-        if not passthrough_fallback(text, self.catalog):
+        if is_trql_only(text):
             raise self._failed(error, text)
         try:
             return self._plain_sql(text, params)
         except errors.Error as exc:
-            raise self._failed(error if "Parser Error" in str(exc) else exc, text)
+            # DuckDB could not run it either: a statement about tensors gets trql's error (with the caret)
+            ours = "Parser Error" in str(exc) or names_trdb_relation(text, self.catalog)
+            raise self._failed(error if ours else exc, text)
 
     def cancel(self) -> None:
         """Stop the running statement (from another thread): its workers stop, it raises QueryCancelled."""

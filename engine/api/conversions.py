@@ -34,13 +34,13 @@ def _tensor_column(values: list) -> tuple[pa.Array, Optional[pa.Array]]:
     arrays = [np.asarray(v) for v in values]
     if not arrays:
         return pa.array([], pa.null()), None
-    full = tuple(max(s) for s in zip(*(a.shape for a in arrays))) if arrays[0].ndim else ()
+    if arrays[0].ndim == 0:  # 0-d tiles are plain numbers
+        return pa.array(np.array([a.item() for a in arrays])), None
+    full = tuple(max(s) for s in zip(*(a.shape for a in arrays)))
     ragged = any(a.shape != full for a in arrays)
-    stacked = np.zeros((len(arrays),) + full, dtype=np.result_type(*arrays))
+    stacked = np.zeros((len(arrays),) + full, dtype=arrays[0].dtype)
     for target, array in zip(stacked, arrays):
         target[tuple(slice(0, n) for n in array.shape)] = array
-    if not full:
-        return pa.array(stacked), None
     tensor = pa.FixedShapeTensorArray.from_numpy_ndarray(np.ascontiguousarray(stacked))
     shapes = pa.array([list(a.shape) for a in arrays], pa.list_(pa.int64())) if ragged else None
     return tensor, shapes

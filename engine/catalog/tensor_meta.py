@@ -84,6 +84,11 @@ def validate_layout(shape: Sequence[int], tile: Sequence[int], keys: Optional[Se
     names = tuple(keys) if keys is not None else default_key_names(len(shape))
     if len(names) > len(shape):
         raise ProgrammingError(f"{len(names)} key names given for a {len(shape)}-d tensor")
+    for axis in range(len(names), len(shape)):
+        if tile[axis] != shape[axis]:
+            raise ProgrammingError(f"axis {axis} has no key, so its tile must cover it: TILE {tuple(tile)} for "
+                                   f"SHAPE {tuple(shape)} needs {shape[axis]} there",
+                                   hint=f"name {len(shape)} keys, or use TILE size {shape[axis]} on axis {axis}")
     if len({n.lower() for n in names}) != len(names):
         raise ProgrammingError(f"duplicate key names in {names}")
     return names

@@ -36,6 +36,8 @@ class Accumulator:
                             f"{np.shape(self.value)} and {np.shape(value)}") from None
 
     def _combine(self, acc, value, xp):
+        if np.shape(acc) != np.shape(value):
+            raise ValueError("tiles of one group must have one shape")  # never broadcast one onto another
         if self.function in ("SUM", "AVG", "SUM_COUNTS"):
             if getattr(acc, "ndim", 0) and acc.shape == np.shape(value) and acc.dtype == getattr(value, "dtype", None):
                 xp.add(acc, value, out=acc)  # the accumulator is our own copy

@@ -102,10 +102,13 @@ class Binder:
             return expr.value - 1
         if isinstance(expr, ast.ColumnRef):
             for position, (column, origin) in enumerate(zip(schema, origins)):
-                if expr.qualifier is None and fold(column.name) == fold(expr.name):
-                    return position
-                if origin and expr.qualifier and fold(origin[0] or "") == fold(expr.qualifier) \
-                        and fold(origin[1]) == fold(expr.name):
+                named = (expr.qualifier is None and fold(column.name) == fold(expr.name)) or (
+                    origin and expr.qualifier and fold(origin[0] or "") == fold(expr.qualifier)
+                    and fold(origin[1]) == fold(expr.name))
+                if named and column.is_tensor:
+                    raise self.ctx.fail(expr, f'ORDER BY "{column.name}": tiles have no order',
+                                        hint="order by key columns")
+                if named:
                     return position
         raise self.ctx.fail(expr, "ORDER BY must name a key column of the select list",
                             hint="order by an output column name or position")

@@ -12,7 +12,9 @@ from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 from trdb.planner.expression_binder import BindContext, ExpressionBinder, is_key_like
 from trdb.planner.naming import output_names
-from trdb.planner.types import KEY, Column, KeyType, TensorType
+from trdb.planner.types import KEY, Column, KeyType, ScalarType, TensorType
+
+INTEGER = ScalarType(int)
 
 
 def contains_aggregate(node) -> bool:
@@ -25,16 +27,24 @@ def contains_aggregate(node) -> bool:
     return False
 
 
-def aggregate_type(function: str, arg: Optional[bx.Bound]):
+def aggregate_type(function: str, arg: Optional[bx.Bound], groups: int):
+    """COUNT and aggregates of keys are integer values (not keys: they index nothing).
+
+    The output's `groups` keys map to the leading tile axes; the axes after them are folded
+    into one tile by the aggregation, so their extent is the tile's.
+    """
     if function == "COUNT":
-        return KEY
+        return INTEGER
     if isinstance(arg.type, TensorType):
-        if function == "AVG" and not np.issubdtype(arg.type.dtype, np.floating):
-            return TensorType(np.dtype("float64"), arg.type.tile, arg.type.extent)
-        return arg.type
+        tile = arg.type.tile
+        extent = tuple(e if axis < groups else t for axis, (e, t) in enumerate(zip(arg.type.extent, tile)))
+        dtype = arg.type.dtype
+        if function == "AVG" and not np.issubdtype(dtype, np.floating):
+            dtype = np.dtype("float64")
+        return TensorType(dtype, tile, extent)
     if function == "AVG":
         return TensorType(np.dtype("float64"), (), ())
-    return KEY
+    return INTEGER
 
 
 class GroupedBinder(ExpressionBinder):
@@ -74,7 +84,8 @@ class GroupedBinder(ExpressionBinder):
             call = lp.AggregateCall(node.name, self.inner.bind(node.args[0]))
         if call not in self.calls:
             self.calls.append(call)
-        return bx.ColumnIndex(len(self.group_by) + self.calls.index(call), aggregate_type(call.function, call.arg))
+        return bx.ColumnIndex(len(self.group_by) + self.calls.index(call), aggregate_type(call.function, call.arg,
+                                                                                         len(self.group_by)))
 
 
 def _group_expression(ctx: BindContext, binder: ExpressionBinder, node: ast.Expr, items) -> bx.Bound:
@@ -109,7 +120,7 @@ def bind_grouped_select(ctx: BindContext, source: lp.Plan, select: ast.Select) -
     group_names = output_names(group_by, [None] * len(group_by), [None] * len(group_by),
                                [c.name for c in source.schema])
     agg_schema = tuple(Column(n, g.type if isinstance(g.type, KeyType) else KEY) for n, g in zip(group_names, group_by))
-    agg_schema += tuple(Column(c.function.lower(), aggregate_type(c.function, c.arg))
+    agg_schema += tuple(Column(c.function.lower(), aggregate_type(c.function, c.arg, len(group_by)))
                         for c in binder.calls)
     aggregate = lp.Aggregate(source, tuple(group_by), tuple(binder.calls), agg_schema)
     names = output_names(exprs, aliases, [o[1] if o else None for o in origins], [c.name for c in agg_schema])

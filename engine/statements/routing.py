@@ -70,10 +70,13 @@ def is_plain_sql(statement, catalog: Catalog) -> bool:
     return False
 
 
-def passthrough_fallback(text: str, catalog: Catalog) -> bool:
-    """Whether text that trql cannot parse should be tried as plain SQL (it names no tensor or view)."""
-    if _TRQL_ONLY.match(text):
-        return False
+def is_trql_only(text: str) -> bool:
+    """Statements that only trql has (never tried as plain SQL when they fail to parse)."""
+    return bool(_TRQL_ONLY.match(text))
+
+
+def names_trdb_relation(text: str, catalog: Catalog) -> bool:
+    """Whether the text mentions a tensor or a trdb view by name."""
     words = {fold(w) for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text)}
     trdb_names = {fold(m.name) for m in catalog.tensors()} | {fold(v[0]) for v in catalog.views()}
-    return not (words & trdb_names)
+    return bool(words & trdb_names)

@@ -118,3 +118,16 @@ def test_plain_sql_passes_through_with_duckdb_semantics(cur):
         expected = oracle.execute(sql).fetchall()
         assert cur.execute(sql).fetchall() == expected, sql
     oracle.close()
+
+
+def test_count_is_a_value_not_a_key(cur):
+    cur.execute("CREATE TENSOR A SHAPE (8, 4) TILE (2, 2) FILL ONES")
+    cur.execute("SELECT A.i, COUNT(*) AS n, SUM(A.v) AS v FROM A GROUP BY A.i")
+    assert cur.description[1][1] == trdb.NUMBER and cur.description[1][6] is False
+    assert cur.fetch_tensor().shape == (8, 2)
+
+
+def test_fetch_arrow_with_zero_dimensional_tiles(cur):
+    cur.execute("CREATE TENSOR A SHAPE (4, 4) TILE (2, 2) FILL ONES")
+    table = cur.execute("SELECT A.i, A.j, SUMSQ(A.v) AS s FROM A ORDER BY i, j").fetch_arrow()
+    assert table.column("s").to_pylist() == [4.0] * 4

@@ -125,3 +125,32 @@ def test_plain_sql_errors_come_from_duckdb(cur):
     with pytest.raises(trdb.IntegrityError):
         cur.execute("CREATE TABLE u (x INTEGER PRIMARY KEY)")
         cur.execute("INSERT INTO u VALUES (1), (1)")
+
+
+def test_sum_never_broadcasts_tiles_of_different_shapes(cur):
+    cur.execute("CREATE TENSOR X FROM ? TILE (2, 2)", [np.ones((3, 5), np.float32)])
+    with pytest.raises(trdb.DataError, match=r"SUM: tiles of one group have shapes"):
+        cur.execute("SELECT X.j, SUM(X.v) FROM X GROUP BY X.j")
+
+
+def test_order_by_a_tensor_is_refused(loaded):
+    with pytest.raises(trdb.ProgrammingError, match="tiles have no order"):
+        loaded.execute("SELECT A.i, A.j, A.v FROM A ORDER BY A.v")
+
+
+def test_unkeyed_axes_must_be_whole(cur):
+    with pytest.raises(trdb.ProgrammingError, match="axis 1 has no key"):
+        cur.execute("CREATE TENSOR R (r) SHAPE (4, 4) TILE (2, 2) FILL ONES")
+    cur.execute("CREATE TENSOR R (r) SHAPE (4, 4) TILE (2, 4) FILL ONES")
+    np.testing.assert_array_equal(cur.execute("SELECT * FROM R").fetch_tensor(), np.ones((4, 4)))
+
+
+def test_plain_view_cannot_shadow_a_tensor(loaded):
+    with pytest.raises(trdb.IntegrityError, match='"A" already exists'):
+        loaded.execute("CREATE VIEW A AS SELECT 42 AS answer")
+
+
+def test_plain_sql_with_a_tensor_named_word_still_runs(loaded):
+    loaded.execute("CREATE TABLE t (a INTEGER)")
+    loaded.execute("INSERT INTO t VALUES (1)")
+    assert loaded.execute("SELECT a FROM t").fetchall() == [(1,)]
