@@ -7,6 +7,7 @@ from typing import Any, Callable
 import numpy as np
 
 from trdb.errors import DataError
+from trdb.execution.inplace import inplace_kernel
 from trdb.kernels.backend import Backend
 from trdb.planner import expressions as bx
 
@@ -53,6 +54,10 @@ def _const(expr: bx.Const, backend: Backend) -> Compiled:
 def _call(expr: bx.Call, backend: Backend) -> Compiled:
     call = expr.function.call
     args = [compile_expr(a, backend) for a in expr.args]
+    inplace = inplace_kernel(expr, backend)
+    if inplace is not None:
+        first, rest = args[0], args[1:]
+        return lambda row: inplace(first(row), [arg(row) for arg in rest])
     if len(args) == 1:
         (a,) = args
         return lambda row: call(backend, [a(row)])

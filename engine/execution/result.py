@@ -73,7 +73,11 @@ def tile_slices(layout: TensorLayout, row: tuple) -> tuple:
 def assemble(schema: Schema, rows: Sequence[tuple], shape: Optional[Sequence[int]] = None) -> np.ndarray:
     """The whole result as one dense array; absent tiles are zeros."""
     layout = layout_of(schema, rows, shape)
-    out = np.zeros(layout.shape, dtype=layout.dtype)
+    covered = sum(np.size(row[layout.value_position]) for row in rows)
+    distinct = len({tuple(row[p] for p in layout.key_positions) for row in rows}) == len(rows)
+    # when the tiles cover the whole tensor exactly, zero-filling it first is wasted work
+    exact = distinct and covered == int(np.prod(layout.shape))
+    out = np.empty(layout.shape, dtype=layout.dtype) if exact else np.zeros(layout.shape, dtype=layout.dtype)
     for row in rows:
         slices = tile_slices(layout, row)
         tile = np.asarray(row[layout.value_position])

@@ -180,3 +180,14 @@ def test_ordinary_table_joins_tensor_on_integer_column(cur):
     expected[10:20] = T[10:20] * 2
     expected[30:40] = -T[30:40]
     close(cur.fetch_tensor(), expected)
+
+
+def test_chained_kernels_on_a_tile_shared_by_many_join_rows(cur):
+    # every B tile meets several A tiles; kernels computed in place on temporaries must not touch B
+    A, B = rand(40, 10), rand(10, 10)
+    cur.execute("CREATE TENSOR A FROM ? TILE (10, 10)", [A])
+    cur.execute("CREATE TENSOR B FROM ? TILE (10, 10)", [B])
+    cur.execute("SELECT A.i, A.j, EXP(RELU(TRANSPOSE(B.v) * 2 + A.v) - 1) / 3 AS v FROM A JOIN B ON A.j = B.j")
+    expected = np.exp(np.maximum(np.tile(B.T, (4, 1)) * 2 + A, 0) - 1) / 3
+    close(cur.fetch_tensor(), expected)
+    np.testing.assert_array_equal(cur.execute("SELECT * FROM B").fetch_tensor(), B)

@@ -1,0 +1,63 @@
+"""In-place evaluation of elementwise kernels on temporaries: fewer intermediate tiles, less memory traffic.
+
+A kernel's first argument that is itself the fresh result of another kernel belongs to no one
+else, so `(A.v * 2) + 1` can add into the product instead of allocating a third tile. This only
+applies when the temporary already has the result's shape and dtype; otherwise the kernel runs
+as usual.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from trdb.kernels.backend import Backend
+from trdb.planner import expressions as bx
+from trdb.planner.types import TensorType
+
+_BINARY = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide"}
+_UNARY = {"NEG": "negative", "EXP": "exp", "TANH": "tanh", "ABS": "absolute", "SQRT": "sqrt", "LOG": "log",
+          "SQUARE": "square"}
+# kernels whose result is always a new array (never a view of an argument, as TRANSPOSE or CAST may be)
+_FRESH = set(_BINARY) | set(_UNARY) | {"RELU", "SIGMOID", "MATMUL", "POWER", "GREATEST", "LEAST", "SOFTMAX",
+                                       "BCE_WITH_LOGITS"}
+
+
+def inplace_kernel(expr: bx.Call, backend: Backend) -> Optional[Callable[[Any, list], Any]]:
+    """A function (temporary, other args) -> result computed into the temporary, or None."""
+    first = expr.args[0] if expr.args else None
+    if not isinstance(expr.type, TensorType) or not isinstance(first, bx.Call) or first.function.name not in _FRESH:
+        return None
+    name, dtype, call = expr.function.name, expr.type.dtype, expr.function.call
+    xp = backend.xp
+    if name in _BINARY and len(expr.args) == 2:
+        ufunc = getattr(xp, _BINARY[name])
+        return lambda tmp, rest: _either(_binary(backend, ufunc, tmp, rest[0], dtype), call, backend, tmp, rest)
+    if name in _UNARY and len(expr.args) == 1:
+        ufunc = getattr(xp, _UNARY[name])
+        return lambda tmp, rest: _either(_unary(backend, ufunc, tmp, dtype), call, backend, tmp, rest)
+    if name == "RELU" and len(expr.args) == 1:
+        return lambda tmp, rest: _either(_binary(backend, xp.maximum, tmp, 0, dtype), call, backend, tmp, rest)
+    return None
+
+
+def _either(done: Optional[Any], call, backend: Backend, tmp: Any, rest: list) -> Any:
+    return done if done is not None else call(backend, [tmp, *rest])
+
+
+def _owned(backend: Backend, tmp: Any, dtype) -> bool:
+    return isinstance(tmp, backend.xp.ndarray) and tmp.dtype == dtype and tmp.ndim > 0 and tmp.flags.writeable
+
+
+def _binary(backend: Backend, ufunc, tmp: Any, other: Any, dtype) -> Optional[Any]:
+    """ufunc(tmp, other) written into tmp, or None when it cannot be (the caller then runs the kernel)."""
+    if _owned(backend, tmp, dtype) and (not hasattr(other, "shape") or other.shape == tmp.shape
+                                        or backend.xp.broadcast_shapes(tmp.shape, other.shape) == tmp.shape):
+        with backend.errstate():
+            return ufunc(tmp, other, out=tmp)
+    return None
+
+
+def _unary(backend: Backend, ufunc, tmp: Any, dtype) -> Optional[Any]:
+    if _owned(backend, tmp, dtype):
+        with backend.errstate():
+            return ufunc(tmp, out=tmp)
+    return None
