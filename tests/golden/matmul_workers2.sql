@@ -1,0 +1,5 @@
+-- the BMM plan: A partitioned by its row key, B broadcast, the aggregation local, then a gather
+SET workers = 2;
+CREATE TENSOR A SHAPE (1024, 1024) TILE (256, 256) FILL ONES;
+CREATE TENSOR B SHAPE (1024, 1024) TILE (256, 256) FILL ONES;
+EXPLAIN SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i GROUP BY A.i, B.j;
