@@ -1,1 +1,1 @@
-"""autodiff package."""
+"""Relational reverse-mode differentiation: the gradient of a query is another query."""

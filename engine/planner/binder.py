@@ -168,6 +168,8 @@ class Binder:
             return bind_join(self.ctx, item, self.bind_from_item(item.left), self.bind_from_item(item.right))
         if isinstance(item, ast.SubqueryRef):
             return requalify(self.bind_query(item.query).plan, item.alias)
+        if isinstance(item, ast.GradRef):
+            return requalify(self.bind_grad(item), item.alias or "grad")
         what = {ast.EinsumRef: "EINSUM", ast.GradRef: "GRAD", ast.RetileRef: "RETILE"}.get(type(item), "this")
         raise self.ctx.fail(item, f"{what}(...) in FROM is not supported yet", error=NotSupportedError)
 
@@ -192,6 +194,24 @@ class Binder:
             return lp.TableScan(name, tuple(c for c, _ in columns), schema)
         raise self.ctx.fail(ref, f'relation "{ref.name}" does not exist',
                             hint=did_you_mean(ref.name, self.catalog.relation_names() + list(self.ctes)))
+
+    def bind_grad(self, item: ast.GradRef) -> lp.Plan:
+        """GRAD(view, param): the gradient of the view's loss as a relation keyed like the parameter."""
+        from trdb.autodiff.gradient import gradient_plan
+
+        view = self.catalog.view(item.view)
+        if view is None:
+            raise self.ctx.fail(item, f'GRAD needs a view holding the loss; "{item.view}" is not a view',
+                                hint=did_you_mean(item.view, [v[0] for v in self.catalog.views()]))
+        param = self.catalog.tensor(item.param)
+        if param is None:
+            raise self.ctx.fail(item, f'GRAD: "{item.param}" is not a stored tensor',
+                                hint=did_you_mean(item.param, [m.name for m in self.catalog.tensors()]))
+        loss = self.bind_view(ast.TableRef(item.view, span=item.span), *view)
+        try:
+            return gradient_plan(loss, param)
+        except Error as exc:
+            raise exc.at(self.ctx.text, item.span.line, item.span.column)
 
     def bind_view(self, ref: ast.TableRef, name: str, text: str) -> lp.Plan:
         from trdb.parser import parse  # views are stored as text and bound where they are used

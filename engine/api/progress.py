@@ -1,0 +1,104 @@
+"""Run one statement in a worker thread: an elapsed-time spinner on stderr after a second, Ctrl-C cancels it."""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Optional, TextIO
+
+from tqdm import tqdm
+
+import trdb
+from trdb.errors import QueryCancelled
+
+SPINNER_DELAY = 1.0     # seconds a statement runs before the spinner shows
+TICK = 0.1              # how often the waiting thread wakes up (spinner frames, Ctrl-C)
+FRAMES = "|/-\\"
+
+
+@dataclass
+class Outcome:
+    """What a statement returned: column names (None for a statement without rows), rows, time taken."""
+
+    names: Optional[list[str]]
+    rows: list[tuple] = field(default_factory=list)
+    rowcount: int = -1
+    elapsed: float = 0.0
+
+
+def _work(cursor: trdb.Cursor, sql: str, box: dict) -> None:
+    try:
+        cursor.execute(sql)
+        names = [d[0] for d in cursor.description] if cursor.description else None
+        rows = cursor.fetchall() if names is not None else []
+        box["outcome"] = Outcome(names, rows, cursor.rowcount)
+    except BaseException as exc:  # handed to the waiting thread, which raises it
+        box["error"] = exc
+
+
+class _Spinner:
+    """A tqdm line on the stream showing a turning bar and the elapsed time; cleared when done."""
+
+    def __init__(self, stream: TextIO):
+        self.frame = 0
+        self.bar = tqdm(total=None, file=stream, leave=False, mininterval=0, dynamic_ncols=True,
+                        bar_format="{desc} {elapsed} (Ctrl-C cancels)", desc=FRAMES[0] + " running")
+
+    def tick(self, label: str = "running") -> None:
+        self.frame = (self.frame + 1) % len(FRAMES)
+        self.bar.set_description_str(f"{FRAMES[self.frame]} {label}", refresh=False)
+        self.bar.refresh()
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _shows_progress(stream: Optional[TextIO]) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def execute(con: trdb.Connection, sql: str, progress: Optional[TextIO] = None,
+            delay: float = SPINNER_DELAY) -> Outcome:
+    """Run sql on a new cursor of con and fetch its rows; raises the statement's trdb.Error.
+
+    Ctrl-C (KeyboardInterrupt in this, the main, thread) closes the cursor, which cancels the
+    statement; QueryCancelled is raised once it has stopped unless it had already finished."""
+    cursor, box = con.cursor(), {}
+    worker = threading.Thread(target=_work, args=(cursor, sql, box), name="trdb-statement", daemon=True)
+    start = time.perf_counter()
+    spinner: Optional[_Spinner] = None
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(TICK)
+            if spinner is None and time.perf_counter() - start >= delay and _shows_progress(progress):
+                spinner = _Spinner(progress)
+            elif spinner is not None:
+                spinner.tick()
+    except KeyboardInterrupt:
+        _cancel(cursor, worker, spinner)
+        if "outcome" not in box:
+            raise QueryCancelled("cancelled") from None
+    finally:
+        if spinner is not None:
+            spinner.close()
+    if "error" in box:
+        raise box.pop("error")
+    box["outcome"].elapsed = time.perf_counter() - start
+    return box["outcome"]
+
+
+def _cancel(cursor: trdb.Cursor, worker: threading.Thread, spinner: Optional[_Spinner]) -> None:
+    """Close the cursor until the worker stops: a cancel that lands before the statement's execution
+    state exists (while it is parsed or planned) is lost, so it is repeated."""
+    while worker.is_alive():
+        cursor.close()
+        try:
+            worker.join(TICK)
+            if spinner is not None:
+                spinner.tick("cancelling")
+        except KeyboardInterrupt:
+            pass  # a second Ctrl-C: still cancelling

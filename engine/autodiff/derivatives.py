@@ -1,0 +1,192 @@
+"""Derivative rules of the per-tile kernels: reverse mode through one bound expression.
+
+Each rule takes the call's arguments, the call itself (its value, for rules like SIGMOID's) and
+the upstream gradient, and returns one gradient expression per argument (None: no gradient).
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from trdb.autodiff import internal_kernels as ik
+from trdb.autodiff.expressions import as_bound, call, is_tensor
+from trdb.errors import NotSupportedError
+from trdb.planner import expressions as bx
+
+Rule = Callable[[tuple, bx.Call, bx.Bound], list[Optional[bx.Bound]]]
+
+
+def _fit(gradient: Optional[bx.Bound], arg: bx.Bound) -> Optional[bx.Bound]:
+    """A gradient summed back to its argument's shape when the kernel broadcast that argument."""
+    if gradient is None or not is_tensor(arg):
+        return None
+    if gradient.type.tile != arg.type.tile:
+        return call(ik.UNBROADCAST, gradient, arg)
+    return gradient
+
+
+def _mask(condition: bx.Bound, like: bx.Bound) -> bx.Bound:
+    return call("CAST", condition, like.type.dtype.name)
+
+
+def _swap_last(x: bx.Bound) -> bx.Bound:
+    rank = len(x.type.tile)
+    axes = list(range(rank))
+    axes[-1], axes[-2] = axes[-2], axes[-1]
+    return call("TRANSPOSE", x, *axes)
+
+
+def _matmul(args, out, u):
+    a, b = args
+    ra, rb = len(a.type.tile), len(b.type.tile)
+    if ra == 1 and rb == 1:
+        return [call("*", u, b), call("*", u, a)]
+    if ra == 1 and rb == 2:
+        return [call("MATMUL", b, u), call("EINSUM", "k,n->kn", a, u)]
+    if ra == 2 and rb == 1:
+        return [call("EINSUM", "m,k->mk", u, b), call("MATMUL", _swap_last(a), u)]
+    if ra == 1 or rb == 1:
+        raise NotSupportedError("GRAD: MATMUL of a vector and a batch of matrices is not differentiable yet")
+    return [_fit(call("MATMUL", u, _swap_last(b)), a), _fit(call("MATMUL", _swap_last(a), u), b)]
+
+
+def _einsum_terms(spec: str, count: int) -> tuple[list[str], str]:
+    spec = spec.replace(" ", "")
+    inputs, _, output = spec.partition("->")
+    terms = inputs.split(",")
+    if "->" not in spec:  # numpy's implicit output: the letters used once, sorted
+        letters = "".join(terms)
+        output = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    return terms, output
+
+
+def _einsum(args, out, u):
+    spec, operands = args[0].value, args[1:]
+    terms, output = _einsum_terms(spec, len(operands))
+    grads: list[Optional[bx.Bound]] = [None]
+    for i, operand in enumerate(operands):
+        if len(set(terms[i])) != len(terms[i]):
+            raise NotSupportedError(f"GRAD: EINSUM '{spec}' repeats an index within an operand (a diagonal); "
+                                    "its gradient is not supported yet")
+        others = [t for j, t in enumerate(terms) if j != i]
+        # ONES_LIKE(operand) carries the operand's own axes into the result, summed or not
+        grad_spec = ",".join([output, *others, terms[i]]) + "->" + terms[i]
+        rest = [o for j, o in enumerate(operands) if j != i]
+        grads.append(call("EINSUM", grad_spec, u, *rest, call("ONES_LIKE", operand)))
+    return grads
+
+
+def _transpose(args, out, u):
+    x, axes = args[0], [a.value for a in args[1:]]
+    rank = len(x.type.tile)
+    axes = axes or list(reversed(range(rank)))
+    axes = [a + rank if a < 0 else a for a in axes]
+    inverse = [axes.index(i) for i in range(rank)]
+    return [call("TRANSPOSE", u, *inverse)] + [None] * len(axes)
+
+
+def _power(args, out, u):
+    a, p = args
+    da = call("*", u, call("*", p, call("POWER", a, call("-", p, 1))))
+    dp = call("*", u, call("*", out, call("LOG", a))) if is_tensor(p) else None
+    return [_fit(da, a), _fit(dp, p)]
+
+
+def _reduce_axis(args) -> Optional[int]:
+    return args[1].value if len(args) > 1 else None
+
+
+def _reduce_sum(args, out, u):
+    a, axis = args[0], _reduce_axis(args)
+    upstream = u if axis is None else call(ik.EXPAND_AXIS, u, axis)
+    return [call(ik.BROADCAST_LIKE, upstream, a)] + [None] * (len(args) - 1)
+
+
+def _reduce_mean(args, out, u):
+    a, axis = args[0], _reduce_axis(args)
+    spread = _reduce_sum(args, out, u)[0]
+    count = _reduce_sum(args, out, call("REDUCE_SUM", call("ONES_LIKE", a), *args[1:]))[0]
+    return [call("/", spread, count)] + [None] * (len(args) - 1)
+
+
+def _reduce_max(args, out, u):
+    return [call(ik.MAX_BACKWARD, u, args[0], out, _reduce_axis(args))] + [None] * (len(args) - 1)
+
+
+def _softmax(args, out, u):
+    axis = args[1].value if len(args) > 1 else -1
+    return [call(ik.SOFTMAX_BACKWARD, out, u, axis)] + [None] * (len(args) - 1)
+
+
+def _bce(args, out, u):
+    x, y = args
+    return [_fit(call("*", u, call("-", call("SIGMOID", x), y)), x), _fit(call("*", u, call("NEG", x)), y)]
+
+
+def _binary(da, db) -> Rule:
+    return lambda args, out, u: [_fit(da(*args, out, u), args[0]), _fit(db(*args, out, u), args[1])]
+
+
+def _unary(d) -> Rule:
+    return lambda args, out, u: [d(args[0], out, u)] + [None] * (len(args) - 1)
+
+
+RULES: dict[str, Rule] = {
+    "+": _binary(lambda a, b, o, u: u, lambda a, b, o, u: u),
+    "-": _binary(lambda a, b, o, u: u, lambda a, b, o, u: call("NEG", u)),
+    "*": _binary(lambda a, b, o, u: call("*", u, b), lambda a, b, o, u: call("*", u, a)),
+    "/": _binary(lambda a, b, o, u: call("/", u, b),
+                 lambda a, b, o, u: call("NEG", call("/", call("*", u, a), call("*", b, b)))),
+    "NEG": _unary(lambda a, o, u: call("NEG", u)),
+    "MATMUL": _matmul,
+    "EINSUM": _einsum,
+    "TRANSPOSE": _transpose,
+    "RELU": _unary(lambda a, o, u: call("*", u, _mask(call(">", a, 0), a))),
+    "SIGMOID": _unary(lambda a, o, u: call("*", call("*", u, o), call("-", 1, o))),
+    "TANH": _unary(lambda a, o, u: call("*", u, call("-", 1, call("*", o, o)))),
+    "EXP": _unary(lambda a, o, u: call("*", u, o)),
+    "LOG": _unary(lambda a, o, u: call("/", u, a)),
+    "SQRT": _unary(lambda a, o, u: call("/", u, call("*", o, 2))),
+    "ABS": _unary(lambda a, o, u: call("*", u, call("-", _mask(call(">", a, 0), a), _mask(call("<", a, 0), a)))),
+    "SQUARE": _unary(lambda a, o, u: call("*", u, call("*", a, 2))),
+    "POWER": _power,
+    "GREATEST": _binary(lambda a, b, o, u: call("*", u, _mask(call(">=", a, b), o)),
+                        lambda a, b, o, u: call("*", u, _mask(call("<", a, b), o))),
+    "LEAST": _binary(lambda a, b, o, u: call("*", u, _mask(call("<=", a, b), o)),
+                     lambda a, b, o, u: call("*", u, _mask(call(">", a, b), o))),
+    "SOFTMAX": _softmax,
+    "REDUCE_SUM": _reduce_sum,
+    "REDUCE_MEAN": _reduce_mean,
+    "REDUCE_MAX": _reduce_max,
+    "SUMSQ": _unary(lambda a, o, u: call("*", u, call("*", a, 2))),
+    "CAST": _unary(lambda a, o, u: call("CAST", u, a.type.dtype.name)),
+    "ZEROS_LIKE": lambda args, out, u: [None],
+    "ONES_LIKE": lambda args, out, u: [None],
+    "BCE_WITH_LOGITS": _bce,
+}
+NO_GRADIENT = {"=", "<>", "<", "<=", ">", ">="}  # piecewise constant: the gradient is zero
+
+
+def depends_on(expr: bx.Bound, columns: set[int]) -> bool:
+    return bool(bx.columns_used(expr) & columns)
+
+
+def backpropagate(expr: bx.Bound, upstream: bx.Bound, columns: set[int], out: dict[int, bx.Bound]) -> None:
+    """Add d(expr)/d(column) * upstream into out[column] for each tensor column in `columns`."""
+    if not depends_on(expr, columns):
+        return
+    if isinstance(expr, bx.ColumnIndex):
+        if is_tensor(expr):
+            previous = out.get(expr.index)
+            out[expr.index] = upstream if previous is None else call("+", previous, upstream)
+        return
+    if not isinstance(expr, bx.Call) or expr.function.name in NO_GRADIENT:
+        return  # keys and predicates carry no gradient
+    rule = RULES.get(expr.function.name)
+    if rule is None:
+        raise NotSupportedError(f"GRAD: {expr.function.label} is not differentiable",
+                                hint="gradients flow through tensor kernels and +, -, *, /")
+    for arg, gradient in zip(expr.args, rule(expr.args, expr, upstream)):
+        if gradient is not None:
+            backpropagate(arg, gradient, columns, out)
+
+

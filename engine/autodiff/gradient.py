@@ -1,0 +1,208 @@
+"""Reverse mode over the logical plan: one derivative rule per logical operator, each a relational plan.
+
+A gradient relation (`Gradient`) holds, per output tuple of an operator (identified by lineage), the
+gradient of the loss with respect to some of its tensor columns. Rules: a projection joins its
+input with the output gradient and applies the kernels' derivatives; a join splits the gradient and
+sums each side's part over its lineage (one left tuple meets many right ones); an aggregation joins
+every input tuple with the gradient of its group; a filter passes the gradient of kept tuples; a
+scan of the parameter yields a contribution. Contributions of a parameter used twice are summed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trdb.autodiff.derivatives import backpropagate
+from trdb.autodiff.expressions import call
+from trdb.autodiff.lineage import lineage_columns, lineage_width, tensor_sources, with_lineage
+from trdb.catalog.names import fold
+from trdb.catalog.tensor_meta import TensorMeta
+from trdb.errors import NotSupportedError, ProgrammingError
+from trdb.planner import expressions as bx
+from trdb.planner import logical as lp
+from trdb.planner.types import KEY, Column, ScalarType, TensorType
+
+
+@dataclass(frozen=True)
+class Gradient:
+    """`plan`: lineage columns, then gradients; `columns[k]` is the plan position of output column k's gradient."""
+
+    plan: lp.Plan
+    lineage: int
+    columns: dict
+
+
+def _index(plan: lp.Plan, position: int) -> bx.ColumnIndex:
+    return bx.ColumnIndex(position, plan.schema[position].type)
+
+
+def _gradient_plan(source: lp.Plan, lineage: list[bx.Bound], grads: dict[int, bx.Bound]) -> Gradient:
+    order = sorted(grads)
+    exprs = tuple(lineage) + tuple(grads[c] for c in order)
+    schema = lineage_columns(len(lineage)) + tuple(Column(f"_grad{c}", grads[c].type) for c in order)
+    return Gradient(lp.Project(source, exprs, schema), len(lineage),
+                    {c: len(lineage) + n for n, c in enumerate(order)})
+
+
+class Differentiator:
+    """Builds the plan of d loss / d param as a relation keyed like the parameter."""
+
+    def __init__(self, param: TensorMeta):
+        self.param = param
+        self.contributions: list[lp.Plan] = []
+
+    def wanted(self, plan: lp.Plan) -> set[int]:
+        """Tensor columns of `plan` whose values come (partly) from the parameter."""
+        name = fold(self.param.name)
+        return {i for i, sources in enumerate(tensor_sources(plan)) if name in sources}
+
+    def backward(self, plan: lp.Plan, gradient: Gradient) -> None:
+        if not gradient.columns:
+            return
+        rule = getattr(self, f"_{type(plan).__name__}", None)
+        if rule is None:
+            raise NotSupportedError(f"GRAD: {type(plan).__name__} is not differentiable")
+        rule(plan, gradient)
+
+    # ------------------------------------------------------------ rules
+
+    def _Scan(self, plan: lp.Scan, gradient: Gradient) -> None:
+        value = len(plan.schema) - 1
+        if fold(plan.tensor.name) == fold(self.param.name) and value in gradient.columns:
+            exprs = tuple(_index(gradient.plan, n) for n in range(gradient.lineage))
+            grad = _index(gradient.plan, gradient.columns[value])
+            self.contributions.append(lp.Project(gradient.plan, exprs + (grad,), self.result_schema()))
+
+    def _TableScan(self, plan: lp.TableScan, gradient: Gradient) -> None:
+        pass  # ordinary tables hold no parameters
+
+    def _Filter(self, plan: lp.Filter, gradient: Gradient) -> None:
+        self.backward(plan.input, gradient)  # filtered-out tuples never had a gradient
+
+    def _Sort(self, plan: lp.Sort, gradient: Gradient) -> None:
+        self.backward(plan.input, gradient)
+
+    def _Project(self, plan: lp.Project, gradient: Gradient) -> None:
+        wanted = self.wanted(plan.input)
+        if not wanted:
+            return
+        inner, count = with_lineage(plan.input)
+        width = len(plan.input.schema)
+        joined = lp.Join(inner, gradient.plan, "INNER", tuple(range(width, width + count)), tuple(range(count)),
+                         inner.schema + gradient.plan.schema)
+        offset = len(inner.schema)
+        grads: dict[int, bx.Bound] = {}
+        for column, position in gradient.columns.items():
+            backpropagate(plan.exprs[column], _index(joined, offset + position), wanted, grads)
+        lineage = [_index(joined, width + n) for n in range(count)]
+        self.backward(plan.input, _gradient_plan(joined, lineage, grads))
+
+    def _Join(self, plan: lp.Join, gradient: Gradient) -> None:
+        left_count = lineage_width(plan.left)
+        width = len(plan.left.schema)
+        sides = ((plan.left, 0, left_count, 0), (plan.right, left_count, lineage_width(plan.right), width))
+        for side, lineage_start, count, column_start in sides:
+            columns = {c - column_start: p for c, p in gradient.columns.items()
+                       if column_start <= c < column_start + len(side.schema)}
+            if columns and self.wanted(side):
+                self.backward(side, self._side_gradient(gradient, lineage_start, count, columns))
+
+    def _side_gradient(self, gradient: Gradient, start: int, count: int, columns: dict) -> Gradient:
+        """One side's part of a join's gradient, summed over that side's lineage."""
+        source = gradient.plan
+        lineage = [_index(source, start + n) for n in range(count)]
+        part = _gradient_plan(source, lineage, {c: _index(source, p) for c, p in columns.items()})
+        present = part.plan
+        if count:  # the missing side of an outer join has NULL lineage and no gradient
+            present = lp.Filter(present, bx.IsNullTest(_index(present, 0), negated=True))
+        calls = tuple(lp.AggregateCall("SUM", _index(present, p)) for p in sorted(part.columns.values()))
+        groups = tuple(_index(present, n) for n in range(count))
+        summed = lp.Aggregate(present, groups, calls, present.schema)
+        return Gradient(summed, count, part.columns)
+
+    def _Aggregate(self, plan: lp.Aggregate, gradient: Gradient) -> None:
+        wanted = self.wanted(plan.input)
+        if not wanted:
+            return
+        inner, count = with_lineage(plan.input)
+        width, groups = len(plan.input.schema), len(plan.group_by)
+        keyed = lp.Project(inner, tuple(_index(inner, i) for i in range(len(inner.schema))) + plan.group_by,
+                           inner.schema + lineage_columns(groups, count))
+        group_keys = tuple(range(len(inner.schema), len(keyed.schema)))
+        joined = lp.Join(keyed, gradient.plan, "INNER", group_keys, tuple(range(groups)),
+                         keyed.schema + gradient.plan.schema)
+        grad_offset, forward_offset = len(keyed.schema), len(keyed.schema) + len(gradient.plan.schema)
+        with_forward = any(plan.calls[c - groups].function in ("AVG", "MIN", "MAX") for c in gradient.columns)
+        if with_forward:
+            # their derivatives need the group's forward result (the extreme value, the count)
+            forward = lp.Aggregate(plan.input, plan.group_by, plan.calls + (lp.AggregateCall("COUNT", None),),
+                                   plan.schema + (Column("_count", ScalarType(int)),))
+            joined = lp.Join(joined, forward, "INNER", group_keys, tuple(range(groups)),
+                             joined.schema + forward.schema)
+        grads: dict[int, bx.Bound] = {}
+        for column, position in gradient.columns.items():
+            call_spec = plan.calls[column - groups]
+            value, tuples = (_index(joined, forward_offset + column), _index(joined, len(joined.schema) - 1)) \
+                if with_forward else (None, None)
+            upstream = self._aggregate_upstream(call_spec, _index(joined, grad_offset + position), value, tuples)
+            if upstream is not None:
+                backpropagate(call_spec.arg, upstream, wanted, grads)
+        lineage = [_index(joined, width + n) for n in range(count)]
+        self.backward(plan.input, _gradient_plan(joined, lineage, grads))
+
+    @staticmethod
+    def _aggregate_upstream(spec: lp.AggregateCall, grad, value, count):
+        """What each input tuple of a group receives from the group's output gradient."""
+        if spec.function == "SUM":
+            return grad
+        if spec.function == "AVG":
+            return call("/", grad, count)
+        if spec.function in ("MIN", "MAX"):
+            return call("*", grad, call("CAST", call("=", spec.arg, value), grad.type.dtype.name))
+        return None  # COUNT has no gradient
+
+    def _UnionAll(self, plan: lp.UnionAll, gradient: Gradient) -> None:
+        source = gradient.plan
+        for branch, part in enumerate(plan.parts):
+            if not self.wanted(part):
+                continue
+            count = lineage_width(part)
+            kept = lp.Filter(source, bx.Compare("=", _index(source, 0), bx.Const(branch, KEY)))
+            lineage = [_index(kept, 1 + n) for n in range(count)]
+            grads = {c: _index(kept, p) for c, p in gradient.columns.items()}
+            self.backward(part, _gradient_plan(kept, lineage, grads))
+
+    # ------------------------------------------------------------ result
+
+    def result_schema(self) -> tuple[Column, ...]:
+        meta = self.param
+        value = TensorType(meta.dtype, meta.tile, meta.shape)
+        return tuple(Column(k, KEY) for k in meta.keys) + (Column(meta.value_name, value),)
+
+
+def gradient_plan(loss: lp.Plan, param: TensorMeta) -> lp.Plan:
+    """The plan of d(sum of the loss's tuples) / d param: param's keys, then the gradient tile."""
+    tensors = [i for i, c in enumerate(loss.schema) if c.is_tensor]
+    if len(tensors) != 1 or any(n != 1 for n in loss.schema[tensors[0]].type.tile):
+        shapes = ", ".join(str(loss.schema[i].type) for i in tensors) or "none"
+        raise ProgrammingError(f"GRAD: the loss must give one 0-d (or one-element) tensor column; it gives {shapes}",
+                               hint="end the loss view with SELECT SUM(...) AS loss FROM ...")
+    differentiator = Differentiator(param)
+    if not differentiator.wanted(loss):
+        raise ProgrammingError(f'GRAD: the loss does not depend on "{param.name}"')
+    root, count = with_lineage(loss)
+    seed = call("ONES_LIKE", _index(root, tensors[0]))
+    lineage = [_index(root, len(loss.schema) + n) for n in range(count)]
+    differentiator.backward(loss, _gradient_plan(root, lineage, {tensors[0]: seed}))
+    return _sum_contributions(differentiator)
+
+
+def _sum_contributions(differentiator: Differentiator) -> lp.Plan:
+    schema = differentiator.result_schema()
+    parts = differentiator.contributions
+    union = parts[0] if len(parts) == 1 else lp.UnionAll(tuple(parts), schema)
+    keys = tuple(bx.ColumnIndex(i, KEY) for i in range(len(schema) - 1))
+    total = lp.Aggregate(union, keys, (lp.AggregateCall("SUM", bx.ColumnIndex(len(keys), schema[-1].type)),), schema)
+    grad = bx.ColumnIndex(len(keys), schema[-1].type)
+    if differentiator.param.dtype != schema[-1].type.dtype:
+        grad = call("CAST", grad, differentiator.param.dtype.name)
+    return lp.Project(total, keys + (grad,), schema)

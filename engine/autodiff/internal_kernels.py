@@ -1,0 +1,72 @@
+"""Kernels that only gradient plans use: undoing broadcasts and reductions, softmax and max backward."""
+from __future__ import annotations
+
+from trdb.catalog.functions import KernelFunction
+from trdb.catalog.kernel_args import Arg, signature_error
+from trdb.catalog.shape_rules import input_flops
+
+
+def _shape_of(position: int):
+    def rule(label: str, args: list[Arg]):
+        shape = args[position].shape
+        return () if shape is None else shape
+    return rule
+
+
+def _normal_axis(axis: int, ndim: int) -> int:
+    return axis + ndim if axis < 0 else axis
+
+
+def _expand_rule(label: str, args: list[Arg]):
+    shape = args[0].shape or ()
+    axis = _normal_axis(args[1].const, len(shape) + 1)
+    if not 0 <= axis <= len(shape):
+        raise signature_error(label, [shape], f"axis {args[1].const} is out of range")
+    return shape[:axis] + (1,) + shape[axis:]
+
+
+def unbroadcast(xp, g, like):
+    """Sum `g` down to the shape of `like` (the reverse of numpy broadcasting)."""
+    shape = xp.asarray(like).shape
+    g = xp.asarray(g)
+    extra = g.ndim - len(shape)
+    if extra > 0:
+        g = g.sum(axis=tuple(range(extra)))
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
+    if axes:
+        g = g.sum(axis=axes, keepdims=True)
+    return xp.broadcast_to(g, shape) if g.shape != tuple(shape) else g
+
+
+def broadcast_like(xp, u, like):
+    """`u` (a reduction's result with kept axes, or 0-d) broadcast back to the shape of `like`."""
+    return xp.broadcast_to(xp.asarray(u), like.shape).copy()
+
+
+def expand_axis(xp, u, axis):
+    return xp.expand_dims(xp.asarray(u), axis)
+
+
+def softmax_backward(xp, s, u, axis):
+    return s * (u - (u * s).sum(axis=axis, keepdims=True))
+
+
+def max_backward(xp, u, a, out, axis):
+    """The upstream gradient shared among the elements equal to the maximum (ties split evenly)."""
+    keep = xp.asarray(out) if axis is None else xp.expand_dims(xp.asarray(out), axis)
+    mask = (a == keep).astype(a.dtype)
+    ties = mask.sum(axis=axis, keepdims=axis is not None)
+    grad = xp.asarray(u) if axis is None else xp.expand_dims(xp.asarray(u), axis)
+    return mask * (grad / ties)
+
+
+def _max_rule(label: str, args: list[Arg]):
+    return args[1].shape
+
+
+UNBROADCAST = KernelFunction("UNBROADCAST", unbroadcast, 2, 2, _shape_of(1), input_flops(1))
+BROADCAST_LIKE = KernelFunction("BROADCAST_LIKE", broadcast_like, 2, 2, _shape_of(1), input_flops(1))
+EXPAND_AXIS = KernelFunction("EXPAND_AXIS", expand_axis, 2, 2, _expand_rule, input_flops(0), const_positions={1})
+SOFTMAX_BACKWARD = KernelFunction("SOFTMAX_BACKWARD", softmax_backward, 3, 3, _shape_of(0), input_flops(4),
+                                  const_positions={2})
+MAX_BACKWARD = KernelFunction("MAX_BACKWARD", max_backward, 4, 4, _max_rule, input_flops(4), const_positions={3})
