@@ -14,7 +14,7 @@ from trdb.execution.state import ExecutionState
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.parser import ParseError, ast, parse, split_statements
 from trdb.planner.expression_binder import BindContext
-from trdb.statements import ddl, dml, inspect
+from trdb.statements import coo, ddl, dml, inspect
 from trdb.statements.context import StatementContext
 from trdb.statements.routing import count_params, is_plain_sql, is_trql_only, names_trdb_relation
 from trdb.storage.buffer_pool import BufferPool
@@ -28,6 +28,7 @@ _WRITES: dict[type, Handler] = {
     ast.CreateTensorAs: ddl.create_tensor_as, ast.CreateView: ddl.create_view, ast.Drop: ddl.drop,
     ast.InsertValues: dml.insert_values, ast.InsertQuery: dml.insert_query, ast.Update: dml.update,
     ast.Delete: dml.delete,
+    ast.CreateTensorFromCoo: coo.create_tensor_from_coo,
 }
 _READS: dict[type, Handler] = {
     ast.ShowTensors: inspect.show_tensors, ast.ShowViews: inspect.show_views, ast.Describe: inspect.describe,

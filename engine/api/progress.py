@@ -36,24 +36,31 @@ def _work(cursor: trdb.Cursor, sql: str, box: dict) -> None:
         box["error"] = exc
 
 
-class _Spinner:
-    """A tqdm line on the stream showing a turning bar and the elapsed time; cleared when done."""
+class _Bar(tqdm):
+    monitor_interval = 0  # the spinner is refreshed by the waiting thread: no tqdm monitor thread
 
-    def __init__(self, stream: TextIO):
-        self.frame = 0
-        self.bar = tqdm(total=None, file=stream, leave=False, mininterval=0, dynamic_ncols=True,
-                        bar_format="{desc} {elapsed} (Ctrl-C cancels)", desc=FRAMES[0] + " running")
+
+class _Spinner:
+    """A tqdm line on the stream: a turning bar and the time since the statement started; cleared when done."""
+
+    def __init__(self, stream: TextIO, start: float):
+        self.frame, self.start = 0, start
+        self.bar = _Bar(total=None, file=stream, leave=False, mininterval=0, dynamic_ncols=True,
+                        bar_format="{desc}")
+        self.tick()
 
     def tick(self, label: str = "running") -> None:
         self.frame = (self.frame + 1) % len(FRAMES)
-        self.bar.set_description_str(f"{FRAMES[self.frame]} {label}", refresh=False)
+        elapsed = time.perf_counter() - self.start
+        self.bar.set_description_str(f"{FRAMES[self.frame]} {label} {elapsed:.1f} s (Ctrl-C cancels)",
+                                     refresh=False)
         self.bar.refresh()
 
     def close(self) -> None:
         self.bar.close()
 
 
-def _shows_progress(stream: Optional[TextIO]) -> bool:
+def is_terminal(stream: Optional[TextIO]) -> bool:
     try:
         return stream is not None and stream.isatty()
     except (AttributeError, ValueError):
@@ -74,8 +81,8 @@ def execute(con: trdb.Connection, sql: str, progress: Optional[TextIO] = None,
     try:
         while worker.is_alive():
             worker.join(TICK)
-            if spinner is None and time.perf_counter() - start >= delay and _shows_progress(progress):
-                spinner = _Spinner(progress)
+            if spinner is None and time.perf_counter() - start >= delay and is_terminal(progress):
+                spinner = _Spinner(progress, start)
             elif spinner is not None:
                 spinner.tick()
     except KeyboardInterrupt:

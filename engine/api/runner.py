@@ -8,6 +8,7 @@ from typing import Iterator, Optional, TextIO
 
 import trdb
 from trdb.api import progress
+from trdb.api.commands import CommandError, Quit, run_command  # noqa: F401 - Quit is raised through here
 from trdb.api.formatting import format_rows
 from trdb.errors import QueryCancelled
 from trdb.parser import is_complete, split_statements
@@ -17,10 +18,6 @@ EXPLAINABLE = re.compile(r"\s*(\(\s*)*(SELECT|WITH|VALUES)\b", re.I)
 
 class Cancelled(Exception):
     """A statement was cancelled with Ctrl-C: the rest of the script does not run."""
-
-
-class Quit(Exception):
-    """.quit: leave the shell or stop the batch."""
 
 
 @dataclass
@@ -80,12 +77,11 @@ class Runner:
         self.explain = False
         self.max_rows: Optional[int] = 40 if interactive else None
         self.generation = 0  # counts statements run: completion refreshes its names when it changes
+        self._progress = False  # the `progress` setting, as last read
 
     def run_script(self, text: str, source: Optional[str] = None, bail: bool = True) -> int:
         """Run each statement and dot command; 0 when all succeeded, else 1 (stops at the first error
         when bail). Raises Cancelled after Ctrl-C, Quit on .quit."""
-        from trdb.api.commands import run_command
-
         status = 0
         for item in script_items(text):
             where = f"{source}:{item.line}" if source else None
@@ -102,15 +98,29 @@ class Runner:
             sql = "EXPLAIN " + sql
         self.generation += 1
         try:
-            outcome = progress.execute(self.con, sql, self.err)
+            outcome = progress.execute(self.con, sql, self._progress_stream())
         except QueryCancelled as exc:
-            self.error(exc, where, sql)
+            if where:
+                self.error(exc, where, sql)
+            else:
+                self.message("Cancelled.", self.err)
             raise Cancelled() from None
         except Exception as exc:  # trdb.Error, or a bug: one message either way, never a traceback
             self.error(exc, where, sql)
             return False
         self.show(outcome)
         return True
+
+    def _progress_stream(self) -> Optional[TextIO]:
+        """stderr when it is a terminal and the `progress` setting is on (the shell turns it on)."""
+        if not progress.is_terminal(self.err):
+            return None
+        try:
+            value = self.con.execute("SHOW progress").fetchone()[0]
+            self._progress = str(value).lower() in ("on", "true", "1")
+        except trdb.Error:
+            pass  # e.g. in an aborted transaction: keep the last value
+        return self.err if self._progress else None
 
     def show(self, outcome: progress.Outcome) -> None:
         if outcome.names is not None:
@@ -122,7 +132,7 @@ class Runner:
     def error(self, exc: BaseException, where: Optional[str] = None, sql: Optional[str] = None) -> None:
         """One message: `Error: [FILE:LINE: ]` and the exception's text (with its caret); in a script,
         the statement's first line when the message does not show it."""
-        message = str(exc) if isinstance(exc, trdb.Error) else f"{type(exc).__name__}: {exc}"
+        message = str(exc) if isinstance(exc, (trdb.Error, CommandError)) else f"{type(exc).__name__}: {exc}"
         text = f"Error: {where}: {message}" if where else f"Error: {message}"
         if where and sql and getattr(exc, "statement", None) is None:
             text += f"\nSTATEMENT: {_first_line(sql)}"
@@ -130,6 +140,6 @@ class Runner:
         print(text, file=self.err)
         self.err.flush()
 
-    def message(self, text: str) -> None:
-        print(text, file=self.out)
+    def message(self, text: str, stream: Optional[TextIO] = None) -> None:
         self.out.flush()
+        print(text, file=stream or self.out, flush=True)

@@ -1,42 +1,64 @@
-"""The `trdb` command: run SQL given with -c, a batch file with -f, or read statements from stdin."""
+"""The `trdb` command: an interactive shell, or SQL given with -c, a batch file with -f, or statements on stdin."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from typing import Optional, Sequence, TextIO
+from typing import Optional, Sequence
 
 import trdb
-from trdb.api.formatting import MODES, format_rows
-from trdb.parser import split_statements
+from trdb.api.commands import Quit
+from trdb.api.formatting import MODES
+from trdb.api.runner import Cancelled, Runner
+
+INTERRUPTED = 130  # the shell convention for a run stopped by Ctrl-C (128 + SIGINT)
 
 
 def _arguments(argv: Optional[Sequence[str]]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="trdb", description="trdb, a tensor-relational database")
+    parser = argparse.ArgumentParser(
+        prog="trdb", description="trdb, a tensor-relational database. Without -c or -f: an interactive "
+        "shell when standard input is a terminal, else the statements read from standard input.")
     parser.add_argument("database", nargs="?", default=None, help="database file (in memory when omitted)")
-    parser.add_argument("-c", dest="command", help="run this SQL and exit")
-    parser.add_argument("-f", dest="file", help="run the statements of this file and exit")
-    parser.add_argument("--bail", action="store_true", help="stop at the first error (always so for -f)")
+    parser.add_argument("-c", dest="command", metavar="SQL", help="run these statements and exit")
+    parser.add_argument("-f", dest="file", metavar="FILE", help="run the statements of FILE, stopping at the "
+                        "first error, and exit")
+    parser.add_argument("--bail", action="store_true", help="with -c or standard input: stop at the first "
+                        "error (-f always does)")
     parser.add_argument("--mode", choices=MODES, default="table", help="how results are printed")
     return parser.parse_args(argv)
 
 
-def run_script(con: trdb.Connection, text: str, source: str, mode: str, out: TextIO, bail: bool) -> int:
-    """Run each statement, printing results; returns the exit status (1 after an error)."""
-    status = 0
-    cur = con.cursor()
-    for piece in split_statements(text):
-        try:
-            cur.execute(piece.text)
-        except trdb.Error as exc:
-            print(f"Error in {source}, line {piece.line}: {type(exc).__name__}: {exc}", file=sys.stderr)
-            status = 1
-            if bail:
-                return status
-            continue
-        if cur.description:
-            names = [d[0] for d in cur.description]
-            print(format_rows(names, cur.fetchall(), mode), file=out)
-    return status
+def _read_file(path: str, runner: Runner) -> Optional[str]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        print(f"Error: cannot read {path}: {reason}", file=runner.err)
+        return None
+
+
+def run(con: trdb.Connection, args: argparse.Namespace) -> int:
+    """Run what the arguments ask for; the exit status."""
+    interactive = args.file is None and args.command is None and sys.stdin.isatty()
+    runner = Runner(con, args.mode, interactive=interactive)
+    try:
+        if args.file is not None:
+            text = _read_file(args.file, runner)
+            return 1 if text is None else runner.run_script(text, args.file, bail=True)
+        if args.command is not None:
+            return runner.run_script(args.command, None, bail=args.bail)
+        if not interactive:
+            return runner.run_script(sys.stdin.read(), "<stdin>", bail=args.bail)
+    except Quit:
+        return 0
+    except (Cancelled, KeyboardInterrupt):
+        return INTERRUPTED
+    from trdb.api.repl import interact  # prompt_toolkit is loaded only for the interactive shell
+
+    if "TRDB_PROGRESS" not in os.environ:
+        con.execute("SET progress = on")  # the shell shows a spinner on long statements
+    return interact(runner, args.database)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -47,19 +69,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
     try:
-        if args.file:
-            try:
-                with open(args.file, encoding="utf-8") as handle:
-                    text = handle.read()
-            except OSError as exc:
-                print(f"Error: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
-                return 1
-            return run_script(con, text, args.file, args.mode, sys.stdout, bail=True)
-        if args.command is not None:
-            return run_script(con, args.command, "-c", args.mode, sys.stdout, bail=args.bail)
-        return run_script(con, sys.stdin.read(), "<stdin>", args.mode, sys.stdout, bail=args.bail)
+        return run(con, args)
+    except BrokenPipeError:  # `trdb -c ... | head`: the reader left; nothing more can be written
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     finally:
+        _close(con)
+
+
+def _close(con: trdb.Connection) -> None:
+    try:
         con.commit()
+    except trdb.Error as exc:  # e.g. an aborted transaction left open: it is rolled back
+        print(f"Error: {exc}", file=sys.stderr)
+    finally:
         con.close()
 
 

@@ -28,11 +28,12 @@ class Execution:
         self.ctx = ctx
         self.workers = workers()
         self.instances: dict[int, list[PhysicalOperator]] = defaultdict(list)
-        self.channels: dict[int, Channel] = {}
+        self.channels: dict[int, Channel] = {}     # by node, for EXPLAIN ANALYZE
+        self._by_path: dict[tuple, Channel] = {}   # by place in the tree: a shared subplan runs once per place
         self._operator: PhysicalOperator | None = None
 
     def __enter__(self) -> "Execution":
-        self._operator = self._instantiate(self.root, 0)
+        self._operator = self._instantiate(self.root, 0, ())
         try:
             self._operator.open(self.ctx)
         except BaseException:
@@ -51,24 +52,25 @@ class Execution:
             self.ctx.state.cancelled.set()  # producers still running (LIMIT, errors) stop now
             self.workers.join()
 
-    def _instantiate(self, node: PhysicalNode, partition: int) -> PhysicalOperator:
+    def _instantiate(self, node: PhysicalNode, partition: int, path: tuple) -> PhysicalOperator:
+        """The operator of `node` for one partition; `path` says where in the tree this occurrence is."""
         if node.route is not None:
-            channel = self.channels.get(id(node)) or self._start_exchange(node)
+            channel = self._by_path.get(path) or self._start_exchange(node, path)
             operator = node.make(channel, partition, node.detail)
         else:
-            children = [self._instantiate(child, partition if child.instances > 1 else 0)
-                        for child in node.children]
+            children = [self._instantiate(child, partition if child.instances > 1 else 0, path + (n,))
+                        for n, child in enumerate(node.children)]
             operator = node.make(children, partition)
         self.instances[id(node)].append(operator)
         return operator
 
-    def _start_exchange(self, node: PhysicalNode) -> Channel:
+    def _start_exchange(self, node: PhysicalNode, path: tuple) -> Channel:
         child = node.children[0]
         channel = Channel(node.instances, child.instances, self.ctx.state)
-        self.channels[id(node)] = channel
+        self.channels[id(node)] = self._by_path[path] = channel
         router = _router(node)
         for producer in range(child.instances):
-            operator = self._instantiate(child, producer)
+            operator = self._instantiate(child, producer, path + (0,))
             self.workers.start(f"{node.operator}-{producer}",
                                lambda op=operator: produce(op, self.ctx, channel, router, node.instances))
         return channel

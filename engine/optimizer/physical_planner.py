@@ -51,6 +51,7 @@ class PhysicalPlanner:
     def __init__(self, workers: int, estimator: Estimator):
         self.workers = workers
         self.estimator = estimator
+        self._memo: dict[tuple, tuple[lp.Plan, list[PhysicalNode]]] = {}
 
     def build(self, plan: lp.Plan, want: Want) -> PhysicalNode:
         """The cheapest physical node for `plan`; `want` names columns the parent would like it hashed on."""
@@ -59,8 +60,13 @@ class PhysicalPlanner:
 
     def candidates(self, plan: lp.Plan, want: Want) -> list[PhysicalNode]:
         """Alternative plans (join strategies) kept apart until an operator above can tell which is cheaper."""
-        found = getattr(self, f"_{type(plan).__name__}")(plan, want)
-        return found if isinstance(found, list) else [found]
+        key = (id(plan), want)
+        cached = self._memo.get(key)
+        if cached is None or cached[0] is not plan:  # memoized: join alternatives would otherwise multiply
+            found = getattr(self, f"_{type(plan).__name__}")(plan, want)
+            cached = (plan, found if isinstance(found, list) else [found])
+            self._memo[key] = cached
+        return cached[1]
 
     # ------------------------------------------------------------ exchanges
 

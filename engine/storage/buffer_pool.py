@@ -19,10 +19,19 @@ class BufferPool:
         self._versions: dict[str, int] = {}
         self._bytes = 0
         self._lock = threading.Lock()
+        self._loading: dict[str, threading.Lock] = {}
         self.hits = 0
         self.misses = 0
 
     def get(self, table: str, load: Callable[[], TensorTiles]) -> TensorTiles:
+        with self._loading_lock(table):  # workers scanning one tensor read it from DuckDB once
+            return self._get(table, load)
+
+    def _loading_lock(self, table: str) -> threading.Lock:
+        with self._lock:
+            return self._loading.setdefault(table, threading.Lock())
+
+    def _get(self, table: str, load: Callable[[], TensorTiles]) -> TensorTiles:
         with self._lock:
             version = self._versions.get(table, 0)
             entry = self._entries.get(table)

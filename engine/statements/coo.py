@@ -1,0 +1,329 @@
+"""CREATE TENSOR ... FROM COO: (index..., value) entries read, checked and bucketed into tiles by DuckDB."""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+import pyarrow as pa
+
+from trdb.catalog.names import did_you_mean, fold
+from trdb.catalog.tensor_meta import TensorMeta, parse_dtype, validate_layout
+from trdb.errors import DataError, OperationalError, ProgrammingError
+from trdb.execution.result import Result
+from trdb.parser import ast
+from trdb.statements.context import StatementContext
+from trdb.statements.tiling import CHUNK_BYTES
+from trdb.storage import tile_store
+from trdb.storage.database import Database
+from trdb.storage.tile_codec import little_endian
+
+ENTRIES = "_trdb_coo_entries"  # temp table: the named columns of the source, renamed i0.. and v
+INPUT = "_trdb_coo_input"  # the name a bound Arrow table is registered under while it is copied
+_INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT",
+                  "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"}
+_FLOAT_TYPES = {"FLOAT", "DOUBLE"}
+_PARQUET = (".parquet", ".parq", ".pq")
+_CSV = (".csv", ".tsv", ".txt", ".csv.gz", ".tsv.gz", ".csv.zst")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the entries come from: a FROM item for DuckDB, its parameters, or a bound Arrow table."""
+
+    label: str  # how messages name it: 'edges.parquet', table "edges", parameter 1
+    sql: str
+    params: tuple = ()
+    arrow: Optional[pa.Table] = None
+    positional: bool = False  # a scipy.sparse matrix: the statement's names label (row, col, data) in order
+
+    def run(self, db: Database, sql: str) -> list[tuple]:
+        if self.arrow is not None:
+            return db.register_and_run(INPUT, self.arrow, sql)
+        return db.execute(sql, self.params)
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str  # as the source spells it
+    type: str  # DuckDB type
+
+
+def create_tensor_from_coo(sc: StatementContext, node: ast.CreateTensorFromCoo) -> Result:
+    keys = validate_layout(node.shape, node.tile, node.keys)
+    dtype = parse_dtype(node.dtype)
+    _check_rank(sc, node)
+    sc.catalog.check_new_name(node.name)
+    source = _source(sc, node)
+    columns = _resolve_columns(sc, node, source)
+    source.run(sc.db, f"CREATE OR REPLACE TEMP TABLE {ENTRIES} AS SELECT "
+               + ", ".join(f"{_quote(c.name)} AS {n}" for c, n in zip(columns, _entry_names(columns)))
+               + f" FROM {source.sql}")
+    _validate(sc, node, columns)
+    meta = sc.catalog.create_tensor(TensorMeta(node.name, keys, "v", dtype, tuple(node.shape),
+                                               tuple(node.tile), ""))
+    exact = columns[-1].type in _INTEGER_TYPES | {"BOOLEAN"} and dtype.kind in "biu"
+    entries = sc.db.arrow(_entries_sql(meta, exact))
+    sc.db.execute(f"DROP TABLE {ENTRIES}")
+    write_entries(sc.db, meta, entries)
+    sc.catalog.refresh_statistics(meta)
+    return Result(rowcount=0)
+
+
+# ------------------------------------------------------------ the source and its columns
+
+def _check_rank(sc: StatementContext, node: ast.CreateTensorFromCoo) -> None:
+    if len(node.columns) != len(node.shape) + 1:
+        raise sc.bind.fail(node, f"FROM COO names {len(node.columns) - 1} index column(s) and a value column, "
+                                 f"but SHAPE {tuple(node.shape)} has {len(node.shape)} axes",
+                           hint="name one index column per axis, then the value column")
+
+
+def _source(sc: StatementContext, node: ast.CreateTensorFromCoo) -> Source:
+    if isinstance(node.source, ast.Param):
+        return _param_source(sc, node, sc.param(node.source))
+    if isinstance(node.source, ast.TableRef):
+        return _table_source(sc, node.source)
+    return _file_source(sc, node, node.source)
+
+
+def _file_source(sc: StatementContext, node: ast.CreateTensorFromCoo, path: str) -> Source:
+    lower = path.lower()
+    reader = "read_parquet" if lower.endswith(_PARQUET) else "read_csv" if lower.endswith(_CSV) else None
+    if reader is None:
+        raise sc.bind.fail(node, f"cannot tell the format of '{path}' from its name",
+                           hint="FROM COO reads Parquet (.parquet) and CSV (.csv) files")
+    remote_or_glob = "://" in path or any(ch in path for ch in "*?[")
+    if not remote_or_glob and not os.path.exists(path):
+        raise sc.bind.fail(node, f"cannot read '{path}': no such file",
+                           hint=f"paths are relative to {os.getcwd()}", error=OperationalError)
+    return Source(f"'{path}'", f"{reader}(?)", (path,))
+
+
+def _table_source(sc: StatementContext, ref: ast.TableRef) -> Source:
+    found = sc.catalog.ordinary_table(ref.name)
+    if found is None:
+        if sc.catalog.tensor(ref.name) or sc.catalog.view(ref.name):
+            raise sc.bind.fail(ref, f'"{ref.name}" is a tensor relation or a trdb view; FROM COO reads '
+                                    "an ordinary table, a Parquet or CSV file, or a bound parameter")
+        raise sc.bind.fail(ref, f'table "{ref.name}" does not exist',
+                           hint=did_you_mean(ref.name, sc.catalog.ordinary_tables()))
+    return Source(f'table "{found[0]}"', _quote(found[0]))
+
+
+def _param_source(sc: StatementContext, node: ast.CreateTensorFromCoo, value: Any) -> Source:
+    label = f"parameter {node.source.index + 1}"
+    if isinstance(value, pa.RecordBatch):
+        value = pa.Table.from_batches([value])
+    if isinstance(value, pa.Table):
+        return Source(label, INPUT, arrow=value)
+    if type(value).__module__.startswith("pandas") and hasattr(value, "columns"):
+        return Source(label, INPUT, arrow=pa.Table.from_pandas(value))
+    if hasattr(value, "tocoo") and hasattr(value, "nnz"):  # scipy.sparse
+        coo = value.tocoo()
+        if len(node.columns) != 3:
+            raise sc.bind.fail(node, f"{label} is a scipy.sparse matrix: FROM COO takes its (row, col, data) "
+                                     f"as 3 columns, not {len(node.columns)}")
+        table = pa.table({"row": coo.row, "col": coo.col, "data": coo.data})
+        return Source(label, INPUT, arrow=table, positional=True)
+    raise sc.bind.fail(node.source, f"FROM COO ? takes a pyarrow Table, a pandas DataFrame or a scipy.sparse "
+                                    f"matrix, got {type(value).__name__}",
+                       hint="a dense array is loaded with CREATE TENSOR ... FROM ? TILE (...)")
+
+
+def _resolve_columns(sc: StatementContext, node: ast.CreateTensorFromCoo, source: Source) -> list[Column]:
+    """The source's columns named in the statement (index columns, then the value), with their types."""
+    described = [Column(row[0], row[1]) for row in source.run(sc.db, f"DESCRIBE SELECT * FROM {source.sql}")]
+    if source.positional:
+        chosen = described
+    else:
+        by_name = {fold(c.name): c for c in described}
+        chosen = []
+        for name in node.columns:
+            if fold(name) not in by_name:
+                names = [c.name for c in described]
+                raise sc.bind.fail(node, f'column "{name}" does not exist in {source.label}',
+                                   hint=did_you_mean(name, names) or "its columns are " + ", ".join(names))
+            chosen.append(by_name[fold(name)])
+    for given, column in zip(node.columns, chosen[:-1]):
+        if column.type not in _INTEGER_TYPES | _FLOAT_TYPES and not column.type.startswith("DECIMAL"):
+            raise sc.bind.fail(node, f'index column "{given}" has type {column.type}: indices must be integers',
+                               error=DataError)
+    value = chosen[-1]
+    if not (value.type in _INTEGER_TYPES | _FLOAT_TYPES | {"BOOLEAN"} or value.type.startswith("DECIMAL")):
+        raise sc.bind.fail(node, f'value column "{node.columns[-1]}" has type {value.type}: values must be '
+                                 "numbers or booleans", error=DataError)
+    return chosen
+
+
+def _entry_names(columns: list[Column]) -> list[str]:
+    return [f"i{d}" for d in range(len(columns) - 1)] + ["v"]
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+# ------------------------------------------------------------ validation
+
+def _validate(sc: StatementContext, node: ast.CreateTensorFromCoo, columns: list[Column]) -> None:
+    """Every index present, an integer and inside SHAPE; every value present. One scan of the entries."""
+    probes: list[str] = []
+    for d, (column, size) in enumerate(zip(columns, node.shape)):
+        probes += _index_probes(f"i{d}", column.type, size)
+    probes.append("count(*) - count(v)")
+    row = list(sc.db.execute(f"SELECT {', '.join(probes)} FROM {ENTRIES}")[0])
+    for d, size in enumerate(node.shape):
+        nulls, nans, fraction, low, high, outside = row[6 * d: 6 * d + 6]
+        problem = _index_problem(node.columns[d], d, tuple(node.shape), nulls, nans, fraction, low, high, outside)
+        if problem:
+            raise sc.bind.fail(node, problem, error=DataError)
+    if row[-1]:
+        raise sc.bind.fail(node, f'value column "{node.columns[-1]}" has {row[-1]} NULL value(s)',
+                           hint="every entry needs a value; leave zero entries out or give 0", error=DataError)
+
+
+def _index_probes(name: str, sql_type: str, size: int) -> list[str]:
+    """NULLs, NaNs, a fractional value, min, max and the count out of range, of one index column."""
+    is_float = sql_type in _FLOAT_TYPES
+    number = f" FILTER (WHERE NOT isnan({name}))" if is_float else ""
+    fractional = f"{name} <> trunc({name})" + (f" AND NOT isnan({name})" if is_float else "")
+    return [f"count(*) - count({name})",
+            f"count(*) FILTER (WHERE isnan({name}))" if is_float else "0",
+            "NULL" if sql_type in _INTEGER_TYPES else f"min({name}) FILTER (WHERE {fractional})",
+            f"min({name}){number}", f"max({name}){number}",
+            f"count(*) FILTER (WHERE {name} < 0 OR {name} >= {size})"]
+
+
+def _index_problem(column: str, axis: int, shape: tuple, nulls: int, nans: int, fraction: Any,
+                   low: Any, high: Any, outside: int) -> Optional[str]:
+    where = f'index column "{column}"'
+    if nulls:
+        return f"{where} has {nulls} NULL (missing) value(s); every entry needs an index on every axis"
+    if nans:
+        return f"{where} holds NaN ({_entries(nans)}): indices must be integers"
+    if fraction is not None:
+        return f"{where} holds {_number(fraction)}, which is not an integer"
+    if outside:
+        bad = low if low < 0 else high
+        return (f"{where} holds {_number(bad)}, out of range: axis {axis} of SHAPE {shape} has size "
+                f"{shape[axis]}, so indices run from 0 to {shape[axis] - 1} ({_entries(outside)} out of range)")
+    return None
+
+
+def _entries(count: int) -> str:
+    return f"{count} entry" if count == 1 else f"{count} entries"
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float) and math.isfinite(value) and value == int(value):
+        return str(int(value))
+    return str(value)
+
+
+# ------------------------------------------------------------ bucketing into tiles
+
+def _entries_sql(meta: TensorMeta, exact: bool) -> str:
+    """Entries as (tile key, C-order offset inside the tile, value), sorted so duplicates are adjacent.
+
+    A sort, not GROUP BY: the sort is needed anyway, and DuckDB's hash aggregation over millions of
+    distinct coordinates costs twice as much as the sort; duplicates are summed in numpy instead.
+    """
+    index = ", ".join(f"CAST(i{d} AS BIGINT) AS i{d}" for d in range(len(meta.shape)))
+    value = f"CAST(v AS {'BIGINT' if exact else 'DOUBLE'}) AS v"
+    position = "0"
+    for d, (tile, size) in enumerate(zip(meta.tile, meta.shape)):
+        if d < len(meta.keys):  # edge tiles are smaller: the stride comes from the tile's actual extent
+            width, local = f"least({tile}, {size} - (i{d} // {tile}) * {tile})", f"i{d} % {tile}"
+        else:  # an unkeyed axis: every tile covers it whole
+            width, local = str(tile), f"i{d}"
+        position = f"({position}) * {width} + {local}"
+    keys = [f"i{d} // {meta.tile[d]} AS k{d}" for d in range(len(meta.keys))]
+    order = [f"k{d}" for d in range(len(meta.keys))] + ["p"]
+    return (f"SELECT {', '.join(keys + [position + ' AS p', 'v'])} FROM (SELECT {index}, {value} FROM {ENTRIES}) "
+            f"ORDER BY {', '.join(order)}")
+
+
+def write_entries(db: Database, meta: TensorMeta, entries: pa.Table) -> int:
+    """Store sorted entries (k0.., p, v) as dense tiles, summing duplicates. Returns the tiles stored."""
+    keys = [entries.column(f"k{d}").to_numpy() for d in range(len(meta.keys))]
+    position = entries.column("p").to_numpy()
+    values = entries.column("v").to_numpy()
+    if len(values) == 0:
+        return 0
+    first = _run_starts([*keys, position])
+    if len(first) < len(values):  # duplicate coordinates: one sum per run of equal (key, offset)
+        values = np.add.reduceat(values, first)
+        keys, position = [key[first] for key in keys], position[first]
+    values = _to_dtype(values, meta.dtype)
+    kept = values != 0  # explicit zeros and sums that cancel are never stored
+    if not kept.all():
+        values, position, keys = values[kept], position[kept], [key[kept] for key in keys]
+        if len(values) == 0:
+            return 0
+    starts = _run_starts(keys)
+    counts = np.diff(np.append(starts, len(values)))
+    tile_keys = [key[starts] for key in keys]
+    elements = _tile_elements(meta, tile_keys)
+    for lo, hi in _chunks(elements * values.itemsize):
+        begin, end = starts[lo], starts[lo] + counts[lo:hi].sum()
+        columns = {name: pa.array(key[lo:hi]) for name, key in zip(tile_store.key_columns(len(keys)), tile_keys)}
+        columns["nnz"] = pa.array(counts[lo:hi])
+        columns["v"] = _dense_tiles(elements[lo:hi], counts[lo:hi], position[begin:end], values[begin:end],
+                                    meta.dtype)
+        db.insert_arrow(meta.table, pa.table(columns))
+    return len(starts)
+
+
+def _run_starts(columns: list[np.ndarray]) -> np.ndarray:
+    """Where a run of equal rows begins (rows sorted on these columns); one run when there are none."""
+    count = len(columns[0]) if columns else 1
+    change = np.zeros(count, dtype=bool)
+    change[0] = True
+    for column in columns:
+        change[1:] |= column[1:] != column[:-1]
+    return np.flatnonzero(change)
+
+
+def _to_dtype(sums: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    if dtype.kind == "b":
+        return sums != 0
+    if dtype.kind in "iu":
+        if sums.dtype.kind == "f":
+            sums = np.rint(sums)
+        info = np.iinfo(dtype)
+        bad = ~((sums >= info.min) & (sums <= info.max))  # NaN and infinities are bad too
+        if bad.any():
+            raise DataError(f"a value sums to {_number(sums[bad][0].item())}, which does not fit DTYPE {dtype}")
+    return sums.astype(dtype)
+
+
+def _tile_elements(meta: TensorMeta, tile_keys: list[np.ndarray]) -> np.ndarray:
+    """Elements of each tile: edge tiles are smaller."""
+    elements = np.ones(len(tile_keys[0]) if tile_keys else 1, dtype=np.int64)
+    for axis, (tile, size) in enumerate(zip(meta.tile, meta.shape)):
+        elements *= np.minimum(tile, size - tile_keys[axis] * tile) if axis < len(tile_keys) else tile
+    return elements
+
+
+def _chunks(tile_bytes: np.ndarray) -> list[tuple[int, int]]:
+    """Ranges of tiles of about CHUNK_BYTES each, so memory stays bounded for large tensors."""
+    before = np.cumsum(tile_bytes) - tile_bytes
+    bounds = np.flatnonzero(np.diff(before // CHUNK_BYTES)) + 1
+    edges = [0, *bounds.tolist(), len(tile_bytes)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def _dense_tiles(elements: np.ndarray, counts: np.ndarray, position: np.ndarray, values: np.ndarray,
+                 dtype: np.dtype) -> pa.Array:
+    """One binary array of dense tiles: values scattered into a zeroed buffer, tiles back to back."""
+    stored = little_endian(dtype)
+    offsets = np.zeros(len(elements) + 1, dtype=np.int64)
+    np.cumsum(elements, out=offsets[1:])
+    buffer = np.zeros(int(offsets[-1]), dtype=stored)
+    buffer[np.repeat(offsets[:-1], counts) + position] = values
+    byte_offsets = offsets * stored.itemsize
+    return pa.Array.from_buffers(pa.large_binary(), len(elements),
+                                 [None, pa.py_buffer(byte_offsets), pa.py_buffer(buffer.view(np.uint8))])

@@ -1,0 +1,167 @@
+"""GRAD against central finite differences of the same trdb loss (float64) and hand-derived numpy gradients."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import trdb
+
+RNG = np.random.default_rng(42)
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape)
+
+
+def load(cur, name, array, tile):
+    cur.execute(f"CREATE TENSOR {name} FROM ? TILE ({', '.join(map(str, tile))}) DTYPE float64", [array])
+
+
+def loss_value(cur, view) -> float:
+    return float(cur.execute(f"SELECT * FROM {view}").fetchone()[0])
+
+
+def finite_differences(cur, view, param, shape, tile, eps=1e-6) -> np.ndarray:
+    keys = "ijkl"[:len(shape)]
+    grad = np.zeros(shape)
+    for index in itertools.product(*(range(n) for n in shape)):
+        key = tuple(i // t for i, t in zip(index, tile))
+        tile_shape = tuple(min(t, n - k * t) for k, t, n in zip(key, tile, shape))
+        delta = np.zeros(tile_shape)
+        delta[tuple(i % t for i, t in zip(index, tile))] = eps
+        where = " AND ".join(f"{param}.{k} = {v}" for k, v in zip(keys, key))
+        update = f"UPDATE {param} SET v = {param}.v + ? WHERE {where}"
+        cur.execute(update, [delta])
+        plus = loss_value(cur, view)
+        cur.execute(update, [-2 * delta])
+        minus = loss_value(cur, view)
+        cur.execute(update, [delta])
+        grad[index] = (plus - minus) / (2 * eps)
+    return grad
+
+
+def check(cur, view, param, array, tile, expected=None):
+    cur.execute(f"SELECT * FROM GRAD({view}, {param})")
+    grad = cur.fetch_tensor(shape=array.shape)
+    cur.execute("SET workers = 1")  # many tiny statements: parallel start-up would dominate
+    np.testing.assert_allclose(grad, finite_differences(cur, view, param, array.shape, tile), rtol=1e-5, atol=1e-6)
+    cur.execute("RESET workers")
+    if expected is not None:
+        np.testing.assert_allclose(grad, expected, rtol=1e-9, atol=1e-9)
+    return grad
+
+
+def test_least_squares(cur):
+    X, W, Y = rand(20, 6), rand(6, 3), rand(20, 3)
+    load(cur, "X", X, (8, 3)); load(cur, "W", W, (3, 3)); load(cur, "Y", Y, (8, 3))
+    cur.execute("CREATE VIEW pred AS SELECT X.i, W.j, SUM(MATMUL(X.v, W.v)) AS v FROM X JOIN W ON X.j = W.i "
+                "GROUP BY X.i, W.j")
+    cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(p.v - Y.v)) AS v FROM pred AS p JOIN Y ON p.i = Y.i "
+                "AND p.j = Y.j")
+    check(cur, "loss", "W", W, (3, 3), expected=2 * X.T @ (X @ W - Y))
+
+
+def test_logistic_regression_with_bce(cur):
+    X, w = rand(30, 5), rand(5, 1)
+    labels = (RNG.random((30, 1)) > 0.5).astype(float)
+    load(cur, "X", X, (10, 5)); load(cur, "w", w, (5, 1)); load(cur, "Y", labels, (10, 1))
+    cur.execute("CREATE VIEW logits AS SELECT X.i, w.j, SUM(MATMUL(X.v, w.v)) AS v FROM X JOIN w ON X.j = w.i "
+                "GROUP BY X.i, w.j")
+    cur.execute("CREATE VIEW loss AS SELECT SUM(REDUCE_SUM(BCE_WITH_LOGITS(z.v, Y.v))) / 30 AS v FROM logits AS z "
+                "JOIN Y ON z.i = Y.i AND z.j = Y.j")
+    z = X @ w
+    check(cur, "loss", "w", w, (5, 1), expected=X.T @ (1 / (1 + np.exp(-z)) - labels) / 30)
+
+
+def test_two_layer_mlp_with_relu(cur):
+    X, W1, W2, Y = rand(12, 4), rand(4, 6), rand(6, 2), rand(12, 2)
+    load(cur, "X", X, (6, 4)); load(cur, "W1", W1, (4, 3)); load(cur, "W2", W2, (3, 2)); load(cur, "Y", Y, (6, 2))
+    cur.execute("CREATE VIEW hidden AS SELECT X.i, W1.j, RELU(SUM(MATMUL(X.v, W1.v))) AS v FROM X JOIN W1 "
+                "ON X.j = W1.i GROUP BY X.i, W1.j")
+    cur.execute("CREATE VIEW out AS SELECT h.i, W2.j, SUM(MATMUL(h.v, W2.v)) AS v FROM hidden AS h JOIN W2 "
+                "ON h.j = W2.i GROUP BY h.i, W2.j")
+    cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(o.v - Y.v)) AS v FROM out AS o JOIN Y ON o.i = Y.i "
+                "AND o.j = Y.j")
+    H = np.maximum(X @ W1, 0)
+    dout = 2 * (H @ W2 - Y)
+    check(cur, "loss", "W2", W2, (3, 2), expected=H.T @ dout)
+    check(cur, "loss", "W1", W1, (4, 3), expected=X.T @ ((dout @ W2.T) * (X @ W1 > 0)))
+
+
+def test_softmax_cross_entropy(cur):
+    X, W = rand(8, 5), rand(5, 4)
+    onehot = np.eye(4)[RNG.integers(0, 4, 8)]
+    load(cur, "X", X, (4, 5)); load(cur, "W", W, (5, 4)); load(cur, "T", onehot, (4, 4))
+    cur.execute("CREATE VIEW probs AS SELECT X.i, W.j, SOFTMAX(SUM(MATMUL(X.v, W.v)), 1) AS v FROM X JOIN W "
+                "ON X.j = W.i GROUP BY X.i, W.j")
+    cur.execute("CREATE VIEW loss AS SELECT -SUM(REDUCE_SUM(T.v * LOG(p.v))) AS v FROM probs AS p JOIN T "
+                "ON p.i = T.i AND p.j = T.j")
+    logits = X @ W
+    P = np.exp(logits - logits.max(1, keepdims=True))
+    P /= P.sum(1, keepdims=True)
+    check(cur, "loss", "W", W, (5, 4), expected=X.T @ (P - onehot))
+
+
+def test_shared_weights_used_twice(cur):
+    W, x = rand(4, 4), rand(4, 1)
+    load(cur, "W", W, (2, 2)); load(cur, "x", x, (2, 1))
+    cur.execute("CREATE VIEW h1 AS SELECT W.i, x.j, SUM(MATMUL(W.v, x.v)) AS v FROM W JOIN x ON W.j = x.i "
+                "GROUP BY W.i, x.j")
+    cur.execute("CREATE VIEW h2 AS SELECT W.i, h.j, SUM(MATMUL(W.v, TANH(h.v))) AS v FROM W JOIN h1 AS h "
+                "ON W.j = h.i GROUP BY W.i, h.j")
+    cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(h.v)) AS v FROM h2 AS h")
+    check(cur, "loss", "W", W, (2, 2))
+
+
+def test_loss_over_a_full_join(cur):
+    A, B = rand(4, 4), rand(4, 4)
+    B[:2, :] = 0  # B's first row of tiles is absent: the FULL JOIN brings zero tiles in
+    load(cur, "A", A, (2, 2)); load(cur, "B", B, (2, 2))
+    cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(A.v * 3 - B.v)) AS v FROM A FULL JOIN B "
+                "ON A.i = B.i AND A.j = B.j")
+    check(cur, "loss", "A", A, (2, 2), expected=6 * (3 * A - B))
+
+
+def test_graph_convolution_over_sparse_adjacency(cur):
+    n, f, h = 12, 3, 2
+    adjacency = (RNG.random((n, n)) < 0.15) * 1.0
+    adjacency[:4, 4:8] = 0  # whole absent blocks
+    X, W = rand(n, f), rand(f, h)
+    load(cur, "Adj", adjacency, (4, 4)); load(cur, "X", X, (4, 3)); load(cur, "W", W, (3, 2))
+    cur.execute("CREATE VIEW xw AS SELECT X.i, W.j, SUM(MATMUL(X.v, W.v)) AS v FROM X JOIN W ON X.j = W.i "
+                "GROUP BY X.i, W.j")
+    cur.execute("CREATE VIEW conv AS SELECT Adj.i, xw.j, RELU(SUM(MATMUL(Adj.v, xw.v))) AS v FROM Adj JOIN xw "
+                "ON Adj.j = xw.i GROUP BY Adj.i, xw.j")
+    cur.execute("CREATE VIEW loss AS SELECT SUM(REDUCE_SUM(c.v)) AS v FROM conv AS c")
+    Z = adjacency @ X @ W
+    check(cur, "loss", "W", W, (3, 2), expected=(adjacency @ X).T @ (Z > 0).astype(float))
+
+
+def test_grad_under_two_workers_matches(cur):
+    X, W, Y = rand(20, 6), rand(6, 3), rand(20, 3)
+    load(cur, "X", X, (8, 4)); load(cur, "W", W, (4, 2)); load(cur, "Y", Y, (8, 2))
+    cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(p.v - Y.v)) AS v FROM (SELECT X.i, W.j, SUM(MATMUL(X.v, "
+                "W.v)) AS v FROM X JOIN W ON X.j = W.i GROUP BY X.i, W.j) AS p JOIN Y ON p.i = Y.i AND p.j = Y.j")
+    grads = []
+    for workers in (1, 2):
+        cur.execute(f"SET workers = {workers}")
+        grads.append(cur.execute("SELECT * FROM GRAD(loss, W)").fetch_tensor())
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-12)
+    plan = "\n".join(r[0] for r in cur.execute("EXPLAIN SELECT * FROM GRAD(loss, W)"))
+    assert "HashJoinExec" in plan and "GatherExec" in plan
+
+
+def test_errors_name_the_problem(cur):
+    load(cur, "W", rand(4, 4), (2, 2))
+    cur.execute("CREATE VIEW notscalar AS SELECT W.i, W.j, W.v * 2 AS v FROM W")
+    with pytest.raises(trdb.ProgrammingError, match="one 0-d"):
+        cur.execute("SELECT * FROM GRAD(notscalar, W)")
+    cur.execute("CREATE VIEW floors AS SELECT SUM(SUMSQ(W.v // 2)) AS v FROM W")
+    with pytest.raises(trdb.NotSupportedError, match=r"operator //.*not differentiable"):
+        cur.execute("SELECT * FROM GRAD(floors, W)")
+    with pytest.raises(trdb.ProgrammingError, match='"W" is not a view'):
+        cur.execute("SELECT * FROM GRAD(W, W)")
+    with pytest.raises(trdb.ProgrammingError, match='"Q" is not a stored tensor'):
+        cur.execute("SELECT * FROM GRAD(floors, Q)")
