@@ -3,18 +3,18 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Optional, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from trdb import errors
 from trdb.catalog.catalog import Catalog
 from trdb.catalog.names import suggest
 from trdb.catalog.settings import SETTINGS, Settings
 from trdb.execution.result import Result
-from trdb.execution.state import ExecutionState
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.parser import ParseError, ast, parse, split_statements
 from trdb.planner.expression_binder import BindContext
-from trdb.statements import coo, ddl, dml, inspect
+from trdb.statements import coo, ddl, dml, inspect, minimize
 from trdb.statements.context import StatementContext
 from trdb.statements.routing import count_params, is_plain_sql, is_trql_only, names_trdb_relation
 from trdb.storage.buffer_pool import BufferPool
@@ -53,7 +53,7 @@ class Session:
         self.aborted = False
         self._parsed: OrderedDict[str, ast.Statement] = OrderedDict()
         self.lock = threading.RLock()
-        self._running: Optional[ExecutionState] = None
+        self._running: Optional[threading.Event] = None
 
     # ------------------------------------------------------------ entry point
 
@@ -120,7 +120,7 @@ class Session:
                 raise errors.IntegrityError(f'a relation named "{statement.name}" already exists')
             return self._plain_sql(text, params, statement)
         sc = StatementContext(self.db, self.catalog, self.settings, NUMPY_BACKEND, BindContext(text, params))
-        self._running = sc.state
+        self._running = sc.interrupted
         try:
             return self._run(sc, statement)
         finally:
@@ -129,6 +129,8 @@ class Session:
     def _run(self, sc: StatementContext, statement: ast.Statement) -> Result:
         if isinstance(statement, ast.QueryStatement):
             return sc.run_query(statement.query)
+        if isinstance(statement, ast.Minimize):
+            return minimize.minimize(sc, statement, self._step)
         if type(statement) in _READS:
             result = _READS[type(statement)](sc, statement)
             self.pool.resize(self.settings.memory_limit)
@@ -140,9 +142,15 @@ class Session:
 
     def _atomic(self, work: Callable[[], Result]) -> Result:
         """Run a writing statement in its own transaction (or the open one); undo everything on failure."""
+        with self._step():
+            return work()
+
+    @contextmanager
+    def _step(self) -> Iterator[None]:
+        """One atomic unit of work: a statement, or one step of MINIMIZE."""
         try:
             with self.db.statement():
-                return work()
+                yield
         except BaseException:
             if not self.db.explicit_transaction:
                 self.catalog.reload()  # the mirror may hold what was just rolled back
@@ -213,9 +221,9 @@ class Session:
 
     def cancel(self) -> None:
         """Stop the running statement (from another thread): its workers stop, it raises QueryCancelled."""
-        state = self._running
-        if state is not None:
-            state.cancelled.set()
+        interrupted = self._running
+        if interrupted is not None:
+            interrupted.set()
 
     def close(self) -> None:
         self.cancel()

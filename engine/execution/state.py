@@ -8,10 +8,15 @@ from trdb.errors import QueryCancelled
 
 
 class ExecutionState:
-    """What all instances of one execution share: the cancellation flag and the first error."""
+    """What all instances of one execution share: the cancellation flag and the first error.
 
-    def __init__(self) -> None:
+    `interrupted` is the statement's flag (Cursor.close, Ctrl-C): it stops every execution of the
+    statement, while `cancelled` ends just this one (its first error, or its end).
+    """
+
+    def __init__(self, interrupted: Optional[threading.Event] = None) -> None:
         self.cancelled = threading.Event()
+        self.interrupted = interrupted or threading.Event()
         self.first_error: Optional[BaseException] = None
         self._lock = threading.Lock()
 
@@ -22,6 +27,8 @@ class ExecutionState:
         self.cancelled.set()
 
     def raise_if_cancelled(self) -> None:
+        if self.interrupted.is_set():
+            self.cancelled.set()
         if self.cancelled.is_set():
             raise self.first_error if self.first_error is not None else QueryCancelled("the statement was cancelled")
 

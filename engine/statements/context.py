@@ -1,6 +1,7 @@
 """What a statement executor works with: the database, catalog, settings, backend and parameters."""
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +29,7 @@ class StatementContext:
     settings: Settings
     backend: Backend
     bind: BindContext
-    state: ExecutionState = field(default_factory=ExecutionState)
+    interrupted: threading.Event = field(default_factory=threading.Event)
 
     @property
     def text(self) -> str:
@@ -55,7 +56,7 @@ class StatementContext:
 
     def execute_physical(self, node: PhysicalNode) -> tuple[list[tuple], Execution]:
         """Run a physical plan to the end; the execution is returned for its metrics."""
-        execution = Execution(node, ExecContext(self.backend, self.catalog, self.state))
+        execution = Execution(node, ExecContext(self.backend, self.catalog, ExecutionState(self.interrupted)))
         with execution:
             rows = list(execution.rows())
         return rows, execution

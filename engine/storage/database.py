@@ -89,6 +89,10 @@ class Database:
             yield
         except duckdb.Error as exc:
             raise translate(exc) from None
+        except RuntimeError as exc:
+            if "interrupted" in str(exc).lower():  # DuckDB turns Ctrl-C during its query into this
+                raise KeyboardInterrupt from None
+            raise
 
     # ------------------------------------------------------------ transactions
 
@@ -99,7 +103,11 @@ class Database:
         self.execute("COMMIT")
 
     def rollback(self) -> None:
-        self.execute("ROLLBACK")
+        try:
+            self.execute("ROLLBACK")
+        except errors.OperationalError as exc:
+            if "no transaction is active" not in str(exc).lower():  # an interrupt may have ended it already
+                raise
 
     @contextmanager
     def statement(self) -> Iterator[None]:

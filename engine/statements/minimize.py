@@ -1,0 +1,138 @@
+"""MINIMIZE view WRT (params) WITH (...): gradient descent (SGD or Adam) with the gradients as queries.
+
+Each step evaluates the loss and every parameter's gradient plan at the same parameter values,
+then updates the stored tiles; each step commits on its own (outside an explicit transaction), so
+an interrupted run keeps its completed steps. Adam's moments are tensors `<param>__adam_m` and
+`<param>__adam_v` in the database, and its step count is in `_trdb.adam_steps`.
+"""
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from trdb.catalog.names import did_you_mean
+from trdb.catalog.tensor_meta import TensorMeta
+from trdb.errors import ProgrammingError
+from trdb.execution.result import Result
+from trdb.parser import ast
+from trdb.planner.types import Column, ScalarType
+from trdb.statements.context import StatementContext
+from trdb.storage import tile_store
+
+_DEFAULTS = {"optimizer": "sgd", "learning_rate": None, "steps": 100, "beta1": 0.9, "beta2": 0.999,
+             "epsilon": 1e-8}
+
+
+@dataclass(frozen=True)
+class Options:
+    optimizer: str
+    learning_rate: float
+    steps: int
+    beta1: float
+    beta2: float
+    epsilon: float
+
+
+def parse_options(sc: StatementContext, node: ast.Minimize) -> Options:
+    values = dict(_DEFAULTS)
+    for name, expr in node.options:
+        key = name.lower()
+        if key not in _DEFAULTS:
+            raise ProgrammingError(f'MINIMIZE: unknown option "{name}"', hint=did_you_mean(key, _DEFAULTS))
+        values[key] = sc.constant(expr)
+    optimizer = str(values["optimizer"]).lower()
+    if optimizer not in ("sgd", "adam"):
+        raise ProgrammingError(f"MINIMIZE: optimizer must be 'sgd' or 'adam', got {values['optimizer']!r}")
+    if values["learning_rate"] is None:
+        values["learning_rate"] = 0.01 if optimizer == "sgd" else 0.001
+    if not isinstance(values["steps"], int) or values["steps"] < 1:
+        raise ProgrammingError(f"MINIMIZE: steps must be a positive integer, got {values['steps']!r}")
+    numbers = {k: float(values[k]) for k in ("learning_rate", "beta1", "beta2", "epsilon")}
+    return Options(optimizer, steps=values["steps"], **numbers)
+
+
+class AdamState:
+    """Adam's first and second moments of one parameter, stored as tensors beside it."""
+
+    def __init__(self, sc: StatementContext, param: TensorMeta):
+        self.sc = sc
+        self.moments = [self._tensor(sc, param, suffix) for suffix in ("__adam_m", "__adam_v")]
+        sc.db.execute("CREATE TABLE IF NOT EXISTS _trdb.adam_steps (param VARCHAR PRIMARY KEY, step BIGINT)")
+        found = sc.db.execute("SELECT step FROM _trdb.adam_steps WHERE param = ?", [param.name])
+        self.param_name = param.name
+        self.step = found[0][0] if found else 0
+
+    @staticmethod
+    def _tensor(sc: StatementContext, param: TensorMeta, suffix: str) -> TensorMeta:
+        meta = sc.catalog.tensor(param.name + suffix)
+        if meta is None:
+            meta = sc.catalog.create_tensor(TensorMeta(param.name + suffix, param.keys, param.value_name,
+                                                       param.dtype, param.shape, param.tile, ""))
+        return meta
+
+    def direction(self, keys: list[tuple], grads: list[np.ndarray], options: Options) -> list[np.ndarray]:
+        """Adam's bias-corrected step direction for these gradient tiles; the moments are written back."""
+        self.step += 1
+        m_meta, v_meta = self.moments
+        m_old, v_old = _tiles_by_key(self.sc, m_meta), _tiles_by_key(self.sc, v_meta)
+        ms, vs, out = [], [], []
+        for key, grad in zip(keys, grads):
+            m = options.beta1 * m_old.get(key, 0) + (1 - options.beta1) * grad
+            v = options.beta2 * v_old.get(key, 0) + (1 - options.beta2) * grad * grad
+            ms.append(np.asarray(m, dtype=m_meta.dtype))
+            vs.append(np.asarray(v, dtype=v_meta.dtype))
+            m_hat = m / (1 - options.beta1 ** self.step)
+            v_hat = v / (1 - options.beta2 ** self.step)
+            out.append(m_hat / (np.sqrt(v_hat) + options.epsilon))
+        _replace_tiles(self.sc, m_meta, keys, ms)
+        _replace_tiles(self.sc, v_meta, keys, vs)
+        self.sc.db.execute("INSERT OR REPLACE INTO _trdb.adam_steps VALUES (?, ?)", [self.param_name, self.step])
+        return out
+
+
+def _tiles_by_key(sc: StatementContext, meta: TensorMeta) -> dict[tuple, np.ndarray]:
+    keys, tiles = sc.catalog.tiles(sc.catalog.require_tensor(meta.name))
+    return {tuple(k): t for k, t in zip(keys.tolist(), tiles)}
+
+
+def _replace_tiles(sc: StatementContext, meta: TensorMeta, keys: list[tuple], tiles: list[np.ndarray]) -> None:
+    meta = sc.catalog.require_tensor(meta.name)
+    key_array = np.array(keys, dtype=np.int64).reshape(len(keys), len(meta.keys))
+    tile_store.delete_tiles(sc.db, meta, key_array)
+    tile_store.write_tiles(sc.db, meta, key_array, [np.asarray(t, dtype=meta.dtype) for t in tiles])
+    sc.catalog.refresh_statistics(meta)
+
+
+def _update(sc: StatementContext, param: TensorMeta, rows: list[tuple], options: Options,
+            adam: AdamState | None) -> None:
+    keys = [tuple(row[:-1]) for row in rows]
+    grads = [np.asarray(row[-1], dtype=np.float64) for row in rows]
+    current = _tiles_by_key(sc, param)
+    directions = adam.direction(keys, grads, options) if adam else grads
+    new = [current[key] - options.learning_rate * d for key, d in zip(keys, directions) if key in current]
+    _replace_tiles(sc, param, [k for k in keys if k in current], new)
+
+
+def minimize(sc: StatementContext, node: ast.Minimize,
+             step_transaction: Callable[[], AbstractContextManager]) -> Result:
+    options = parse_options(sc, node)
+    binder = sc.binder()
+    loss_plan = binder.bind_table(ast.TableRef(node.view, span=node.span))
+    params = [sc.catalog.require_tensor(name) for name in node.params]
+    gradients = [binder.bind_grad(ast.GradRef(node.view, p.name, span=node.span)) for p in params]
+    adams: list = [None] * len(params)
+    rows = []
+    for step in range(1, options.steps + 1):
+        with step_transaction():
+            if options.optimizer == "adam" and adams[0] is None:
+                adams = [AdamState(sc, p) for p in params]
+            loss = sc.run_plan(loss_plan).rows
+            results = [sc.run_plan(plan).rows for plan in gradients]  # all at the same parameter values
+            for param, grad_rows, adam in zip(params, results, adams):
+                _update(sc, sc.catalog.require_tensor(param.name), grad_rows, options, adam)
+        rows.append((step, float(np.sum([np.asarray(r[-1], dtype=np.float64) for r in loss]))))
+    schema = (Column("step", ScalarType(int)), Column("loss", ScalarType(float)))
+    return Result(rows=rows, schema=schema, rowcount=len(rows))

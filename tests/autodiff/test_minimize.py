@@ -1,0 +1,91 @@
+"""MINIMIZE: training converges, parameters persist, an interrupted run keeps its completed steps."""
+from __future__ import annotations
+
+import _thread
+import threading
+
+import numpy as np
+import pytest
+
+import trdb
+
+N = 20000
+
+
+def separable_set(cur):
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((N, 8)).astype(np.float32)
+    true_w = rng.standard_normal((8, 1)).astype(np.float32)
+    y = (X @ true_w > 0).astype(np.float32)
+    cur.execute("CREATE TENSOR X FROM ? TILE (2000, 8)", [X])
+    cur.execute("CREATE TENSOR Y FROM ? TILE (2000, 1)", [y])
+    cur.execute("CREATE TENSOR w SHAPE (8, 1) TILE (8, 1) FILL RANDOM_NORMAL(0, 0.01, 1)")
+    cur.execute("CREATE VIEW logits AS SELECT X.i, w.j, SUM(MATMUL(X.v, w.v)) AS v FROM X JOIN w ON X.j = w.i "
+                "GROUP BY X.i, w.j")
+    cur.execute(f"CREATE VIEW loss AS SELECT SUM(REDUCE_SUM(BCE_WITH_LOGITS(z.v, Y.v))) / {N} AS v "
+                "FROM logits AS z JOIN Y ON z.i = Y.i AND z.j = Y.j")
+    return X, y
+
+
+def accuracy(cur, X, y) -> float:
+    W = cur.execute("SELECT * FROM w").fetch_tensor()
+    return float(((X @ W > 0) == (y > 0.5)).mean())
+
+
+@pytest.mark.parametrize("optimizer,rate,steps", [("adam", 0.1, 40), ("sgd", 2.0, 40)])
+def test_logistic_regression_reaches_98_percent(cur, optimizer, rate, steps):
+    X, y = separable_set(cur)
+    rows = cur.execute(f"MINIMIZE loss WRT (w) WITH (optimizer = '{optimizer}', learning_rate = {rate}, "
+                       f"steps = {steps})").fetchall()
+    assert [r[0] for r in rows] == list(range(1, steps + 1))
+    losses = [r[1] for r in rows]
+    assert losses[-1] < losses[0] * 0.5 and losses[-1] == min(losses[-5:]) or losses[-1] < losses[-5]
+    assert accuracy(cur, X, y) >= 0.98
+
+
+def test_parameters_persist_in_a_file_database(tmp_path):
+    path = str(tmp_path / "model.trdb")
+    with trdb.connect(path) as con:
+        cur = con.cursor()
+        X, y = separable_set(cur)
+        cur.execute("MINIMIZE loss WRT (w) WITH (optimizer = 'adam', learning_rate = 0.1, steps = 30)")
+        trained = cur.execute("SELECT * FROM w").fetch_tensor()
+    with trdb.connect(path) as con:
+        cur = con.cursor()
+        np.testing.assert_array_equal(cur.execute("SELECT * FROM w").fetch_tensor(), trained)
+        assert cur.execute("SELECT step FROM _trdb.adam_steps").fetchall() == [(30,)]
+        assert accuracy(cur, X, y) >= 0.98
+
+
+def test_ctrl_c_keeps_the_last_completed_step(cur):
+    separable_set(cur)
+    before = cur.execute("SELECT * FROM w").fetch_tensor()
+    timer = threading.Timer(1.0, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        cur.execute("MINIMIZE loss WRT (w) WITH (optimizer = 'adam', learning_rate = 0.1, steps = 100000)")
+    timer.cancel()
+    (step,), = cur.execute("SELECT step FROM _trdb.adam_steps").fetchall()
+    assert step >= 1  # completed steps were committed one by one
+    after = cur.execute("SELECT * FROM w").fetch_tensor()
+    assert not np.array_equal(before, after)
+    # the moments and the parameters agree on how many steps were taken: nothing half-written
+    assert cur.execute("SELECT COUNT(*) FROM w__adam_m").fetchone() == (1,)
+
+
+def test_bad_options_are_rejected(cur):
+    separable_set(cur)
+    with pytest.raises(trdb.ProgrammingError, match='unknown option "lr"'):
+        cur.execute("MINIMIZE loss WRT (w) WITH (lr = 0.1)")
+    with pytest.raises(trdb.ProgrammingError, match="optimizer must be"):
+        cur.execute("MINIMIZE loss WRT (w) WITH (optimizer = 'lbfgs')")
+    with pytest.raises(trdb.ProgrammingError, match='"nothing" does not exist'):
+        cur.execute("MINIMIZE loss WRT (nothing)")
+
+
+def test_update_from_grad_is_one_gradient_step(cur):
+    separable_set(cur)
+    W = cur.execute("SELECT * FROM w").fetch_tensor()
+    G = cur.execute("SELECT * FROM GRAD(loss, w)").fetch_tensor()
+    cur.execute("UPDATE w SET v = w.v - 0.5 * G.v FROM GRAD(loss, w) AS G WHERE w.i = G.i AND w.j = G.j")
+    np.testing.assert_allclose(cur.execute("SELECT * FROM w").fetch_tensor(), W - 0.5 * G, rtol=1e-6)
