@@ -1,0 +1,78 @@
+"""Every queries/*.sql runs with `trdb DB -f FILE`; its printed results are checked with numpy on the stored data."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import trdb
+
+QUERIES = Path(__file__).parent.parent / "queries"
+
+
+def run_file(tmp_path: Path, name: str):
+    database = tmp_path / f"{name}.trdb"
+    done = subprocess.run([sys.executable, "-m", "trdb", str(database), "-f", str(QUERIES / f"{name}.sql"),
+                           "--mode", "csv"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return trdb.connect(str(database)), done.stdout
+
+
+def tensor(con, name):
+    return con.cursor().execute(f"SELECT * FROM {name}").fetch_tensor().astype(np.float64)
+
+
+def last_value(stdout: str) -> float:
+    return float(stdout.strip().splitlines()[-1].split(",")[-1])
+
+
+def test_every_query_file_is_checked():
+    assert {p.stem for p in QUERIES.glob("*.sql")} == set(CHECKS)
+
+
+def check_tiled_matmul(con, stdout):
+    A, B, C = tensor(con, "A"), tensor(con, "B"), tensor(con, "C")
+    np.testing.assert_allclose(C, A @ B, rtol=1e-4, atol=1e-3)
+    assert last_value(stdout) == 12 and abs(float(stdout.strip().splitlines()[-1].split(",")[0]) /
+                                            (C ** 2).sum() - 1) < 1e-4
+
+
+def check_linear_regression(con, stdout):
+    np.testing.assert_allclose(tensor(con, "W"), tensor(con, "W_true"), atol=1e-3)
+
+
+def check_logistic_regression(con, stdout):
+    X, Y, w = tensor(con, "X"), tensor(con, "Y"), tensor(con, "w")
+    accuracy = ((X @ w > 0) == (Y > 0.5)).mean()
+    assert accuracy >= 0.98 and abs(accuracy - last_value(stdout)) < 1e-4
+
+
+def check_mlp(con, stdout):
+    X, Y, W1, W2 = (tensor(con, n) for n in ("X", "Y", "W1", "W2"))
+    final = ((np.maximum(X @ W1, 0) @ W2 - Y) ** 2).sum() / 2048
+    rows = [line.split(",") for line in stdout.strip().splitlines()[1:]]
+    first, last = float(rows[0][1]), float(rows[-1][1])
+    assert final < last < first / 2
+
+
+def check_graph_convolution(con, stdout):
+    adjacency, X, W, H = (tensor(con, n) for n in ("Adj", "X", "W", "H"))
+    np.testing.assert_allclose(H, np.maximum(adjacency @ X @ W, 0)[:H.shape[0], :H.shape[1]], rtol=1e-4, atol=1e-4)
+    assert con.cursor().execute("SELECT COUNT(*) FROM Adj").fetchone()[0] < 64  # absent tiles are not stored
+
+
+CHECKS = {"tiled_matmul": check_tiled_matmul, "linear_regression": check_linear_regression,
+          "logistic_regression": check_logistic_regression, "mlp": check_mlp,
+          "graph_convolution": check_graph_convolution}
+
+
+@pytest.mark.parametrize("name", sorted(CHECKS))
+def test_query_file(tmp_path, name):
+    con, stdout = run_file(tmp_path, name)
+    try:
+        CHECKS[name](con, stdout)
+    finally:
+        con.close()
