@@ -59,17 +59,20 @@ class SqlCompleter(Completer):
 
     def names(self) -> list[tuple[str, str]]:
         if self._generation != self.runner.generation:
-            self._names, self._columns = relation_names(self.runner.con), {}
-            self._generation = self.runner.generation
+            self._generation, self._columns = self.runner.generation, {}
+            try:
+                self._names = relation_names(self.runner.con)
+            except Exception:  # noqa: BLE001 - completion must never break the prompt
+                pass
         return self._names
 
     def columns(self, relation: str) -> list[str]:
         key = relation.lower()
         if key not in self._columns:
             try:
-                rows = self.runner.con.execute(f"DESCRIBE {relation}").fetchall()
+                rows = self.runner.con.execute(f'DESCRIBE "{relation}"').fetchall()
                 self._columns[key] = [str(row[0]) for row in rows]
-            except trdb.Error:
+            except Exception:  # noqa: BLE001 - completion must never break the prompt
                 self._columns[key] = []
         return self._columns[key]
 

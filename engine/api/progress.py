@@ -26,7 +26,7 @@ class Outcome:
     elapsed: float = 0.0
 
 
-def _work(cursor: trdb.Cursor, sql: str, box: dict) -> None:
+def _work(cursor: trdb.Cursor, sql: str, box: dict, done: threading.Event) -> None:
     try:
         cursor.execute(sql)
         names = [d[0] for d in cursor.description] if cursor.description else None
@@ -34,6 +34,8 @@ def _work(cursor: trdb.Cursor, sql: str, box: dict) -> None:
         box["outcome"] = Outcome(names, rows, cursor.rowcount)
     except BaseException as exc:  # handed to the waiting thread, which raises it
         box["error"] = exc
+    finally:
+        done.set()
 
 
 class _Bar(tqdm):
@@ -49,10 +51,10 @@ class _Spinner:
                         bar_format="{desc}")
         self.tick()
 
-    def tick(self, label: str = "running") -> None:
+    def tick(self, label: str = "running", note: str = "(Ctrl-C cancels)") -> None:
         self.frame = (self.frame + 1) % len(FRAMES)
         elapsed = time.perf_counter() - self.start
-        self.bar.set_description_str(f"{FRAMES[self.frame]} {label} {elapsed:.1f} s (Ctrl-C cancels)",
+        self.bar.set_description_str(f"{FRAMES[self.frame]} {label} {elapsed:.1f} s {note}".rstrip(),
                                      refresh=False)
         self.bar.refresh()
 
@@ -73,39 +75,44 @@ def execute(con: trdb.Connection, sql: str, progress: Optional[TextIO] = None,
 
     Ctrl-C (KeyboardInterrupt in this, the main, thread) closes the cursor, which cancels the
     statement; QueryCancelled is raised once it has stopped unless it had already finished."""
-    cursor, box = con.cursor(), {}
-    worker = threading.Thread(target=_work, args=(cursor, sql, box), name="trdb-statement", daemon=True)
+    cursor, box, done = con.cursor(), {}, threading.Event()
+    # Waiting on an Event, never Thread.join: a KeyboardInterrupt inside join() can leave the thread
+    # marked as stopped while it still runs (CPython gh-90882).
+    worker = threading.Thread(target=_work, args=(cursor, sql, box, done), name="trdb-statement", daemon=True)
     start = time.perf_counter()
     spinner: Optional[_Spinner] = None
     worker.start()
     try:
-        while worker.is_alive():
-            worker.join(TICK)
+        while not done.wait(TICK):
             if spinner is None and time.perf_counter() - start >= delay and is_terminal(progress):
                 spinner = _Spinner(progress, start)
             elif spinner is not None:
                 spinner.tick()
     except KeyboardInterrupt:
-        _cancel(cursor, worker, spinner)
+        _cancel(cursor, done, spinner)
         if "outcome" not in box:
             raise QueryCancelled("cancelled") from None
     finally:
         if spinner is not None:
             spinner.close()
+    if isinstance(box.get("error"), KeyboardInterrupt):  # DuckDB saw the Ctrl-C itself
+        raise QueryCancelled("cancelled") from None
     if "error" in box:
         raise box.pop("error")
     box["outcome"].elapsed = time.perf_counter() - start
     return box["outcome"]
 
 
-def _cancel(cursor: trdb.Cursor, worker: threading.Thread, spinner: Optional[_Spinner]) -> None:
+def _cancel(cursor: trdb.Cursor, done: threading.Event, spinner: Optional[_Spinner]) -> None:
     """Close the cursor until the worker stops: a cancel that lands before the statement's execution
     state exists (while it is parsed or planned) is lost, so it is repeated."""
-    while worker.is_alive():
-        cursor.close()
+    note = ""
+    while not done.is_set():
         try:
-            worker.join(TICK)
+            cursor.close()
+            if done.wait(TICK):
+                return
             if spinner is not None:
-                spinner.tick("cancelling")
-        except KeyboardInterrupt:
-            pass  # a second Ctrl-C: still cancelling
+                spinner.tick("cancelling", note)
+        except KeyboardInterrupt:  # Ctrl-C again: the statement does not stop (plain SQL runs in DuckDB)
+            note = "(this statement cannot be interrupted: waiting for its end; Ctrl-\\ quits trdb)"

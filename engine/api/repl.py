@@ -92,6 +92,8 @@ def interact(runner: Runner, database: Optional[str]) -> int:
         except Cancelled:
             continue
         except KeyboardInterrupt:  # between statements (printing a result): nothing to cancel
-            print("Interrupted", file=runner.err, flush=True)
+            print("Interrupted.", file=runner.err, flush=True)
         except Quit:
             return 0
+        except Exception as exc:  # noqa: BLE001 - a bug in the shell: one message, and the shell stays
+            runner.error(exc)

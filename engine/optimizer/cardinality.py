@@ -108,6 +108,12 @@ class Estimator:
         distinct = tuple(float(min(grid[d], rows)) if d < len(grid) else None for d in range(len(meta.keys)))
         return Estimate(rows, row_bytes(plan.schema), distinct + (None,))
 
+    def _Materialized(self, plan: lp.Materialized) -> Estimate:
+        rows = float(len(plan.rows))
+        distinct = tuple(float(len({r[i] for r in plan.rows})) if c.is_key else None
+                         for i, c in enumerate(plan.schema))
+        return Estimate(rows, row_bytes(plan.schema), distinct)
+
     def _TableScan(self, plan: lp.TableScan) -> Estimate:
         rows = DEFAULT_TABLE_ROWS
         if self.catalog is not None:

@@ -18,6 +18,7 @@ from trdb.execution.hash_aggregate import HashAggregateExec
 from trdb.execution.hash_join import HashJoinExec
 from trdb.execution.limit import LimitExec
 from trdb.execution.projection import ProjectionExec
+from trdb.execution.rows_scan import RowsScanExec
 from trdb.execution.sort import SortExec
 from trdb.execution.sql_table_scan import SqlTableScanExec
 from trdb.execution.table_scan import TableScanExec
@@ -101,6 +102,18 @@ class PhysicalPlanner:
         return _node("TableScanExec", f"{plan.tensor.name}, hash: {_names(plan.schema, columns)}", (), plan.schema,
                      Partitioning("hash", count, columns), estimate,
                      lambda children, p: TableScanExec(plan.tensor, p, count, columns))
+
+    def _Materialized(self, plan: lp.Materialized, want: Want) -> PhysicalNode:
+        keys = tuple(i for i, c in enumerate(plan.schema) if c.is_key)
+        estimate = self.estimator.estimate(plan)
+        if self.workers == 1 or not keys:
+            return _node("RowsScanExec", f"{len(plan.rows)} shared tuples", (), plan.schema, SINGLE, estimate,
+                         lambda children, p: RowsScanExec(plan.rows))
+        columns = want if want and all(c in keys for c in want) else keys
+        count = self.workers
+        return _node("RowsScanExec", f"{len(plan.rows)} shared tuples, hash: {_names(plan.schema, columns)}", (),
+                     plan.schema, Partitioning("hash", count, columns), estimate,
+                     lambda children, p: RowsScanExec(plan.rows, p, count, columns))
 
     def _TableScan(self, plan: lp.TableScan, want: Want) -> PhysicalNode:
         return _node("SqlTableScanExec", plan.table, (), plan.schema, SINGLE, self.estimator.estimate(plan),

@@ -34,6 +34,18 @@ class TableScan:
         return ()
 
 
+@dataclass(frozen=True, eq=False)
+class Materialized:
+    """Tuples already computed in this statement (a shared subplan), scanned again."""
+
+    rows: list
+    schema: Schema
+
+    @property
+    def inputs(self) -> tuple:
+        return ()
+
+
 @dataclass(frozen=True)
 class Filter:
     """Keeps the tuples whose predicate (on keys, or a one-element tensor) holds."""
@@ -148,4 +160,4 @@ class Limit:
         return (self.input,)
 
 
-Plan = Union[Scan, TableScan, Filter, Project, Join, Aggregate, UnionAll, Sort, Limit]
+Plan = Union[Scan, TableScan, Materialized, Filter, Project, Join, Aggregate, UnionAll, Sort, Limit]

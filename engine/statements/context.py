@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from trdb.catalog.catalog import Catalog
 from trdb.catalog.settings import Settings
@@ -12,6 +12,7 @@ from trdb.execution.operator import ExecContext
 from trdb.execution.state import ExecutionState
 from trdb.execution.result import Result
 from trdb.kernels.backend import Backend
+from trdb.optimizer.common_subplans import SharedWork
 from trdb.optimizer.physical_plan import PhysicalNode
 from trdb.optimizer.physical_planner import plan_physical
 from trdb.parser import ast
@@ -61,9 +62,17 @@ class StatementContext:
             rows = list(execution.rows())
         return rows, execution
 
-    def run_plan(self, plan: lp.Plan) -> Result:
-        rows, _ = self.execute_physical(self.physical(plan))
+    def run_plan(self, plan: lp.Plan, shared: Optional[SharedWork] = None) -> Result:
+        """Run a logical plan; subplans it repeats (or that `shared` already computed) run once."""
+        shared = shared or self.shared_work()
+        rows = self._rows(shared.rewrite(plan))
         return Result(rows=rows, schema=plan.schema, rowcount=len(rows))
+
+    def shared_work(self) -> SharedWork:
+        return SharedWork(self._rows)
+
+    def _rows(self, plan: lp.Plan) -> list:
+        return self.execute_physical(self.physical(plan))[0]
 
     def run_query(self, query: ast.Query) -> Result:
         return self.run_plan(self.bind_query(query).plan)

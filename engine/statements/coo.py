@@ -3,15 +3,16 @@ from __future__ import annotations
 
 import math
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 import pyarrow as pa
 
 from trdb.catalog.names import did_you_mean, fold
 from trdb.catalog.tensor_meta import TensorMeta, parse_dtype, validate_layout
-from trdb.errors import DataError, OperationalError, ProgrammingError
+from trdb.errors import DataError, OperationalError, ProgrammingError, QueryCancelled
 from trdb.execution.result import Result
 from trdb.parser import ast
 from trdb.statements.context import StatementContext
@@ -38,6 +39,7 @@ class Source:
     params: tuple = ()
     arrow: Optional[pa.Table] = None
     positional: bool = False  # a scipy.sparse matrix: the statement's names label (row, col, data) in order
+    is_file: bool = False
 
     def run(self, db: Database, sql: str) -> list[tuple]:
         if self.arrow is not None:
@@ -57,10 +59,11 @@ def create_tensor_from_coo(sc: StatementContext, node: ast.CreateTensorFromCoo) 
     _check_rank(sc, node)
     sc.catalog.check_new_name(node.name)
     source = _source(sc, node)
-    columns = _resolve_columns(sc, node, source)
-    source.run(sc.db, f"CREATE OR REPLACE TEMP TABLE {ENTRIES} AS SELECT "
-               + ", ".join(f"{_quote(c.name)} AS {n}" for c, n in zip(columns, _entry_names(columns)))
-               + f" FROM {source.sql}")
+    with _reading(sc, node, source):
+        columns = _resolve_columns(sc, node, source)
+        source.run(sc.db, f"CREATE OR REPLACE TEMP TABLE {ENTRIES} AS SELECT "
+                   + ", ".join(f"{_quote(c.name)} AS {n}" for c, n in zip(columns, _entry_names(columns)))
+                   + f" FROM {source.sql}")
     _validate(sc, node, columns)
     meta = sc.catalog.create_tensor(TensorMeta(node.name, keys, "v", dtype, tuple(node.shape),
                                                tuple(node.tile), ""))
@@ -89,6 +92,21 @@ def _source(sc: StatementContext, node: ast.CreateTensorFromCoo) -> Source:
     return _file_source(sc, node, node.source)
 
 
+@contextmanager
+def _reading(sc: StatementContext, node: ast.CreateTensorFromCoo, source: Source) -> Iterator[None]:
+    """DuckDB's errors about a file (not Parquet, a bad CSV row) as ours, without DuckDB's internal query."""
+    try:
+        yield
+    except QueryCancelled:
+        raise
+    except (ProgrammingError, DataError, OperationalError) as exc:
+        if not source.is_file or exc.statement is not None:  # ours already, or not about a file
+            raise
+        error = OperationalError if isinstance(exc, OperationalError) else DataError
+        raise sc.bind.fail(node, f"cannot read {source.label}: {exc.message.splitlines()[0]}",
+                           error=error) from None
+
+
 def _file_source(sc: StatementContext, node: ast.CreateTensorFromCoo, path: str) -> Source:
     lower = path.lower()
     reader = "read_parquet" if lower.endswith(_PARQUET) else "read_csv" if lower.endswith(_CSV) else None
@@ -99,7 +117,7 @@ def _file_source(sc: StatementContext, node: ast.CreateTensorFromCoo, path: str)
     if not remote_or_glob and not os.path.exists(path):
         raise sc.bind.fail(node, f"cannot read '{path}': no such file",
                            hint=f"paths are relative to {os.getcwd()}", error=OperationalError)
-    return Source(f"'{path}'", f"{reader}(?)", (path,))
+    return Source(f"'{path}'", f"{reader}(?)", (path,), is_file=True)
 
 
 def _table_source(sc: StatementContext, ref: ast.TableRef) -> Source:
@@ -120,9 +138,15 @@ def _param_source(sc: StatementContext, node: ast.CreateTensorFromCoo, value: An
     if isinstance(value, pa.Table):
         return Source(label, INPUT, arrow=value)
     if type(value).__module__.startswith("pandas") and hasattr(value, "columns"):
-        return Source(label, INPUT, arrow=pa.Table.from_pandas(value))
+        try:
+            return Source(label, INPUT, arrow=pa.Table.from_pandas(value))
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise sc.bind.fail(node.source, f"cannot read the DataFrame of {label}: {exc}",
+                               error=DataError) from None
     if hasattr(value, "tocoo") and hasattr(value, "nnz"):  # scipy.sparse
         coo = value.tocoo()
+        if coo.ndim != 2:
+            raise sc.bind.fail(node.source, f"{label} is a {coo.ndim}-d sparse array; FROM COO ? takes 2-d ones")
         if len(node.columns) != 3:
             raise sc.bind.fail(node, f"{label} is a scipy.sparse matrix: FROM COO takes its (row, col, data) "
                                      f"as 3 columns, not {len(node.columns)}")
@@ -203,17 +227,17 @@ def _index_problem(column: str, axis: int, shape: tuple, nulls: int, nans: int, 
     if nulls:
         return f"{where} has {nulls} NULL (missing) value(s); every entry needs an index on every axis"
     if nans:
-        return f"{where} holds NaN ({_entries(nans)}): indices must be integers"
+        return f"{where} holds NaN ({_entry_count(nans)}): indices must be integers"
     if fraction is not None:
         return f"{where} holds {_number(fraction)}, which is not an integer"
     if outside:
         bad = low if low < 0 else high
         return (f"{where} holds {_number(bad)}, out of range: axis {axis} of SHAPE {shape} has size "
-                f"{shape[axis]}, so indices run from 0 to {shape[axis] - 1} ({_entries(outside)} out of range)")
+                f"{shape[axis]}, so indices run from 0 to {shape[axis] - 1} ({_entry_count(outside)} out of range)")
     return None
 
 
-def _entries(count: int) -> str:
+def _entry_count(count: int) -> str:
     return f"{count} entry" if count == 1 else f"{count} entries"
 
 

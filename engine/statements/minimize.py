@@ -129,8 +129,9 @@ def minimize(sc: StatementContext, node: ast.Minimize,
         with step_transaction():
             if options.optimizer == "adam" and adams[0] is None:
                 adams = [AdamState(sc, p) for p in params]
-            loss = sc.run_plan(loss_plan).rows
-            results = [sc.run_plan(plan).rows for plan in gradients]  # all at the same parameter values
+            shared = sc.shared_work()  # the forward pass is computed once for the loss and every gradient
+            loss = sc.run_plan(loss_plan, shared).rows
+            results = [sc.run_plan(plan, shared).rows for plan in gradients]  # at the same parameter values
             for param, grad_rows, adam in zip(params, results, adams):
                 _update(sc, sc.catalog.require_tensor(param.name), grad_rows, options, adam)
         rows.append((step, float(np.sum([np.asarray(r[-1], dtype=np.float64) for r in loss]))))
