@@ -6,9 +6,10 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-import trdb.parser
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
+
+import trdb.parser
 from trdb.api.commands import COMMANDS, relation_names
 from trdb.api.formatting import MODES
 from trdb.catalog.functions import function_names

@@ -6,8 +6,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Optional, TextIO
 
-from tqdm import tqdm
-
 import trdb
 from trdb.errors import QueryCancelled
 
@@ -38,17 +36,17 @@ def _work(cursor: trdb.Cursor, sql: str, box: dict, done: threading.Event) -> No
         done.set()
 
 
-class _Bar(tqdm):
-    monitor_interval = 0  # the spinner is refreshed by the waiting thread: no tqdm monitor thread
-
-
 class _Spinner:
     """A tqdm line on the stream: a turning bar and the time since the statement started; cleared when done."""
 
     def __init__(self, stream: TextIO, start: float):
         self.frame, self.start = 0, start
-        self.bar = _Bar(total=None, file=stream, leave=False, mininterval=0, dynamic_ncols=True,
-                        bar_format="{desc}")
+        from tqdm import tqdm  # loaded only when a statement runs long in a terminal
+
+        class Bar(tqdm):
+            monitor_interval = 0  # the waiting thread refreshes the line: no tqdm monitor thread
+
+        self.bar = Bar(total=None, file=stream, leave=False, mininterval=0, dynamic_ncols=True, bar_format="{desc}")
         self.tick()
 
     def tick(self, label: str = "running", note: str = "(Ctrl-C cancels)") -> None:

@@ -8,7 +8,7 @@ from typing import Iterator, Optional, TextIO
 
 import trdb
 from trdb.api import progress
-from trdb.api.commands import CommandError, Quit, run_command  # noqa: F401 - Quit is raised through here
+from trdb.api.commands import CommandError, run_command
 from trdb.api.formatting import format_rows
 from trdb.errors import QueryCancelled
 from trdb.parser import is_complete, split_statements
