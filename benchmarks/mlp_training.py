@@ -47,6 +47,20 @@ def torch_gradients(X, W1, W2, Y):
         loss = ((torch.relu(x @ w1) @ w2 - y) ** 2).sum()
         loss.backward()
         return w1.grad.numpy(), w2.grad.numpy()
+    run.params = (w1, w2)
+    return run
+
+
+def torch_step(X, W1, W2, Y, rate: float):
+    import torch
+
+    forward_backward = torch_gradients(X, W1.copy(), W2.copy(), Y)
+
+    def run():
+        g1, g2 = forward_backward()
+        with torch.no_grad():  # the SGD update, as MINIMIZE does it
+            for param, grad in zip(forward_backward.params, (g1, g2)):
+                param -= rate * torch.from_numpy(grad)
     return run
 
 
@@ -97,6 +111,15 @@ def main() -> None:
     if "pytorch" in timings:
         print(f"trdb / pytorch = {timings['trdb'][0] / timings['pytorch'][0]:.2f}")
     print(f"trdb / numpy   = {timings['trdb'][0] / timings['numpy'][0]:.2f}")
+    # one training step: forward, both gradients (sharing the forward pass) and the SGD update
+    step = "MINIMIZE loss WRT (W1, W2) WITH (optimizer = 'sgd', learning_rate = 0.000001, steps = 1)"
+    trdb_step = best_of(args.repeats, lambda: cur.execute(step).fetchall())[0]
+    print(f"training step: trdb MINIMIZE {trdb_step:.3f} s", end="")
+    if "pytorch" in timings:
+        torch_s = best_of(args.repeats, torch_step(X, W1, W2, Y, 1e-6))[0]
+        print(f", pytorch {torch_s:.3f} s, trdb / pytorch = {trdb_step / torch_s:.2f}")
+    else:
+        print()
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ class Session:
         self._parsed: OrderedDict[str, ast.Statement] = OrderedDict()
         self.lock = threading.RLock()
         self._running: Optional[threading.Event] = None
+        self._in_duckdb = False
 
     # ------------------------------------------------------------ entry point
 
@@ -66,8 +67,12 @@ class Session:
             raise errors.ProgrammingError("parameters can only be bound to a single statement")
         result = Result()
         with self.lock:
-            for piece in pieces:
-                result = self._execute_one(piece.text, params)
+            self._running = threading.Event()  # set before parsing: a cancel that early is kept
+            try:
+                for piece in pieces:
+                    result = self._execute_one(piece.text, params)
+            finally:
+                self._running = None
         return result
 
     def _execute_one(self, text: str, params: Sequence[Any]) -> Result:
@@ -119,12 +124,9 @@ class Session:
                                                           self.catalog.view(statement.name)):
                 raise errors.IntegrityError(f'a relation named "{statement.name}" already exists')
             return self._plain_sql(text, params, statement)
-        sc = StatementContext(self.db, self.catalog, self.settings, NUMPY_BACKEND, BindContext(text, params))
-        self._running = sc.interrupted
-        try:
-            return self._run(sc, statement)
-        finally:
-            self._running = None
+        sc = StatementContext(self.db, self.catalog, self.settings, NUMPY_BACKEND, BindContext(text, params),
+                              self._running or threading.Event())
+        return self._run(sc, statement)
 
     def _run(self, sc: StatementContext, statement: ast.Statement) -> Result:
         if isinstance(statement, ast.QueryStatement):
@@ -191,6 +193,9 @@ class Session:
     # ------------------------------------------------------------ plain SQL
 
     def _plain_sql(self, text: str, params: Sequence[Any], statement: Optional[ast.Statement] = None) -> Result:
+        if self._running is not None and self._running.is_set():
+            raise errors.QueryCancelled("the statement was cancelled")
+        self._in_duckdb = True
         try:
             rows, description, rowcount = self.db.execute_with_description(text, params)
         except errors.ProgrammingError:
@@ -199,7 +204,10 @@ class Session:
                 Settings.declared(statement.name)  # neither DuckDB's nor ours: name the trdb setting it resembles
             raise
         finally:
+            self._in_duckdb = False
             self.catalog.forget_ordinary_tables()
+        if not rows and description and [d[0] for d in description] == ["Count"]:
+            description = None  # DDL: DuckDB reports an empty count, which is no result
         described = [(d[0], str(d[1]), None, None, None, None, None) for d in description] if description else None
         return Result(rows=rows, description=described, rowcount=rowcount if rowcount >= 0 else len(rows))
 
@@ -224,6 +232,8 @@ class Session:
         interrupted = self._running
         if interrupted is not None:
             interrupted.set()
+        if self._in_duckdb:
+            self.db.interrupt()  # plain SQL runs inside DuckDB: ask it to stop
 
     def close(self) -> None:
         self.cancel()

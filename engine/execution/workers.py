@@ -23,20 +23,29 @@ class ThreadWorkers:
     """One thread per producer fragment; BLAS runs one thread per worker while any are running."""
 
     def __init__(self) -> None:
-        self._threads: list[threading.Thread] = []
+        self._threads: list[tuple[threading.Thread, threading.Event]] = []
         self._blas_limit = None
 
     def start(self, name: str, task: Callable[[], None]) -> None:
         if self._blas_limit is None:
             # N workers, each calling BLAS, must not each start N BLAS threads (oversubscription)
             self._blas_limit = _BLAS.limit(limits=1, user_api="blas")
-        thread = threading.Thread(target=task, name=f"trdb-worker-{name}", daemon=True)
-        self._threads.append(thread)
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                task()
+            finally:
+                done.set()
+        thread = threading.Thread(target=run, name=f"trdb-worker-{name}", daemon=True)
+        self._threads.append((thread, done))
         thread.start()
 
     def join(self) -> None:
-        for thread in self._threads:
-            thread.join()
+        # waits on events, not Thread.join(): a Ctrl-C landing inside join() can mark a thread that
+        # is still running as stopped (CPython gh-90882)
+        for thread, done in self._threads:
+            done.wait()
         self._threads.clear()
         if self._blas_limit is not None:
             self._blas_limit.restore_original_limits()
