@@ -27,6 +27,10 @@ def best_of(repeats: int, run) -> float:
     return best
 
 
+def numpy_reference(A: np.ndarray, repeats: int) -> float:
+    return best_of(repeats, lambda: 1 / (1 + np.exp(-(A * 2 + 1))))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=16384, help="A is n x n float32 (16384: 1 GiB)")
@@ -40,9 +44,7 @@ def main() -> None:
                 "FILL RANDOM_NORMAL(0, 1, 42)")
     print(f"# A: {args.n}x{args.n} float32 = {args.n * args.n * 4 / 2**30:.2f} GiB in {args.tile}x{args.tile} "
           f"tiles, created in {time.perf_counter() - started:.1f} s")
-    A = cur.execute("SELECT * FROM A").fetch_tensor()
-    numpy_s = best_of(args.repeats, lambda: 1 / (1 + np.exp(-(A * 2 + 1))))
-    del A
+    numpy_s = numpy_reference(cur.execute("SELECT * FROM A").fetch_tensor(), args.repeats)
     times = {}
     for workers in (1, 2):
         cur.execute(f"SET workers = {workers}")

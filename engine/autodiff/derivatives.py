@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from trdb.autodiff import internal_kernels as ik
-from trdb.autodiff.expressions import as_bound, call, is_tensor
+from trdb.autodiff.expressions import call, is_tensor
 from trdb.errors import NotSupportedError
 from trdb.planner import expressions as bx
 
@@ -102,7 +102,7 @@ def _reduce_sum(args, out, u):
 
 
 def _reduce_mean(args, out, u):
-    a, axis = args[0], _reduce_axis(args)
+    a = args[0]
     spread = _reduce_sum(args, out, u)[0]
     count = _reduce_sum(args, out, call("REDUCE_SUM", call("ONES_LIKE", a), *args[1:]))[0]
     return [call("/", spread, count)] + [None] * (len(args) - 1)
