@@ -64,7 +64,24 @@ def check_graph_convolution(con, stdout):
     assert con.cursor().execute("SELECT COUNT(*) FROM Adj").fetchone()[0] < 64  # absent tiles are not stored
 
 
-CHECKS = {"tiled_matmul": check_tiled_matmul, "linear_regression": check_linear_regression,
+def check_block_sparse(con, stdout):
+    A, B, C = tensor(con, "A"), tensor(con, "B"), tensor(con, "C")
+    np.testing.assert_allclose(C, A @ B, rtol=1e-4, atol=1e-3)
+    stored = con.cursor().execute("SELECT COUNT(*) FROM A").fetchone()[0]
+    expected = sum((i * 7 + j * 3) % 10 == 0 for i in range(8) for j in range(8))
+    assert stored == expected  # only the present tiles are stored, and only they are multiplied
+
+
+def check_pagerank(con, stdout):
+    M = tensor(con, "M")
+    r = np.full((512, 1), 1 / 512)
+    for _ in range(8):
+        r = 0.85 * M @ r + 0.15 / 512
+    np.testing.assert_allclose(tensor(con, "r"), r, rtol=1e-4)
+    assert abs(r.sum() - 1) < 1e-4
+
+
+CHECKS = {"block_sparse": check_block_sparse, "pagerank": check_pagerank, "tiled_matmul": check_tiled_matmul, "linear_regression": check_linear_regression,
           "logistic_regression": check_logistic_regression, "mlp": check_mlp,
           "graph_convolution": check_graph_convolution}
 
