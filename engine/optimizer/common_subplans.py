@@ -1,8 +1,9 @@
 """Common subplans: a subplan that occurs more than once in a statement is computed once.
 
 Gradient plans repeat their forward pass (every derivative rule re-reads its operator's input);
-so may views used twice. The largest repeated subplans are run first, their tuples kept in
-memory, and each occurrence is replaced by a scan of those tuples.
+so may views used twice. Repeated subplans are found by hash-consing (equal subplans get one
+number, computed bottom-up, so each node is hashed once), run once, their tuples kept in memory,
+and each occurrence replaced by a scan of those tuples.
 """
 from __future__ import annotations
 
@@ -15,38 +16,45 @@ from trdb.planner import logical as lp
 _CHILD_FIELDS = ("input", "left", "right")
 
 
-def _children(plan) -> tuple:
-    return plan.inputs
+class _Numbering:
+    """Equal subplans get equal numbers (None: a subplan holding something unhashable, never shared)."""
 
+    def __init__(self) -> None:
+        self._by_signature: dict = {}
+        self._by_node: dict[int, tuple[object, Optional[int]]] = {}
 
-def _key(plan) -> Optional[object]:
-    """The plan itself as a dictionary key (plans are frozen dataclasses), or None if unhashable."""
-    try:
-        hash(plan)
-    except TypeError:  # a constant holding an array
-        return None
-    return plan
+    def number(self, plan) -> Optional[int]:
+        known = self._by_node.get(id(plan))
+        if known is not None and known[0] is plan:
+            return known[1]
+        signature = self._signature(plan)
+        result = None
+        if signature is not None:
+            result = self._by_signature.setdefault(signature, len(self._by_signature))
+        self._by_node[id(plan)] = (plan, result)
+        return result
 
-
-def count_subplans(plan, counts: Counter) -> None:
-    key = _key(plan)
-    if key is not None:
-        counts[key] += 1
-        if counts[key] > 1:
-            return  # its interior was counted with its first occurrence
-    for child in _children(plan):
-        count_subplans(child, counts)
-
-
-def _worth_sharing(plan) -> bool:
-    return not isinstance(plan, (lp.Scan, lp.TableScan, lp.Materialized))
+    def _signature(self, plan) -> Optional[tuple]:
+        if isinstance(plan, lp.Materialized):
+            return ("materialized", id(plan))
+        children = [self.number(child) for child in plan.inputs]
+        if None in children:
+            return None
+        fields = [getattr(plan, f.name) for f in dataclasses.fields(plan)
+                  if f.name not in _CHILD_FIELDS and f.name != "parts"]
+        signature = (type(plan), tuple(fields), tuple(children))
+        try:
+            hash(signature)
+        except TypeError:  # a constant holding an array
+            return None
+        return signature
 
 
 def _with_children(plan, children: list):
     if isinstance(plan, lp.UnionAll):
         return dataclasses.replace(plan, parts=tuple(children))
-    fields = [f for f in _CHILD_FIELDS if hasattr(plan, f) and f in {x.name for x in dataclasses.fields(plan)}]
-    return dataclasses.replace(plan, **dict(zip(fields, children)))
+    names = [f.name for f in dataclasses.fields(plan) if f.name in _CHILD_FIELDS]
+    return dataclasses.replace(plan, **dict(zip(names, children)))
 
 
 class SharedWork:
@@ -54,21 +62,32 @@ class SharedWork:
 
     def __init__(self, run: Callable[[lp.Plan], list]):
         self.run = run
-        self.memo: dict = {}
+        self.numbering = _Numbering()
+        self.memo: dict[int, lp.Materialized] = {}
 
     def rewrite(self, plan: lp.Plan) -> lp.Plan:
         counts: Counter = Counter()
-        count_subplans(plan, counts)
+        self._count(plan, counts)
         return self._rewrite(plan, counts)
 
+    def _count(self, plan, counts: Counter) -> None:
+        number = self.numbering.number(plan)
+        if number is not None:
+            counts[number] += 1
+            if counts[number] > 1:
+                return  # its interior was counted with its first occurrence
+        for child in plan.inputs:
+            self._count(child, counts)
+
     def _rewrite(self, plan, counts: Counter):
-        key = _key(plan)
-        if key is not None and key in self.memo:
-            return self.memo[key]
-        children = [self._rewrite(child, counts) for child in _children(plan)]
-        rebuilt = _with_children(plan, children) if any(c is not o for c, o in zip(children, _children(plan))) \
-            else plan
-        if key is not None and counts[key] > 1 and _worth_sharing(plan):
-            self.memo[key] = lp.Materialized(self.run(rebuilt), plan.schema)
-            return self.memo[key]
+        number = self.numbering.number(plan)
+        if number is not None and number in self.memo:
+            return self.memo[number]
+        children = [self._rewrite(child, counts) for child in plan.inputs]
+        changed = any(new is not old for new, old in zip(children, plan.inputs))
+        rebuilt = _with_children(plan, children) if changed else plan
+        if number is not None and counts[number] > 1 and not isinstance(plan, (lp.Scan, lp.TableScan,
+                                                                                  lp.Materialized)):
+            self.memo[number] = lp.Materialized(self.run(rebuilt), plan.schema)
+            return self.memo[number]
         return rebuilt
