@@ -11,7 +11,7 @@ from trdb.catalog.catalog import Catalog
 from trdb.catalog.names import suggest
 from trdb.catalog.settings import SETTINGS, Settings
 from trdb.execution.result import Result
-from trdb.kernels.numpy_backend import NUMPY_BACKEND
+from trdb.kernels.placement import backend_for
 from trdb.parser import ParseError, ast, parse, split_statements
 from trdb.planner.expression_binder import BindContext
 from trdb.statements import coo, ddl, dml, inspect, minimize
@@ -124,7 +124,8 @@ class Session:
                                                           self.catalog.view(statement.name)):
                 raise errors.IntegrityError(f'a relation named "{statement.name}" already exists')
             return self._plain_sql(text, params, statement)
-        sc = StatementContext(self.db, self.catalog, self.settings, NUMPY_BACKEND, BindContext(text, params),
+        sc = StatementContext(self.db, self.catalog, self.settings, backend_for(self.settings.device),
+                              BindContext(text, params),
                               self._running or threading.Event())
         return self._run(sc, statement)
 

@@ -9,18 +9,8 @@ import scipy.sparse
 
 from trdb.errors import InterfaceError
 from trdb.execution.result import layout_of, tile_slices
+from trdb.kernels.backend import to_host  # noqa: F401  (re-exported for dbapi)
 from trdb.planner.types import Schema
-
-
-def to_host(value: Any) -> Any:
-    """A value as a user receives it: keys as int, tiles as numpy arrays (device arrays copied back)."""
-    if value is None or isinstance(value, (int, float, str, bool, np.ndarray)):
-        return value
-    if isinstance(value, np.generic):
-        return np.asarray(value)
-    if hasattr(value, "get"):  # a CuPy array
-        return value.get()
-    return value
 
 
 def _column_names(schema: Optional[Schema], description) -> list[str]:

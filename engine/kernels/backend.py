@@ -52,3 +52,14 @@ class Backend:
 
     def __repr__(self) -> str:
         return f"<Backend {self.name}>"
+
+
+def to_host(value: Any) -> Any:
+    """A value as a user receives it: keys as int, tiles as numpy arrays (device arrays copied back)."""
+    if value is None or isinstance(value, (int, float, str, bool, numpy.ndarray)):
+        return value
+    if isinstance(value, numpy.generic):
+        return numpy.asarray(value)
+    if hasattr(value, "get"):  # a CuPy array
+        return value.get()
+    return value

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from trdb.errors import NotSupportedError
 from trdb.execution.explain import explain_lines
+from trdb.kernels.placement import backend_for
 from trdb.execution.result import Result
 from trdb.parser import ast
 from trdb.planner.types import Column, ScalarType
@@ -45,7 +46,10 @@ def describe(sc: StatementContext, node: ast.Describe) -> Result:
 
 
 def set_setting(sc: StatementContext, node: ast.SetSetting) -> Result:
-    sc.settings.set(node.name, sc.constant(node.value))
+    value = sc.constant(node.value)
+    if node.name.lower() == "device":
+        backend_for(str(value).lower())  # 'gpu' without a GPU is refused now, not at the next query
+    sc.settings.set(node.name, value)
     return Result(rowcount=0)
 
 

@@ -8,6 +8,7 @@ import numpy as np
 from trdb.catalog.tensor_meta import TensorMeta, validate_layout
 from trdb.errors import DataError, IntegrityError, ProgrammingError
 from trdb.execution.result import Result, layout_of
+from trdb.kernels.backend import to_host
 from trdb.storage import tile_store
 from trdb.statements.context import StatementContext
 
@@ -51,7 +52,7 @@ def rows_to_tiles(result: Result, what: str) -> tuple[np.ndarray, list[np.ndarra
         raise DataError(f"{what}: a result key is NULL (from an outer join?); use COALESCE on keys")
     rows.sort(key=lambda r: r[0])
     key_array = np.array([key for key, _ in rows], dtype=np.int64).reshape(len(rows), len(keys))
-    return key_array, [np.asarray(tile) for _, tile in rows]
+    return key_array, [np.asarray(to_host(tile)) for _, tile in rows]
 
 
 def store_rows(sc: StatementContext, name: str, key_names: Optional[Sequence[str]], result: Result) -> TensorMeta:

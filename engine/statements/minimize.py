@@ -17,6 +17,7 @@ from trdb.catalog.names import did_you_mean
 from trdb.catalog.tensor_meta import TensorMeta
 from trdb.errors import ProgrammingError
 from trdb.execution.result import Result
+from trdb.kernels.backend import to_host
 from trdb.parser import ast
 from trdb.planner.types import Column, ScalarType
 from trdb.statements.context import StatementContext
@@ -109,7 +110,7 @@ def _replace_tiles(sc: StatementContext, meta: TensorMeta, keys: list[tuple], ti
 def _update(sc: StatementContext, param: TensorMeta, rows: list[tuple], options: Options,
             adam: AdamState | None) -> None:
     keys = [tuple(row[:-1]) for row in rows]
-    grads = [np.asarray(row[-1], dtype=np.float64) for row in rows]
+    grads = [np.asarray(to_host(row[-1]), dtype=np.float64) for row in rows]
     current = _tiles_by_key(sc, param)
     directions = adam.direction(keys, grads, options) if adam else grads
     new = [current[key] - options.learning_rate * d for key, d in zip(keys, directions) if key in current]
@@ -134,6 +135,6 @@ def minimize(sc: StatementContext, node: ast.Minimize,
             results = [sc.run_plan(plan, shared).rows for plan in gradients]  # at the same parameter values
             for param, grad_rows, adam in zip(params, results, adams):
                 _update(sc, sc.catalog.require_tensor(param.name), grad_rows, options, adam)
-        rows.append((step, float(np.sum([np.asarray(r[-1], dtype=np.float64) for r in loss]))))
+        rows.append((step, float(np.sum([np.asarray(to_host(r[-1]), dtype=np.float64) for r in loss]))))
     schema = (Column("step", ScalarType(int)), Column("loss", ScalarType(float)))
     return Result(rows=rows, schema=schema, rowcount=len(rows))
