@@ -1,7 +1,7 @@
 """Results to host values, Arrow tables, numpy columns and scipy.sparse matrices."""
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -9,7 +9,6 @@ import scipy.sparse
 
 from trdb.errors import InterfaceError
 from trdb.execution.result import layout_of, tile_slices
-from trdb.kernels.backend import to_host  # noqa: F401  (re-exported for dbapi)
 from trdb.planner.types import Schema
 
 
