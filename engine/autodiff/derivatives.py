@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from trdb.autodiff import internal_kernels as ik
-from trdb.autodiff.expressions import call, is_tensor
+from trdb.planner.kernel_calls import call, is_tensor
 from trdb.errors import NotSupportedError
 from trdb.planner import expressions as bx
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trdb.autodiff.derivatives import backpropagate
-from trdb.autodiff.expressions import call
+from trdb.planner.kernel_calls import call
 from trdb.autodiff.lineage import lineage_columns, lineage_width, tensor_sources, with_lineage
 from trdb.catalog.names import fold
 from trdb.catalog.tensor_meta import TensorMeta

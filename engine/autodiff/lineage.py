@@ -51,6 +51,11 @@ def _Limit(plan: lp.Limit):
                             "the values)")
 
 
+def _Retile(plan):
+    raise NotSupportedError("GRAD through RETILE (or an EINSUM whose operands are retiled) is not supported yet",
+                            hint="give the operands the same tile size on shared indices")
+
+
 def _Project(plan: lp.Project):
     inner, count = with_lineage(plan.input)
     width = len(plan.input.schema)
@@ -112,6 +117,9 @@ def tensor_sources(plan: lp.Plan) -> list[frozenset[str]]:
         return [frozenset().union(*(inner[i] for i in bx.columns_used(e))) for e in plan.exprs]
     if isinstance(plan, lp.Join):
         return tensor_sources(plan.left) + tensor_sources(plan.right)
+    if isinstance(plan, lp.Retile):
+        value = frozenset().union(*tensor_sources(plan.input))
+        return [frozenset()] * (len(plan.schema) - 1) + [value]
     if isinstance(plan, lp.Aggregate):
         inner = tensor_sources(plan.input)
         calls = [frozenset().union(*(inner[i] for i in bx.columns_used(c.arg))) if c.arg is not None

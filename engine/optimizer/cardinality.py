@@ -164,6 +164,13 @@ class Estimator:
         distinct = tuple(min(groups, _distinct_of(e, child.distinct) or groups) for e in plan.group_by)
         return Estimate(groups, row_bytes(plan.schema), distinct + (None,) * len(plan.calls), flops)
 
+    def _Retile(self, plan: lp.Retile) -> Estimate:
+        child, value = self.estimate(plan.input), plan.schema[-1].type
+        ratio = math.prod(plan.input.schema[-1].type.tile) / max(1, math.prod(plan.tile))
+        grid = math.prod(math.ceil(e / t) for e, t in zip(value.extent, plan.tile)) if all(value.extent) else None
+        rows = min(child.rows * max(ratio, 1.0), grid or math.inf)
+        return Estimate(rows, row_bytes(plan.schema), (None,) * len(plan.schema), child.rows * child.row_bytes)
+
     def _UnionAll(self, plan: lp.UnionAll) -> Estimate:
         parts = [self.estimate(p) for p in plan.parts]
         rows = sum(p.rows for p in parts)

@@ -13,6 +13,7 @@ from typing import Optional
 from trdb.execution.broadcast import BroadcastExec
 from trdb.execution.gather import GatherExec
 from trdb.execution.repartition import RepartitionExec
+from trdb.execution.retile import RetileExec
 from trdb.execution.filter import FilterExec
 from trdb.execution.hash_aggregate import HashAggregateExec
 from trdb.execution.hash_join import HashJoinExec
@@ -249,6 +250,15 @@ class PhysicalPlanner:
         return self._aggregate_node(final_plan, moved, moved.partitioning, "final, ")
 
     # ------------------------------------------------------------ the rest
+
+    def _Retile(self, plan: lp.Retile, want: Want) -> PhysicalNode:
+        child = self.gather(self.build(plan.input, None))  # re-cutting needs every tile in one place
+        source = plan.input.schema[-1].type
+        keys, value = sum(c.is_key for c in plan.input.schema), plan.schema[-1].type
+        return _node("RetileExec", f"{list(source.tile)} -> {list(plan.tile)}", (child,), plan.schema, SINGLE,
+                     self.estimator.estimate(plan),
+                     lambda children, p: RetileExec(children[0], keys, source.tile, plan.tile, value.extent,
+                                                    value.dtype))
 
     def _UnionAll(self, plan: lp.UnionAll, want: Want) -> PhysicalNode:
         parts = [self.build(p, None) for p in plan.parts]

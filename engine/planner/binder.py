@@ -11,9 +11,11 @@ from trdb.parser import ast
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 from trdb.planner.expression_binder import BindContext, ExpressionBinder
+from trdb.planner.einsum import bind_einsum
 from trdb.planner.grouping import bind_grouped_select, contains_aggregate
 from trdb.planner.joins import bind_join, join_with_where
 from trdb.planner.naming import output_names
+from trdb.planner.retile import bind_retile
 from trdb.planner.types import KEY, Column, TensorType, type_of_sql_column
 
 
@@ -170,6 +172,10 @@ class Binder:
             return requalify(self.bind_query(item.query).plan, item.alias)
         if isinstance(item, ast.GradRef):
             return requalify(self.bind_grad(item), item.alias or "grad")
+        if isinstance(item, ast.EinsumRef):
+            return bind_einsum(self, item)
+        if isinstance(item, ast.RetileRef):
+            return bind_retile(self, item)
         what = {ast.EinsumRef: "EINSUM", ast.GradRef: "GRAD", ast.RetileRef: "RETILE"}.get(type(item), "this")
         raise self.ctx.fail(item, f"{what}(...) in FROM is not supported yet", error=NotSupportedError)
 

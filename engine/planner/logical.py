@@ -1,4 +1,4 @@
-"""Logical plan: immutable TRA operators (Scan, Filter, Project, Join, Aggregate, UnionAll, Sort, Limit)."""
+"""Logical plan: immutable TRA operators (Scan, Filter, Project, Join, Aggregate, Retile, UnionAll, Sort, Limit)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -119,6 +119,22 @@ class Aggregate:
 
 
 @dataclass(frozen=True)
+class Retile:
+    """Re-cuts the input's tiles to a new tile shape; the output has one key per tile axis.
+
+    The input's keys map in order to its leading tile axes (an axis without a key lies in one tile).
+    """
+
+    input: "Plan"
+    tile: tuple[int, ...]
+    schema: Schema
+
+    @property
+    def inputs(self) -> tuple:
+        return (self.input,)
+
+
+@dataclass(frozen=True)
 class UnionAll:
     """UNION ALL of inputs with the same columns."""
 
@@ -160,4 +176,4 @@ class Limit:
         return (self.input,)
 
 
-Plan = Union[Scan, TableScan, Materialized, Filter, Project, Join, Aggregate, UnionAll, Sort, Limit]
+Plan = Union[Scan, TableScan, Materialized, Filter, Project, Join, Aggregate, Retile, UnionAll, Sort, Limit]

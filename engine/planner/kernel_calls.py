@@ -1,4 +1,4 @@
-"""Building typed kernel-call expressions for gradient plans (the binder's shape and dtype rules)."""
+"""Typed kernel-call expressions built by the engine itself (gradient plans, EINSUM plans), with the binder's rules."""
 from __future__ import annotations
 
 from typing import Union

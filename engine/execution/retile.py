@@ -1,0 +1,83 @@
+"""RetileExec: gathers a tensor relation's tiles and re-cuts them to a new tile shape (zero tiles stay absent)."""
+from __future__ import annotations
+
+import itertools
+from typing import Optional
+
+from trdb.execution.operator import Batch, PhysicalOperator, batches, drain
+
+
+class RetileExec(PhysicalOperator):
+    """Input tuples: `key_count` keys, then the tile; output: one key per tile axis, then the new tile.
+
+    `old_tile` is the input's nominal tile (keys map to its leading axes; an axis without a key is
+    one tile from offset 0); `extent` is the logical shape, None where unknown (then the data's).
+    """
+
+    def __init__(self, child: PhysicalOperator, key_count: int, old_tile: tuple[int, ...],
+                 new_tile: tuple[int, ...], extent: tuple[Optional[int], ...], dtype):
+        super().__init__()
+        self.children = (child,)
+        self.key_count = key_count
+        self.old_tile = old_tile
+        self.new_tile = new_tile
+        self.extent = extent
+        self.dtype = dtype
+
+    def _open(self) -> None:
+        self._batches = None
+
+    def _next(self) -> Optional[Batch]:
+        if self._batches is None:
+            self._batches = batches(self._retile())
+        return next(self._batches, None)
+
+    def _retile(self) -> list:
+        tiles = {}
+        for row in drain(self.children[0]):
+            key = tuple(row[:self.key_count]) + (0,) * (len(self.new_tile) - self.key_count)
+            tiles[key] = row[self.key_count]
+        if not tiles:
+            return []
+        extent = self._extent(tiles)
+        wanted = set()
+        for key, tile in tiles.items():
+            ranges = [range(k * t // n, max(k * t, k * t + s - 1) // n + 1)
+                      for k, t, n, s in zip(key, self._old(tile), self.new_tile, tile.shape)]
+            wanted.update(itertools.product(*ranges))
+        xp = self.ctx.backend.xp
+        cut = ((new, self._cut(new, tiles, extent, xp)) for new in sorted(wanted))
+        return [new + (tile,) for new, tile in cut if tile.any()]  # an all-zero tile stays absent
+
+    def _old(self, tile) -> tuple[int, ...]:
+        """The nominal old tile per axis (an axis without a key is one whole tile)."""
+        return tuple(t if axis < self.key_count else s for axis, (t, s) in enumerate(zip(self.old_tile, tile.shape)))
+
+    def _extent(self, tiles: dict) -> tuple[int, ...]:
+        extent = list(self.extent)
+        for axis, known in enumerate(extent):
+            if known is None:
+                extent[axis] = max(k[axis] * self._old(t)[axis] + t.shape[axis] for k, t in tiles.items())
+        return tuple(extent)
+
+    def _cut(self, new: tuple, tiles: dict, extent: tuple, xp):
+        """The new tile at key `new`: every overlapping old tile's overlap copied into zeros."""
+        starts = [k * n for k, n in zip(new, self.new_tile)]
+        stops = [min(s + n, e) for s, n, e in zip(starts, self.new_tile, extent)]
+        out = xp.zeros(tuple(b - a for a, b in zip(starts, stops)), dtype=self.dtype)
+        sample = next(iter(tiles.values()))
+        old = self._old(sample)
+        ranges = [range(a // t, (b - 1) // t + 1) if axis < self.key_count else range(1)
+                  for axis, (a, b, t) in enumerate(zip(starts, stops, old))]
+        for key in itertools.product(*ranges):
+            tile = tiles.get(key)
+            if tile is None:
+                continue
+            origin = [k * t for k, t in zip(key, self._old(tile))]
+            lo = [max(a, o) for a, o in zip(starts, origin)]
+            hi = [min(b, o + s) for b, o, s in zip(stops, origin, tile.shape)]
+            if any(h <= l for l, h in zip(lo, hi)):
+                continue
+            out[tuple(slice(l - a, h - a) for l, h, a in zip(lo, hi, starts))] = \
+                tile[tuple(slice(l - o, h - o) for l, h, o in zip(lo, hi, origin))]
+        return out

@@ -1,0 +1,139 @@
+"""Binding EINSUM('spec', X, ...) in FROM: operands retiled to one tile size per letter, then pairwise steps."""
+from __future__ import annotations
+
+import math
+import string
+from dataclasses import dataclass
+
+from trdb.optimizer.einsum_order import contraction_order
+from trdb.planner import logical as lp
+from trdb.planner.einsum_terms import Layout, Term, contract, finish, operand_term
+from trdb.planner.retile import retile, tensor_columns
+
+LETTERS = frozenset(string.ascii_letters)
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A bound operand: its plan, key positions, and per tile axis the nominal tile and logical size."""
+
+    plan: lp.Plan
+    keys: list
+    tile: tuple[int, ...]
+    shape: tuple[int, ...]
+
+
+def parse_spec(ctx, item) -> tuple[list[str], str]:
+    """The input terms and the output (numpy's implicit output, sorted single letters, without '->')."""
+    text = "".join(item.spec.split())
+    inputs_text, arrow, output = text.partition("->")
+    bad = sorted((set(inputs_text) - LETTERS - {","}) | (set(output) - LETTERS))
+    if "..." in text or bad or "->" in output:
+        what = "'...' (ellipsis) is not supported" if "..." in text else f"unexpected characters {''.join(bad)!r}"
+        raise ctx.fail(item, f"EINSUM spec {item.spec!r}: {what}; use letters, ',' and '->'")
+    inputs = inputs_text.split(",")
+    if not arrow:
+        letters = inputs_text.replace(",", "")
+        output = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    if len(inputs) != len(item.operands):
+        raise ctx.fail(item, f"EINSUM spec {item.spec!r} has {len(inputs)} operand terms but "
+                             f"{len(item.operands)} operands were given")
+    repeated = sorted({c for c in output if output.count(c) > 1})
+    unknown = sorted(set(output) - set("".join(inputs)))
+    if repeated or unknown:
+        what = f"repeats {''.join(repeated)!r}" if repeated else f"uses {''.join(unknown)!r} that no operand has"
+        raise ctx.fail(item, f"EINSUM spec {item.spec!r}: the output {what}")
+    return inputs, output
+
+
+def bind_operand(binder, node, term: str, position: int) -> Operand:
+    plan = binder.bind_from_item(node)
+    keys, value = tensor_columns(plan)
+    if value is None:
+        raise binder.ctx.fail(node, f"EINSUM operand {position} must be a tensor relation: key columns, "
+                                    f"then one tensor column")
+    column = plan.schema[value].type
+    rank = len(column.tile)
+    if len(keys) > rank:
+        raise binder.ctx.fail(node, f"EINSUM operand {position} has {len(keys)} keys but {rank}-d tiles")
+    if len(term) != rank:
+        raise binder.ctx.fail(node, f"EINSUM operand {position}: term {term!r} has {len(term)} letters but "
+                                    f"the operand has rank {rank}")
+    shape = tuple(e if e is not None else (t if axis >= len(keys) else None)
+                  for axis, (t, e) in enumerate(zip(column.tile, column.extent)))
+    if None in shape:
+        raise binder.ctx.fail(node, f"EINSUM operand {position}: its logical shape is not known; "
+                                    f"store it as a tensor first")
+    tile = tuple(min(t, n) if axis < len(keys) else n for axis, (t, n) in enumerate(zip(column.tile, shape)))
+    return Operand(plan, keys, tile, shape)
+
+
+def letter_sizes(ctx, item, inputs: list[str], operands: list[Operand]) -> dict:
+    sizes: dict[str, int] = {}
+    for position, (term, operand) in enumerate(zip(inputs, operands), start=1):
+        for letter, n in zip(term, operand.shape):
+            if sizes.setdefault(letter, n) != n:
+                raise ctx.fail(item.operands[position - 1], f"EINSUM spec {item.spec!r}: letter {letter!r} "
+                                                            f"is {sizes[letter]} in one place and {n} in operand "
+                                                            f"{position}")
+    return sizes
+
+
+def choose_layout(inputs: list[str], operands: list[Operand], sizes: dict) -> Layout:
+    """Per letter, the tile of the largest operand that has it (so the most data keeps its tiling)."""
+    tiles: dict[str, int] = {}
+    ranked = sorted(range(len(operands)), key=lambda i: -math.prod(operands[i].shape))
+    for i in ranked:
+        for letter, t in zip(inputs[i], operands[i].tile):
+            tiles.setdefault(letter, t)
+    return Layout(sizes, tiles)
+
+
+def prepare(operand: Operand, term: str, keep: set, layout: Layout) -> Term:
+    """The operand as a Term: retiled where its tiling disagrees with the layout; a letter repeated in
+    it taken on the diagonal, and a letter no one else needs summed away."""
+    wanted = tuple(layout.tiles[c] for c in term)
+    plan, keys = operand.plan, operand.keys
+    needs_key = any(axis >= len(keys) and layout.relational(c) for axis, c in enumerate(term))
+    if wanted != operand.tile or needs_key:
+        plan = retile(plan, wanted)
+        keys = list(range(len(term)))
+    result = operand_term(plan, term, keys, layout)
+    own = "".join(dict.fromkeys(c for c in term if c in keep))
+    if own != term:
+        result = contract([result], own, layout)
+    return result
+
+
+def density(plan: lp.Plan) -> float:
+    """The fraction of an operand's tiles that are present, when a stored tensor's statistics tell."""
+    while isinstance(plan, (lp.Project, lp.Filter, lp.Retile)):
+        plan = plan.input
+    if isinstance(plan, lp.Scan) and plan.tensor.max_tuples:
+        return min(1.0, plan.tensor.tuple_count / plan.tensor.max_tuples)
+    return 1.0
+
+
+def bind_einsum(binder, item) -> lp.Plan:
+    """EINSUM('spec', X, ...): a tree of join + aggregate steps in the cheapest contraction order."""
+    ctx = binder.ctx
+    inputs, output = parse_spec(ctx, item)
+    operands = [bind_operand(binder, node, term, n) for n, (node, term) in
+                enumerate(zip(item.operands, inputs), start=1)]
+    layout = choose_layout(inputs, operands, letter_sizes(ctx, item, inputs, operands))
+    terms = []
+    for i, (operand, term) in enumerate(zip(operands, inputs)):
+        keep = set(output).union(*(set(t) for j, t in enumerate(inputs) if j != i))
+        terms.append(prepare(operand, term, keep, layout))
+    densities = [density(o.plan) for o in operands]
+    for a, b in contraction_order([t.letters for t in terms], output, layout, densities):
+        left, right = terms[a], terms[b]
+        rest = [t for n, t in enumerate(terms) if n not in (a, b)]
+        needed = set(output).union(*(set(t.letters) for t in rest))
+        letters = output if not rest else "".join(dict.fromkeys(c for c in left.letters + right.letters
+                                                                if c in needed))
+        terms = rest + [contract([left, right], letters, layout)]
+    (term,) = terms
+    if term.letters != output:
+        term = contract([term], output, layout)
+    return finish(term, output, layout, item.alias or "einsum")
