@@ -66,11 +66,12 @@ def _parse_bool(value: Any) -> bool:
 
 
 def _parse_rule_list(value: Any) -> str:
+    from trdb.optimizer.driver import RULE_NAMES  # imported here: the optimizer imports the catalog
+
     names = [name.strip().lower() for name in str(value).split(",") if name.strip()]
     for name in names:
-        if not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
-            raise ValueError(f"'{name}' is not a rule name")
-    # The optimizer checks the names against its rule list when it runs (see optimizer/).
+        if name not in RULE_NAMES:
+            raise ValueError(f"'{name}' is not an optimizer rule; the rules are " + ", ".join(RULE_NAMES))
     return ",".join(names)
 
 

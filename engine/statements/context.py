@@ -13,6 +13,7 @@ from trdb.execution.state import ExecutionState
 from trdb.execution.result import Result
 from trdb.kernels.backend import Backend
 from trdb.optimizer.common_subplans import SharedWork
+from trdb.optimizer.driver import optimize
 from trdb.optimizer.physical_plan import PhysicalNode
 from trdb.optimizer.physical_planner import plan_physical
 from trdb.parser import ast
@@ -53,7 +54,7 @@ class StatementContext:
         return self.binder().bind_query(query)
 
     def physical(self, plan: lp.Plan) -> PhysicalNode:
-        return plan_physical(plan, self.settings.workers, self.catalog)
+        return plan_physical(optimize(plan, self.settings, self.catalog), self.settings.workers, self.catalog)
 
     def execute_physical(self, node: PhysicalNode) -> tuple[list[tuple], Execution]:
         """Run a physical plan to the end; the execution is returned for its metrics."""

@@ -1,0 +1,81 @@
+"""The optimizer driver: runs the logical rewrite rules in one ordered list, timed and checked."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from trdb.errors import InternalError
+from trdb.optimizer.rules.aggregate_pushdown import aggregate_pushdown
+from trdb.optimizer.rules.constant_folding import constant_folding
+from trdb.optimizer.rules.kernel_fusion import kernel_fusion
+from trdb.optimizer.rules.predicate_pushdown import predicate_pushdown
+from trdb.optimizer.rules.projection_pruning import projection_pruning
+from trdb.optimizer.rules.redundant_rekey_removal import redundant_rekey_removal
+from trdb.planner import logical as lp
+from trdb.planner.types import Schema
+
+Rule = Callable[[lp.Plan, "RuleContext"], lp.Plan]
+
+# Folding first, so that later rules see simple predicates; pushdown before pruning and fusion,
+# so that filters land under the projections that fusion merges; pruning last, after aggregate
+# pushdown has decided which columns the new aggregates read.
+RULES: tuple[Rule, ...] = (constant_folding, predicate_pushdown, redundant_rekey_removal, kernel_fusion,
+                           aggregate_pushdown, projection_pruning)
+RULE_NAMES: tuple[str, ...] = tuple(rule.__name__ for rule in RULES)
+MAX_PASSES = 4
+
+
+@dataclass(frozen=True)
+class RuleTiming:
+    rule: str
+    seconds: float
+    changed: bool
+
+
+@dataclass
+class RuleContext:
+    """What a rule may consult: the catalog (statistics) and the session settings."""
+
+    catalog: Any = None
+    settings: Any = None
+    timings: list[RuleTiming] = field(default_factory=list)
+
+
+def disabled_rules(settings: Any) -> frozenset[str]:
+    text = settings.get("disabled_rules") if settings is not None else ""
+    return frozenset(name for name in (text or "").split(",") if name)
+
+
+def schema_signature(schema: Schema) -> tuple:
+    """What no rule may change about a plan's output: column count, kinds, dtypes and tile shapes."""
+    return tuple((type(c.type).__name__, getattr(c.type, "dtype", None), getattr(c.type, "tile", None))
+                 for c in schema)
+
+
+def optimize(plan: lp.Plan, settings: Any = None, catalog: Any = None,
+             context: Optional[RuleContext] = None) -> lp.Plan:
+    """The rewritten plan: every enabled rule in order, repeated until a pass changes nothing."""
+    context = context or RuleContext(catalog, settings)
+    skipped = disabled_rules(settings)
+    rules = [rule for rule in RULES if rule.__name__ not in skipped]
+    expected = schema_signature(plan.schema)
+    for _ in range(MAX_PASSES):
+        changed = False
+        for rule in rules:
+            started = time.perf_counter()
+            rewritten = rule(plan, context)
+            context.timings.append(RuleTiming(rule.__name__, time.perf_counter() - started, rewritten is not plan))
+            if rewritten is not plan:
+                _check_schema(rule.__name__, expected, rewritten)
+                plan, changed = rewritten, True
+        if not changed:
+            break
+    return plan
+
+
+def _check_schema(name: str, expected: tuple, plan: lp.Plan) -> None:
+    actual = schema_signature(plan.schema)
+    if actual != expected:
+        raise InternalError(f"optimizer rule {name} changed the plan's output columns: "
+                            f"{expected} became {actual}")

@@ -1,0 +1,135 @@
+"""constant_folding: kernel calls, key arithmetic and predicates over constants computed once at plan time."""
+from __future__ import annotations
+
+import dataclasses
+import operator
+
+import numpy as np
+
+from trdb.kernels.numpy_backend import NUMPY_BACKEND
+from trdb.optimizer.plan_rewrite import and_all, map_expr, transform_up
+from trdb.planner import expressions as bx
+from trdb.planner import logical as lp
+from trdb.planner.types import TensorType
+
+_KEY_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
+            "%": operator.mod}
+_COMPARE_OPS = {"=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le,
+                ">": operator.gt, ">=": operator.ge}
+_UNFOLDED = object()  # the expression cannot (or must not) be computed now; leave it to run time
+
+
+def constant_folding(plan: lp.Plan, context) -> lp.Plan:
+    """Fold constant sub-expressions everywhere; drop filters and residuals that are always true."""
+    return transform_up(plan, _fold_node)
+
+
+def _fold_node(plan: lp.Plan) -> lp.Plan:
+    if isinstance(plan, lp.Filter):
+        predicate = fold(plan.predicate)
+        if predicate is not plan.predicate:  # in a predicate, AND of one condition is the condition
+            predicate = and_all(bx.conjuncts(predicate))
+        if _is_true(predicate):
+            return plan.input
+        return plan if predicate is plan.predicate else lp.Filter(plan.input, predicate)
+    if isinstance(plan, lp.Project):
+        exprs = tuple(fold(e) for e in plan.exprs)
+        return plan if _same(exprs, plan.exprs) else dataclasses.replace(plan, exprs=exprs)
+    if isinstance(plan, lp.Join) and plan.residual is not None:
+        residual = fold(plan.residual)
+        if residual is plan.residual:
+            return plan
+        residual = and_all(bx.conjuncts(residual))
+        return dataclasses.replace(plan, residual=None if _is_true(residual) else residual)
+    if isinstance(plan, lp.Aggregate):
+        groups = tuple(fold(e) for e in plan.group_by)
+        calls = tuple(c if c.arg is None else dataclasses.replace(c, arg=fold(c.arg)) for c in plan.calls)
+        if _same(groups, plan.group_by) and all(n.arg is o.arg for n, o in zip(calls, plan.calls)):
+            return plan
+        return dataclasses.replace(plan, group_by=groups, calls=calls)
+    return plan
+
+
+def _same(new: tuple, old: tuple) -> bool:
+    return all(n is o for n, o in zip(new, old))
+
+
+def _is_true(expr: bx.Bound) -> bool:
+    return isinstance(expr, bx.Const) and expr.value is True
+
+
+def fold(expr: bx.Bound) -> bx.Bound:
+    return map_expr(expr, _fold_one)
+
+
+def _fold_one(expr: bx.Bound) -> bx.Bound:
+    if isinstance(expr, bx.Logical):
+        return _fold_logical(expr)
+    if isinstance(expr, bx.Coalesce):
+        return _fold_coalesce(expr)
+    if isinstance(expr, (bx.Const, bx.ColumnIndex)):
+        return expr
+    if not all(isinstance(c, bx.Const) for c in bx.children(expr)):
+        return expr
+    value = _value(expr)
+    # the folded constant keeps the expression's type, so no column changes kind or dtype
+    return expr if value is _UNFOLDED else bx.Const(value, expr.type)
+
+
+def _value(expr: bx.Bound):
+    if isinstance(expr, bx.Call):
+        return _call_value(expr)
+    if any(isinstance(c.value, np.ndarray) for c in bx.children(expr)):
+        return _UNFOLDED
+    if isinstance(expr, bx.Not):  # NOT of NULL is true at run time (NULL tests false); leave it
+        return not expr.arg.value if isinstance(expr.arg.value, bool) else _UNFOLDED
+    if isinstance(expr, bx.IsNullTest):
+        return (expr.arg.value is None) != expr.negated
+    if isinstance(expr, bx.InSet):
+        return None if expr.arg.value is None else (expr.arg.value in expr.values) != expr.negated
+    a, b = expr.left.value, expr.right.value
+    if a is None or b is None:
+        return None
+    if isinstance(expr, bx.Compare):
+        return bool(_COMPARE_OPS[expr.op](a, b))
+    if isinstance(expr, bx.KeyArith) and not (expr.op in ("//", "%") and b == 0):
+        return _KEY_OPS[expr.op](a, b)  # division by zero stays a run-time error
+    return _UNFOLDED
+
+
+def _call_value(expr: bx.Call):
+    """A kernel over constant tiles, computed now when its result has exactly the inferred type."""
+    if not isinstance(expr.type, TensorType):
+        return _UNFOLDED
+    try:
+        with NUMPY_BACKEND.errstate():
+            value = np.asarray(expr.function.call(NUMPY_BACKEND, [a.value for a in expr.args]))
+    except Exception:  # noqa: BLE001 - a failing kernel fails at run time, as it would unfolded
+        return _UNFOLDED
+    if value.dtype != expr.type.dtype or value.shape != tuple(expr.type.tile):
+        return _UNFOLDED
+    value.setflags(write=False)
+    return value
+
+
+def _fold_logical(expr: bx.Logical) -> bx.Bound:
+    absorbing, neutral = (False, True) if expr.op == "AND" else (True, False)
+    kept = []
+    for arg in expr.args:
+        if isinstance(arg, bx.Const) and arg.value is neutral:
+            continue
+        if isinstance(arg, bx.Const) and (arg.value is absorbing or (expr.op == "AND" and arg.value is None)):
+            return bx.Const(absorbing, expr.type)
+        kept.append(arg)
+    if not kept:
+        return bx.Const(neutral, expr.type)
+    return expr if len(kept) == len(expr.args) else dataclasses.replace(expr, args=tuple(kept))
+
+
+def _fold_coalesce(expr: bx.Coalesce) -> bx.Bound:
+    args = list(expr.args)
+    while len(args) > 1 and isinstance(args[0], bx.Const) and args[0].value is None:
+        args.pop(0)
+    if isinstance(args[0], bx.Const):
+        return bx.Const(args[0].value, expr.type)
+    return expr if len(args) == len(expr.args) else dataclasses.replace(expr, args=tuple(args))
