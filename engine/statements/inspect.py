@@ -19,7 +19,7 @@ def _text_result(names: tuple[str, ...], rows: list[tuple]) -> Result:
 
 def show_tensors(sc: StatementContext, node: ast.ShowTensors) -> Result:
     rows = [(m.name, ", ".join(m.keys), str(list(m.shape)), str(list(m.tile)), m.dtype.name, m.tuple_count,
-             round(m.density, 6)) for m in sc.catalog.tensors()]
+             float(f'{m.density:.6g}')) for m in sc.catalog.tensors()]
     return _text_result(("name", "keys", "shape", "tile", "dtype", "tuples", "density"), rows)
 
 
@@ -33,7 +33,7 @@ def describe(sc: StatementContext, node: ast.Describe) -> Result:
     if meta is not None:
         rows = [(k, "BIGINT", "key", g, t, None, None) for k, g, t in zip(meta.keys, meta.grid, meta.tile)]
         rows.append((meta.value_name, f"TENSOR({meta.dtype.name})", "value", str(list(meta.shape)),
-                     str(list(meta.tile)), meta.tuple_count, round(meta.density, 6)))
+                     str(list(meta.tile)), meta.tuple_count, float(f'{meta.density:.6g}')))
         return _text_result(names, rows)
     view = sc.catalog.view(node.name)
     if view is None:
