@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-from trdb.execution.blockwise import blockwise
 from trdb.execution.compile import compile_expr
 from trdb.execution.operator import Batch, PhysicalOperator
 from trdb.planner import expressions as bx
@@ -17,7 +16,6 @@ class ProjectionExec(PhysicalOperator):
 
     def _open(self) -> None:
         compiled = [compile_expr(e, self.ctx.backend) for e in self.exprs]
-        compiled = [blockwise(e, c) or c for e, c in zip(self.exprs, compiled)]
         positions = [e.index if isinstance(e, bx.ColumnIndex) else None for e in self.exprs]
         if all(p is not None for p in positions):
             # a pure rekey or column selection: no kernel runs, tuples are rebuilt by position
