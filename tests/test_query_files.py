@@ -81,7 +81,15 @@ def check_pagerank(con, stdout):
     assert abs(r.sum() - 1) < 1e-4
 
 
-CHECKS = {"block_sparse": check_block_sparse, "pagerank": check_pagerank, "tiled_matmul": check_tiled_matmul, "linear_regression": check_linear_regression,
+def check_attention(con, stdout):
+    X, Wq, Wk, Wv = (tensor(con, n) for n in ("X", "Wq", "Wk", "Wv"))
+    scores = (X @ Wq) @ (X @ Wk).T / np.sqrt(32)
+    weights = np.exp(scores - scores.max(1, keepdims=True))
+    weights /= weights.sum(1, keepdims=True)
+    np.testing.assert_allclose(tensor(con, "O"), weights @ (X @ Wv), rtol=1e-4, atol=1e-5)
+
+
+CHECKS = {"attention": check_attention, "block_sparse": check_block_sparse, "pagerank": check_pagerank, "tiled_matmul": check_tiled_matmul, "linear_regression": check_linear_regression,
           "logistic_regression": check_logistic_regression, "mlp": check_mlp,
           "graph_convolution": check_graph_convolution}
 
