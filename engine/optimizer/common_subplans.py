@@ -64,10 +64,19 @@ class SharedWork:
         self.run = run
         self.numbering = _Numbering()
         self.memo: dict[int, lp.Materialized] = {}
+        self.counts: Counter = Counter()
+
+    def expect(self, plans: list[lp.Plan]) -> None:
+        """Count the subplans of plans to be run later with this object: what they share runs once."""
+        for plan in plans:
+            self._count(plan, self.counts)
 
     def rewrite(self, plan: lp.Plan) -> lp.Plan:
-        counts: Counter = Counter()
-        self._count(plan, counts)
+        """`plan` with its repeated subplans (counted now, or by `expect` already) replaced by their tuples."""
+        counts = self.counts
+        if not counts:
+            counts = Counter()
+            self._count(plan, counts)
         return self._rewrite(plan, counts)
 
     def _count(self, plan, counts: Counter) -> None:

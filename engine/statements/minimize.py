@@ -131,6 +131,7 @@ def minimize(sc: StatementContext, node: ast.Minimize,
             if options.optimizer == "adam" and adams[0] is None:
                 adams = [AdamState(sc, p) for p in params]
             shared = sc.shared_work()  # the forward pass is computed once for the loss and every gradient
+            shared.expect([loss_plan, *gradients])
             loss = sc.run_plan(loss_plan, shared).rows
             results = [sc.run_plan(plan, shared).rows for plan in gradients]  # at the same parameter values
             for param, grad_rows, adam in zip(params, results, adams):
