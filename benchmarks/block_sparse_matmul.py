@@ -20,10 +20,8 @@ Times are the best of `--repeats` runs after a warm-up; every result is checked 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import time
-from typing import Callable
 
 import numpy as np
 import scipy.sparse
@@ -31,17 +29,9 @@ import threadpoolctl
 
 import trdb
 
+from timing import best_of
+
 QUERY = "SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i GROUP BY A.i, B.j"
-
-
-def best_of(repeats: int, run: Callable[[], object]) -> tuple[float, object]:
-    best, result = math.inf, None
-    run()  # warm-up: caches, page faults, BLAS start-up, trdb's buffer pool
-    for _ in range(repeats):
-        started = time.perf_counter()
-        result = run()
-        best = min(best, time.perf_counter() - started)
-    return best, result
 
 
 def block_sparse(n: int, block: int, density: float, seed: int) -> tuple[np.ndarray, list[tuple[int, int]]]:

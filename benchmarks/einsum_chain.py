@@ -9,25 +9,16 @@ product, and trdb forced left to right (nested EINSUMs). Every result is checked
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 import threadpoolctl
 
 import trdb
 
+from timing import best_of
+
 CHOSEN = "SELECT * FROM EINSUM('ij,jk,kl->il', A, B, C)"
 LEFT_TO_RIGHT = "SELECT * FROM EINSUM('ik,kl->il', EINSUM('ij,jk->ik', A, B), C)"
-
-
-def best_of(repeats: int, run):
-    best, result = float("inf"), None
-    run()  # warm-up: caches, buffer pool, BLAS start-up
-    for _ in range(repeats):
-        started = time.perf_counter()
-        result = run()
-        best = min(best, time.perf_counter() - started)
-    return best, result
 
 
 def check(name: str, result: np.ndarray, expected: np.ndarray) -> None:

@@ -14,21 +14,13 @@ import numpy as np
 
 import trdb
 
+from timing import best_of
+
 QUERY = "SELECT A.i, A.j, SIGMOID(A.v * 2 + 1) AS v FROM A"
 
 
-def best_of(repeats: int, run) -> float:
-    run()
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - started)
-    return best
-
-
 def numpy_reference(A: np.ndarray, repeats: int) -> float:
-    return best_of(repeats, lambda: 1 / (1 + np.exp(-(A * 2 + 1))))
+    return best_of(repeats, lambda: 1 / (1 + np.exp(-(A * 2 + 1))))[0]
 
 
 def main() -> None:
@@ -48,7 +40,7 @@ def main() -> None:
     times = {}
     for workers in (1, 2):
         cur.execute(f"SET workers = {workers}")
-        times[workers] = best_of(args.repeats, lambda: cur.execute(QUERY).rowcount)
+        times[workers] = best_of(args.repeats, lambda: cur.execute(QUERY).rowcount)[0]
     print(f"numpy (1 thread, whole array) {numpy_s:.3f} s")
     print(f"trdb workers=1 {times[1]:.3f} s   workers=2 {times[2]:.3f} s")
     print(f"speed-up of 2 workers over 1: {times[1] / times[2]:.2f}x   "

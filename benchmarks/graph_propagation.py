@@ -24,13 +24,11 @@ products over 4096 x 4096 CSR tiles: what a CSR tile format could approach (625 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import resource
 import sys
 import time
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import scipy.sparse
@@ -41,18 +39,9 @@ from load_graph import dense_tile_bytes, power_law_graph  # noqa: E402
 
 import trdb  # noqa: E402
 
+from timing import best_of
+
 QUERY = "SELECT A.i, X.j, SUM(MATMUL(A.v, X.v)) AS v FROM A JOIN X ON A.j = X.i GROUP BY A.i, X.j"
-
-
-def best_of(repeats: int, run: Callable[[], object], warmup: bool = True) -> tuple[float, object]:
-    best, result = math.inf, None
-    if warmup:
-        run()
-    for _ in range(repeats):
-        started = time.perf_counter()
-        result = run()
-        best = min(best, time.perf_counter() - started)
-    return best, result
 
 
 def available_bytes() -> int:

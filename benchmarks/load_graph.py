@@ -23,8 +23,6 @@ import argparse
 import math
 import os
 import tempfile
-import time
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +30,8 @@ import pyarrow.parquet as pq
 import scipy.sparse
 
 import trdb
+
+from timing import best_of
 
 CANDIDATE_TILES = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 
@@ -88,15 +88,6 @@ def choose_tile(table: pa.Table, n: int, budget_gb: float) -> int:
     return chosen
 
 
-def best_of(run: Callable[[], object], repeats: int) -> tuple[float, object]:
-    best, result = math.inf, None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = run()
-        best = min(best, time.perf_counter() - start)
-    return best, result
-
-
 def load_scipy(path: str, n: int) -> scipy.sparse.csr_matrix:
     table = pq.read_table(path)
     data = table.column("weight").to_numpy()
@@ -134,7 +125,7 @@ def run_case(name: str, table: pa.Table, n: int, tile: int, repeats: int, folder
     pq.write_table(table, path)
     print(f"{name}: {table.num_rows:,} entries, {n:,} x {n:,}, TILE ({tile}, {tile}), "
           f"{os.path.getsize(path) / 1e6:.1f} MB of Parquet")
-    scipy_s, reference = best_of(lambda: load_scipy(path, n), repeats)
+    scipy_s, reference = best_of(repeats, lambda: load_scipy(path, n), warmup=False)
     connections: list[trdb.Connection] = []
 
     def trdb_run() -> trdb.Connection:
@@ -143,7 +134,7 @@ def run_case(name: str, table: pa.Table, n: int, tile: int, repeats: int, folder
         connections.append(load_trdb(path, n, tile))
         return connections[-1]
 
-    trdb_s, con = best_of(trdb_run, repeats)
+    trdb_s, con = best_of(repeats, trdb_run, warmup=False)
     stored = check(con, reference, n, tile)
     con.close()
     print(f"  {'scipy coo -> csr (pyarrow read)':<34} {scipy_s:8.3f} s   nnz {reference.nnz:,}")

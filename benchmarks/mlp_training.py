@@ -11,21 +11,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import numpy as np
 
 import trdb
 
-
-def best_of(repeats: int, run):
-    result = run()
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        result = run()
-        best = min(best, time.perf_counter() - started)
-    return best, result
+from timing import best_of
 
 
 def numpy_gradients(X, W1, W2, Y):

@@ -9,24 +9,15 @@ against numpy. Prints one row per size with the ratios to numpy (< 1 is faster t
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 import threadpoolctl
 
 import trdb
 
+from timing import best_of
+
 QUERY = "SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i GROUP BY A.i, B.j"
-
-
-def best_of(repeats: int, run):
-    best, result = float("inf"), None
-    run()  # warm-up: caches, page faults, BLAS start-up
-    for _ in range(repeats):
-        started = time.perf_counter()
-        result = run()
-        best = min(best, time.perf_counter() - started)
-    return best, result
 
 
 def per_tile(A: np.ndarray, B: np.ndarray, t: int) -> np.ndarray:
