@@ -8,6 +8,7 @@ from typing import Any, Callable, Optional
 from trdb.errors import InternalError
 from trdb.optimizer.rules.aggregate_pushdown import aggregate_pushdown
 from trdb.optimizer.rules.constant_folding import constant_folding
+from trdb.optimizer.rules.join_ordering import join_ordering
 from trdb.optimizer.rules.kernel_fusion import kernel_fusion
 from trdb.optimizer.rules.predicate_pushdown import predicate_pushdown
 from trdb.optimizer.rules.projection_pruning import projection_pruning
@@ -17,11 +18,12 @@ from trdb.planner.types import Schema
 
 Rule = Callable[[lp.Plan, "RuleContext"], lp.Plan]
 
-# Folding first, so that later rules see simple predicates; pushdown before pruning and fusion,
+# Folding first, so that later rules see simple predicates; pushdown before join ordering (which
+# needs the join conditions as keys) and before pruning and fusion,
 # so that filters land under the projections that fusion merges; pruning last, after aggregate
 # pushdown has decided which columns the new aggregates read.
-RULES: tuple[Rule, ...] = (constant_folding, predicate_pushdown, redundant_rekey_removal, kernel_fusion,
-                           aggregate_pushdown, projection_pruning)
+RULES: tuple[Rule, ...] = (constant_folding, predicate_pushdown, join_ordering, redundant_rekey_removal,
+                           kernel_fusion, aggregate_pushdown, projection_pruning)
 RULE_NAMES: tuple[str, ...] = tuple(rule.__name__ for rule in RULES)
 MAX_PASSES = 4
 
