@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 import trdb
@@ -150,3 +151,16 @@ def test_aggregate_pushdown_needs_a_unique_side(session) -> None:
     join = next(n for n in nodes(plan) if isinstance(n, lp.Join))
     assert isinstance(join.left, lp.Aggregate)
     assert plan.schema[0].type == KEY
+
+
+def test_join_ordering_beyond_the_exact_limit_is_greedy_and_correct(cur) -> None:
+    # 12 inputs: more than MAX_EXACT, ordered greedily; the result must not change
+    rng = np.random.default_rng(5)
+    for n in range(12):
+        cur.execute(f"CREATE TENSOR M{n} FROM ? TILE (4, 4)", [rng.standard_normal((8, 8))])
+    froms = ", ".join(f"M{n}" for n in range(12))
+    where = " AND ".join(f"M{n}.j = M{n + 1}.i" for n in range(11))
+    query = f"SELECT M0.i, M11.j, SUM(MATMUL(M0.v, M5.v)) AS v FROM {froms} WHERE {where} GROUP BY M0.i, M11.j"
+    ordered = cur.execute(query).fetch_tensor()
+    cur.execute("SET disabled_rules = 'join_ordering'")
+    np.testing.assert_allclose(cur.execute(query).fetch_tensor(), ordered, rtol=1e-12)

@@ -5,7 +5,8 @@ flattened into its inputs and conditions; every subset of inputs gets its cheape
 estimated bytes of all intermediate results, from the cardinality estimates, plus their FLOPs),
 splits that share no condition are only used when nothing else connects; the cheapest plan of all
 inputs replaces the tree when it is cheaper, under a projection that restores the column order.
-Exact up to MAX_EXACT inputs; larger trees are left as written.
+Exact up to MAX_EXACT inputs; larger trees are ordered greedily (the cheapest pair first, then
+the input whose join with what is built so far costs least).
 """
 from __future__ import annotations
 
@@ -55,9 +56,9 @@ class _Orderer:
         conditions: list[tuple[int, int]] = []
         _flatten(plan, leaves, conditions, 0)
         leaves = [self.rewrite(leaf) for leaf in leaves]
-        if not 3 <= len(leaves) <= MAX_EXACT:
+        if len(leaves) < 3:
             return self._rebuild(plan)
-        best = self._best(leaves, conditions)
+        best = self._best(leaves, conditions) if len(leaves) <= MAX_EXACT else self._greedy(leaves, conditions)
         if best is None or best.cost >= self._cost(self._rebuild(plan)):
             return self._rebuild(plan)
         position = {column: n for n, column in enumerate(best.columns)}
@@ -90,6 +91,20 @@ class _Orderer:
                 if option is not None:
                     best[subset] = option
         return best.get((1 << len(leaves)) - 1)
+
+    def _greedy(self, leaves: list[lp.Plan], conditions: list[tuple[int, int]]) -> Optional[_Option]:
+        options, start = [], 0
+        for leaf in leaves:
+            options.append(_Option(0.0, leaf, tuple(range(start, start + len(leaf.schema)))))
+            start += len(leaf.schema)
+        while len(options) > 1:
+            pairs = [(a, b) for a in range(len(options)) for b in range(len(options)) if a != b]
+            joined = [(self._join(options[a], options[b], _keys(options[a].columns, options[b].columns, conditions)),
+                       a, b) for a, b in pairs]
+            connected = [j for j in joined if j[0].plan.left_keys] or joined
+            best, a, b = min(connected, key=lambda j: j[0].cost)
+            options = [o for n, o in enumerate(options) if n not in (a, b)] + [best]
+        return options[0]
 
     def _best_split(self, subset: int, best: dict, conditions) -> Optional[_Option]:
         connected, crossing = [], []
