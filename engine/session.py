@@ -125,7 +125,7 @@ class Session:
                 raise errors.IntegrityError(f'a relation named "{statement.name}" already exists')
             return self._plain_sql(text, params, statement)
         sc = StatementContext(self.db, self.catalog, self.settings, backend_for(self.settings.device),
-                              BindContext(text, params),
+                              BindContext(text, params, self.settings.workers),
                               self._running or threading.Event())
         return self._run(sc, statement)
 

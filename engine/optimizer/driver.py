@@ -10,6 +10,7 @@ from trdb.optimizer.rules.aggregate_pushdown import aggregate_pushdown
 from trdb.optimizer.rules.constant_folding import constant_folding
 from trdb.optimizer.rules.join_ordering import join_ordering
 from trdb.optimizer.rules.kernel_fusion import kernel_fusion
+from trdb.optimizer.rules.outer_join_elimination import outer_join_elimination
 from trdb.optimizer.rules.predicate_pushdown import predicate_pushdown
 from trdb.optimizer.rules.projection_pruning import projection_pruning
 from trdb.optimizer.rules.redundant_rekey_removal import redundant_rekey_removal
@@ -19,11 +20,13 @@ from trdb.planner.types import Schema
 Rule = Callable[[lp.Plan, "RuleContext"], lp.Plan]
 
 # Folding first, so that later rules see simple predicates; pushdown before join ordering (which
-# needs the join conditions as keys) and before pruning and fusion,
+# needs the join conditions as keys) and before pruning and fusion; outer join elimination before
+# join ordering (which reorders inner joins only) and before fusion (it reads the projection right
+# above the join, and a fused one may hide kernels that do not vanish),
 # so that filters land under the projections that fusion merges; pruning last, after aggregate
 # pushdown has decided which columns the new aggregates read.
-RULES: tuple[Rule, ...] = (constant_folding, predicate_pushdown, join_ordering, redundant_rekey_removal,
-                           kernel_fusion, aggregate_pushdown, projection_pruning)
+RULES: tuple[Rule, ...] = (constant_folding, predicate_pushdown, outer_join_elimination, join_ordering,
+                           redundant_rekey_removal, kernel_fusion, aggregate_pushdown, projection_pruning)
 RULE_NAMES: tuple[str, ...] = tuple(rule.__name__ for rule in RULES)
 MAX_PASSES = 4
 
@@ -37,11 +40,17 @@ class RuleTiming:
 
 @dataclass
 class RuleContext:
-    """What a rule may consult: the catalog (statistics) and the session settings."""
+    """What a rule may consult: the catalog (statistics) and the session settings.
+
+    `keep_zero_tuples`: whoever reads the plan's output tells a tuple holding zero tiles from an
+    absent one (UPDATE's new tiles, MINIMIZE's gradients, a subplan shared by other plans), so no
+    rule may drop such tuples; otherwise the result is a tensor relation, where they are the same.
+    """
 
     catalog: Any = None
     settings: Any = None
     timings: list[RuleTiming] = field(default_factory=list)
+    keep_zero_tuples: bool = False
 
 
 def disabled_rules(settings: Any) -> frozenset[str]:
@@ -56,9 +65,9 @@ def schema_signature(schema: Schema) -> tuple:
 
 
 def optimize(plan: lp.Plan, settings: Any = None, catalog: Any = None,
-             context: Optional[RuleContext] = None) -> lp.Plan:
+             context: Optional[RuleContext] = None, keep_zero_tuples: bool = False) -> lp.Plan:
     """The rewritten plan: every enabled rule in order, repeated until a pass changes nothing."""
-    context = context or RuleContext(catalog, settings)
+    context = context or RuleContext(catalog, settings, keep_zero_tuples=keep_zero_tuples)
     skipped = disabled_rules(settings)
     rules = [rule for rule in RULES if rule.__name__ not in skipped]
     expected = schema_signature(plan.schema)

@@ -1,8 +1,17 @@
-"""EINSUM contraction order: opt_einsum proposes pairwise paths, our sparsity-aware cost picks one.
+"""EINSUM contraction order: candidate pairwise paths, our sparsity-aware cost picks one.
 
-The cost of a pairwise step is the FLOPs of its per-tile kernels over the tile pairs the join
-finds (absent tiles are skipped, so tile density scales the work) plus a per-tuple overhead for
-every joined pair; the unit costs below are the only constants.
+Candidates are left to right, opt_einsum's dense paths (which know nothing of tiles or absent
+tiles) and a greedy path by our own step cost (which finds the orders that go through a sparse
+operand first). The cost of a pairwise step is, in FLOP-equivalents (one multiply or add of a
+BLAS kernel on one core, about 10 ps):
+
+- the FLOPs of its per-tile kernels over the tile pairs the join finds (absent tiles are skipped,
+  so tile density scales the work),
+- `ELEMENT_COST` per element of every kernel result (written, then summed by the aggregate),
+- `TUPLE_COST_FLOPS` per joined tuple (hash probe, Python call of the kernel),
+
+with the first two divided by the workers that can share the step (no more than its tiles). The
+unit costs below are the only constants; `einsum_tiling.py` adds the cost of re-cutting operands.
 """
 from __future__ import annotations
 
@@ -11,23 +20,41 @@ import math
 
 import opt_einsum
 
-TUPLE_COST_FLOPS = 2e4    # Python overhead of one joined tuple (hash probe, kernel call), in FLOP-equivalents
+TUPLE_COST_FLOPS = 1e6    # Python overhead of one joined tuple (hash probe, kernel call): ~10 us
+ELEMENT_COST = 100.0      # one element of a kernel result written and summed: ~1 ns
 FLOPS_PER_MULTIPLY_ADD = 2
 EXACT_UP_TO = 6           # opt_einsum's exhaustive search up to this many operands; greedy and dp beyond
 
 
-def contraction_order(terms: list[str], output: str, layout, densities: list[float]) -> list[tuple[int, int]]:
+def contraction_order(terms: list[str], output: str, layout, densities: list[float],
+                      workers: int = 1) -> list[tuple[int, int]]:
     """Pairs of positions to contract, opt_einsum-style (both removed, the result appended)."""
     if len(terms) < 2:
         return []
     sizes = tuple(sorted(layout.sizes.items()))
     tiles = tuple(sorted(layout.tiles.items()))
-    return list(_best_path(tuple(terms), output, sizes, tiles, tuple(densities)))
+    return list(best_path(tuple(terms), output, sizes, tiles, tuple(densities), workers)[0])
 
 
-@functools.lru_cache(maxsize=256)
-def _best_path(terms: tuple, output: str, sizes: tuple, tiles: tuple, densities: tuple) -> tuple:
+@functools.lru_cache(maxsize=4096)
+def best_path(terms: tuple, output: str, sizes: tuple, tiles: tuple, densities: tuple,
+              workers: int = 1) -> tuple[tuple, float]:
+    """(path, cost) of the cheapest candidate path for these terms under this tiling."""
     size, tile = dict(sizes), dict(tiles)
+    if len(terms) < 2:
+        return (), 0.0
+    candidates = list(dense_paths(terms, output, sizes))
+    candidates.append(greedy_path(list(terms), output, size, tile, list(densities), workers))
+    costed = [(path_cost(list(terms), output, size, tile, list(densities), path, workers), path)
+              for path in candidates]
+    cost, path = min(costed, key=lambda c: c[0])
+    return path, cost
+
+
+@functools.lru_cache(maxsize=1024)
+def dense_paths(terms: tuple, output: str, sizes: tuple) -> tuple:
+    """Left to right, then opt_einsum's paths for the dense shapes (they depend on the sizes only)."""
+    size = dict(sizes)
     candidates = [tuple((0, 1) for _ in range(len(terms) - 1))]  # left to right, always a candidate
     spec = ",".join(terms) + "->" + output
     shapes = [tuple(size[c] for c in t) for t in terms]
@@ -39,36 +66,67 @@ def _best_path(terms: tuple, output: str, sizes: tuple, tiles: tuple, densities:
             continue
         if all(len(step) == 2 for step in path):
             candidates.append(tuple(tuple(step) for step in path))
-    return min(candidates, key=lambda path: path_cost(list(terms), output, size, tile, list(densities), path))
+    return tuple(dict.fromkeys(candidates))
 
 
-def path_cost(terms: list[str], output: str, size: dict, tile: dict, densities: list[float], path) -> float:
+def _step_output(terms: list[str], a: int, b: int, output: str) -> str:
+    rest = [t for n, t in enumerate(terms) if n not in (a, b)]
+    needed = set(output).union(*(set(t) for t in rest))
+    return "".join(dict.fromkeys(c for c in terms[a] + terms[b] if c in needed))
+
+
+def greedy_path(terms: list[str], output: str, size: dict, tile: dict, densities: list[float],
+                workers: int = 1) -> tuple:
+    """At each step the pair with the cheapest step (pairs that share a letter before those that do not)."""
+    path = []
+    while len(terms) > 1:
+        best = None
+        for a in range(len(terms)):
+            for b in range(a + 1, len(terms)):
+                out = _step_output(terms, a, b, output)
+                cost, density = step_cost(terms[a], terms[b], out, size, tile, densities[a], densities[b], workers)
+                rank = (not set(terms[a]) & set(terms[b]), cost)
+                if best is None or rank < best[0]:
+                    best = (rank, a, b, out, density)
+        _, a, b, out, density = best
+        path.append((a, b))
+        terms = [t for n, t in enumerate(terms) if n not in (a, b)] + [out]
+        densities = [d for n, d in enumerate(densities) if n not in (a, b)] + [density]
+    return tuple(path)
+
+
+def path_cost(terms: list[str], output: str, size: dict, tile: dict, densities: list[float], path,
+              workers: int = 1) -> float:
     """Estimated cost of contracting `terms` pairwise along `path`."""
     total = 0.0
     for a, b in path:
-        left, right = terms[a], terms[b]
-        rest = [t for n, t in enumerate(terms) if n not in (a, b)]
-        needed = set(output).union(*(set(t) for t in rest))
-        out = "".join(dict.fromkeys(c for c in left + right if c in needed))
-        cost, result_density = step_cost(left, right, out, size, tile, densities[a], densities[b])
+        out = _step_output(terms, a, b, output)
+        cost, result_density = step_cost(terms[a], terms[b], out, size, tile, densities[a], densities[b], workers)
         total += cost
         densities = [d for n, d in enumerate(densities) if n not in (a, b)] + [result_density]
-        terms = rest + [out]
+        terms = [t for n, t in enumerate(terms) if n not in (a, b)] + [out]
     return total
 
 
-def step_cost(left: str, right: str, out: str, size: dict, tile: dict, dl: float, dr: float) -> tuple[float, float]:
+def step_cost(left: str, right: str, out: str, size: dict, tile: dict, dl: float, dr: float,
+              workers: int = 1) -> tuple[float, float]:
     """(cost, density of the result's tiles) of one join + per-tile einsum + SUM."""
     grid = {c: math.ceil(size[c] / tile[c]) for c in set(left + right)}
     tiles_l = dl * math.prod(grid[c] for c in left)
     tiles_r = dr * math.prod(grid[c] for c in right)
     shared = set(left) & set(right)
-    pairs = tiles_l * tiles_r / math.prod(grid[c] for c in shared) if shared else tiles_l * tiles_r
+    shared_grid = math.prod(grid[c] for c in shared)
+    pairs = tiles_l * tiles_r / shared_grid
     letters = set(left + right)
     kernel = math.prod(min(tile[c], size[c]) for c in letters)
     summed = letters - set(out)
     flops = pairs * kernel * (FLOPS_PER_MULTIPLY_ADD if summed else 1)
+    written = pairs * math.prod(min(tile[c], size[c]) for c in out) * ELEMENT_COST
     out_grid = math.prod(grid[c] for c in out)
     per_output = pairs / out_grid if out_grid else pairs
     density = 1.0 - math.exp(-per_output)  # present output tiles, pairs spread at random over the grid
-    return flops + TUPLE_COST_FLOPS * pairs, density
+    # the join is co-partitioned on the shared keys or one side is broadcast and the other split by
+    # its keys; with no way to tell which side, count the smaller one
+    sharing = max(shared_grid if shared_grid > 1 else 1.0, min(tiles_l, tiles_r), 1.0)
+    parallel = max(1.0, min(float(workers), sharing))
+    return (flops + written) / parallel + TUPLE_COST_FLOPS * pairs, density

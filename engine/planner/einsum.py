@@ -5,7 +5,10 @@ import math
 import string
 from dataclasses import dataclass
 
+from trdb.catalog.settings import Settings
 from trdb.optimizer.einsum_order import contraction_order
+from trdb.optimizer import einsum_tiling
+from trdb.optimizer.einsum_tiling import OperandTiling, choose_tiles
 from trdb.planner import logical as lp
 from trdb.planner.einsum_terms import Layout, Term, contract, finish, operand_term
 from trdb.planner.retile import retile, tensor_columns
@@ -21,6 +24,7 @@ class Operand:
     keys: list
     tile: tuple[int, ...]
     shape: tuple[int, ...]
+    itemsize: int = 8
 
 
 def parse_spec(ctx, item) -> tuple[list[str], str]:
@@ -65,7 +69,7 @@ def bind_operand(binder, node, term: str, position: int) -> Operand:
         raise binder.ctx.fail(node, f"EINSUM operand {position}: its logical shape is not known; "
                                     f"store it as a tensor first")
     tile = tuple(min(t, n) if axis < len(keys) else n for axis, (t, n) in enumerate(zip(column.tile, shape)))
-    return Operand(plan, keys, tile, shape)
+    return Operand(plan, keys, tile, shape, column.dtype.itemsize)
 
 
 def letter_sizes(ctx, item, inputs: list[str], operands: list[Operand]) -> dict:
@@ -79,7 +83,8 @@ def letter_sizes(ctx, item, inputs: list[str], operands: list[Operand]) -> dict:
     return sizes
 
 
-def choose_layout(inputs: list[str], operands: list[Operand], sizes: dict) -> Layout:
+def largest_operand_layout(inputs: list[str], operands: list[Operand], sizes: dict, output: str = "",
+                           workers: int = 1) -> Layout:
     """Per letter, the tile of the largest operand that has it (so the most data keeps its tiling)."""
     tiles: dict[str, int] = {}
     ranked = sorted(range(len(operands)), key=lambda i: -math.prod(operands[i].shape))
@@ -87,6 +92,31 @@ def choose_layout(inputs: list[str], operands: list[Operand], sizes: dict) -> La
         for letter, t in zip(inputs[i], operands[i].tile):
             tiles.setdefault(letter, t)
     return Layout(sizes, tiles)
+
+
+def cost_layout(inputs: list[str], operands: list[Operand], sizes: dict, output: str = "",
+                workers: int = 1) -> Layout:
+    """Per letter, the tile size of the cheapest plan (optimizer/einsum_tiling.py), starting from and
+    on ties keeping the tiling of the largest operands."""
+    start = largest_operand_layout(inputs, operands, sizes).tiles
+    tilings = [OperandTiling(term, o.tile, tuple(axis < len(o.keys) for axis in range(len(term))),
+                             density(o.plan), o.itemsize) for term, o in zip(inputs, operands)]
+    terms = [own_letters(term, keep_letters(inputs, output, i)) for i, term in enumerate(inputs)]
+    tiles, _ = choose_tiles(tilings, terms, output, sizes, start, workers)
+    return Layout(sizes, tiles)
+
+
+choose_layout = cost_layout  # the rule bind_einsum uses; benchmarks compare largest_operand_layout
+
+
+def keep_letters(inputs: list[str], output: str, i: int) -> set:
+    """The letters of operand i that the output or another operand needs."""
+    return set(output).union(*(set(t) for j, t in enumerate(inputs) if j != i))
+
+
+def own_letters(term: str, keep: set) -> str:
+    """An operand's letters once repeated ones are taken on the diagonal and unneeded ones summed."""
+    return "".join(dict.fromkeys(c for c in term if c in keep))
 
 
 def prepare(operand: Operand, term: str, keep: set, layout: Layout) -> Term:
@@ -99,7 +129,7 @@ def prepare(operand: Operand, term: str, keep: set, layout: Layout) -> Term:
         plan = retile(plan, wanted)
         keys = list(range(len(term)))
     result = operand_term(plan, term, keys, layout)
-    own = "".join(dict.fromkeys(c for c in term if c in keep))
+    own = own_letters(term, keep)
     if own != term:
         result = contract([result], own, layout)
     return result
@@ -114,19 +144,33 @@ def density(plan: lp.Plan) -> float:
     return 1.0
 
 
+def retiled_density(operand: Operand, term: str, layout: Layout) -> float:
+    tiling = OperandTiling(term, operand.tile, (True,) * len(term), density(operand.plan), operand.itemsize)
+    return einsum_tiling.retiled_density(tiling, layout.tiles, layout.sizes)
+
+
+def bind_workers(binder) -> int:
+    """The workers the plan will run on: the binder's when it knows them, else the `workers` default."""
+    for source in (binder, binder.ctx):
+        workers = getattr(source, "workers", None)
+        if isinstance(workers, int) and workers > 0:
+            return workers
+    return Settings().get("workers")  # a plan bound outside a session
+
+
 def bind_einsum(binder, item) -> lp.Plan:
     """EINSUM('spec', X, ...): a tree of join + aggregate steps in the cheapest contraction order."""
     ctx = binder.ctx
     inputs, output = parse_spec(ctx, item)
     operands = [bind_operand(binder, node, term, n) for n, (node, term) in
                 enumerate(zip(item.operands, inputs), start=1)]
-    layout = choose_layout(inputs, operands, letter_sizes(ctx, item, inputs, operands))
-    terms = []
-    for i, (operand, term) in enumerate(zip(operands, inputs)):
-        keep = set(output).union(*(set(t) for j, t in enumerate(inputs) if j != i))
-        terms.append(prepare(operand, term, keep, layout))
-    densities = [density(o.plan) for o in operands]
-    for a, b in contraction_order([t.letters for t in terms], output, layout, densities):
+    workers = bind_workers(binder)
+    layout = choose_layout(inputs, operands, letter_sizes(ctx, item, inputs, operands), output, workers)
+    terms = [prepare(operand, term, keep_letters(inputs, output, i), layout)
+             for i, (operand, term) in enumerate(zip(operands, inputs))]
+    densities = [density(o.plan) if tuple(layout.tiles[c] for c in term) == o.tile else
+                 retiled_density(o, term, layout) for o, term in zip(operands, inputs)]
+    for a, b in contraction_order([t.letters for t in terms], output, layout, densities, workers):
         left, right = terms[a], terms[b]
         rest = [t for n, t in enumerate(terms) if n not in (a, b)]
         needed = set(output).union(*(set(t.letters) for t in rest))

@@ -19,11 +19,13 @@ COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
 
 
 class BindContext:
-    """What every binder of one statement shares: its text (for carets) and its parameters."""
+    """What every binder of one statement shares: its text (for carets), its parameters, and the
+    number of workers it will run on (EINSUM chooses its tiling for them)."""
 
-    def __init__(self, text: str, params: Sequence[Any]):
+    def __init__(self, text: str, params: Sequence[Any], workers: Optional[int] = None):
         self.text = text
         self.params = list(params)
+        self.workers = workers
         self.used_params: set[int] = set()
 
     def fail(self, node: Any, message: str, hint: Optional[str] = None, error=ProgrammingError) -> Error:

@@ -53,8 +53,11 @@ class StatementContext:
     def bind_query(self, query: ast.Query) -> BoundQuery:
         return self.binder().bind_query(query)
 
-    def physical(self, plan: lp.Plan) -> PhysicalNode:
-        return plan_physical(optimize(plan, self.settings, self.catalog), self.settings.workers, self.catalog)
+    def physical(self, plan: lp.Plan, keep_zero_tuples: bool = False) -> PhysicalNode:
+        """`keep_zero_tuples`: the caller tells a tuple holding zero tiles from an absent one (UPDATE,
+        MINIMIZE's gradients, a shared subplan), so the optimizer may not drop such tuples."""
+        optimized = optimize(plan, self.settings, self.catalog, keep_zero_tuples=keep_zero_tuples)
+        return plan_physical(optimized, self.settings.workers, self.catalog)
 
     def execute_physical(self, node: PhysicalNode) -> tuple[list[tuple], Execution]:
         """Run a physical plan to the end; the execution is returned for its metrics."""
@@ -63,18 +66,23 @@ class StatementContext:
             rows = list(execution.rows())
         return rows, execution
 
-    def run_plan(self, plan: lp.Plan, shared: Optional[SharedWork] = None) -> Result:
+    def run_plan(self, plan: lp.Plan, shared: Optional[SharedWork] = None,
+                 keep_zero_tuples: bool = False) -> Result:
         """Run a logical plan; subplans it repeats (or that `shared` already computed) run once."""
         shared = shared or self.shared_work()
-        rows = self._rows(shared.rewrite(plan))
+        rows = self._rows(shared.rewrite(plan), keep_zero_tuples)
         return Result(rows=rows, schema=plan.schema, rowcount=len(rows))
 
     def shared_work(self) -> SharedWork:
-        return SharedWork(self._rows)
+        return SharedWork(self._shared_rows)
 
-    def _rows(self, plan: lp.Plan) -> list:
-        return self.execute_physical(self.physical(plan))[0]
+    def _rows(self, plan: lp.Plan, keep_zero_tuples: bool = False) -> list:
+        return self.execute_physical(self.physical(plan, keep_zero_tuples))[0]
 
-    def run_query(self, query: ast.Query) -> Result:
-        return self.run_plan(self.bind_query(query).plan)
+    def _shared_rows(self, plan: lp.Plan) -> list:
+        # a shared subplan's tuples are read by plans its optimization does not see: keep them all
+        return self._rows(plan, keep_zero_tuples=True)
+
+    def run_query(self, query: ast.Query, keep_zero_tuples: bool = False) -> Result:
+        return self.run_plan(self.bind_query(query).plan, keep_zero_tuples=keep_zero_tuples)
 

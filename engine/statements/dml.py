@@ -74,7 +74,8 @@ def update(sc: StatementContext, node: ast.Update) -> Result:
                            hint="keys identify tiles; to move tiles, INSERT ... SELECT with new keys")
     alias = node.alias or meta.name
     value = ast.SelectItem(node.assignments[0].expr, meta.value_name)
-    result = sc.run_query(_target_select(meta, alias, (value,), node.from_items, node.where))
+    # a computed zero tile replaces the stored one, an absent tuple leaves it: both must stay apart
+    result = sc.run_query(_target_select(meta, alias, (value,), node.from_items, node.where), keep_zero_tuples=True)
     key_array, tiles = rows_to_tiles(result, f"UPDATE {meta.name}")
     tiles = check_tiles(meta, key_array, tiles, f"UPDATE {meta.name}")
     tile_store.delete_tiles(sc.db, meta, key_array)

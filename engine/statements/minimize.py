@@ -133,7 +133,8 @@ def minimize(sc: StatementContext, node: ast.Minimize,
             shared = sc.shared_work()  # the forward pass is computed once for the loss and every gradient
             shared.expect([loss_plan, *gradients])
             loss = sc.run_plan(loss_plan, shared).rows
-            results = [sc.run_plan(plan, shared).rows for plan in gradients]  # at the same parameter values
+            # at the same parameter values; a zero gradient still moves Adam's moments, so none is dropped
+            results = [sc.run_plan(plan, shared, keep_zero_tuples=True).rows for plan in gradients]
             for param, grad_rows, adam in zip(params, results, adams):
                 _update(sc, sc.catalog.require_tensor(param.name), grad_rows, options, adam)
         rows.append((step, float(np.sum([np.asarray(to_host(r[-1]), dtype=np.float64) for r in loss]))))
