@@ -29,7 +29,7 @@ import threadpoolctl
 
 import trdb
 
-from timing import best_of
+from timing import best_of, check
 
 QUERY = "SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i GROUP BY A.i, B.j"
 
@@ -51,14 +51,6 @@ def per_block(A: np.ndarray, B: np.ndarray, blocks: list[tuple[int, int]], block
     for r, c in blocks:
         C[r * block:(r + 1) * block] += A[r * block:(r + 1) * block, c * block:(c + 1) * block] @ B[c * block:(c + 1) * block]
     return C
-
-
-def check(name: str, result: np.ndarray, expected: np.ndarray) -> None:
-    assert result.shape == expected.shape, f"{name}: shape {result.shape} != {expected.shape}"
-    error = float(np.abs(result - expected).max())
-    bound = 1e-4 * float(np.abs(expected).max())
-    if error > bound:
-        raise SystemExit(f"{name}: wrong result (max abs error {error:.3g} > {bound:.3g})")
 
 
 def main() -> None:

@@ -15,17 +15,10 @@ import threadpoolctl
 
 import trdb
 
-from timing import best_of
+from timing import best_of, check
 
 CHOSEN = "SELECT * FROM EINSUM('ij,jk,kl->il', A, B, C)"
 LEFT_TO_RIGHT = "SELECT * FROM EINSUM('ik,kl->il', EINSUM('ij,jk->ik', A, B), C)"
-
-
-def check(name: str, result: np.ndarray, expected: np.ndarray) -> None:
-    error = float(np.abs(result - expected).max())
-    bound = 1e-4 * float(np.abs(expected).max())
-    if error > bound:
-        raise SystemExit(f"{name}: wrong result (max abs error {error:.3g} > {bound:.3g})")
 
 
 def main() -> None:

@@ -1,9 +1,11 @@
-"""Timing shared by the benchmark scripts: the best of a few runs after a warm-up."""
+"""What the benchmark scripts share: the best of a few timed runs after a warm-up, and result checks."""
 from __future__ import annotations
 
 import math
 import time
 from typing import Callable
+
+import numpy as np
 
 
 def best_of(repeats: int, run: Callable[[], object], warmup: bool = True) -> tuple[float, object]:
@@ -17,3 +19,13 @@ def best_of(repeats: int, run: Callable[[], object], warmup: bool = True) -> tup
         result = run()
         best = min(best, time.perf_counter() - started)
     return best, result
+
+
+def check(name: str, result: np.ndarray, expected: np.ndarray, relative: float = 1e-4) -> None:
+    """Stop the benchmark when a result is wrong: its shape, or an error above `relative` x max |expected|."""
+    if result.shape != expected.shape:
+        raise SystemExit(f"{name}: shape {result.shape} != {expected.shape}")
+    error = float(np.abs(result - expected).max())
+    bound = relative * float(np.abs(expected).max())
+    if error > bound:
+        raise SystemExit(f"{name}: wrong result (max abs error {error:.3g} > {bound:.3g})")
