@@ -1,6 +1,7 @@
 """The trql abstract syntax tree: small frozen dataclasses, each carrying its source span."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
@@ -429,3 +430,17 @@ Statement = Union[
     InsertValues, InsertQuery, Update, Delete, Drop, ShowTensors, ShowViews, Describe, Explain,
     SetSetting, ResetSetting, ShowSetting, Begin, Commit, Rollback, Minimize,
 ]
+
+
+def walk(node):
+    """Every AST node under `node`, itself first (depth first); spans are not nodes."""
+    yield node
+    if dataclasses.is_dataclass(node):
+        for f in dataclasses.fields(node):
+            value = getattr(node, f.name)
+            for item in (value if isinstance(value, tuple) else (value,)):
+                if isinstance(item, tuple):
+                    for sub in item:
+                        yield from walk(sub)
+                elif dataclasses.is_dataclass(item) and not isinstance(item, Span):
+                    yield from walk(item)

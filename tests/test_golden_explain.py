@@ -29,11 +29,17 @@ def explain_output(script: str) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
-@pytest.mark.parametrize("script", sorted(GOLDEN.glob("*.sql")), ids=lambda p: p.stem)
-def test_explain_matches_golden(script: Path) -> None:
+def assert_matches_golden(script: Path) -> str:
+    """Run the script; its EXPLAIN output must equal the .plan beside it (rewritten under TRDB_UPDATE_GOLDEN)."""
     actual = explain_output(script.read_text())
     golden = script.with_suffix(".plan")
     if os.environ.get("TRDB_UPDATE_GOLDEN"):
         golden.write_text(actual)
     assert golden.exists(), f"no {golden.name}: run with TRDB_UPDATE_GOLDEN=1 and review it"
     assert actual == golden.read_text(), f"EXPLAIN of {script.name} changed; see {golden.name}"
+    return actual
+
+
+@pytest.mark.parametrize("script", sorted(GOLDEN.glob("*.sql")), ids=lambda p: p.stem)
+def test_explain_matches_golden(script: Path) -> None:
+    assert_matches_golden(script)

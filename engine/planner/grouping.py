@@ -18,13 +18,7 @@ INTEGER = ScalarType(int)
 
 
 def contains_aggregate(node) -> bool:
-    if isinstance(node, ast.FuncCall) and is_aggregate(node.name):
-        return True
-    for value in getattr(node, "__dict__", {}).values():
-        items = value if isinstance(value, tuple) else (value,)
-        if any(contains_aggregate(v) for v in items if hasattr(v, "span")):
-            return True
-    return False
+    return any(isinstance(n, ast.FuncCall) and is_aggregate(n.name) for n in ast.walk(node))
 
 
 def aggregate_type(function: str, arg: Optional[bx.Bound], groups: int):

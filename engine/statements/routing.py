@@ -1,7 +1,6 @@
 """Which statements are plain SQL for DuckDB, and how many `?` parameters a statement has."""
 from __future__ import annotations
 
-import dataclasses
 import re
 
 from trdb.catalog.catalog import Catalog
@@ -12,28 +11,14 @@ from trdb.parser import ast
 _TRQL_ONLY = re.compile(r"^\s*(CREATE\s+(OR\s+REPLACE\s+)?TENSOR|DROP\s+TENSOR|MINIMIZE|SHOW\s+TENSORS)\b", re.I)
 
 
-def _nodes(node):
-    """Every AST node under `node` (depth first)."""
-    yield node
-    if dataclasses.is_dataclass(node):
-        for f in dataclasses.fields(node):
-            value = getattr(node, f.name)
-            for item in (value if isinstance(value, tuple) else (value,)):
-                if isinstance(item, tuple):
-                    for sub in item:
-                        yield from _nodes(sub)
-                elif dataclasses.is_dataclass(item) and not isinstance(item, ast.Span):
-                    yield from _nodes(item)
-
-
 def count_params(statement) -> int:
-    return len({n.index for n in _nodes(statement) if isinstance(n, ast.Param)})
+    return len({n.index for n in ast.walk(statement) if isinstance(n, ast.Param)})
 
 
 def _relations(node) -> tuple[set[str], bool]:
     """Relation names a query reads (CTE names excluded), and whether it uses trql-only FROM items."""
     names, ctes, special = set(), set(), False
-    for item in _nodes(node):
+    for item in ast.walk(node):
         if isinstance(item, ast.TableRef):
             names.add(fold(item.name))
         elif isinstance(item, ast.Cte):
