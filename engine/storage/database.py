@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, Iterator, Optional, Sequence
 
 import duckdb
@@ -78,7 +78,8 @@ class Database:
             try:
                 return self._con.execute(sql).fetchall()
             finally:
-                self._con.unregister(name)
+                with suppress(duckdb.Error):  # fails in a transaction the query just aborted
+                    self._con.unregister(name)
 
     def interrupt(self) -> None:
         self._con.interrupt()
@@ -88,6 +89,8 @@ class Database:
         try:
             yield
         except duckdb.Error as exc:
+            if "KeyboardInterrupt" in str(exc):  # Ctrl-C while DuckDB ran Python code (an Arrow scan)
+                raise KeyboardInterrupt from None
             raise translate(exc) from None
         except RuntimeError as exc:
             if "interrupted" in str(exc).lower():  # DuckDB turns Ctrl-C during its query into this
