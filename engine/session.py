@@ -16,6 +16,7 @@ from trdb.parser import ParseError, ast, parse, split_statements
 from trdb.planner.expression_binder import BindContext
 from trdb.statements import coo, ddl, dml, inspect, minimize
 from trdb.statements.context import StatementContext
+from trdb.statements.plan_cache import PlanCache
 from trdb.statements.routing import count_params, is_plain_sql, is_trql_only, names_trdb_relation
 from trdb.storage.buffer_pool import BufferPool
 from trdb.storage.database import Database
@@ -52,6 +53,7 @@ class Session:
             raise
         self.aborted = False
         self._parsed: OrderedDict[str, ast.Statement] = OrderedDict()
+        self.plans = PlanCache()
         self.lock = threading.RLock()
         self._running: Optional[threading.Event] = None
         self._in_duckdb = False
@@ -126,12 +128,12 @@ class Session:
             return self._plain_sql(text, params, statement)
         sc = StatementContext(self.db, self.catalog, self.settings, backend_for(self.settings.device),
                               BindContext(text, params, self.settings.workers),
-                              self._running or threading.Event())
+                              self._running or threading.Event(), self.plans)
         return self._run(sc, statement)
 
     def _run(self, sc: StatementContext, statement: ast.Statement) -> Result:
         if isinstance(statement, ast.QueryStatement):
-            return sc.run_query(statement.query)
+            return sc.run_query_statement(statement.query)
         if isinstance(statement, ast.Minimize):
             return minimize.minimize(sc, statement, self._step)
         if type(statement) in _READS:

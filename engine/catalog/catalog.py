@@ -17,10 +17,12 @@ class Catalog:
     def __init__(self, db: Database, pool: BufferPool):
         self.db = db
         self.pool = pool
+        self.version = 0  # advanced by every change: cached plans name the version they were made for
         catalog_store.ensure_schema(db)
         self.reload()
 
     def reload(self) -> None:
+        self.version += 1
         self._tensors = {fold(m.name): m for m in catalog_store.load_tensors(self.db)}
         self._views = {fold(n): (n, q) for n, q in catalog_store.load_views(self.db).items()}
         self._ordinary: Optional[dict[str, list[tuple[str, str]]]] = None
@@ -50,6 +52,7 @@ class Catalog:
 
     def forget_ordinary_tables(self) -> None:
         """Plain SQL may have changed the ordinary tables; look them up again when next needed."""
+        self.version += 1
         self._ordinary = None
 
     def tensors(self) -> list[TensorMeta]:
@@ -76,6 +79,7 @@ class Catalog:
     # ------------------------------------------------------------ changes
 
     def create_tensor(self, meta: TensorMeta) -> TensorMeta:
+        self.version += 1
         self.check_new_name(meta.name)
         table = catalog_store.new_tile_table_name(self.db)
         meta = TensorMeta(meta.name, meta.keys, meta.value_name, meta.dtype, meta.shape, meta.tile, table)
@@ -85,6 +89,7 @@ class Catalog:
         return meta
 
     def drop_tensor(self, name: str) -> None:
+        self.version += 1
         meta = self.require_tensor(name)
         tile_store.drop_tile_table(self.db, meta.table)
         catalog_store.delete_tensor(self.db, meta.name)
@@ -93,6 +98,7 @@ class Catalog:
 
     def refresh_statistics(self, meta: TensorMeta) -> TensorMeta:
         """Recount tuples and non-zeros after a write, and drop the tensor's cached tiles."""
+        self.version += 1
         count, nnz = tile_store.tile_statistics(self.db, meta)
         meta = meta.with_stats(count, nnz)
         catalog_store.save_tensor(self.db, meta)
@@ -101,6 +107,7 @@ class Catalog:
         return meta
 
     def create_view(self, name: str, query: str, or_replace: bool) -> None:
+        self.version += 1
         if self.view(name) and or_replace:
             catalog_store.delete_view(self.db, self.view(name)[0])
         else:
@@ -109,6 +116,7 @@ class Catalog:
         self._views[fold(name)] = (name, query)
 
     def drop_view(self, name: str) -> None:
+        self.version += 1
         view = self.view(name)
         if view is None:
             raise ProgrammingError(f'view "{name}" does not exist',

@@ -54,6 +54,16 @@ def _choice(*choices: str) -> Callable[[Any], str]:
     return parse
 
 
+def _parse_executor(value: Any) -> str:
+    executor = _choice("local", "ray")(value)
+    if executor == "ray":
+        try:
+            import ray  # noqa: F401  (an optional dependency: only this executor needs it)
+        except ImportError:
+            raise ValueError("the Ray executor needs Ray, which is not installed: pip install 'trdb[ray]'") from None
+    return executor
+
+
 def _parse_bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -75,6 +85,22 @@ def _parse_rule_list(value: Any) -> str:
     return ",".join(names)
 
 
+def _parse_cost(value: Any) -> float:
+    try:
+        cost = float(value)
+    except (TypeError, ValueError):
+        raise ValueError("expected a non-negative number (cost units, see docs/optimizer.md)") from None
+    if isinstance(value, bool) or not cost >= 0:
+        raise ValueError("expected a non-negative number (cost units, see docs/optimizer.md)")
+    return cost
+
+
+def _unit_cost(name: str) -> float:
+    from trdb.optimizer import unit_costs  # imported here: the optimizer imports the catalog
+
+    return getattr(unit_costs, name)
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -88,12 +114,17 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "parallel workers; the planner places exchange operators for them"),
     Setting("device", lambda: "auto", _choice("auto", "cpu", "gpu"),
             "'cpu', 'gpu' or 'auto' (GPU when CuPy sees one)"),
-    Setting("executor", lambda: "local", _choice("local", "ray"),
+    Setting("executor", lambda: "local", _parse_executor,
             "'local' (threads in this process) or 'ray' (a Ray cluster)"),
+    Setting("ray_address", lambda: "", str,
+            "the Ray cluster of the 'ray' executor: host:port, 'auto', or '' (a running local cluster, "
+            "else a new one)"),
     Setting("memory_limit", lambda: int(_physical_memory() * 0.8), _parse_bytes,
             "memory for cached tiles and operator state"),
     Setting("disabled_rules", lambda: "", _parse_rule_list,
             "optimizer rules to skip, comma-separated, by name"),
+    Setting("min_parallel_cost", lambda: _unit_cost("MIN_PARALLEL_COST"), _parse_cost,
+            "plans estimated to cost less run on one worker (0: always use `workers`)"),
     Setting("progress", lambda: False, _parse_bool, "a progress bar on long statements"),
 )}
 
@@ -115,6 +146,10 @@ class Settings:
                                    hint=f'did you mean "{close}"?' if close else
                                    "settings: " + ", ".join(SETTINGS))
         return setting
+
+    def snapshot(self) -> tuple:
+        """Every value in force, hashable: what a cached plan was chosen under."""
+        return tuple(sorted((name, value) for name, value in self._values.items()))
 
     def set(self, name: str, value: Any) -> None:
         setting = self.declared(name)

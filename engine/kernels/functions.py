@@ -179,8 +179,48 @@ def einsum(xp, spec: str, *operands: Any):
     # stays weak (a float32 contraction times 2.0 remains float32).
     dtype = xp.result_type(*operands) if tensors else None
     arrays = [op if hasattr(op, "dtype") else xp.asarray(op, dtype=dtype) for op in operands]
+    plan = _tensordot_plan(spec) if len(arrays) == 2 else None
+    if plan is not None:
+        return _tensordot(xp, arrays, *plan)
     expression = _contraction(spec, tuple(a.shape for a in arrays))
     return expression(*arrays)
+
+
+def _tensordot(xp, arrays, swap: bool, axes: tuple, order: tuple):
+    first, second = arrays[::-1] if swap else arrays
+    result = xp.tensordot(first, second, axes=axes)
+    return xp.transpose(result, order) if order else result
+
+
+@functools.lru_cache(maxsize=1024)
+def _tensordot_plan(spec: str):
+    """How to run a two-operand contraction as one BLAS tensordot with a row-major result, or None.
+
+    tensordot lays out the first operand's kept indices, then the second's; the operands are taken
+    in the order that makes that the output's order, so the tile comes out contiguous (opt_einsum
+    may pick the other order and return a transposed view, which every later copy walks column by
+    column). None when the spec is not a plain contraction (batch, repeated or summed-away indices).
+    """
+    if "->" not in spec or not spec.replace(",", "").replace("->", "").isalpha():
+        return None  # implicit output, ellipsis or spaces: opt_einsum reads those
+    inputs, output = spec.split("->")
+    operands = inputs.split(",")
+    letters = "".join(operands)
+    if any(operand.count(c) > 1 for operand in operands for c in operand) or len(set(output)) != len(output):
+        return None
+    if any(c in operands[0] and c in operands[1] and c in output for c in letters):
+        return None  # a batch index
+    if any(letters.count(c) == 1 and c not in output for c in letters):
+        return None  # an index summed within one operand
+    for swap in (False, True):
+        first, second = operands[::-1] if swap else operands
+        shared = [c for c in first if c in second]
+        kept = [c for c in first if c not in shared] + [c for c in second if c not in shared]
+        axes = ([first.index(c) for c in shared], [second.index(c) for c in shared])
+        if kept == list(output) or swap:
+            order = () if kept == list(output) else tuple(kept.index(c) for c in output)
+            return swap, axes, order
+    return None
 
 
 @functools.lru_cache(maxsize=1024)

@@ -9,6 +9,7 @@ from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 from trdb.planner.expression_binder import to_arg
 from trdb.planner.types import Schema, TensorType
+from trdb.optimizer.unit_costs import TUPLE_COST_FLOPS
 
 KEY_BYTES = 8
 DEFAULT_TABLE_ROWS = 1000.0
@@ -100,6 +101,11 @@ class Estimator:
             cached = (plan, getattr(self, f"_{type(plan).__name__}")(plan))
             self._memo[id(plan)] = cached
         return cached[1]
+
+    def total_cost(self, plan: lp.Plan) -> float:
+        """The work of running a whole plan on one worker: kernel FLOPs plus a cost per tuple."""
+        own = self.estimate(plan)
+        return own.flops + own.rows * TUPLE_COST_FLOPS + sum(self.total_cost(child) for child in plan.inputs)
 
     def _Scan(self, plan: lp.Scan) -> Estimate:
         meta = plan.tensor

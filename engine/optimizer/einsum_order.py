@@ -11,7 +11,7 @@ BLAS kernel on one core, about 10 ps):
 - `TUPLE_COST_FLOPS` per joined tuple (hash probe, Python call of the kernel),
 
 with the first two divided by the workers that can share the step (no more than its tiles). The
-unit costs below are the only constants; `einsum_tiling.py` adds the cost of re-cutting operands.
+unit costs are those of `unit_costs.py`; `einsum_tiling.py` adds the cost of re-cutting operands.
 """
 from __future__ import annotations
 
@@ -20,9 +20,8 @@ import math
 
 import opt_einsum
 
-TUPLE_COST_FLOPS = 1e6    # Python overhead of one joined tuple (hash probe, kernel call): ~10 us
-ELEMENT_COST = 100.0      # one element of a kernel result written and summed: ~1 ns
-FLOPS_PER_MULTIPLY_ADD = 2
+from trdb.optimizer.unit_costs import ELEMENT_COST, FLOPS_PER_MULTIPLY_ADD, TUPLE_COST_FLOPS
+
 EXACT_UP_TO = 6           # opt_einsum's exhaustive search up to this many operands; greedy and dp beyond
 
 

@@ -24,11 +24,9 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from trdb.optimizer.einsum_order import TUPLE_COST_FLOPS, best_path
+from trdb.optimizer.einsum_order import best_path
+from trdb.optimizer.unit_costs import EXCHANGE_BYTE_COST, RETILE_BYTE_COST, RETILE_COST, TUPLE_COST_FLOPS
 
-RETILE_COST = 3e7          # one Retile operator: gather, Python loops, a single partition: ~0.3 ms
-RETILE_BYTE_COST = 10.0    # one byte copied into a new tile: ~0.1 ns
-EXCHANGE_BYTE_COST = 5.0   # one byte moved between workers
 SMALLEST_SPLIT = 64        # powers of two from here are candidate tile sizes
 EXHAUSTIVE = 1024          # assignments tried exhaustively; beyond, coordinate descent
 

@@ -33,9 +33,15 @@ from trdb.planner import logical as lp
 Want = Optional[tuple[int, ...]]
 
 
-def plan_physical(plan: lp.Plan, workers: int = 1, catalog=None) -> PhysicalNode:
-    """The physical plan of a logical plan for `workers` partitions, gathered to one at the top."""
-    planner = PhysicalPlanner(max(1, workers), Estimator(catalog))
+def plan_physical(plan: lp.Plan, workers: int = 1, catalog=None, min_parallel_cost: float = 0.0) -> PhysicalNode:
+    """The physical plan of a logical plan for `workers` partitions, gathered to one at the top.
+
+    A plan estimated to cost less than `min_parallel_cost` runs on one worker.
+    """
+    estimator = Estimator(catalog)
+    if workers > 1 and estimator.total_cost(plan) < min_parallel_cost:
+        workers = 1
+    planner = PhysicalPlanner(max(1, workers), estimator)
     return planner.gather(planner.build(plan, None))
 
 

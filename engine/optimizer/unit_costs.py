@@ -13,3 +13,5 @@ RETILE_BYTE_COST = 10.0       # one byte copied into a new tile: ~0.1 ns
 EXCHANGE_BYTE_COST = 5.0      # one byte moved between workers
 CSR_MAX_DENSITY = 0.1         # a 2-d tile with at most this fraction of non-zeros is stored and computed as CSR
 SPARSE_FLOP_COST = 4.0        # one multiply-add of a sparse kernel, per non-zero, against a dense BLAS FLOP
+MIN_PARALLEL_COST = 4e8       # plans estimated below ~4 ms of one core run on one worker: starting
+                              # workers and exchanges costs ~1 ms each, more than they would save

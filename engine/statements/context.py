@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from trdb.catalog.catalog import Catalog
 from trdb.catalog.settings import Settings
-from trdb.execution.executor import Execution
+from trdb.execution.executor import Execution, start_execution
 from trdb.execution.operator import ExecContext
 from trdb.execution.state import ExecutionState
 from trdb.execution.result import Result
@@ -21,6 +21,7 @@ from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 from trdb.planner.binder import Binder, BoundQuery
 from trdb.planner.expression_binder import BindContext, ExpressionBinder
+from trdb.statements.plan_cache import CachedPlan, PlanCache
 from trdb.storage.database import Database
 
 
@@ -32,6 +33,7 @@ class StatementContext:
     backend: Backend
     bind: BindContext
     interrupted: threading.Event = field(default_factory=threading.Event)
+    plans: Optional[PlanCache] = None
 
     @property
     def text(self) -> str:
@@ -57,11 +59,12 @@ class StatementContext:
         """`keep_zero_tuples`: the caller tells a tuple holding zero tiles from an absent one (UPDATE,
         MINIMIZE's gradients, a shared subplan), so the optimizer may not drop such tuples."""
         optimized = optimize(plan, self.settings, self.catalog, keep_zero_tuples=keep_zero_tuples)
-        return plan_physical(optimized, self.settings.workers, self.catalog)
+        return plan_physical(optimized, self.settings.workers, self.catalog, self.settings.min_parallel_cost)
 
     def execute_physical(self, node: PhysicalNode) -> tuple[list[tuple], Execution]:
         """Run a physical plan to the end; the execution is returned for its metrics."""
-        execution = Execution(node, ExecContext(self.backend, self.catalog, ExecutionState(self.interrupted)))
+        execution = start_execution(node, ExecContext(self.backend, self.catalog, ExecutionState(self.interrupted)),
+                                    self.settings)
         with execution:
             rows = list(execution.rows())
         return rows, execution
@@ -85,4 +88,22 @@ class StatementContext:
 
     def run_query(self, query: ast.Query, keep_zero_tuples: bool = False) -> Result:
         return self.run_plan(self.bind_query(query).plan, keep_zero_tuples=keep_zero_tuples)
+
+    def run_query_statement(self, query: ast.Query) -> Result:
+        """Run the query of a SELECT statement, through the plan cache when the session has one."""
+        key = self._plan_key()
+        cached = self.plans.get(key) if self.plans else None
+        if cached is None:
+            plan = self.bind_query(query).plan
+            rewritten = self.shared_work().rewrite(plan)
+            cached = CachedPlan(self.physical(rewritten), plan.schema)
+            if self.plans and rewritten is plan:  # shared subplans' tuples are this run's only
+                self.plans.put(key, cached)
+        rows = self.execute_physical(cached.node)[0]
+        return Result(rows=rows, schema=cached.schema, rowcount=len(rows))
+
+    def _plan_key(self) -> Optional[tuple]:
+        if self.plans is None:
+            return None
+        return PlanCache.key(self.text, self.bind.params, self.settings.snapshot(), self.catalog.version)
 

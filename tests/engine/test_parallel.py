@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import trdb
+from trdb.optimizer.unit_costs import MIN_PARALLEL_COST
 
 
 def worker_threads() -> list[threading.Thread]:
@@ -43,6 +44,20 @@ def test_matmul_plan_has_exchanges(parallel):
     parallel.execute("SET workers = 1")
     plan = "\n".join(r[0] for r in parallel.execute("EXPLAIN SELECT A.i, A.j, A.v FROM A"))
     assert "Exec(" in plan and "Gather" not in plan
+
+
+def test_small_plans_run_on_one_worker_unless_told_otherwise(parallel):
+    parallel.execute(f"SET min_parallel_cost = {MIN_PARALLEL_COST}")  # the default; the test suite sets 0
+    parallel.execute("CREATE TENSOR A SHAPE (2048, 2048) TILE (512, 512) FILL ONES")
+    parallel.execute("CREATE TENSOR s SHAPE (64, 64) TILE (32, 32) FILL ONES")
+    matmul = "SELECT {0}.i, T.j, SUM(MATMUL({0}.v, T.v)) AS v FROM {0} JOIN {0} AS T ON {0}.j = T.i GROUP BY {0}.i, T.j"
+    explain = lambda query: "\n".join(r[0] for r in parallel.execute("EXPLAIN " + query))
+    assert "GatherExec" in explain(matmul.format("A"))       # ~17 GFLOP: worth two workers
+    assert "GatherExec" not in explain(matmul.format("s"))   # ~0.5 MFLOP: starting workers costs more
+    parallel.execute("SET min_parallel_cost = 0")
+    assert "GatherExec" in explain(matmul.format("s"))
+    with pytest.raises(trdb.ProgrammingError, match="min_parallel_cost"):
+        parallel.execute("SET min_parallel_cost = -1")
 
 
 def test_explain_analyze_reports_actual_tuples_and_moved_bytes(parallel):
