@@ -1,9 +1,10 @@
 """EXPLAIN text: the physical plan as an indented tree with estimates, and actual metrics under ANALYZE."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 from trdb.execution.executor import Execution
+from trdb.optimizer.driver import RuleTiming
 from trdb.optimizer.physical_plan import PhysicalNode
 
 
@@ -15,7 +16,7 @@ def _quantity(value: float) -> str:
 
 
 def _estimates(node: PhysicalNode) -> str:
-    parts = [f"tuples={_quantity(node.estimate.rows)}"]
+    parts = [f"cost={_quantity(node.own_cost)}", f"tuples={_quantity(node.estimate.rows)}"]
     if node.estimate.flops:
         parts.append(f"flops={_quantity(node.estimate.flops)}")
     parts.append(f"bytes={_quantity(node.estimate.bytes)}")
@@ -44,3 +45,15 @@ def explain_lines(node: PhysicalNode, execution: Optional[Execution] = None, dep
     for child in node.children:
         lines.extend(explain_lines(child, execution, depth + 1))
     return lines
+
+
+def rule_timings(timings: Sequence[RuleTiming]) -> str:
+    """One line: each optimizer rule's time over all passes, a star where it changed the plan."""
+    seconds: dict[str, float] = {}
+    changed: set[str] = set()
+    for timing in timings:
+        seconds[timing.rule] = seconds.get(timing.rule, 0.0) + timing.seconds
+        if timing.changed:
+            changed.add(timing.rule)
+    parts = [f"{rule}{'*' if rule in changed else ''} {s * 1000:.2f}ms" for rule, s in seconds.items()]
+    return f"Optimizer rules ({sum(seconds.values()) * 1000:.2f}ms, * changed the plan): " + ", ".join(parts)

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from trdb.optimizer.cardinality import Estimate
+from trdb.optimizer.unit_costs import EXCHANGE_BYTE_COST, TUPLE_COST_FLOPS
 from trdb.planner.types import Schema
 
 
@@ -60,6 +61,11 @@ class PhysicalNode:
     @property
     def instances(self) -> int:
         return self.partitioning.count
+
+    @property
+    def own_cost(self) -> float:
+        """This operator's estimated cost alone (optimizer/unit_costs.py): FLOPs, tuples, bytes moved."""
+        return self.estimate.flops + self.estimate.rows * TUPLE_COST_FLOPS + self.moved_bytes * EXCHANGE_BYTE_COST
 
     @property
     def moved_bytes(self) -> float:

@@ -29,6 +29,7 @@ from trdb.optimizer.cardinality import Estimate, Estimator
 from trdb.optimizer.physical_plan import SINGLE, Partitioning, PhysicalNode, Route
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
+from trdb.planner.expression_text import assignments, column_names, render
 
 Want = Optional[tuple[int, ...]]
 
@@ -101,12 +102,13 @@ class PhysicalPlanner:
     def _Scan(self, plan: lp.Scan, want: Want) -> PhysicalNode:
         keys = tuple(range(len(plan.tensor.keys)))
         estimate = self.estimator.estimate(plan)
+        tiles = f"{plan.tensor.name}, tile {list(plan.tensor.tile)}"
         if self.workers == 1 or not keys:
-            return _node("TableScanExec", plan.tensor.name, (), plan.schema, SINGLE, estimate,
+            return _node("TableScanExec", tiles, (), plan.schema, SINGLE, estimate,
                          lambda children, p: TableScanExec(plan.tensor))
         columns = want if want and all(c in keys for c in want) else keys
         count = self.workers
-        return _node("TableScanExec", f"{plan.tensor.name}, hash: {_names(plan.schema, columns)}", (), plan.schema,
+        return _node("TableScanExec", f"{tiles}, hash: {_names(plan.schema, columns)}", (), plan.schema,
                      Partitioning("hash", count, columns), estimate,
                      lambda children, p: TableScanExec(plan.tensor, p, count, columns))
 
@@ -129,7 +131,8 @@ class PhysicalPlanner:
     # ------------------------------------------------------------ per-tuple operators
 
     def _Filter(self, plan: lp.Filter, want: Want) -> list[PhysicalNode]:
-        return [_node("FilterExec", "", (child,), plan.schema, child.partitioning, self.estimator.estimate(plan),
+        detail = render(plan.predicate, column_names(plan.input.schema))
+        return [_node("FilterExec", detail, (child,), plan.schema, child.partitioning, self.estimator.estimate(plan),
                       lambda children, p: FilterExec(children[0], plan.predicate))
                 for child in self.candidates(plan.input, want)]
 
@@ -145,8 +148,8 @@ class PhysicalPlanner:
             mapped = tuple(outputs.get(c) for c in partitioning.columns)
             partitioning = replace(partitioning, columns=mapped) if None not in mapped else \
                 Partitioning("any", partitioning.count)
-        names = tuple(c.name for c in plan.schema)
-        return _node("ProjectionExec", ", ".join(names), (child,), plan.schema, partitioning,
+        detail = assignments(plan.exprs, plan.schema, plan.input.schema)
+        return _node("ProjectionExec", detail, (child,), plan.schema, partitioning,
                      self.estimator.estimate(plan), lambda children, p: ProjectionExec(children[0], plan.exprs))
 
     # ------------------------------------------------------------ join
@@ -235,8 +238,9 @@ class PhysicalPlanner:
 
     def _aggregate_node(self, plan: lp.Aggregate, child: PhysicalNode, partitioning: Partitioning,
                         phase: str = "") -> PhysicalNode:
+        inputs = column_names(plan.input.schema)
         detail = f"{phase}group by [{_names(plan.schema, range(len(plan.group_by)))}]: " + \
-            ", ".join(c.function for c in plan.calls)
+            ", ".join(f"{c.function}({render(c.arg, inputs) if c.arg is not None else '*'})" for c in plan.calls)
         estimate = self.estimator.estimate(plan)
         partial = phase.startswith("partial")
         return _node("HashAggregateExec", detail, (child,), plan.schema, partitioning, estimate,

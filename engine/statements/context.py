@@ -13,7 +13,7 @@ from trdb.execution.state import ExecutionState
 from trdb.execution.result import Result
 from trdb.kernels.backend import Backend
 from trdb.optimizer.common_subplans import SharedWork
-from trdb.optimizer.driver import optimize
+from trdb.optimizer.driver import RuleContext, optimize
 from trdb.optimizer.physical_plan import PhysicalNode
 from trdb.optimizer.physical_planner import plan_physical
 from trdb.parser import ast
@@ -55,10 +55,13 @@ class StatementContext:
     def bind_query(self, query: ast.Query) -> BoundQuery:
         return self.binder().bind_query(query)
 
-    def physical(self, plan: lp.Plan, keep_zero_tuples: bool = False) -> PhysicalNode:
+    def physical(self, plan: lp.Plan, keep_zero_tuples: bool = False,
+                 rules: Optional[RuleContext] = None) -> PhysicalNode:
         """`keep_zero_tuples`: the caller tells a tuple holding zero tiles from an absent one (UPDATE,
-        MINIMIZE's gradients, a shared subplan), so the optimizer may not drop such tuples."""
-        optimized = optimize(plan, self.settings, self.catalog, keep_zero_tuples=keep_zero_tuples)
+        MINIMIZE's gradients, a shared subplan), so the optimizer may not drop such tuples.
+        `rules` receives the optimizer rules' timings."""
+        rules = rules or RuleContext(self.catalog, self.settings, keep_zero_tuples=keep_zero_tuples)
+        optimized = optimize(plan, self.settings, self.catalog, context=rules)
         return plan_physical(optimized, self.settings.workers, self.catalog, self.settings.min_parallel_cost)
 
     def execute_physical(self, node: PhysicalNode) -> tuple[list[tuple], Execution]:

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from trdb.errors import NotSupportedError
-from trdb.execution.explain import explain_lines
+from trdb.execution.explain import explain_lines, rule_timings
 from trdb.kernels.placement import backend_for
+from trdb.optimizer.driver import RuleContext
 from trdb.execution.result import Result
 from trdb.parser import ast
 from trdb.planner.types import Column, ScalarType
@@ -67,8 +68,11 @@ def show_setting(sc: StatementContext, node: ast.ShowSetting) -> Result:
 def explain(sc: StatementContext, node: ast.Explain) -> Result:
     if not isinstance(node.statement, ast.QueryStatement):
         raise sc.bind.fail(node.statement, "EXPLAIN takes a query", error=NotSupportedError)
-    physical = sc.physical(sc.bind_query(node.statement.query).plan)
+    rules = RuleContext(sc.catalog, sc.settings)
+    physical = sc.physical(sc.bind_query(node.statement.query).plan, rules=rules)
     execution = sc.execute_physical(physical)[1] if node.analyze else None
     lines = explain_lines(physical, execution)
+    if node.analyze:
+        lines.append(rule_timings(rules.timings))
     return _text_result(("plan",), [(line,) for line in lines])
 
