@@ -52,7 +52,7 @@ class Session:
             self.db.close()
             raise
         self.aborted = False
-        self._parsed: OrderedDict[str, ast.Statement] = OrderedDict()
+        self._parsed: OrderedDict[str, tuple[ast.Statement, int]] = OrderedDict()  # and its parameter count
         self.plans = PlanCache()
         self.lock = threading.RLock()
         self._running: Optional[threading.Event] = None
@@ -79,14 +79,14 @@ class Session:
 
     def _execute_one(self, text: str, params: Sequence[Any]) -> Result:
         try:
-            statement = self._parse(text)
+            statement, expected = self._parse(text)
         except ParseError as exc:
             return self._fallback(text, params, exc)
         if self.aborted and not isinstance(statement, ast.Rollback):
             raise errors.OperationalError("current transaction is aborted, commands ignored until end of "
                                           "transaction block", hint="ROLLBACK")
         try:
-            return self._dispatch(statement, text, params)
+            return self._dispatch(statement, text, params, expected)
         except errors.Error as exc:
             raise self._failed(exc, text)
         except (KeyboardInterrupt, MemoryError, RecursionError):
@@ -95,14 +95,15 @@ class Session:
         except Exception as exc:  # a bug: report it as an InternalError, never a bare traceback
             raise self._failed(errors.InternalError(f"internal error: {type(exc).__name__}: {exc}"), text) from exc
 
-    def _parse(self, text: str) -> ast.Statement:
-        statement = self._parsed.get(text)
-        if statement is None:
+    def _parse(self, text: str) -> tuple[ast.Statement, int]:
+        """The statement and how many parameters it takes, cached by text."""
+        parsed = self._parsed.get(text)
+        if parsed is None:
             statement = parse(text)
-            self._parsed[text] = statement
+            parsed = self._parsed[text] = (statement, count_params(statement))
             if len(self._parsed) > _PARSE_CACHE_SIZE:
                 self._parsed.popitem(last=False)
-        return statement
+        return parsed
 
     def _failed(self, exc: errors.Error, text: str) -> errors.Error:
         self._after_failure()
@@ -114,8 +115,7 @@ class Session:
 
     # ------------------------------------------------------------ dispatch
 
-    def _dispatch(self, statement: ast.Statement, text: str, params: Sequence[Any]) -> Result:
-        expected = count_params(statement)
+    def _dispatch(self, statement: ast.Statement, text: str, params: Sequence[Any], expected: int) -> Result:
         if expected != len(params) and not isinstance(statement, (ast.Begin, ast.Commit, ast.Rollback)):
             raise errors.ProgrammingError(f"the statement has {expected} parameter(s) but {len(params)} "
                                           f"were given")
