@@ -41,8 +41,10 @@ _READS: dict[type, Handler] = {
 class Session:
     """Owns the DuckDB database, the catalog, the buffer pool and the settings of one connection."""
 
-    def __init__(self, path: Optional[str] = None):
+    def __init__(self, path: Optional[str] = None, settings: Optional[dict[str, Any]] = None):
         self.settings = Settings()
+        for name, value in (settings or {}).items():
+            self.settings.set(name, value)
         self.db = Database(path)
         try:
             self.db.execute("SET force_compression = 'uncompressed'")  # ZSTD made tile look-ups slow

@@ -190,11 +190,11 @@ class Connection:
     InternalError, ProgrammingError, NotSupportedError = errors.InternalError, errors.ProgrammingError, \
         errors.NotSupportedError
 
-    def __init__(self, database: Optional[str] = None):
+    def __init__(self, database: Optional[str] = None, settings: Optional[dict[str, Any]] = None):
         from trdb.session import Session
 
         self.database = database
-        self._live = Session(database)
+        self._live = Session(database, settings)
 
     def _session(self):
         if self._live is None:
@@ -239,8 +239,14 @@ class Connection:
             pass
 
 
-def connect(database: Optional[str] = None) -> Connection:
-    """Open a trdb database: in memory when `database` is None or ':memory:', else the named file."""
+def connect(database: Optional[str] = None, *, address: Optional[str] = None, **settings: Any) -> Connection:
+    """Open a trdb database: in memory when `database` is None or ':memory:', else the named file.
+
+    Keywords set settings for the connection (`executor='ray'`, `workers=4`); `address` is the Ray
+    cluster's (the `ray_address` setting).
+    """
     if database == ":memory:":
         database = None
-    return Connection(database)
+    if address is not None:
+        settings["ray_address"] = address
+    return Connection(database, settings)

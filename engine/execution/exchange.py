@@ -20,6 +20,11 @@ _DONE = object()
 Router = Callable[[Batch, int], Iterable[tuple[int, Batch]]]
 
 
+def batch_bytes(batch: Batch) -> int:
+    """The bytes a batch moves: its tiles' sizes, 8 for any other value."""
+    return sum(getattr(v, "nbytes", 8) for row in batch for v in row)
+
+
 class Channel:
     """M bounded queues fed by `producers` producer instances."""
 
@@ -41,7 +46,7 @@ class Channel:
                 self.state.raise_if_cancelled()
 
     def account(self, batch: Batch, copies: int) -> None:
-        size = sum(getattr(v, "nbytes", 8) for row in batch for v in row)
+        size = batch_bytes(batch)
         with self._lock:
             self.tuples += len(batch) * copies
             self.bytes += size * copies

@@ -10,14 +10,23 @@ from trdb.execution.gather import gather_router
 from trdb.execution.operator import ExecContext, PhysicalOperator, drain
 from trdb.execution.repartition import hash_router
 from trdb.execution.workers import ThreadWorkers, Workers
-from trdb.optimizer.physical_plan import PhysicalNode
+from trdb.optimizer.physical_plan import PhysicalNode, Route
 
 
-def _router(node: PhysicalNode):
-    route = node.route
+def router_for(route: Route):
+    """The function that sends each tuple of a batch to its consumer partitions."""
     if route.kind == "hash":
         return hash_router(route.columns)
     return broadcast_router if route.kind == "broadcast" else gather_router
+
+
+def start_execution(root: PhysicalNode, ctx: ExecContext, settings) -> "Execution":
+    """The execution of `root` by the executor the settings name: local threads, or a Ray cluster."""
+    if settings.executor == "ray":
+        from trdb.execution.ray_execution import RayExecution  # Ray is optional: imported only when used
+
+        return RayExecution(root, ctx, settings)
+    return Execution(root, ctx)
 
 
 class Execution:
@@ -68,7 +77,7 @@ class Execution:
         child = node.children[0]
         channel = Channel(node.instances, child.instances, self.ctx.state)
         self.channels[id(node)] = self._by_path[path] = channel
-        router = _router(node)
+        router = router_for(node.route)
         for producer in range(child.instances):
             operator = self._instantiate(child, producer, path + (0,))
             self.workers.start(f"{node.operator}-{producer}",

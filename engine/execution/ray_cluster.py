@@ -1,0 +1,97 @@
+"""The Ray cluster the 'ray' executor runs on: connecting to it and keeping one actor per worker.
+
+Actors live as long as this process's connection to Ray and are shared by all trdb connections
+in it. Before each statement the ones it needs are pinged (one small call each, in parallel); a
+dead actor is replaced, so a statement after a failure runs on a full set of workers.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import ray
+
+from trdb.errors import OperationalError
+from trdb.execution.ray_worker import RayWorker
+
+PING_SECONDS = 10.0     # an actor that does not answer a ping in this time is replaced
+START_SECONDS = 120.0   # how long a new actor may take to start (worker processes, imports)
+
+
+def connect(address: str) -> None:
+    """Connect this process to Ray (once): to `address`, or as `ray.init()` finds or starts a cluster."""
+    if ray.is_initialized():
+        return
+    try:
+        ray.init(address=address or None)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        where = f"at {address!r}" if address else "(no ray_address set: a running local cluster, else a new one)"
+        raise OperationalError(f"cannot connect to the Ray cluster {where}: {exc}",
+                               hint="start one with `ray start --head`, then SET ray_address") from None
+
+
+def wants_gpus(device: str) -> bool:
+    """GPU actors when the device setting asks for a GPU, or allows one ('auto') and the cluster has them."""
+    return device == "gpu" or (device == "auto" and ray.cluster_resources().get("GPU", 0) > 0)
+
+
+class ActorPool:
+    """The actors of this process: one list per kind ('cpu', 'gpu'), index = worker number."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._actors: dict[str, list[Any]] = {}
+        self._job: Any = None
+
+    def actors(self, count: int, gpu: bool) -> list[Any]:
+        """`count` live actors of the kind, started or replaced as needed."""
+        with self._lock:
+            job = ray.get_runtime_context().get_job_id()
+            if job != self._job:  # a new connection to Ray: the old actors went with the old one
+                self._actors, self._job = {}, job
+            pool = self._actors.setdefault("gpu" if gpu else "cpu", [])
+            pool.extend([None] * (count - len(pool)))
+            self._drop_dead(pool, count)
+            missing = [i for i in range(count) if pool[i] is None]
+            for index, options in zip(missing, _resources(len(missing), gpu)):
+                pool[index] = RayWorker.options(**options).remote(index)
+            self._wait_started(pool, missing)
+            return pool[:count]
+
+    @staticmethod
+    def _drop_dead(pool: list, count: int) -> None:
+        pings = {i: pool[i].ping.remote() for i in range(count) if pool[i] is not None}
+        for index, ref in pings.items():
+            try:
+                ray.get(ref, timeout=PING_SECONDS)
+            except (ray.exceptions.RayError, TimeoutError):
+                ray.kill(pool[index])
+                pool[index] = None
+
+    @staticmethod
+    def _wait_started(pool: list, started: list[int]) -> None:
+        for index in started:
+            try:
+                ray.get(pool[index].ping.remote(), timeout=START_SECONDS)
+            except (ray.exceptions.RayError, TimeoutError) as exc:
+                ray.kill(pool[index])
+                pool[index] = None
+                raise OperationalError(f"Ray worker {index} could not be started: {type(exc).__name__}: {exc}",
+                                       hint="check the cluster's free resources with `ray status`") from None
+
+
+def _resources(count: int, gpu: bool) -> list[dict]:
+    """Each new actor reserves a CPU (a GPU) while the cluster has one free; further actors share."""
+    available = ray.available_resources()
+    if gpu:
+        gpus = ray.cluster_resources().get("GPU", 0)
+        if gpus == 0:
+            raise OperationalError("device 'gpu' asks for GPU workers, but the Ray cluster has no GPU",
+                                   hint="SET device = 'cpu' (or 'auto')")
+        free = int(available.get("GPU", 0))
+        return [{"num_gpus": 1 if n < free else min(1.0, gpus / count), "num_cpus": 0} for n in range(count)]
+    free = int(available.get("CPU", 0))
+    return [{"num_cpus": 1 if n < free else 0} for n in range(count)]
+
+
+POOL = ActorPool()

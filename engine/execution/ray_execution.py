@@ -1,0 +1,219 @@
+"""The 'ray' executor: the same physical plan and operators, with the fragments run by Ray actors.
+
+The plan is cut at its exchanges and its scans. Each producer instance of an exchange (the
+operators below it, down to the next exchanges and scans) is shipped to the actor of its partition
+and run there (`RayWorker.run`). Scans hold the database, so they run on the driver and feed their
+tuples to the fragment that reads them. A driver thread per fragment passes each routed batch on,
+as an object reference, to the actor of its consumer partition, or into the driver's channel for
+the final gather, the only operator that runs on the driver. The first error anywhere (a kernel
+error raised in an actor, an actor that died) fails the statement; ending the execution releases
+it in every actor, which stops what still runs of it there.
+"""
+from __future__ import annotations
+
+import itertools
+import uuid
+from functools import partial
+from typing import Any
+
+import ray
+
+from trdb.errors import NotSupportedError, OperationalError, QueryCancelled
+from trdb.execution.exchange import Channel, POLL_SECONDS
+from trdb.execution.executor import Execution
+from trdb.execution.gather import GatherExec
+from trdb.execution.operator import ExecContext, PhysicalOperator
+from trdb.execution.ray_cluster import POOL, connect, wants_gpus
+from trdb.execution.ray_inbox import FeedExec, RemoteChannel
+from trdb.execution.ray_routing import FEED_WINDOW, ActorDestination, LocalDestination, Moved, settle
+from trdb.execution.ray_worker import FEED_THREADS, RUN_THREADS, preorder
+from trdb.kernels.numpy_backend import NUMPY_BACKEND
+from trdb.optimizer.physical_plan import SINGLE, PhysicalNode, Route
+
+GENERATOR_WINDOW = 16  # objects a fragment may yield ahead of the driver (each batch is a header and its rows)
+
+
+def gathered(root: PhysicalNode) -> PhysicalNode:
+    """The plan with a gather on top: everything but that gather runs in actors."""
+    if root.route is not None:
+        return root
+    return PhysicalNode("GatherExec", "1 -> 1", (root,), root.schema, SINGLE, root.estimate, GatherExec,
+                        Route("gather"), root.cost)
+
+
+class RayExecution(Execution):
+    """One run of a plan on the Ray cluster; the same interface as `Execution`."""
+
+    def __init__(self, root: PhysicalNode, ctx: ExecContext, settings):
+        super().__init__(gathered(root), ctx)
+        connect(settings.ray_address)
+        gpu = wants_gpus(settings.device)
+        self.device = settings.device if gpu else "cpu"
+        self.actors = POOL.actors(settings.workers, gpu)
+        self.id = uuid.uuid4().hex
+        self.pids: set[int] = set()          # the actor processes that ran this plan's fragments
+        self._keys = itertools.count()
+        self._keys_by_path: dict[tuple, int] = {}
+        self._locations: dict[int, dict[int, int]] = {}
+        self._tasks: list[tuple[str, Any]] = []
+        self._load = [0] * len(self.actors)  # fragments per actor, checked against its threads
+        self._leaf_ctx = ExecContext(NUMPY_BACKEND, ctx.catalog, ctx.state)  # scans hand host arrays to actors
+
+    def __enter__(self) -> "RayExecution":
+        try:
+            self._operator = self._instantiate(self.root, 0, ())  # the root is a gather: all else is remote
+            self._check_load()
+            for name, task in self._tasks:
+                self.workers.start(name, task)
+            self._operator.open(self.ctx)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if self._operator is not None:
+                self._operator.close()
+        finally:
+            self.ctx.state.cancelled.set()
+            for actor in self.actors:
+                actor.release.remote(self.id)  # stops this execution's fragments and feeds there
+            self.workers.join()
+
+    # ------------------------------------------------------------ cutting the plan into fragments
+
+    def _start_exchange(self, node: PhysicalNode, path: tuple) -> Channel:
+        """An exchange whose consumers are on the driver (the final gather)."""
+        channel = Channel(node.instances, node.children[0].instances, self.ctx.state)
+        self._by_path[path] = channel
+        moved = self.channels[id(node)] = Moved()
+        self._producers(node, path, lambda: LocalDestination(channel, moved))
+        return channel
+
+    def _producers(self, node: PhysicalNode, path: tuple, destination) -> None:
+        child = node.children[0]
+        for producer in range(child.instances):
+            worker = producer % len(self.actors)
+            fragment = self._remote(child, producer, path + (0,), worker)
+            self._load[worker] += 1
+            self._tasks.append((f"{node.operator}-{producer}", partial(
+                self._run_fragment, fragment, worker, node.route, node.instances, destination())))
+
+    def _remote(self, node: PhysicalNode, partition: int, path: tuple, worker: int) -> PhysicalOperator:
+        """The operator of `node` in a fragment that `worker` runs."""
+        if node.route is not None:
+            operator = self._remote_exchange(node, partition, path, worker)
+        elif not node.children:
+            return self._scan(node, partition, worker)
+        else:
+            children = [self._remote(child, partition if child.instances > 1 else 0, path + (n,), worker)
+                        for n, child in enumerate(node.children)]
+            operator = node.make(children, partition)
+        self.instances[id(node)].append(operator)
+        return operator
+
+    def _remote_exchange(self, node: PhysicalNode, partition: int, path: tuple, worker: int) -> PhysicalOperator:
+        """The consumer side of an exchange inside a fragment: it reads its actor's inbox."""
+        producers = node.children[0].instances
+        key = self._keys_by_path.get(path)
+        if key is None:
+            key = self._keys_by_path[path] = next(self._keys)
+            locations = self._locations[key] = {}
+            moved = self.channels[id(node)] = Moved()
+            self._producers(node, path, lambda: ActorDestination(
+                self.ctx.state, self.actors, self.id, key, locations, producers, moved, self.failure))
+        self._locations[key][partition] = worker
+        return node.make(RemoteChannel(self.id, key, producers), partition, node.detail)
+
+    def _scan(self, node: PhysicalNode, partition: int, worker: int) -> PhysicalOperator:
+        """A scan runs on the driver and feeds its tuples to the fragment, where a FeedExec stands in for it."""
+        scan = node.make([], partition)
+        self.instances[id(node)].append(scan)
+        key = next(self._keys)
+        destination = ActorDestination(self.ctx.state, self.actors, self.id, key, {0: worker}, 1, Moved(),
+                                       self.failure)
+        self._tasks.append((f"{node.operator}-{partition}", partial(self._run_scan, scan, worker, destination)))
+        return FeedExec(RemoteChannel(self.id, key, 1), 0, node.operator)
+
+    def _check_load(self) -> None:
+        if max(self._load, default=0) > RUN_THREADS or len(self._tasks) * FEED_WINDOW > FEED_THREADS:
+            raise NotSupportedError(f"the plan has {len(self._tasks)} fragments and scans, more than the Ray "
+                                    f"executor runs at once ({RUN_THREADS} fragments per worker)",
+                                    hint="SET executor = 'local'")
+
+    # ------------------------------------------------------------ driver threads
+
+    def _run_fragment(self, fragment: PhysicalOperator, worker: int, route: Route, consumers: int,
+                      destination) -> None:
+        """Ship a fragment to its actor and pass each batch it yields on to its consumers."""
+        stream = None
+        try:
+            stream = self.actors[worker].run.options(_generator_backpressure_num_objects=GENERATOR_WINDOW).remote(
+                self.id, fragment, route, consumers, self.device)
+            while True:
+                header = settle(self._next_ref(stream), self.ctx.state)
+                if header[0] == "end":
+                    self._record(fragment, header[1], header[2])
+                    break
+                partitions, tuples, size = header
+                destination.deliver(partitions, self._next_ref(stream), tuples, size)
+            destination.finish()
+        except StopIteration:
+            self.ctx.state.fail(QueryCancelled("the statement was cancelled"))  # released before it ran
+        except BaseException as exc:
+            self.ctx.state.fail(self.failure(exc, worker))
+            if stream is not None:
+                ray.cancel(stream)  # a fragment still queued in its actor never starts
+
+    def _next_ref(self, stream) -> Any:
+        while not ray.wait([stream], timeout=POLL_SECONDS)[0]:
+            self.ctx.state.raise_if_cancelled()
+        return next(stream)
+
+    def _run_scan(self, scan: PhysicalOperator, worker: int, destination: ActorDestination) -> None:
+        """A scan on the driver: its batches are fed to the fragment that reads them."""
+        try:
+            scan.open(self._leaf_ctx)
+            while (batch := scan.next_batch()) is not None:
+                destination.deliver([0], batch, len(batch), 0)
+            destination.finish()
+        except BaseException as exc:
+            self.ctx.state.fail(self.failure(exc, worker))
+        finally:
+            try:
+                scan.close()
+            except BaseException as exc:
+                self.ctx.state.fail(exc)
+
+    def _record(self, fragment: PhysicalOperator, metrics: list, pid: int) -> None:
+        """The metrics the actor measured, onto the driver's copies of its operators (EXPLAIN ANALYZE)."""
+        for operator, measured in zip(preorder(fragment), metrics):
+            operator.metrics = measured
+        self.pids.add(pid)
+
+    def failure(self, exc: BaseException, worker: int) -> BaseException:
+        """The error a statement fails with: what an operator raised in an actor, or what Ray reports."""
+        if not isinstance(exc, ray.exceptions.RayError):
+            return exc
+        if isinstance(exc, ray.exceptions.RayTaskError):
+            cause = exc.cause
+            return self.failure(cause, worker) if isinstance(cause, BaseException) else _cluster_error(exc)
+        if isinstance(exc, ray.exceptions.TaskCancelledError):
+            return QueryCancelled("the statement was cancelled")
+        if isinstance(exc, ray.exceptions.RayActorError):
+            return OperationalError(f"Ray worker {worker} died during the statement ({_reason(exc)}); the "
+                                    "statement was rolled back and changed nothing",
+                                    hint="the next statement starts a new worker in its place")
+        return _cluster_error(exc)
+
+
+def _reason(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    because = [line for line in lines if "because" in line]
+    return (because or lines or [type(exc).__name__])[-1].rstrip(".")
+
+
+def _cluster_error(exc: BaseException) -> OperationalError:
+    return OperationalError(f"the Ray cluster failed during the statement ({type(exc).__name__}: {_reason(exc)}); "
+                            "the statement was rolled back and changed nothing")

@@ -1,0 +1,87 @@
+"""The Ray actor of the 'ray' executor: one per worker, it runs plan fragments and takes in their inputs.
+
+`run` is a streaming generator: it runs one fragment (the operators below an exchange, down to the
+next exchanges and scans), routes each output batch to consumer partitions as the exchange's
+router says, and yields for each piece a small header (its partitions, tuples and bytes) and then
+the rows, which Ray stores as one object (shared memory on the node; numpy arrays are read back
+without a copy). The last item carries the operators' metrics and the process id. Methods run in
+threads of their own concurrency groups, so a blocked `feed` never holds up a fragment or `release`.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterator, Optional
+
+import ray
+
+from trdb.execution.exchange import batch_bytes
+from trdb.execution.executor import router_for
+from trdb.execution.operator import Batch, ExecContext, OperatorMetrics, PhysicalOperator
+from trdb.execution import ray_inbox  # the module, not its INBOXES: Ray ships this class by value
+from trdb.kernels.placement import backend_for
+from trdb.optimizer.physical_plan import Route
+
+RUN_THREADS = 128    # fragments one actor can run at once: a statement's exchanges and scans, per worker
+FEED_THREADS = 256   # feeds that can wait at once for room in a full queue
+
+
+def preorder(operator: PhysicalOperator) -> Iterator[PhysicalOperator]:
+    """The operators of a fragment, parents before children (the order metrics travel back in)."""
+    yield operator
+    for child in operator.children:
+        yield from preorder(child)
+
+
+def pieces(routed) -> list[tuple[list[int], Batch]]:
+    """Routed (partition, rows) pairs with the partitions that share one batch (a broadcast) merged."""
+    merged: dict[int, tuple[Batch, list[int]]] = {}
+    for partition, rows in routed:
+        merged.setdefault(id(rows), (rows, []))[1].append(partition)
+    return [(partitions, rows) for rows, partitions in merged.values()]
+
+
+def host_rows(rows: Batch, backend) -> Batch:
+    """Rows leaving the actor: device tiles are copied to the host (the consumer may have no GPU)."""
+    if backend.name == "numpy":
+        return rows
+    return [tuple(v.get() if hasattr(v, "__cuda_array_interface__") else v for v in row) for row in rows]
+
+
+@ray.remote(concurrency_groups={"control": 1, "run": RUN_THREADS, "feed": FEED_THREADS})
+class RayWorker:
+    def __init__(self, index: int):
+        self.index = index
+
+    @ray.method(concurrency_group="control")
+    def ping(self) -> int:
+        return os.getpid()
+
+    @ray.method(concurrency_group="control")
+    def release(self, execution_id: str) -> None:
+        ray_inbox.INBOXES.release(execution_id)
+
+    @ray.method(concurrency_group="feed")
+    def feed(self, execution_id: str, key: int, partition: int, producers: int, rows: Optional[Batch]) -> bool:
+        return ray_inbox.INBOXES.deliver(execution_id, key, partition, producers, rows)
+
+    @ray.method(concurrency_group="run")
+    def run(self, execution_id: str, fragment: PhysicalOperator, route: Route, consumers: int, device: str):
+        execution = ray_inbox.INBOXES.execution(execution_id)
+        if execution is None:
+            return  # released before it started: the statement has already ended
+        backend = backend_for(device)
+        execution.backend = backend
+        route_batch = router_for(route)
+        try:
+            fragment.open(ExecContext(backend, None, execution.state))
+            while (batch := fragment.next_batch()) is not None:
+                for partitions, rows in pieces(route_batch(batch, consumers)):
+                    yield partitions, len(rows) * len(partitions), batch_bytes(rows) * len(partitions)
+                    yield host_rows(rows, backend)
+        except BaseException as exc:
+            execution.state.fail(exc)  # the other fragments of this statement here stop too
+            raise
+        finally:
+            fragment.close()
+        metrics: list[OperatorMetrics] = [op.metrics for op in preorder(fragment)]
+        yield "end", metrics, os.getpid()

@@ -1,0 +1,302 @@
+"""The 'ray' executor on a local Ray cluster: the same results as the local executor, and its failures.
+
+One cluster (2 CPUs) serves the whole module. Token authentication is on, as Ray documents for
+`ray.init()`: the token comes from the environment, so nothing is written under ~/.ray.
+"""
+from __future__ import annotations
+
+import _thread
+import os
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import trdb
+from logic_runner import format_row, logic_files, parse_file, run_file
+from random_queries import build_case
+
+pytestmark = pytest.mark.ray
+
+SQL_ROOT = Path(__file__).parent.parent / "sql"
+MATMUL = "SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i GROUP BY A.i, B.j"
+SLOW = "SELECT S.i, SUM(EXP(S.v) * T.v) AS v FROM S, S AS T GROUP BY S.i"  # seconds of work: 65536 tile pairs
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    saved = {name: os.environ.get(name) for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "TRDB_MIN_PARALLEL_COST")}
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(16))  # before Ray reads them
+    os.environ["TRDB_MIN_PARALLEL_COST"] = "0"  # small test plans still get their exchanges
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    seen: set[int] = set()
+    try:
+        yield seen
+    finally:
+        ray.shutdown()
+        for name, value in saved.items():
+            os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
+    assert _still_running(seen) == [], "actor processes outlived ray.shutdown()"
+
+
+def _still_running(pids: set[int], timeout: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = [pid for pid in pids if Path(f"/proc/{pid}").exists() and not _zombie(pid)]
+        if not alive:
+            return []
+        time.sleep(0.1)
+    return alive
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+@pytest.fixture
+def ray_cur(cluster):
+    con = trdb.connect(executor="ray", workers=2)
+    yield con.cursor()
+    con.close()
+    from trdb.execution.ray_cluster import POOL
+    for actors in POOL._actors.values():  # the pids, to check at the end that none outlives the cluster
+        cluster.update(pid for pid in _pids(actors))
+
+
+def _pids(actors) -> list[int]:
+    import ray
+    pids = []
+    for actor in actors:
+        try:
+            pids.append(ray.get(actor.ping.remote(), timeout=10))
+        except Exception:
+            pass
+    return pids
+
+
+def _outcome(cur, sql: str):
+    """Rows as text (sorted: parallel plans may gather in any order), or the error's type and text."""
+    try:
+        cur.execute(sql)
+    except trdb.Error as exc:
+        return type(exc).__name__, str(exc)
+    return sorted(format_row(r) for r in cur.fetchall()) if cur.description else None
+
+
+def test_without_ray_the_setting_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now fails, as when it is not installed
+    con = trdb.connect()
+    with pytest.raises(trdb.ProgrammingError, match=r"pip install 'trdb\[ray\]'"):
+        con.execute("SET executor = 'ray'")
+    con.close()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("path", logic_files(SQL_ROOT), ids=lambda p: p.name)
+def test_logic_file_under_ray(cluster, path, workers):
+    run_file(path, setup=("SET executor = 'ray'", f"SET workers = {workers}"))
+
+
+@pytest.mark.parametrize("path", logic_files(SQL_ROOT), ids=lambda p: p.name)
+def test_logic_statements_match_the_local_executor(cluster, path):
+    local, remote = trdb.connect(workers=2), trdb.connect(executor="ray", workers=2)
+    try:
+        for record in parse_file(path):
+            expected = _outcome(local.cursor(), record.sql)
+            assert _outcome(remote.cursor(), record.sql) == expected, f"{path.name}:{record.line}\n{record.sql}"
+    finally:
+        local.close()
+        remote.close()
+
+
+@pytest.mark.parametrize("seed", range(0, 40, 2))
+def test_random_queries_match_the_local_executor(cluster, seed):
+    case = build_case(seed)
+    results = []
+    for settings in ({}, {"executor": "ray"}):
+        con = trdb.connect(workers=2, **settings)
+        cur = con.cursor()
+        for sql, array, _ in case.setup:
+            cur.execute(sql, None if array is None else [array])
+        results.append(_tiles(_outcome_rows(cur, case.sql)))
+        con.close()
+    local, remote = results
+    assert remote.keys() == local.keys(), case.describe()
+    for key, value in local.items():
+        np.testing.assert_allclose(remote[key], value, rtol=1e-5, atol=1e-5, err_msg=case.describe())
+
+
+def _outcome_rows(cur, sql):
+    try:
+        return cur.execute(sql).fetchall()
+    except trdb.Error as exc:
+        return [("error", type(exc).__name__, str(exc))]
+
+
+def _tiles(rows) -> dict:
+    return {tuple(v for v in row if not isinstance(v, np.ndarray)): [np.asarray(v, dtype=np.float64) for v in row
+                                                                       if isinstance(v, np.ndarray)]
+            for row in rows}
+
+
+def test_fragments_run_in_actor_processes(ray_cur, monkeypatch):
+    from trdb.execution.ray_execution import RayExecution
+    executions = []
+    original = RayExecution.__enter__
+    monkeypatch.setattr(RayExecution, "__enter__", lambda self: executions.append(self) or original(self))
+    ray_cur.execute("CREATE TENSOR A SHAPE (256, 256) TILE (64, 64) FILL RANDOM_NORMAL(0, 1, 1)")
+    ray_cur.execute("CREATE TENSOR B SHAPE (256, 256) TILE (64, 64) FILL RANDOM_NORMAL(0, 1, 2)")
+    a, b = (ray_cur.execute(f"SELECT * FROM {n}").fetch_tensor() for n in "AB")
+    np.testing.assert_allclose(ray_cur.execute(MATMUL).fetch_tensor(), a @ b, rtol=1e-4, atol=1e-3)
+    pids = executions[-1].pids
+    assert len(pids) == 2 and os.getpid() not in pids  # both workers ran fragments, none on the driver
+    plan = [r[0] for r in ray_cur.execute("EXPLAIN ANALYZE " + MATMUL)]
+    join = next(line for line in plan if "HashJoinExec" in line)
+    assert "actual tuples=64" in join  # counted where it ran, in the actors
+    assert any("moved=" in line and "moved=0 " not in line for line in plan)
+
+
+def test_connect_takes_the_executor_and_the_cluster_address(cluster):
+    import ray
+    address = ray.get_runtime_context().gcs_address
+    con = trdb.connect(executor="ray", address=address, workers=2)
+    cur = con.cursor()
+    assert cur.execute("SHOW executor").fetchone()[0] == "ray"
+    assert cur.execute("SHOW ray_address").fetchone()[0] == address
+    cur.execute("CREATE TENSOR A SHAPE (8, 8) TILE (4, 4) FILL ONES")
+    assert cur.execute("SELECT SUM(A.v) AS v FROM A").fetchone()[0].sum() == 64
+    con.close()
+
+
+def test_an_error_in_an_actor_is_the_local_executors_error(ray_cur):
+    ray_cur.execute("CREATE TENSOR A SHAPE (8, 8) TILE (4, 4) FILL ONES")
+    ray_cur.execute("CREATE TENSOR B SHAPE (6, 6) TILE (4, 4) FILL ONES")
+    for _ in range(3):
+        with pytest.raises(trdb.DataError, match=r"operator \*: shapes"):
+            ray_cur.execute("SELECT A.i, A.j, A.v * B.v FROM A JOIN B ON A.i = B.i AND A.j = B.j")
+    assert ray_cur.execute("SELECT COUNT(*) FROM A").fetchone() == (4,)
+
+
+def _in_background(cur, sql: str) -> tuple[threading.Thread, dict]:
+    outcome: dict = {}
+
+    def run():
+        try:
+            cur.execute(sql)
+            outcome["result"] = "finished"
+        except trdb.Error as exc:
+            outcome["result"] = exc
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def _running_statement(monkeypatch) -> threading.Event:
+    from trdb.execution.ray_execution import RayExecution
+    started = threading.Event()
+    original = RayExecution.__enter__
+
+    def enter(self):
+        entered = original(self)
+        started.set()
+        return entered
+    monkeypatch.setattr(RayExecution, "__enter__", enter)
+    return started
+
+
+def test_a_killed_actor_fails_the_statement_which_changes_nothing(ray_cur, monkeypatch):
+    import ray
+    from trdb.execution.ray_cluster import POOL
+    ray_cur.execute("CREATE TENSOR S SHAPE (1536, 1536) TILE (96, 96) FILL RANDOM_NORMAL(0, 1, 3)")
+    before = ray_cur.execute("SHOW TENSORS").fetchall()
+    started = _running_statement(monkeypatch)
+    thread, outcome = _in_background(ray_cur, f"CREATE TENSOR R AS {SLOW}")
+    assert started.wait(60)
+    time.sleep(0.5)
+    ray.kill(POOL._actors["cpu"][1])
+    thread.join(60)
+    assert not thread.is_alive()
+    error = outcome["result"]
+    assert isinstance(error, trdb.OperationalError), error
+    assert "Ray worker 1 died" in str(error) and "rolled back" in str(error)
+    assert ray_cur.execute("SHOW TENSORS").fetchall() == before  # R was not created
+    monkeypatch.undo()
+    ray_cur.execute("CREATE TENSOR A SHAPE (256, 256) TILE (64, 64) FILL RANDOM_NORMAL(0, 1, 1)")
+    ray_cur.execute("CREATE TENSOR B SHAPE (256, 256) TILE (64, 64) FILL RANDOM_NORMAL(0, 1, 2)")
+    a, b = (ray_cur.execute(f"SELECT * FROM {n}").fetch_tensor() for n in "AB")
+    np.testing.assert_allclose(ray_cur.execute(MATMUL).fetch_tensor(), a @ b, rtol=1e-4, atol=1e-3)
+
+
+def test_an_actor_killed_between_statements_is_replaced(ray_cur):
+    import ray
+    from trdb.execution.ray_cluster import POOL
+    ray_cur.execute("CREATE TENSOR A SHAPE (64, 64) TILE (16, 16) FILL ONES")
+    assert ray_cur.execute("SELECT COUNT(*) FROM A").fetchone() == (16,)
+    ray.kill(POOL._actors["cpu"][0])
+    assert ray_cur.execute("SELECT COUNT(*) FROM A").fetchone() == (16,)
+
+
+def test_cursor_close_cancels_a_ray_query(ray_cur, monkeypatch):
+    ray_cur.execute("CREATE TENSOR S SHAPE (1536, 1536) TILE (96, 96) FILL RANDOM_NORMAL(0, 1, 3)")
+    started = _running_statement(monkeypatch)
+    began = time.monotonic()
+    thread, outcome = _in_background(ray_cur, SLOW)
+    assert started.wait(60)
+    time.sleep(0.3)
+    ray_cur.close()
+    thread.join(30)
+    assert not thread.is_alive() and time.monotonic() - began < 20
+    assert isinstance(outcome["result"], trdb.OperationalError) and "cancelled" in str(outcome["result"])
+    assert not [t for t in threading.enumerate() if t.name.startswith("trdb-worker")]
+    assert ray_cur.connection.cursor().execute("SELECT COUNT(*) FROM S").fetchone() == (256,)
+
+
+def test_ctrl_c_stops_a_ray_query_and_the_connection_survives(ray_cur, monkeypatch):
+    ray_cur.execute("CREATE TENSOR S SHAPE (1536, 1536) TILE (96, 96) FILL RANDOM_NORMAL(0, 1, 3)")
+    started = _running_statement(monkeypatch)
+
+    def interrupt() -> None:
+        if started.wait(60):
+            time.sleep(0.3)
+            _thread.interrupt_main()  # what Ctrl-C does
+    timer = threading.Thread(target=interrupt)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        ray_cur.execute(SLOW)
+    timer.join()
+    assert not [t for t in threading.enumerate() if t.name.startswith("trdb-worker")]
+    assert ray_cur.execute("SELECT COUNT(*) FROM S").fetchone() == (256,)
+
+
+def test_minimize_trains_the_same_model(cluster):
+    script = Path(__file__).parent.parent.parent / "queries" / "linear_regression.sql"
+    statements = script.read_text().replace("steps = 60", "steps = 3")
+    weights = []
+    for settings in ({}, {"executor": "ray"}):
+        con = trdb.connect(workers=2, **settings)
+        cur = con.cursor()
+        cur.execute(statements)
+        weights.append(cur.execute("SELECT * FROM W").fetch_tensor())
+        con.close()
+    np.testing.assert_allclose(weights[1], weights[0], rtol=1e-5, atol=1e-6)
+
+
+def test_the_shell_runs_on_the_cluster(cluster, tmp_path):
+    import ray
+    env = dict(os.environ, TRDB_EXECUTOR="ray", TRDB_WORKERS="2",
+               TRDB_RAY_ADDRESS=ray.get_runtime_context().gcs_address)
+    done = subprocess.run([sys.executable, "-m", "trdb", "-c",
+                           "CREATE TENSOR A SHAPE (8, 8) TILE (4, 4) FILL ONES; SHOW executor; "
+                           "SELECT COUNT(*) AS n FROM A", "--mode", "csv"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["executor", "ray", "n", "4"]
