@@ -9,6 +9,7 @@ import scipy.sparse
 
 from trdb.errors import InterfaceError
 from trdb.execution.result import layout_of, tile_slices
+from trdb.kernels.sparse import is_sparse, row_indices
 from trdb.planner.types import Schema
 
 
@@ -71,20 +72,30 @@ def result_to_numpy(schema: Optional[Schema], description, rows: Sequence[tuple]
 
 
 def result_to_sparse(schema: Schema, rows: Sequence[tuple]) -> scipy.sparse.csr_matrix:
+    """A 2-d result as one CSR matrix, from the stored values of CSR tiles and the non-zeros of dense ones."""
     layout = layout_of(schema, rows)
     if len(layout.shape) != 2:
         raise InterfaceError(f"fetch_sparse() needs a 2-d result, this one has shape {layout.shape}")
     rows_idx, cols_idx, data = [], [], []
     for row in rows:
-        tile = np.asarray(row[layout.value_position]).reshape(
-            tuple(s.stop - s.start for s in tile_slices(layout, row)))
-        r, c = np.nonzero(tile)
         start = tile_slices(layout, row)
+        r, c, values = _tile_entries(row[layout.value_position], tuple(s.stop - s.start for s in start))
         rows_idx.append(r + start[0].start)
         cols_idx.append(c + start[1].start)
-        data.append(tile[r, c])
+        data.append(values)
     if not data:
         return scipy.sparse.csr_matrix(layout.shape, dtype=layout.dtype)
     coo = scipy.sparse.coo_matrix((np.concatenate(data), (np.concatenate(rows_idx), np.concatenate(cols_idx))),
                                   shape=layout.shape)
     return coo.tocsr()
+
+
+def _tile_entries(tile, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row, column, value) of a tile's non-zeros, positions relative to the tile."""
+    if is_sparse(tile):
+        kept = tile.data != 0  # a computed CSR tile may hold explicit zeros
+        rows = row_indices(tile).astype(np.int64)
+        return rows[kept], tile.indices[kept].astype(np.int64), tile.data[kept]
+    tile = np.asarray(tile).reshape(shape)
+    r, c = np.nonzero(tile)
+    return r, c, tile[r, c]

@@ -137,12 +137,12 @@ class Cursor:
     def fetch_tensor(self, shape: Optional[Sequence[int]] = None) -> np.ndarray:
         """The remaining rows assembled into one dense array (keys -> leading axes; absent tiles are zeros)."""
         result = self._tensor_result("fetch_tensor")
-        return assemble(result.schema, self._take(None), shape)
+        return assemble(result.schema, self._take(None, keep_sparse=True), shape)
 
     def fetch_sparse(self):
         """The remaining rows of a 2-d result as a scipy.sparse CSR matrix."""
         result = self._tensor_result("fetch_sparse")
-        return result_to_sparse(result.schema, self._take(None))
+        return result_to_sparse(result.schema, self._take(None, keep_sparse=True))
 
     def fetch_arrow(self):
         """The remaining rows as a pyarrow Table: key columns and a fixed_shape_tensor column."""
@@ -173,12 +173,13 @@ class Cursor:
             raise errors.InterfaceError(f"{what}(): the result is not a tensor relation")
         return result
 
-    def _take(self, count: Optional[int]) -> list[tuple]:
+    def _take(self, count: Optional[int], keep_sparse: bool = False) -> list[tuple]:
+        """The next rows with host values; CSR tiles stay CSR (scipy) with `keep_sparse`, else become numpy."""
         result = self._require_result("fetch")
         end = len(result.rows) if count is None else min(len(result.rows), self._position + max(count, 0))
         rows = result.rows[self._position:end]
         self._position = end
-        return [tuple(to_host(v) for v in row) for row in rows]
+        return [tuple(to_host(v, keep_sparse) for v in row) for row in rows]
 
 
 class Connection:

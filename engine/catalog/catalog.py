@@ -99,8 +99,7 @@ class Catalog:
     def refresh_statistics(self, meta: TensorMeta) -> TensorMeta:
         """Recount tuples and non-zeros after a write, and drop the tensor's cached tiles."""
         self.version += 1
-        count, nnz = tile_store.tile_statistics(self.db, meta)
-        meta = meta.with_stats(count, nnz)
+        meta = meta.with_stats(*tile_store.tile_statistics(self.db, meta))
         catalog_store.save_tensor(self.db, meta)
         self._tensors[fold(meta.name)] = meta
         self.pool.invalidate(meta.table)
@@ -127,5 +126,9 @@ class Catalog:
     # ------------------------------------------------------------ tiles
 
     def tiles(self, meta: TensorMeta) -> TensorTiles:
-        """All tiles of a tensor, through the buffer pool."""
+        """All tiles of a tensor (dense arrays or CSR tiles), through the buffer pool."""
         return self.pool.get(meta.table, lambda: tile_store.read_tiles(self.db, meta))
+
+    def tile_nonzeros(self, meta: TensorMeta):
+        """Per stored tile: keys (n x m, sorted), non-zeros and format (storage.tile_codec DENSE/CSR32/CSR64)."""
+        return tile_store.tile_nonzeros(self.db, meta)

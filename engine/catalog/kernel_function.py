@@ -11,6 +11,8 @@ from trdb.catalog.shape_rules import FlopRule, ShapeRule
 from trdb.errors import DataError
 from trdb.kernels.backend import Backend
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
+from trdb.kernels.sparse import is_sparse
+from trdb.kernels.sparse_functions import densified
 
 # numpy reports a bad dtype as TypeError, a bad value as ValueError or OverflowError.
 _KERNEL_FAILURES = (ArithmeticError, ValueError, TypeError)
@@ -22,18 +24,21 @@ class KernelFunction:
     """A kernel with its arity, constant arguments, shape rule, dtype inference and FLOP estimate.
 
     `max_args` None means any number (EINSUM). `label` is how messages name it: the function name,
-    or 'operator +' for an operator.
+    or 'operator +' for an operator. `sparse` is the version that takes CSR tiles
+    (kernels/sparse_functions.py); without one, CSR arguments are densified first.
     """
 
     def __init__(self, name: str, impl: Callable, min_args: int, max_args: Optional[int],
                  shape_rule: ShapeRule, flop_rule: FlopRule, *,
-                 const_positions: Iterable[int] = (), label: Optional[str] = None):
+                 const_positions: Iterable[int] = (), label: Optional[str] = None,
+                 sparse: Optional[Callable] = None):
         self.name = name
         self.label = label or name
         self.min_args = min_args
         self.max_args = max_args
         self.const_positions = frozenset(const_positions)
         self._impl = impl
+        self._sparse_impl = sparse or densified(impl)
         self._shape_rule = shape_rule
         self._flop_rule = flop_rule
         self._dtypes: dict = {}  # probe results: a kernel's dtype depends only on the key below
@@ -129,15 +134,16 @@ class KernelFunction:
             raise DataError(exc.message) from None
         # Pure scalar arithmetic (keys, literals) is done on the host whatever the backend.
         run_on = backend if any(s is not None for s in shapes) else NUMPY_BACKEND
+        impl = self._sparse_impl if any(is_sparse(v) for v in values) else self._impl
         with run_on.errstate():
             try:
-                out = self._impl(run_on.xp, *values)
+                out = impl(run_on.xp, *values)
             except _KERNEL_FAILURES as exc:
                 tensor_shapes = [s for i, s in enumerate(shapes) if i not in self.const_positions]
                 raise DataError(f"{self.label}: {exc} ({describe_shapes(tensor_shapes)})") from exc
         if shape is None:
             return out.item() if hasattr(out, "item") else out
-        if not isinstance(out, backend.xp.ndarray):
+        if not isinstance(out, backend.xp.ndarray) and not is_sparse(out):
             out = backend.asarray(out)  # numpy returns 0-d results as numpy scalars
         return out
 

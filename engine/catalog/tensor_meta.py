@@ -47,6 +47,8 @@ class TensorMeta:
     table: str
     tuple_count: int = 0
     nnz: int = 0
+    csr_tuples: int = 0  # stored tuples whose tile is CSR (the rest are dense)
+    csr_nnz: int = 0  # non-zeros inside those CSR tiles
 
     @property
     def grid(self) -> tuple[int, ...]:
@@ -59,8 +61,20 @@ class TensorMeta:
 
     @property
     def density(self) -> float:
+        """Non-zeros over all elements of the tensor (absent tiles count as zeros)."""
         total = math.prod(self.shape)
         return self.nnz / total if total else 0.0
+
+    @property
+    def dense_tuples(self) -> int:
+        """Stored tuples whose tile is a dense array."""
+        return self.tuple_count - self.csr_tuples
+
+    @property
+    def tile_density(self) -> float:
+        """Non-zeros over the elements of the stored tiles: how full a present tile is on average."""
+        stored = self.tuple_count * math.prod(self.tile)
+        return min(1.0, self.nnz / stored) if stored else 0.0
 
     def tile_shape_at(self, key: Sequence[int]) -> tuple[int, ...]:
         """The actual shape of the tile stored under `key` (edge tiles are smaller)."""
@@ -70,8 +84,8 @@ class TensorMeta:
     def key_in_range(self, key: Sequence[int]) -> bool:
         return all(0 <= k < g for k, g in zip(key, self.grid))
 
-    def with_stats(self, tuple_count: int, nnz: int) -> "TensorMeta":
-        return replace(self, tuple_count=tuple_count, nnz=nnz)
+    def with_stats(self, tuple_count: int, nnz: int, csr_tuples: int = 0, csr_nnz: int = 0) -> "TensorMeta":
+        return replace(self, tuple_count=tuple_count, nnz=nnz, csr_tuples=csr_tuples, csr_nnz=csr_nnz)
 
 
 def validate_layout(shape: Sequence[int], tile: Sequence[int], keys: Optional[Sequence[str]]) -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""HashAggregateExec: groups by key expressions; SUM, AVG, MIN, MAX elementwise over tiles; COUNT(*)."""
+"""HashAggregateExec: groups by key expressions; SUM, AVG, MIN, MAX elementwise over tiles (dense or CSR); COUNT(*)."""
 from __future__ import annotations
 
 from typing import Optional
@@ -8,6 +8,8 @@ import numpy as np
 from trdb.errors import DataError
 from trdb.execution.compile import compile_expr
 from trdb.execution.operator import Batch, PhysicalOperator, batches, drain
+from trdb.kernels import sparse_functions as S
+from trdb.kernels.sparse import add_into, dense, is_sparse, settle
 from trdb.planner.logical import AggregateCall
 from trdb.planner.types import Schema, TensorType
 
@@ -39,10 +41,10 @@ class Accumulator:
         if np.shape(acc) != np.shape(value):
             raise ValueError("tiles of one group must have one shape")  # never broadcast one onto another
         if self.function in ("SUM", "AVG", "SUM_COUNTS"):
-            if getattr(acc, "ndim", 0) and acc.shape == np.shape(value) and acc.dtype == getattr(value, "dtype", None):
-                xp.add(acc, value, out=acc)  # the accumulator is our own copy
-                return acc
-            return acc + value
+            return _sum(acc, value, xp)
+        if is_sparse(acc) and is_sparse(value) and acc.dtype == value.dtype:
+            return acc.minimum(value) if self.function == "MIN" else acc.maximum(value)
+        acc, value = dense(acc), dense(value)
         return xp.minimum(acc, value) if self.function == "MIN" else xp.maximum(acc, value)
 
     def result(self, column_type, xp):
@@ -53,8 +55,24 @@ class Accumulator:
         if self.value is None:
             return _empty(column_type, xp)
         if self.function == "AVG":
-            return self.value / self.count
+            return S.divide(xp, self.value, self.count)
         return self.value
+
+
+def _sum(acc, value, xp):
+    """acc + value, written into acc (the accumulator's own copy) where it is dense and of the sum's dtype."""
+    if is_sparse(acc) and is_sparse(value):
+        return settle((acc + value).tocsr())
+    if is_sparse(acc):  # a dense value: the sum is dense; value is shared, so its copy takes the sum
+        if getattr(value, "ndim", 0) and value.dtype == acc.dtype:
+            return add_into(value.copy(), acc)
+        return dense(acc) + value
+    if getattr(acc, "ndim", 0) and acc.dtype == getattr(value, "dtype", None):
+        if is_sparse(value):
+            return add_into(acc, value)
+        xp.add(acc, value, out=acc)
+        return acc
+    return acc + dense(value)
 
 
 def _empty(column_type, xp):

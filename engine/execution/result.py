@@ -1,4 +1,4 @@
-"""Query results: rows plus column metadata, and assembling tiles back into one dense tensor."""
+"""Query results: rows plus column metadata, and assembling tiles (dense or CSR) back into one dense tensor."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -7,6 +7,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from trdb.errors import DataError, InterfaceError
+from trdb.kernels.sparse import elements, is_sparse, scatter_into
 from trdb.planner.types import Schema, TensorType
 
 
@@ -63,8 +64,8 @@ def _shape_from_data(rows, keys, value, tile, extent) -> tuple[int, ...]:
 
 def tile_slices(layout: TensorLayout, row: tuple) -> tuple:
     """Where a row's tile goes in the assembled tensor."""
-    tile = np.asarray(row[layout.value_position])
-    tile_shape = (1,) * (len(layout.tile) - tile.ndim) + tile.shape
+    shape = np.shape(row[layout.value_position])
+    tile_shape = (1,) * (len(layout.tile) - len(shape)) + shape
     starts = [row[p] * layout.tile[a] for a, p in enumerate(layout.key_positions)]
     starts += [0] * (len(layout.tile) - len(starts))
     return tuple(slice(s, s + n) for s, n in zip(starts, tile_shape))
@@ -73,17 +74,24 @@ def tile_slices(layout: TensorLayout, row: tuple) -> tuple:
 def assemble(schema: Schema, rows: Sequence[tuple], shape: Optional[Sequence[int]] = None) -> np.ndarray:
     """The whole result as one dense array; absent tiles are zeros."""
     layout = layout_of(schema, rows, shape)
-    covered = sum(np.size(row[layout.value_position]) for row in rows)
+    covered = sum(elements(np.shape(row[layout.value_position])) for row in rows)
     distinct = len({tuple(row[p] for p in layout.key_positions) for row in rows}) == len(rows)
-    # when the tiles cover the whole tensor exactly, zero-filling it first is wasted work
-    exact = distinct and covered == int(np.prod(layout.shape))
+    # when dense tiles cover the whole tensor exactly, zero-filling it first is wasted work
+    exact = distinct and covered == int(np.prod(layout.shape)) and \
+        not any(is_sparse(row[layout.value_position]) for row in rows)
     out = np.empty(layout.shape, dtype=layout.dtype) if exact else np.zeros(layout.shape, dtype=layout.dtype)
     for row in rows:
-        slices = tile_slices(layout, row)
-        tile = np.asarray(row[layout.value_position])
-        target = out[slices]
-        if target.size != tile.size:
-            raise DataError(f"the tile under key {tuple(row[p] for p in layout.key_positions)} has shape "
-                            f"{tile.shape}, which does not fit the tensor of shape {layout.shape}")
-        target[...] = tile.reshape(target.shape)
+        _place(out[tile_slices(layout, row)], row[layout.value_position], layout, row)
     return out
+
+
+def _place(target: np.ndarray, tile, layout: TensorLayout, row: tuple) -> None:
+    """Copy a tile into its (zeroed, for CSR) place; CSR tiles write their stored values only."""
+    shape = tuple(np.shape(tile))
+    if target.size != elements(shape):
+        raise DataError(f"the tile under key {tuple(row[p] for p in layout.key_positions)} has shape "
+                        f"{shape}, which does not fit the tensor of shape {layout.shape}")
+    if is_sparse(tile):
+        scatter_into(target.reshape(shape), tile)
+    else:
+        target[...] = np.asarray(tile).reshape(target.shape)

@@ -7,6 +7,8 @@ from typing import Any, Callable, ContextManager, Optional
 
 import numpy
 
+from trdb.kernels import sparse
+
 
 class Backend:
     """An array backend: kernels receive `backend.xp` and call only array-API style functions on it.
@@ -32,12 +34,19 @@ class Backend:
         return True
 
     def asarray(self, value: Any, dtype: Any = None) -> Any:
-        """`value` as an array of this backend (no copy when it already is one of that dtype)."""
+        """`value` as an array of this backend (no copy when it already is one of that dtype);
+        a CSR tile stays a CSR tile (of this backend's sparse module)."""
+        if sparse.is_sparse(value):
+            return self.sparse_tile(value if dtype is None or value.dtype == dtype else value.astype(dtype))
         return self.xp.asarray(value, dtype=dtype)
 
+    def sparse_tile(self, tile: Any) -> Any:
+        """A CSR tile on this backend (the numpy backend keeps scipy's)."""
+        return tile
+
     def to_numpy(self, array: Any) -> numpy.ndarray:
-        """A numpy array holding the values of `array` (device memory is copied to the host)."""
-        return numpy.asarray(array)
+        """A numpy array holding the values of `array` (device memory is copied to the host; CSR expanded)."""
+        return numpy.asarray(sparse.dense(array))
 
     def zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:
         """A zero tile: what an absent tuple stands for."""
@@ -54,10 +63,14 @@ class Backend:
         return f"<Backend {self.name}>"
 
 
-def to_host(value: Any) -> Any:
-    """A value as a user receives it: keys as int, tiles as numpy arrays (device arrays copied back)."""
+def to_host(value: Any, keep_sparse: bool = False) -> Any:
+    """A value as a user receives it: keys as int, tiles as numpy arrays (device arrays copied back);
+    CSR tiles become dense arrays, or scipy CSR tiles with `keep_sparse`."""
     if value is None or isinstance(value, (int, float, str, bool, numpy.ndarray)):
         return value
+    if sparse.is_sparse(value):
+        value = sparse.to_host(value)
+        return value if keep_sparse else value.toarray()
     if isinstance(value, numpy.generic):
         return numpy.asarray(value)
     if hasattr(value, "get"):  # a CuPy array

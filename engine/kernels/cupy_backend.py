@@ -8,6 +8,7 @@ from typing import Any, Optional
 import numpy
 
 from trdb.errors import NotSupportedError
+from trdb.kernels import sparse
 from trdb.kernels.backend import Backend
 
 
@@ -53,7 +54,17 @@ class CupyBackend(Backend):
     def to_numpy(self, array: Any) -> numpy.ndarray:
         if isinstance(array, numpy.ndarray):
             return array
+        if sparse.is_sparse(array):
+            return sparse.to_host(array).toarray()
         return self.xp.asnumpy(array)
+
+    def sparse_tile(self, tile: Any) -> Any:
+        # A scipy CSR tile moves to the device as cupyx's CSR (its three arrays copied once).
+        if not isinstance(tile.data, numpy.ndarray):
+            return tile
+        module = sparse.sparse_module(self.xp.zeros(0))
+        return sparse.make_csr(self.xp.asarray(tile.data), self.xp.asarray(tile.indices),
+                               self.xp.asarray(tile.indptr), tuple(tile.shape), module)
 
 
 CUPY_BACKEND = CupyBackend()

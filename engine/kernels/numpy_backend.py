@@ -6,6 +6,7 @@ from typing import Any, ContextManager
 import numpy
 
 from trdb.kernels.backend import Backend
+from trdb.kernels.sparse import dense
 
 
 class NumpyBackend(Backend):
@@ -15,7 +16,7 @@ class NumpyBackend(Backend):
         super().__init__("numpy", lambda: numpy)
 
     def to_numpy(self, array: Any) -> numpy.ndarray:
-        return numpy.asarray(array)
+        return numpy.asarray(dense(array))
 
     def errstate(self) -> ContextManager:
         return numpy.errstate(all="ignore")

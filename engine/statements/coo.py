@@ -16,10 +16,8 @@ from trdb.errors import DataError, OperationalError, ProgrammingError, QueryCanc
 from trdb.execution.result import Result
 from trdb.parser import ast
 from trdb.statements.context import StatementContext
-from trdb.statements.tiling import CHUNK_BYTES
-from trdb.storage import tile_store
+from trdb.statements.coo_tiles import format_number as _number, write_entries
 from trdb.storage.database import Database
-from trdb.storage.tile_codec import little_endian
 
 ENTRIES = "_trdb_coo_entries"  # temp table: the named columns of the source, renamed i0.. and v
 INPUT = "_trdb_coo_input"  # the name a bound Arrow table is registered under while it is copied
@@ -241,12 +239,6 @@ def _entry_count(count: int) -> str:
     return f"{count} entry" if count == 1 else f"{count} entries"
 
 
-def _number(value: Any) -> str:
-    if isinstance(value, float) and math.isfinite(value) and value == int(value):
-        return str(int(value))
-    return str(value)
-
-
 # ------------------------------------------------------------ bucketing into tiles
 
 def _entries_sql(meta: TensorMeta, exact: bool) -> str:
@@ -268,86 +260,3 @@ def _entries_sql(meta: TensorMeta, exact: bool) -> str:
     order = [f"k{d}" for d in range(len(meta.keys))] + ["p"]
     return (f"SELECT {', '.join(keys + [position + ' AS p', 'v'])} FROM (SELECT {index}, {value} FROM {ENTRIES}) "
             f"ORDER BY {', '.join(order)}")
-
-
-def write_entries(db: Database, meta: TensorMeta, entries: pa.Table) -> int:
-    """Store sorted entries (k0.., p, v) as dense tiles, summing duplicates. Returns the tiles stored."""
-    keys = [entries.column(f"k{d}").to_numpy() for d in range(len(meta.keys))]
-    position = entries.column("p").to_numpy()
-    values = entries.column("v").to_numpy()
-    if len(values) == 0:
-        return 0
-    first = _run_starts([*keys, position])
-    if len(first) < len(values):  # duplicate coordinates: one sum per run of equal (key, offset)
-        values = np.add.reduceat(values, first)
-        keys, position = [key[first] for key in keys], position[first]
-    values = _to_dtype(values, meta.dtype)
-    kept = values != 0  # explicit zeros and sums that cancel are never stored
-    if not kept.all():
-        values, position, keys = values[kept], position[kept], [key[kept] for key in keys]
-        if len(values) == 0:
-            return 0
-    starts = _run_starts(keys)
-    counts = np.diff(np.append(starts, len(values)))
-    tile_keys = [key[starts] for key in keys]
-    elements = _tile_elements(meta, tile_keys)
-    for lo, hi in _chunks(elements * values.itemsize):
-        begin, end = starts[lo], starts[lo] + counts[lo:hi].sum()
-        columns = {name: pa.array(key[lo:hi]) for name, key in zip(tile_store.key_columns(len(keys)), tile_keys)}
-        columns["nnz"] = pa.array(counts[lo:hi])
-        columns["v"] = _dense_tiles(elements[lo:hi], counts[lo:hi], position[begin:end], values[begin:end],
-                                    meta.dtype)
-        db.insert_arrow(meta.table, pa.table(columns))
-    return len(starts)
-
-
-def _run_starts(columns: list[np.ndarray]) -> np.ndarray:
-    """Where a run of equal rows begins (rows sorted on these columns); one run when there are none."""
-    count = len(columns[0]) if columns else 1
-    change = np.zeros(count, dtype=bool)
-    change[0] = True
-    for column in columns:
-        change[1:] |= column[1:] != column[:-1]
-    return np.flatnonzero(change)
-
-
-def _to_dtype(sums: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    if dtype.kind == "b":
-        return sums != 0
-    if dtype.kind in "iu":
-        if sums.dtype.kind == "f":
-            sums = np.rint(sums)
-        info = np.iinfo(dtype)
-        bad = ~((sums >= info.min) & (sums <= info.max))  # NaN and infinities are bad too
-        if bad.any():
-            raise DataError(f"a value sums to {_number(sums[bad][0].item())}, which does not fit DTYPE {dtype}")
-    return sums.astype(dtype)
-
-
-def _tile_elements(meta: TensorMeta, tile_keys: list[np.ndarray]) -> np.ndarray:
-    """Elements of each tile: edge tiles are smaller."""
-    elements = np.ones(len(tile_keys[0]) if tile_keys else 1, dtype=np.int64)
-    for axis, (tile, size) in enumerate(zip(meta.tile, meta.shape)):
-        elements *= np.minimum(tile, size - tile_keys[axis] * tile) if axis < len(tile_keys) else tile
-    return elements
-
-
-def _chunks(tile_bytes: np.ndarray) -> list[tuple[int, int]]:
-    """Ranges of tiles of about CHUNK_BYTES each, so memory stays bounded for large tensors."""
-    before = np.cumsum(tile_bytes) - tile_bytes
-    bounds = np.flatnonzero(np.diff(before // CHUNK_BYTES)) + 1
-    edges = [0, *bounds.tolist(), len(tile_bytes)]
-    return list(zip(edges[:-1], edges[1:]))
-
-
-def _dense_tiles(elements: np.ndarray, counts: np.ndarray, position: np.ndarray, values: np.ndarray,
-                 dtype: np.dtype) -> pa.Array:
-    """One binary array of dense tiles: values scattered into a zeroed buffer, tiles back to back."""
-    stored = little_endian(dtype)
-    offsets = np.zeros(len(elements) + 1, dtype=np.int64)
-    np.cumsum(elements, out=offsets[1:])
-    buffer = np.zeros(int(offsets[-1]), dtype=stored)
-    buffer[np.repeat(offsets[:-1], counts) + position] = values
-    byte_offsets = offsets * stored.itemsize
-    return pa.Array.from_buffers(pa.large_binary(), len(elements),
-                                 [None, pa.py_buffer(byte_offsets), pa.py_buffer(buffer.view(np.uint8))])

@@ -11,6 +11,7 @@ from trdb.errors import DataError, OperationalError, ProgrammingError
 from trdb.execution.result import Result
 from trdb.parser import ast
 from trdb.statements.context import StatementContext
+from trdb.statements.coo_tiles import write_sparse_matrix
 from trdb.statements.fill import fill_maker
 from trdb.statements.materialize import store_rows
 from trdb.statements.tiling import write_array, write_generated
@@ -29,15 +30,22 @@ def create_tensor(sc: StatementContext, node: ast.CreateTensor) -> Result:
     return Result(rowcount=0)
 
 
-def _array_from_param(value: Any) -> np.ndarray:
-    if hasattr(value, "toarray") and hasattr(value, "nnz"):  # scipy.sparse
-        return value.toarray()
+def _array_from_param(value: Any) -> Any:
+    """A numpy array, or a 2-d scipy.sparse matrix (kept sparse: its tiles are built without densifying)."""
+    if is_sparse_matrix(value):
+        if value.ndim != 2:
+            raise ProgrammingError(f"CREATE TENSOR ... FROM ? takes 2-d scipy.sparse arrays, got {value.ndim}-d")
+        return value
     if hasattr(value, "to_numpy") and type(value).__module__.startswith("pyarrow"):  # pyarrow Tensor
         return value.to_numpy()
     if isinstance(value, np.ndarray):
         return value
     raise ProgrammingError(f"CREATE TENSOR ... FROM ? takes a numpy array, a scipy.sparse matrix or a "
                            f"pyarrow Tensor, got {type(value).__name__}")
+
+
+def is_sparse_matrix(value: Any) -> bool:
+    return hasattr(value, "tocoo") and hasattr(value, "nnz")
 
 
 def _load_npy(path: str) -> np.ndarray:
@@ -66,7 +74,10 @@ def create_tensor_from(sc: StatementContext, node: ast.CreateTensorFrom) -> Resu
     keys = validate_layout(array.shape, node.tile, node.keys)
     meta = sc.catalog.create_tensor(TensorMeta(node.name, keys, "v", np.dtype(dtype), tuple(array.shape),
                                                tuple(node.tile), ""))
-    write_array(sc.db, meta, array)
+    if is_sparse_matrix(array):
+        write_sparse_matrix(sc.db, meta, array)
+    else:
+        write_array(sc.db, meta, array)
     sc.catalog.refresh_statistics(meta)
     return Result(rowcount=0)
 

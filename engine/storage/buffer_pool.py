@@ -7,7 +7,9 @@ from typing import Callable
 
 import numpy as np
 
-TensorTiles = tuple[np.ndarray, list[np.ndarray]]  # keys (n x m), read-only tiles
+from trdb.kernels.sparse import nbytes
+
+TensorTiles = tuple[np.ndarray, list]  # keys (n x m), read-only tiles (dense arrays or CSR tiles)
 
 
 class BufferPool:
@@ -41,7 +43,7 @@ class BufferPool:
                 return entry[1]
         self.misses += 1
         tiles = load()
-        size = sum(t.nbytes for t in tiles[1]) + tiles[0].nbytes
+        size = sum(nbytes(t) for t in tiles[1]) + tiles[0].nbytes
         with self._lock:
             if self._versions.get(table, 0) == version and size <= self.limit_bytes:
                 self._drop(table)

@@ -1,4 +1,4 @@
-"""Tile tables: one DuckDB table per tensor relation with BIGINT keys, a non-zero count and a BLOB tile."""
+"""Tile tables: one DuckDB table per tensor relation with BIGINT keys, non-zeros, format and a BLOB tile."""
 from __future__ import annotations
 
 from typing import Optional, Sequence
@@ -7,8 +7,9 @@ import numpy as np
 import pyarrow as pa
 
 from trdb.catalog.tensor_meta import TensorMeta
+from trdb.kernels.sparse import stored_form
 from trdb.storage.database import Database
-from trdb.storage.tile_codec import decode_tiles, encode_tiles
+from trdb.storage.tile_codec import DENSE, decode_tiles, encode_tiles
 
 
 def key_columns(count: int) -> list[str]:
@@ -17,40 +18,62 @@ def key_columns(count: int) -> list[str]:
 
 def create_tile_table(db: Database, table: str, key_count: int) -> None:
     columns = "".join(f"{name} BIGINT NOT NULL, " for name in key_columns(key_count))
-    db.execute(f"CREATE TABLE {table} ({columns}nnz BIGINT NOT NULL, v BLOB NOT NULL)")
+    db.execute(f"CREATE TABLE {table} ({columns}nnz BIGINT NOT NULL, v BLOB NOT NULL, fmt TINYINT DEFAULT {DENSE})")
 
 
 def drop_tile_table(db: Database, table: str) -> None:
     db.execute(f"DROP TABLE IF EXISTS {table}")
 
 
-def write_tiles(db: Database, meta: TensorMeta, keys: np.ndarray, tiles: Sequence[np.ndarray]) -> int:
-    """Append tiles under `keys` (an n x m int array); all-zero tiles are skipped. Returns tiles written."""
-    nonzeros = np.fromiter((np.count_nonzero(t) for t in tiles), dtype=np.int64, count=len(tiles))
+def write_tiles(db: Database, meta: TensorMeta, keys: np.ndarray, tiles: Sequence) -> int:
+    """Append tiles (host arrays or CSR tiles) under `keys` (an n x m int array), each stored dense or CSR
+    as its density says; all-zero tiles are skipped. Returns tiles written."""
+    forms = [stored_form(t) for t in tiles]
+    nonzeros = np.fromiter((nnz for _, nnz in forms), dtype=np.int64, count=len(forms))
     kept = np.flatnonzero(nonzeros)
     if len(kept) == 0:
         return 0
     keys = np.asarray(keys, dtype=np.int64).reshape(len(tiles), len(meta.keys))
-    columns = {name: pa.array(keys[kept, d]) for d, name in enumerate(key_columns(len(meta.keys)))}
-    columns["nnz"] = pa.array(nonzeros[kept])
-    columns["v"] = encode_tiles([tiles[i] for i in kept.tolist()], meta.dtype)
-    db.insert_arrow(meta.table, pa.table(columns))
+    blobs, formats = encode_tiles([forms[i][0] for i in kept.tolist()], meta.dtype)
+    insert_encoded(db, meta, [keys[kept, d] for d in range(len(meta.keys))], nonzeros[kept], formats, blobs)
     return len(kept)
 
 
+def insert_encoded(db: Database, meta: TensorMeta, keys: Sequence[np.ndarray], nonzeros: np.ndarray,
+                   formats: np.ndarray, blobs: pa.Array) -> None:
+    """Append encoded tiles: one key array per key column, their non-zeros, formats and bytes."""
+    columns = {name: pa.array(key) for name, key in zip(key_columns(len(meta.keys)), keys)}
+    columns.update(nnz=pa.array(nonzeros), v=blobs, fmt=pa.array(np.asarray(formats, dtype=np.int8)))
+    db.register_and_run("_trdb_incoming", pa.table(columns),
+                        f"INSERT INTO {meta.table} BY NAME SELECT * FROM _trdb_incoming")
+
+
 def read_tiles(db: Database, meta: TensorMeta, where: Optional[str] = None,
-               params: Sequence = ()) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Keys (n x m int64, sorted) and read-only tiles of a tensor, optionally filtered by SQL on k0.."""
+               params: Sequence = ()) -> tuple[np.ndarray, list]:
+    """Keys (n x m int64, sorted) and read-only tiles (dense or CSR) of a tensor, optionally filtered by SQL on k0.."""
     names = key_columns(len(meta.keys))
-    select = ", ".join(names + ["v"])
+    select = ", ".join(names + ["fmt", "nnz", "v"])
     order = f" ORDER BY {', '.join(names)}" if names else ""
     clause = f" WHERE {where}" if where else ""
     table = db.arrow(f"SELECT {select} FROM {meta.table}{clause}{order}", params)
+    keys = _keys(table, names)
+    shapes = [meta.tile_shape_at(k) for k in keys.tolist()]
+    return keys, decode_tiles(table.column("v"), meta.dtype, shapes, table.column("fmt").to_numpy(),
+                              table.column("nnz").to_numpy())
+
+
+def _keys(table: pa.Table, names: list[str]) -> np.ndarray:
     keys = np.column_stack([table.column(n).to_numpy() for n in names]) if names else \
         np.zeros((table.num_rows, 0), dtype=np.int64)
-    keys = keys.astype(np.int64, copy=False).reshape(table.num_rows, len(names))
-    shapes = [meta.tile_shape_at(k) for k in keys.tolist()]
-    return keys, decode_tiles(table.column("v"), meta.dtype, shapes)
+    return keys.astype(np.int64, copy=False).reshape(table.num_rows, len(names))
+
+
+def tile_nonzeros(db: Database, meta: TensorMeta) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Keys (n x m, sorted), non-zeros and format (tile_codec.DENSE / CSR32 / CSR64) of every stored tile."""
+    names = key_columns(len(meta.keys))
+    order = f" ORDER BY {', '.join(names)}" if names else ""
+    table = db.arrow(f"SELECT {', '.join(names + ['nnz', 'fmt'])} FROM {meta.table}{order}")
+    return _keys(table, names), table.column("nnz").to_numpy(), table.column("fmt").to_numpy()
 
 
 def delete_tiles(db: Database, meta: TensorMeta, keys: Optional[np.ndarray] = None) -> None:
@@ -83,7 +106,8 @@ def existing_keys(db: Database, meta: TensorMeta, keys: np.ndarray) -> list[tupl
     return [tuple(r) for r in rows]
 
 
-def tile_statistics(db: Database, meta: TensorMeta) -> tuple[int, int]:
-    """(tuple count, total non-zeros) of a stored tensor."""
-    count, nnz = db.execute(f"SELECT count(*), coalesce(sum(nnz), 0) FROM {meta.table}")[0]
-    return int(count), int(nnz)
+def tile_statistics(db: Database, meta: TensorMeta) -> tuple[int, int, int, int]:
+    """(tuple count, total non-zeros, CSR tuples, non-zeros in CSR tuples) of a stored tensor."""
+    row = db.execute(f"SELECT count(*), coalesce(sum(nnz), 0), count(*) FILTER (WHERE fmt <> {DENSE}), "
+                     f"coalesce(sum(nnz) FILTER (WHERE fmt <> {DENSE}), 0) FROM {meta.table}")[0]
+    return tuple(int(x) for x in row)

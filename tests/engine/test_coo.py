@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse
 
 import trdb
-from trdb.statements import coo
+from trdb.statements import coo, tiling
 
 SHAPE, TILE = (23, 17), (5, 4)  # ragged edge tiles on both axes
 
@@ -154,7 +154,7 @@ def test_integral_float_indices_and_boolean_values(cur):
 
 
 def test_many_chunks(cur, monkeypatch):
-    monkeypatch.setattr(coo, "CHUNK_BYTES", 200)  # a few tiles per insert
+    monkeypatch.setattr(tiling, "CHUNK_BYTES", 200)  # a few tiles per insert
     shape = (64, 48)
     index, values = random_entries(shape, 400, seed=7)
     cur.execute("CREATE TENSOR A FROM COO ? (r, c, v) SHAPE (64, 48) TILE (6, 5)", [entries_table(index, values)])

@@ -1,0 +1,159 @@
+"""CSR tiles: recognizing them, choosing dense or CSR by density, and converting between the two.
+
+A sparse tile is a 2-d `scipy.sparse.csr_array` on the CPU (`*` is elementwise, `@` is matmul, as
+for numpy arrays) or a `cupyx.scipy.sparse.csr_matrix` on a GPU; code here and in the sparse
+kernels only uses what both offer (`.multiply`, `@`, `.data/.indices/.indptr`, `.toarray()`).
+A 2-d tile whose share of non-zeros is at most `CSR_MAX_DENSITY` (the cost model's threshold) is
+stored and computed as CSR; every other tile is a dense array. CSR tiles here are canonical:
+sorted column indices, no duplicates; explicit zeros may occur in computed tiles but never in
+stored ones.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import scipy.sparse
+
+from trdb.optimizer.unit_costs import CSR_MAX_DENSITY
+
+
+def is_sparse(tile: Any) -> bool:
+    """Whether `tile` is a sparse (CSR) tile rather than a dense array or a scalar."""
+    return not isinstance(tile, np.ndarray) and hasattr(tile, "indptr")
+
+
+def elements(shape: tuple[int, ...]) -> int:
+    return math.prod(shape)
+
+
+def wants_csr(shape: tuple[int, ...], nonzeros: int) -> bool:
+    """The format rule: 2-d tiles with at most CSR_MAX_DENSITY non-zeros are CSR."""
+    return len(shape) == 2 and nonzeros <= CSR_MAX_DENSITY * elements(shape)
+
+
+def dense(tile: Any) -> Any:
+    """`tile` as a dense array of its backend (CSR tiles are expanded; anything else is returned)."""
+    return tile.toarray() if is_sparse(tile) else tile
+
+
+def count_nonzero(tile: Any) -> int:
+    if is_sparse(tile):
+        return int(tile.count_nonzero())
+    return int(np.count_nonzero(tile))
+
+
+def nbytes(tile: Any) -> int:
+    """Memory held by a tile (its three arrays for CSR)."""
+    if is_sparse(tile):
+        return int(tile.data.nbytes + tile.indices.nbytes + tile.indptr.nbytes)
+    return int(getattr(tile, "nbytes", 0))
+
+
+def make_csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, shape: tuple[int, int],
+             module: Any = scipy.sparse) -> Any:
+    """A canonical CSR tile over these arrays (no copy; they must be in canonical order)."""
+    if module is scipy.sparse:
+        tile = scipy.sparse.csr_array((data, indices, indptr), shape=shape, copy=False)
+    else:
+        tile = module.csr_matrix((data, indices, indptr), shape=shape)
+    _mark_canonical(tile)  # read-only arrays from storage must never be sorted in place
+    return tile
+
+
+def empty_csr(shape: tuple[int, int], dtype: Any, like: Any = None) -> Any:
+    """An all-zero CSR tile (no stored values)."""
+    xp = np if like is None or isinstance(like.data, np.ndarray) else _array_module(like)
+    return make_csr(xp.zeros(0, dtype=dtype), xp.zeros(0, dtype=np.int32), xp.zeros(shape[0] + 1, dtype=np.int32),
+                    shape, sparse_module(like))
+
+
+def to_csr(tile: Any) -> Any:
+    """A canonical CSR tile holding `tile` (a 2-d dense array or any sparse tile); explicit zeros dropped."""
+    if is_sparse(tile):
+        if tile.format != "csr":
+            tile = tile.tocsr()
+        if tile.has_canonical_format and int(tile.count_nonzero()) == tile.nnz:
+            return tile
+        tile = tile.copy()  # never sort or prune a shared tile in place
+        tile.sum_duplicates()
+        tile.eliminate_zeros()
+        return tile
+    module = scipy.sparse if isinstance(tile, np.ndarray) else _cupy_sparse()
+    out = module.csr_array(tile) if module is scipy.sparse else module.csr_matrix(tile)
+    _mark_canonical(out)
+    return out
+
+
+def stored_form(tile: Any) -> tuple[Any, int]:
+    """(`tile` in the format the density rule picks, its non-zeros): canonical CSR without explicit
+    zeros when 2-d and sparse enough, else dense. `tile` is on the host."""
+    if is_sparse(tile):
+        tile = to_csr(tile)
+        nonzeros = tile.nnz
+        return (tile if wants_csr(tuple(tile.shape), nonzeros) else tile.toarray()), nonzeros
+    nonzeros = count_nonzero(tile)
+    return (to_csr(tile) if nonzeros and wants_csr(tuple(tile.shape), nonzeros) else tile), nonzeros
+
+
+def settle(tile: Any) -> Any:
+    """A computed CSR tile that has filled in beyond the threshold becomes dense; others are unchanged."""
+    if is_sparse(tile) and not wants_csr(tuple(tile.shape), tile.nnz):
+        return tile.toarray()
+    return tile
+
+
+def row_indices(tile: Any) -> Any:
+    """The row of each stored value of a CSR tile (expands indptr)."""
+    xp = _array_module(tile)
+    counts = xp.diff(tile.indptr)
+    return xp.repeat(xp.arange(tile.shape[0], dtype=tile.indices.dtype), counts)
+
+
+def add_into(target: Any, tile: Any) -> Any:
+    """target += tile, in place, for a dense writable target and a CSR tile of its shape."""
+    if tile.nnz:
+        target[row_indices(tile), tile.indices] += tile.data
+    return target
+
+
+def scatter_into(target: Any, tile: Any) -> None:
+    """Write a CSR tile into a zeroed dense target of its shape (a view is fine)."""
+    if tile.nnz:
+        target[row_indices(tile), tile.indices] = tile.data
+
+
+def sparse_module(tile: Any = None) -> Any:
+    """scipy.sparse for CPU tiles (and when no tile is given), cupyx.scipy.sparse for GPU tiles."""
+    if tile is None or isinstance(getattr(tile, "data", None), np.ndarray) or isinstance(tile, np.ndarray):
+        return scipy.sparse
+    return _cupy_sparse()
+
+
+def to_host(tile: Any) -> Any:
+    """A CSR tile on the host (scipy), as fetch_sparse and storage need it; dense tiles are unchanged."""
+    if is_sparse(tile) and not isinstance(tile.data, np.ndarray):
+        return make_csr(tile.data.get(), tile.indices.get(), tile.indptr.get(), tuple(tile.shape))
+    return tile
+
+
+def _mark_canonical(tile: Any) -> None:
+    try:
+        tile.has_canonical_format = True
+    except AttributeError:  # a sparse library that computes the flag itself
+        pass
+
+
+def _array_module(tile: Any) -> Any:
+    if isinstance(getattr(tile, "data", None), np.ndarray) or isinstance(tile, np.ndarray):
+        return np
+    import cupy  # only reached with GPU tiles, so cupy is there
+
+    return cupy
+
+
+def _cupy_sparse() -> Any:
+    import cupyx.scipy.sparse  # only reached with GPU tiles
+
+    return cupyx.scipy.sparse

@@ -1,0 +1,199 @@
+"""Sorted COO entries into stored tiles: duplicates summed, each tile built dense or CSR as its density says.
+
+The entries arrive sorted by tile key and C-order offset inside the tile, which within a 2-d tile
+is row-major order: a CSR tile's values and column indices are the entries as they come, and its
+row pointers a count per row. Tiles are built for whole chunks at once with vectorized numpy,
+never densified when they are CSR.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import scipy.sparse
+
+from trdb.catalog.tensor_meta import TensorMeta
+from trdb.errors import DataError
+from trdb.optimizer.unit_costs import CSR_MAX_DENSITY
+from trdb.statements import tiling
+from trdb.storage import tile_store
+from trdb.storage.database import Database
+from trdb.storage.tile_codec import CSR32, CSR64, DENSE, binary_array, csr_sections, little_endian
+
+
+def write_entries(db: Database, meta: TensorMeta, entries: pa.Table) -> int:
+    """Store sorted entries (k0.., p, v), summing duplicates; returns the tiles stored."""
+    keys = [entries.column(f"k{d}").to_numpy() for d in range(len(meta.keys))]
+    merged = _merged(keys, entries.column("p").to_numpy(), entries.column("v").to_numpy(), meta.dtype)
+    if merged is None:
+        return 0
+    keys, position, values = merged
+    starts = _run_starts(keys)
+    counts = np.diff(np.append(starts, len(values)))
+    tile_keys = [key[starts] for key in keys]
+    extents = _tile_extents(meta, tile_keys, len(starts))
+    elements = np.prod(extents, axis=0)
+    csr = (counts <= CSR_MAX_DENSITY * elements) if len(meta.tile) == 2 else np.zeros(len(starts), dtype=bool)
+    itemsize = values.itemsize
+    csr_bytes = sum(csr_sections(counts, extents[0] if len(extents) else 0, itemsize, 4))
+    for lo, hi in _chunks(np.where(csr, csr_bytes, elements * itemsize)):
+        begin, end = starts[lo], starts[lo] + counts[lo:hi].sum()
+        chunk = _Chunk(meta, [k[lo:hi] for k in tile_keys], counts[lo:hi], extents[:, lo:hi],
+                       position[begin:end], values[begin:end])
+        for as_csr in (False, True):
+            chunk.write(db, csr[lo:hi] == as_csr, as_csr)
+    return len(starts)
+
+
+def write_sparse_matrix(db: Database, meta: TensorMeta, matrix: Any) -> int:
+    """Store a 2-d scipy.sparse matrix without densifying it: its entries bucketed into tiles in numpy."""
+    coo = scipy.sparse.coo_array(matrix)
+    keys, position = [], np.zeros(coo.nnz, dtype=np.int64)
+    for axis, (index, tile, size) in enumerate(zip(coo.coords, meta.tile, meta.shape)):
+        index = index.astype(np.int64)
+        if axis < len(meta.keys):  # as _entries_sql in coo.py: edge tiles are narrower
+            keys.append(index // tile)
+            width, local = np.minimum(tile, size - keys[-1] * tile), index % tile
+        else:
+            width, local = tile, index
+        position = position * width + local
+    order = np.lexsort([position, *reversed(keys)])
+    columns = {f"k{d}": key[order] for d, key in enumerate(keys)}
+    columns.update(p=position[order], v=coo.data[order])
+    return write_entries(db, meta, pa.table(columns))
+
+
+def _merged(keys: list[np.ndarray], position: np.ndarray, values: np.ndarray, dtype: np.dtype):
+    """(keys, position, values) with duplicates summed, cast to dtype, zeros dropped; None when nothing is left."""
+    if len(values) == 0:
+        return None
+    first = _run_starts([*keys, position])
+    if len(first) < len(values):  # duplicate coordinates: one sum per run of equal (key, offset)
+        values = np.add.reduceat(values, first)
+        keys, position = [key[first] for key in keys], position[first]
+    values = _to_dtype(values, dtype)
+    kept = values != 0  # explicit zeros and sums that cancel are never stored
+    if not kept.all():
+        values, position, keys = values[kept], position[kept], [key[kept] for key in keys]
+    return (keys, position, values) if len(values) else None
+
+
+class _Chunk:
+    """The tiles of one write chunk: their keys, entry counts, extents and entries (sorted)."""
+
+    def __init__(self, meta: TensorMeta, keys: list[np.ndarray], counts: np.ndarray, extents: np.ndarray,
+                 position: np.ndarray, values: np.ndarray):
+        self.meta, self.keys, self.counts, self.extents = meta, keys, counts, extents
+        self.position, self.values = position, values
+
+    def write(self, db: Database, chosen: np.ndarray, as_csr: bool) -> None:
+        """Insert the chosen tiles, all dense or all CSR."""
+        if not chosen.any():
+            return
+        entries = np.repeat(chosen, self.counts)
+        counts, extents = self.counts[chosen], self.extents[:, chosen]
+        position, values = self.position[entries], self.values[entries]
+        if as_csr:
+            width = np.repeat(extents[1], counts)
+            blobs, fmt = csr_tiles(extents[0], counts, position // width, position % width, values,
+                                   self.meta.dtype)
+        else:
+            blobs, fmt = dense_tiles(np.prod(extents, axis=0), counts, position, values, self.meta.dtype), DENSE
+        tile_store.insert_encoded(db, self.meta, [k[chosen] for k in self.keys], counts,
+                                  np.full(len(counts), fmt, dtype=np.int8), blobs)
+
+
+def dense_tiles(elements: np.ndarray, counts: np.ndarray, position: np.ndarray, values: np.ndarray,
+                dtype: np.dtype) -> pa.Array:
+    """One binary array of dense tiles: values scattered into a zeroed buffer, tiles back to back."""
+    stored = little_endian(dtype)
+    offsets = np.zeros(len(elements) + 1, dtype=np.int64)
+    np.cumsum(elements, out=offsets[1:])
+    buffer = np.zeros(int(offsets[-1]), dtype=stored)
+    buffer[np.repeat(offsets[:-1], counts) + position] = values
+    return binary_array(offsets * stored.itemsize, buffer.view(np.uint8))
+
+
+def csr_tiles(rows: np.ndarray, counts: np.ndarray, local_rows: np.ndarray, local_cols: np.ndarray,
+              values: np.ndarray, dtype: np.dtype) -> tuple[pa.Array, int]:
+    """One binary array of CSR tiles (tile_codec's layout) from their entries in row-major order, and the format."""
+    stored = little_endian(dtype)
+    wide = max(int(counts.max()), int(rows.max()) + 1, int(local_cols.max()) + 1) >= 2 ** 31
+    fmt, index = (CSR64, np.dtype("<i8")) if wide else (CSR32, np.dtype("<i4"))
+    value_bytes, index_bytes, pointer_bytes = csr_sections(counts, rows, stored.itemsize, index.itemsize)
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(value_bytes + index_bytes + pointer_bytes, out=offsets[1:])
+    buffer = np.zeros(int(offsets[-1]), dtype=np.uint8)
+    within = _positions_within(counts)
+    buffer.view(stored)[np.repeat(offsets[:-1] // stored.itemsize, counts) + within] = values
+    column_starts = (offsets[:-1] + value_bytes) // index.itemsize
+    buffer.view(index)[np.repeat(column_starts, counts) + within] = local_cols
+    pointer_starts = (offsets[:-1] + value_bytes + index_bytes) // index.itemsize
+    buffer.view(index)[np.repeat(pointer_starts, rows + 1) + _positions_within(rows + 1)] = \
+        _row_pointers(rows, counts, local_rows)
+    return binary_array(offsets, buffer), fmt
+
+
+def _positions_within(counts: np.ndarray) -> np.ndarray:
+    """0..count-1 for each run of `counts`, concatenated."""
+    total = int(counts.sum())
+    return np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+def _row_pointers(rows: np.ndarray, counts: np.ndarray, local_rows: np.ndarray) -> np.ndarray:
+    """Every tile's row pointers (rows + 1 each), concatenated: a count of entries per row, summed up."""
+    row_base = np.cumsum(rows) - rows
+    per_row = np.bincount(np.repeat(row_base, counts) + local_rows, minlength=int(rows.sum()))
+    cumulative = np.zeros(len(per_row) + 1, dtype=np.int64)
+    np.cumsum(per_row, out=cumulative[1:])
+    rows_with_end = rows + 1
+    global_rows = np.repeat(row_base, rows_with_end) + _positions_within(rows_with_end)
+    return cumulative[global_rows] - np.repeat(cumulative[row_base], rows_with_end)
+
+
+def _run_starts(columns: list[np.ndarray]) -> np.ndarray:
+    """Where a run of equal rows begins (rows sorted on these columns); one run when there are none."""
+    count = len(columns[0]) if columns else 1
+    change = np.zeros(count, dtype=bool)
+    change[0] = True
+    for column in columns:
+        change[1:] |= column[1:] != column[:-1]
+    return np.flatnonzero(change)
+
+
+def _to_dtype(sums: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    if dtype.kind == "b":
+        return sums != 0
+    if dtype.kind in "iu":
+        if sums.dtype.kind == "f":
+            sums = np.rint(sums)
+        info = np.iinfo(dtype)
+        bad = ~((sums >= info.min) & (sums <= info.max))  # NaN and infinities are bad too
+        if bad.any():
+            raise DataError(f"a value sums to {format_number(sums[bad][0].item())}, which does not fit DTYPE {dtype}")
+    return sums.astype(dtype)
+
+
+def _tile_extents(meta: TensorMeta, tile_keys: list[np.ndarray], count: int) -> np.ndarray:
+    """Extent of each tile along each axis (axes x tiles): edge tiles are smaller."""
+    extents = np.empty((len(meta.tile), count), dtype=np.int64)
+    for axis, (tile, size) in enumerate(zip(meta.tile, meta.shape)):
+        extents[axis] = np.minimum(tile, size - tile_keys[axis] * tile) if axis < len(tile_keys) else tile
+    return extents
+
+
+def _chunks(tile_bytes: np.ndarray) -> list[tuple[int, int]]:
+    """Ranges of tiles of about CHUNK_BYTES each, so memory stays bounded for large tensors."""
+    before = np.cumsum(tile_bytes) - tile_bytes
+    bounds = np.flatnonzero(np.diff(before // tiling.CHUNK_BYTES)) + 1
+    edges = [0, *bounds.tolist(), len(tile_bytes)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def format_number(value: Any) -> str:
+    """A number as a message shows it: integral floats without '.0'."""
+    if isinstance(value, float) and math.isfinite(value) and value == int(value):
+        return str(int(value))
+    return str(value)
