@@ -30,25 +30,29 @@ def connect(address: str) -> None:
                                hint="start one with `ray start --head`, then SET ray_address") from None
 
 
-def wants_gpus(device: str) -> bool:
-    """GPU actors when the device setting asks for a GPU, or allows one ('auto') and the cluster has them."""
-    return device == "gpu" or (device == "auto" and ray.cluster_resources().get("GPU", 0) > 0)
-
-
 class ActorPool:
     """The actors of this process: one list per kind ('cpu', 'gpu'), index = worker number."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._actors: dict[str, list[Any]] = {}
+        self._gpus: Any = None
         self._job: Any = None
+
+    def wants_gpus(self, device: str) -> bool:
+        """GPU actors when the device setting asks for a GPU, or allows one ('auto') and the cluster has them."""
+        if device != "auto":
+            return device == "gpu"
+        with self._lock:
+            self._check_job()
+            if self._gpus is None:  # asked once per connection to Ray: it is a call to the cluster
+                self._gpus = ray.cluster_resources().get("GPU", 0)
+            return self._gpus > 0
 
     def actors(self, count: int, gpu: bool) -> list[Any]:
         """`count` live actors of the kind, started or replaced as needed."""
         with self._lock:
-            job = ray.get_runtime_context().get_job_id()
-            if job != self._job:  # a new connection to Ray: the old actors went with the old one
-                self._actors, self._job = {}, job
+            self._check_job()
             pool = self._actors.setdefault("gpu" if gpu else "cpu", [])
             pool.extend([None] * (count - len(pool)))
             self._drop_dead(pool, count)
@@ -57,6 +61,11 @@ class ActorPool:
                 pool[index] = RayWorker.options(**options).remote(index)
             self._wait_started(pool, missing)
             return pool[:count]
+
+    def _check_job(self) -> None:
+        job = ray.get_runtime_context().get_job_id()
+        if job != self._job:  # a new connection to Ray: the old actors went with the old one
+            self._actors, self._gpus, self._job = {}, None, job
 
     @staticmethod
     def _drop_dead(pool: list, count: int) -> None:

@@ -23,7 +23,7 @@ from trdb.execution.exchange import Channel, POLL_SECONDS
 from trdb.execution.executor import Execution
 from trdb.execution.gather import GatherExec
 from trdb.execution.operator import ExecContext, PhysicalOperator
-from trdb.execution.ray_cluster import POOL, connect, wants_gpus
+from trdb.execution.ray_cluster import POOL, connect
 from trdb.execution.ray_inbox import FeedExec, RemoteChannel
 from trdb.execution.ray_routing import FEED_WINDOW, ActorDestination, LocalDestination, Moved, settle
 from trdb.execution.ray_worker import FEED_THREADS, RUN_THREADS, preorder
@@ -47,7 +47,7 @@ class RayExecution(Execution):
     def __init__(self, root: PhysicalNode, ctx: ExecContext, settings):
         super().__init__(gathered(root), ctx)
         connect(settings.ray_address)
-        gpu = wants_gpus(settings.device)
+        gpu = POOL.wants_gpus(settings.device)
         self.device = settings.device if gpu else "cpu"
         self.actors = POOL.actors(settings.workers, gpu)
         self.id = uuid.uuid4().hex
@@ -88,7 +88,7 @@ class RayExecution(Execution):
         channel = Channel(node.instances, node.children[0].instances, self.ctx.state)
         self._by_path[path] = channel
         moved = self.channels[id(node)] = Moved()
-        self._producers(node, path, lambda: LocalDestination(channel, moved))
+        self._producers(node, path, lambda producer: LocalDestination(channel, moved))
         return channel
 
     def _producers(self, node: PhysicalNode, path: tuple, destination) -> None:
@@ -98,7 +98,7 @@ class RayExecution(Execution):
             fragment = self._remote(child, producer, path + (0,), worker)
             self._load[worker] += 1
             self._tasks.append((f"{node.operator}-{producer}", partial(
-                self._run_fragment, fragment, worker, node.route, node.instances, destination())))
+                self._run_fragment, fragment, worker, node.route, node.instances, destination(producer))))
 
     def _remote(self, node: PhysicalNode, partition: int, path: tuple, worker: int) -> PhysicalOperator:
         """The operator of `node` in a fragment that `worker` runs."""
@@ -121,8 +121,8 @@ class RayExecution(Execution):
             key = self._keys_by_path[path] = next(self._keys)
             locations = self._locations[key] = {}
             moved = self.channels[id(node)] = Moved()
-            self._producers(node, path, lambda: ActorDestination(
-                self.ctx.state, self.actors, self.id, key, locations, producers, moved, self.failure))
+            self._producers(node, path, lambda producer: ActorDestination(
+                self.ctx.state, self.actors, self.id, key, locations, (producer, producers), moved, self.failure))
         self._locations[key][partition] = worker
         return node.make(RemoteChannel(self.id, key, producers), partition, node.detail)
 
@@ -131,7 +131,7 @@ class RayExecution(Execution):
         scan = node.make([], partition)
         self.instances[id(node)].append(scan)
         key = next(self._keys)
-        destination = ActorDestination(self.ctx.state, self.actors, self.id, key, {0: worker}, 1, Moved(),
+        destination = ActorDestination(self.ctx.state, self.actors, self.id, key, {0: worker}, (0, 1), Moved(),
                                        self.failure)
         self._tasks.append((f"{node.operator}-{partition}", partial(self._run_scan, scan, worker, destination)))
         return FeedExec(RemoteChannel(self.id, key, 1), 0, node.operator)

@@ -3,8 +3,8 @@
 A batch is passed on as an object reference: to the driver's own channel (the final gather) the
 driver reads it from the object store; to an actor it becomes the argument of a `feed` call, which
 Ray resolves in the actor (zero-copy for numpy on the same node). Feeds to one actor may run in any
-order (its threads take them concurrently), so a producer's end-of-stream marker is sent only after
-all its batches have been accepted.
+order (its threads take them concurrently), so a producer's end-of-stream marker carries the number
+of batches it sent to that partition.
 """
 from __future__ import annotations
 
@@ -60,37 +60,40 @@ class LocalDestination:
 class ActorDestination:
     """Consumers in actors: each batch is fed to the actor that runs its partition's consumer.
 
-    One per producer (its window of feeds in flight is its own); `actors` are the workers,
-    `locations` the worker of each consumer partition, `producers` how many feed each partition.
+    One per producer (`producer` of the `producers` feeding each partition), with its own window
+    of feeds in flight; `actors` are the workers, `locations` the worker of each consumer partition.
     """
 
-    def __init__(self, state: ExecutionState, actors: list, execution_id: str, key: int,
-                 locations: dict[int, int], producers: int, moved: Moved, failed: Callable[[BaseException, int], BaseException]):
+    def __init__(self, state: ExecutionState, actors: list, execution_id: str, key: int, locations: dict[int, int],
+                 producer: tuple[int, int], moved: Moved, failed: Callable[[BaseException, int], BaseException]):
         self.state, self.actors, self.execution_id, self.key = state, actors, execution_id, key
-        self.locations, self.producers, self.moved, self.failed = locations, producers, moved, failed
+        self.locations, self.moved, self.failed = locations, moved, failed
+        self.producer, self.producers = producer
+        self._sent: dict[int, int] = {}
         self._in_flight: deque[tuple[int, Any]] = deque()
 
     def deliver(self, partitions: list[int], rows: Any, tuples: int, size: int) -> None:
         self.moved.add(tuples, size)
         for partition in partitions:
-            self._feed(partition, rows)
+            if self._feed(partition, rows):
+                self._sent[partition] = self._sent.get(partition, 0) + 1
             while len(self._in_flight) > FEED_WINDOW:
                 self._settle_oldest()
 
     def finish(self) -> None:
-        while self._in_flight:
-            self._settle_oldest()
         for partition in self.locations:
-            self._feed(partition, None)  # this producer's end, after all its batches were taken in
-        while self._in_flight:
+            self._feed(partition, None, self._sent.get(partition, 0))
+        while self._in_flight:  # errors (a dead actor) surface here
             self._settle_oldest()
 
-    def _feed(self, partition: int, rows: Any) -> None:
+    def _feed(self, partition: int, rows: Any, sent: int = 0) -> bool:
         worker = self.locations.get(partition)
         if worker is None:
-            return  # no operator reads this partition (a broadcast to more consumers than its reader has)
-        ref = self.actors[worker].feed.remote(self.execution_id, self.key, partition, self.producers, rows)
+            return False  # no operator reads this partition (a broadcast to more consumers than its reader has)
+        ref = self.actors[worker].feed.remote(self.execution_id, self.key, partition, self.producers,
+                                              self.producer, rows, sent)
         self._in_flight.append((worker, ref))
+        return True
 
     def _settle_oldest(self) -> None:
         worker, ref = self._in_flight.popleft()

@@ -61,8 +61,9 @@ class RayWorker:
         ray_inbox.INBOXES.release(execution_id)
 
     @ray.method(concurrency_group="feed")
-    def feed(self, execution_id: str, key: int, partition: int, producers: int, rows: Optional[Batch]) -> bool:
-        return ray_inbox.INBOXES.deliver(execution_id, key, partition, producers, rows)
+    def feed(self, execution_id: str, key: int, partition: int, producers: int, producer: int,
+             rows: Optional[Batch], sent: int = 0) -> bool:
+        return ray_inbox.INBOXES.deliver(execution_id, key, partition, producers, producer, rows, sent)
 
     @ray.method(concurrency_group="run")
     def run(self, execution_id: str, fragment: PhysicalOperator, route: Route, consumers: int, device: str):
