@@ -9,6 +9,7 @@ import numpy as np
 from trdb.errors import DataError
 from trdb.execution.inplace import inplace_kernel
 from trdb.kernels.backend import Backend
+from trdb.kernels.sparse import dense
 from trdb.planner import expressions as bx
 
 Row = tuple
@@ -36,7 +37,7 @@ def compile_predicate(expr: bx.Bound, backend: Backend) -> Callable[[Row], bool]
 
 
 def _truth(value: Any) -> bool:
-    array = np.asarray(value)
+    array = np.asarray(dense(value))
     if array.size != 1:
         raise DataError(f"a condition on a tensor must give one value per tuple, got shape {array.shape}")
     return bool(array.reshape(()))

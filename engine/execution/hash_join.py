@@ -1,10 +1,11 @@
-"""HashJoinExec: equi-join on keys (inner, left, full); the missing side's tiles are zero tiles."""
+"""HashJoinExec: equi-join on keys (inner, left, full); the missing side's tiles are zero tiles (CSR for a CSR partner)."""
 from __future__ import annotations
 
 from typing import Callable, Optional
 
 from trdb.execution.compile import compile_predicate
 from trdb.execution.operator import Batch, PhysicalOperator, batches, drain
+from trdb.kernels.sparse import empty_csr, is_sparse
 from trdb.planner.expressions import Bound
 from trdb.planner.types import Schema, TensorType
 
@@ -25,11 +26,18 @@ class MissingSide:
         same_tiling = [i for i, c in enumerate(partner) if isinstance(c.type, TensorType) and c.type.tile == tile]
         if same_tiling:
             position = same_tiling[0]
-            return lambda row: zeros(row[position].shape, dtype)
+            return lambda row: _zero_like(row[position], dtype, zeros)
         return lambda row: zeros(tile, dtype)
 
     def __call__(self, partner_row: tuple) -> tuple:
         return tuple(make(partner_row) for make in self.makers)
+
+
+def _zero_like(partner, dtype, zeros):
+    """A zero tile of the partner's shape: an empty CSR tile when the partner is CSR (nothing to allocate)."""
+    if is_sparse(partner):
+        return empty_csr(tuple(partner.shape), dtype, like=partner)
+    return zeros(partner.shape, dtype)
 
 
 class HashJoinExec(PhysicalOperator):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from trdb.kernels.backend import Backend
+from trdb.kernels.sparse import is_sparse
 from trdb.planner import expressions as bx
 from trdb.planner.types import TensorType
 
@@ -65,7 +66,10 @@ def _owned(backend: Backend, tmp: Any, dtype) -> bool:
 
 
 def _binary(backend: Backend, ufunc, tmp: Any, other: Any, dtype) -> Optional[Any]:
-    """ufunc(tmp, other) written into tmp, or None when it cannot be (the caller then runs the kernel)."""
+    """ufunc(tmp, other) written into tmp, or None when it cannot be (the caller then runs the kernel,
+    which also takes a CSR `other`: its sparse version)."""
+    if is_sparse(other):
+        return None
     if _owned(backend, tmp, dtype) and (not hasattr(other, "shape") or other.shape == tmp.shape
                                         or backend.xp.broadcast_shapes(tmp.shape, other.shape) == tmp.shape):
         with backend.errstate():

@@ -1,10 +1,18 @@
-"""RetileExec: gathers a tensor relation's tiles and re-cuts them to a new tile shape (zero tiles stay absent)."""
+"""RetileExec: gathers a tensor relation's tiles and re-cuts them to a new tile shape (zero tiles stay absent).
+
+Dense tiles are copied overlap by overlap; when CSR tiles are among the input, the non-zeros of
+every tile are gathered as coordinates and bucketed into the new tiles instead, which are built
+CSR or dense as their density says, so a sparse matrix is never densified on the way.
+"""
 from __future__ import annotations
 
 import itertools
 from typing import Optional
 
+import numpy as np
+
 from trdb.execution.operator import Batch, PhysicalOperator, batches, drain
+from trdb.kernels.sparse import (count_nonzero, is_sparse, make_csr, row_indices, to_host, wants_csr)
 
 
 class RetileExec(PhysicalOperator):
@@ -40,6 +48,8 @@ class RetileExec(PhysicalOperator):
         if not tiles:
             return []
         extent = self._extent(tiles)
+        if any(is_sparse(t) for t in tiles.values()):
+            return self._retile_entries(tiles, extent)
         wanted = set()
         for key, tile in tiles.items():
             ranges = [range(k * t // n, max(k * t, k * t + s - 1) // n + 1)
@@ -47,7 +57,7 @@ class RetileExec(PhysicalOperator):
             wanted.update(itertools.product(*ranges))
         xp = self.ctx.backend.xp
         cut = ((new, self._cut(new, tiles, extent, xp)) for new in sorted(wanted))
-        return [new + (tile,) for new, tile in cut if tile.any()]  # an all-zero tile stays absent
+        return [new + (tile,) for new, tile in cut if count_nonzero(tile)]  # an all-zero tile stays absent
 
     def _old(self, tile) -> tuple[int, ...]:
         """The nominal old tile per axis (an axis without a key is one whole tile)."""
@@ -81,3 +91,49 @@ class RetileExec(PhysicalOperator):
             out[tuple(slice(l - a, h - a) for l, h, a in zip(lo, hi, starts))] = \
                 tile[tuple(slice(l - o, h - o) for l, h, o in zip(lo, hi, origin))]
         return out
+
+    def _retile_entries(self, tiles: dict, extent: tuple) -> list:
+        """The new tiles of 2-d input holding CSR tiles: non-zeros gathered, sorted by new tile and position."""
+        rows, cols, values = self._entries(tiles)
+        keys = [rows // self.new_tile[0], cols // self.new_tile[1]]
+        local = [rows % self.new_tile[0], cols % self.new_tile[1]]
+        order = np.lexsort([local[1], local[0], keys[1], keys[0]])
+        keys, local, values = [k[order] for k in keys], [p[order] for p in local], values[order]
+        change = np.ones(len(values), dtype=bool)
+        change[1:] = (keys[0][1:] != keys[0][:-1]) | (keys[1][1:] != keys[1][:-1])
+        bounds = [*np.flatnonzero(change).tolist(), len(values)]
+        asarray = self.ctx.backend.asarray
+        out = []
+        for start, end in zip(bounds[:-1], bounds[1:]):
+            key = (int(keys[0][start]), int(keys[1][start]))
+            shape = tuple(min(n, e - k * n) for k, n, e in zip(key, self.new_tile, extent))
+            tile = self._build(shape, local[0][start:end], local[1][start:end], values[start:end])
+            out.append(key + (asarray(tile),))
+        return out
+
+    def _entries(self, tiles: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Global (row, column, value) of every non-zero of the input tiles."""
+        parts = []
+        for key, tile in tiles.items():
+            r0, c0 = (k * t for k, t in zip(key, self._old(tile)))
+            tile = to_host(tile)
+            if is_sparse(tile):
+                kept = tile.data != 0
+                rows, cols = row_indices(tile).astype(np.int64), tile.indices.astype(np.int64)
+                parts.append((rows[kept] + r0, cols[kept] + c0, tile.data[kept]))
+            else:
+                tile = np.asarray(self.ctx.backend.to_numpy(tile))
+                r, c = np.nonzero(tile)
+                parts.append((r + r0, c + c0, tile[r, c]))
+        return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+
+    def _build(self, shape: tuple[int, int], rows: np.ndarray, cols: np.ndarray, values: np.ndarray):
+        """One new tile from its entries in row-major order: CSR when sparse enough, else dense."""
+        values = values.astype(self.dtype, copy=False)
+        if wants_csr(shape, len(values)):
+            indptr = np.zeros(shape[0] + 1, dtype=np.int64)
+            np.cumsum(np.bincount(rows, minlength=shape[0]), out=indptr[1:])
+            return make_csr(values, cols.astype(np.int32), indptr.astype(np.int32), shape)
+        tile = np.zeros(shape, dtype=self.dtype)
+        tile[rows, cols] = values
+        return tile

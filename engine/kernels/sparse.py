@@ -20,8 +20,8 @@ from trdb.optimizer.unit_costs import CSR_MAX_DENSITY
 
 
 def is_sparse(tile: Any) -> bool:
-    """Whether `tile` is a sparse (CSR) tile rather than a dense array or a scalar."""
-    return not isinstance(tile, np.ndarray) and hasattr(tile, "indptr")
+    """Whether `tile` is a sparse tile (CSR; any scipy/cupyx sparse format) rather than a dense array or a scalar."""
+    return not isinstance(tile, np.ndarray) and hasattr(tile, "tocsr")
 
 
 def elements(shape: tuple[int, ...]) -> int:

@@ -29,12 +29,12 @@ def show_views(sc: StatementContext, node: ast.ShowViews) -> Result:
 
 
 def describe(sc: StatementContext, node: ast.Describe) -> Result:
-    names = ("column_name", "column_type", "role", "shape", "tile", "tuples", "density")
+    names = ("column_name", "column_type", "role", "shape", "tile", "tuples", "density", "csr_tuples")
     meta = sc.catalog.tensor(node.name)
     if meta is not None:
-        rows = [(k, "BIGINT", "key", g, t, None, None) for k, g, t in zip(meta.keys, meta.grid, meta.tile)]
+        rows = [(k, "BIGINT", "key", g, t, None, None, None) for k, g, t in zip(meta.keys, meta.grid, meta.tile)]
         rows.append((meta.value_name, f"TENSOR({meta.dtype.name})", "value", str(list(meta.shape)),
-                     str(list(meta.tile)), meta.tuple_count, float(f'{meta.density:.6g}')))
+                     str(list(meta.tile)), meta.tuple_count, float(f'{meta.density:.6g}'), meta.csr_tuples))
         return _text_result(names, rows)
     view = sc.catalog.view(node.name)
     if view is None:
@@ -42,7 +42,7 @@ def describe(sc: StatementContext, node: ast.Describe) -> Result:
     plan = sc.binder().bind_table(ast.TableRef(node.name, span=node.span))
     rows = [(c.name, str(c.type), "key" if c.is_key else "value",
              str(list(c.type.extent)) if c.is_tensor else None,
-             str(list(c.type.tile)) if c.is_tensor else None, None, None) for c in plan.schema]
+             str(list(c.type.tile)) if c.is_tensor else None, None, None, None) for c in plan.schema]
     return _text_result(names, rows)
 
 

@@ -9,6 +9,7 @@ from trdb.catalog.tensor_meta import TensorMeta, validate_layout
 from trdb.errors import DataError, IntegrityError, ProgrammingError
 from trdb.execution.result import Result, layout_of
 from trdb.kernels.backend import to_host
+from trdb.kernels.sparse import is_sparse
 from trdb.storage import tile_store
 from trdb.statements.context import StatementContext
 
@@ -23,8 +24,8 @@ def result_columns(result: Result, what: str) -> tuple[list[int], int]:
     return keys, tensors[0]
 
 
-def check_tiles(meta: TensorMeta, keys: np.ndarray, tiles: Sequence[np.ndarray], what: str) -> list[np.ndarray]:
-    """Every key in range, unique, every tile of the shape the layout gives that key; tiles cast to dtype."""
+def check_tiles(meta: TensorMeta, keys: np.ndarray, tiles: Sequence, what: str) -> list:
+    """Every key in range, unique, every tile (dense or CSR) of the shape the layout gives that key; tiles cast to dtype."""
     seen: set[tuple] = set()
     checked = []
     for key, tile in zip(map(tuple, keys.tolist()), tiles):
@@ -33,7 +34,7 @@ def check_tiles(meta: TensorMeta, keys: np.ndarray, tiles: Sequence[np.ndarray],
         if key in seen:
             raise IntegrityError(f"{what}: key {key} occurs more than once")
         seen.add(key)
-        tile = np.asarray(tile)
+        tile = tile if is_sparse(tile) else np.asarray(tile)
         expected = meta.tile_shape_at(key)
         if tile.shape != expected:
             raise DataError(f"{what}: the tile under key {key} has shape {tile.shape}, but {meta.name}'s "
@@ -44,15 +45,21 @@ def check_tiles(meta: TensorMeta, keys: np.ndarray, tiles: Sequence[np.ndarray],
     return checked
 
 
-def rows_to_tiles(result: Result, what: str) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Keys (sorted, so that checks and errors do not depend on the order workers produced them) and tiles."""
+def rows_to_tiles(result: Result, what: str) -> tuple[np.ndarray, list]:
+    """Keys (sorted, so that checks and errors do not depend on the order workers produced them) and host
+    tiles: numpy arrays, CSR tiles kept CSR."""
     keys, value = result_columns(result, what)
     rows = [([row[k] for k in keys], row[value]) for row in result.rows]
     if any(k is None for key, _ in rows for k in key):
         raise DataError(f"{what}: a result key is NULL (from an outer join?); use COALESCE on keys")
     rows.sort(key=lambda r: r[0])
     key_array = np.array([key for key, _ in rows], dtype=np.int64).reshape(len(rows), len(keys))
-    return key_array, [np.asarray(to_host(tile)) for _, tile in rows]
+    return key_array, [_host_tile(tile) for _, tile in rows]
+
+
+def _host_tile(tile):
+    tile = to_host(tile, keep_sparse=True)
+    return tile if is_sparse(tile) else np.asarray(tile)
 
 
 def store_rows(sc: StatementContext, name: str, key_names: Optional[Sequence[str]], result: Result) -> TensorMeta:

@@ -18,6 +18,7 @@ from trdb.catalog.tensor_meta import TensorMeta
 from trdb.errors import ProgrammingError
 from trdb.execution.result import Result
 from trdb.kernels.backend import to_host
+from trdb.kernels.sparse import dense
 from trdb.parser import ast
 from trdb.planner.types import Column, ScalarType
 from trdb.statements.context import StatementContext
@@ -96,7 +97,7 @@ class AdamState:
 
 def _tiles_by_key(sc: StatementContext, meta: TensorMeta) -> dict[tuple, np.ndarray]:
     keys, tiles = sc.catalog.tiles(sc.catalog.require_tensor(meta.name))
-    return {tuple(k): t for k, t in zip(keys.tolist(), tiles)}
+    return {tuple(k): dense(t) for k, t in zip(keys.tolist(), tiles)}  # updates fill CSR tiles in
 
 
 def _replace_tiles(sc: StatementContext, meta: TensorMeta, keys: list[tuple], tiles: list[np.ndarray]) -> None:
