@@ -7,9 +7,12 @@ import numpy as np
 
 from trdb.errors import DataError
 from trdb.execution.compile import compile_expr
+from trdb.execution.inplace import FRESH
 from trdb.execution.operator import Batch, PhysicalOperator, batches, drain
+from trdb.execution.product_sum import product_sum_feed
 from trdb.kernels import sparse_functions as S
 from trdb.kernels.sparse import add_into, dense, is_sparse, settle
+from trdb.planner import expressions as bx
 from trdb.planner.logical import AggregateCall
 from trdb.planner.types import Schema, TensorType
 
@@ -24,12 +27,14 @@ class Accumulator:
         self.value = None
         self.count = 0
 
-    def add(self, value, xp) -> None:
+    def add(self, value, xp, owned: bool = False) -> None:
+        """Fold in one tile; `owned`: it is a fresh kernel result that no one else holds (not copied)."""
         self.count += 1
         if self.function == "COUNT" or value is None:
             return
         if self.value is None:
-            self.value = value.copy() if hasattr(value, "copy") and getattr(value, "ndim", 0) else value
+            copy = not owned and hasattr(value, "copy") and getattr(value, "ndim", 0)
+            self.value = value.copy() if copy else value
             return
         try:
             self.value = self._combine(self.value, value, xp)
@@ -104,16 +109,28 @@ class HashAggregateExec(PhysicalOperator):
         backend = self.ctx.backend
         xp = backend.xp
         keys = [compile_expr(g, backend) for g in self.group_by]
-        args = [compile_expr(c.arg, backend) if c.arg is not None else (lambda row: None) for c in self.calls]
+        feeds = [self._feed(c, backend) for c in self.calls]
         groups: dict[tuple, list[Accumulator]] = {}
         for row in drain(self.children[0]):
             key = tuple(k(row) for k in keys)
             accumulators = groups.get(key)
             if accumulators is None:
                 accumulators = groups[key] = [Accumulator(c.function) for c in self.calls]
-            for accumulator, arg in zip(accumulators, args):
-                accumulator.add(arg(row), xp)
+            for accumulator, feed in zip(accumulators, feeds):
+                feed(accumulator, row)
         if not groups and not self.group_by and not self.partial:
             groups[()] = [Accumulator(c.function) for c in self.calls]
         types = [c.type for c in self.schema[len(self.group_by):]]
         return [key + tuple(a.result(t, xp) for a, t in zip(accs, types)) for key, accs in groups.items()]
+
+    @staticmethod
+    def _feed(call: AggregateCall, backend):
+        """How one row reaches the call's accumulator: SUM(MATMUL) of CSR tiles adds in place, else add()."""
+        fused = product_sum_feed(call.function, call.arg, backend)
+        if fused is not None:
+            return fused
+        if call.arg is None:
+            return lambda accumulator, row: accumulator.add(None, backend.xp)
+        arg, xp = compile_expr(call.arg, backend), backend.xp
+        owned = isinstance(call.arg, bx.Call) and call.arg.function.name in FRESH
+        return lambda accumulator, row: accumulator.add(arg(row), xp, owned)

@@ -18,14 +18,14 @@ _BINARY = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide"}
 _UNARY = {"NEG": "negative", "EXP": "exp", "TANH": "tanh", "ABS": "absolute", "SQRT": "sqrt", "LOG": "log",
           "SQUARE": "square"}
 # kernels whose result is always a new array (never a view of an argument, as TRANSPOSE or CAST may be)
-_FRESH = set(_BINARY) | set(_UNARY) | {"RELU", "SIGMOID", "MATMUL", "POWER", "GREATEST", "LEAST", "SOFTMAX",
+FRESH = set(_BINARY) | set(_UNARY) | {"RELU", "SIGMOID", "MATMUL", "POWER", "GREATEST", "LEAST", "SOFTMAX",
                                        "BCE_WITH_LOGITS"}
 
 
 def inplace_kernel(expr: bx.Call, backend: Backend) -> Optional[Callable[[Any, list], Any]]:
     """A function (temporary, other args) -> result computed into the temporary, or None."""
     first = expr.args[0] if expr.args else None
-    if not isinstance(expr.type, TensorType) or not isinstance(first, bx.Call) or first.function.name not in _FRESH:
+    if not isinstance(expr.type, TensorType) or not isinstance(first, bx.Call) or first.function.name not in FRESH:
         return None
     name, dtype, call = expr.function.name, expr.type.dtype, expr.function.call
     xp = backend.xp

@@ -59,9 +59,12 @@ class CupyBackend(Backend):
         return self.xp.asnumpy(array)
 
     def sparse_tile(self, tile: Any) -> Any:
-        # A scipy CSR tile moves to the device as cupyx's CSR (its three arrays copied once).
+        # A scipy CSR tile moves to the device as cupyx's CSR (its three arrays copied once); cupyx
+        # has float CSR only, so other dtypes go dense. Not run yet: no GPU has been available.
         if not isinstance(tile.data, numpy.ndarray):
             return tile
+        if tile.dtype not in (numpy.float32, numpy.float64):
+            return self.xp.asarray(tile.toarray())
         module = sparse.sparse_module(self.xp.zeros(0))
         return sparse.make_csr(self.xp.asarray(tile.data), self.xp.asarray(tile.indices),
                                self.xp.asarray(tile.indptr), tuple(tile.shape), module)

@@ -18,6 +18,11 @@ import scipy.sparse
 
 from trdb.optimizer.unit_costs import CSR_MAX_DENSITY
 
+try:  # scipy's own CSR x dense kernel, which adds into its output (what `@` calls after zeroing one)
+    from scipy.sparse._sparsetools import csr_matvecs as _matvecs
+except ImportError:  # a scipy that moved it: SUM(MATMUL) then runs product by product
+    _matvecs = None
+
 
 def is_sparse(tile: Any) -> bool:
     """Whether `tile` is a sparse tile (CSR; any scipy/cupyx sparse format) rather than a dense array or a scalar."""
@@ -122,6 +127,22 @@ def scatter_into(target: Any, tile: Any) -> None:
     """Write a CSR tile into a zeroed dense target of its shape (a view is fine)."""
     if tile.nnz:
         target[row_indices(tile), tile.indices] = tile.data
+
+
+def matmul_add_into(target: Any, a: Any, b: Any) -> bool:
+    """target += a @ b for a scipy CSR `a` and a dense C-ordered `b` of one float dtype, without a product
+    tile (scipy's CSR x dense kernel accumulates into its output); False, doing nothing, where it cannot."""
+    if _matvecs is None or not (is_sparse(a) and isinstance(b, np.ndarray) and isinstance(target, np.ndarray)):
+        return False
+    if a.format != "csr" or not isinstance(a.data, np.ndarray) or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        return False
+    if not (a.dtype == b.dtype == target.dtype and a.dtype.kind == "f" and a.indices.dtype == a.indptr.dtype):
+        return False
+    if target.shape != (a.shape[0], b.shape[1]) or not (target.flags.c_contiguous and target.flags.writeable):
+        return False
+    _matvecs(a.shape[0], a.shape[1], b.shape[1], a.indptr, a.indices, a.data, np.ascontiguousarray(b).ravel(),
+             target.ravel())
+    return True
 
 
 def sparse_module(tile: Any = None) -> Any:

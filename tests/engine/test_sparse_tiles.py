@@ -24,7 +24,7 @@ from trdb.storage.tile_codec import CSR32, DENSE
 T = 16
 ROWS, INNER, COLS = 50, 45, 37  # ragged edge tiles on every axis
 FORMATS = ("dense", "csr", "mixed")
-PAIRS = [("dense", "dense"), ("csr", "dense"), ("dense", "csr"), ("csr", "csr"), ("mixed", "mixed")]
+PAIRS = [("dense", "dense"), ("csr", "dense"), ("dense", "csr"), ("csr", "csr"), ("mixed", "dense"), ("mixed", "mixed")]
 
 
 def make(fmt, shape, seed, keep=0.7):
