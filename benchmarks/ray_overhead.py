@@ -19,6 +19,7 @@ import os
 import time
 
 import numpy as np
+import threadpoolctl
 
 import trdb
 
@@ -57,8 +58,8 @@ def timed(cur, sql: str, expected, dense: bool, repeats: int) -> float:
 
 def pieces(args, fragment) -> list[tuple[str, float]]:
     """The costs a Ray execution is made of, measured on their own."""
-    import cloudpickle
     import ray
+    from ray import cloudpickle  # what Ray ships fragments with
 
     from trdb.execution.ray_cluster import POOL
 
@@ -95,7 +96,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--address", default=None, help="a running Ray cluster (default: as ray.init finds one)")
     args = parser.parse_args()
-    os.environ.setdefault("TRDB_MIN_PARALLEL_COST", "0")  # every plan parallel, as the issue's workloads are
+    os.environ.setdefault("TRDB_MIN_PARALLEL_COST", "0")  # every plan on `workers` partitions, however cheap
+    for info in threadpoolctl.threadpool_info():
+        print(f"# {info['internal_api']} {info.get('version')} {info.get('architecture')} "
+              f"threads={info['num_threads']}")
     con = trdb.connect(workers=args.workers, address=args.address)
     cur = con.cursor()
     started = time.perf_counter()

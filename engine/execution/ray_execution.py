@@ -25,7 +25,7 @@ from trdb.execution.gather import GatherExec
 from trdb.execution.operator import ExecContext, PhysicalOperator
 from trdb.execution.ray_cluster import POOL, connect
 from trdb.execution.ray_inbox import FeedExec, RemoteChannel
-from trdb.execution.ray_routing import FEED_WINDOW, ActorDestination, LocalDestination, Moved, settle
+from trdb.execution.ray_routing import FEED_SLOTS, ActorDestination, LocalDestination, Moved, Slots, settle
 from trdb.execution.ray_worker import FEED_THREADS, RUN_THREADS, preorder
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.optimizer.physical_plan import SINGLE, PhysicalNode, Route
@@ -54,9 +54,11 @@ class RayExecution(Execution):
         self.pids: set[int] = set()          # the actor processes that ran this plan's fragments
         self._keys = itertools.count()
         self._keys_by_path: dict[tuple, int] = {}
-        self._locations: dict[int, dict[int, int]] = {}
+        self._locations: dict[int, dict[int, int]] = {}   # by exchange key: the worker of each consumer partition
+        self._slots: dict[int, dict[int, Slots]] = {}      # by exchange key: each consumer partition's feed slots
         self._tasks: list[tuple[str, Any]] = []
-        self._load = [0] * len(self.actors)  # fragments per actor, checked against its threads
+        self._fragments = [0] * len(self.actors)  # per actor, checked against its threads
+        self._inboxes = [0] * len(self.actors)
         self._leaf_ctx = ExecContext(NUMPY_BACKEND, ctx.catalog, ctx.state)  # scans hand host arrays to actors
 
     def __enter__(self) -> "RayExecution":
@@ -96,7 +98,7 @@ class RayExecution(Execution):
         for producer in range(child.instances):
             worker = producer % len(self.actors)
             fragment = self._remote(child, producer, path + (0,), worker)
-            self._load[worker] += 1
+            self._fragments[worker] += 1
             self._tasks.append((f"{node.operator}-{producer}", partial(
                 self._run_fragment, fragment, worker, node.route, node.instances, destination(producer))))
 
@@ -118,28 +120,42 @@ class RayExecution(Execution):
         producers = node.children[0].instances
         key = self._keys_by_path.get(path)
         if key is None:
-            key = self._keys_by_path[path] = next(self._keys)
-            locations = self._locations[key] = {}
+            key = self._keys_by_path[path] = self._new_key()
             moved = self.channels[id(node)] = Moved()
             self._producers(node, path, lambda producer: ActorDestination(
-                self.ctx.state, self.actors, self.id, key, locations, (producer, producers), moved, self.failure))
-        self._locations[key][partition] = worker
+                self.ctx.state, self.actors, self.id, key, self._locations[key], self._slots[key],
+                (producer, producers), moved, self.failure))
+        self._place(key, partition, worker)
         return node.make(RemoteChannel(self.id, key, producers), partition, node.detail)
 
     def _scan(self, node: PhysicalNode, partition: int, worker: int) -> PhysicalOperator:
         """A scan runs on the driver and feeds its tuples to the fragment, where a FeedExec stands in for it."""
         scan = node.make([], partition)
         self.instances[id(node)].append(scan)
-        key = next(self._keys)
-        destination = ActorDestination(self.ctx.state, self.actors, self.id, key, {0: worker}, (0, 1), Moved(),
-                                       self.failure)
+        key = self._new_key()
+        self._place(key, 0, worker)
+        destination = ActorDestination(self.ctx.state, self.actors, self.id, key, self._locations[key],
+                                       self._slots[key], (0, 1), Moved(), self.failure)
         self._tasks.append((f"{node.operator}-{partition}", partial(self._run_scan, scan, worker, destination)))
         return FeedExec(RemoteChannel(self.id, key, 1), 0, node.operator)
 
+    def _new_key(self) -> int:
+        key = next(self._keys)
+        self._locations[key], self._slots[key] = {}, {}
+        return key
+
+    def _place(self, key: int, partition: int, worker: int) -> None:
+        """Consumer partition `partition` of exchange `key` reads its inbox in actor `worker`."""
+        self._locations[key][partition] = worker
+        self._slots[key][partition] = Slots()
+        self._inboxes[worker] += 1
+
     def _check_load(self) -> None:
-        if max(self._load, default=0) > RUN_THREADS or len(self._tasks) * FEED_WINDOW > FEED_THREADS:
-            raise NotSupportedError(f"the plan has {len(self._tasks)} fragments and scans, more than the Ray "
-                                    f"executor runs at once ({RUN_THREADS} fragments per worker)",
+        """Each actor has threads for a fixed number of fragments and of feeds waiting for room."""
+        if max(self._fragments) > RUN_THREADS or max(self._inboxes) * FEED_SLOTS > FEED_THREADS:
+            raise NotSupportedError(f"the plan needs {max(self._fragments)} fragments and "
+                                    f"{max(self._inboxes)} inboxes in one Ray worker; the Ray executor runs at "
+                                    f"most {RUN_THREADS} and {FEED_THREADS // FEED_SLOTS}",
                                     hint="SET executor = 'local'")
 
     # ------------------------------------------------------------ driver threads
@@ -164,7 +180,7 @@ class RayExecution(Execution):
         except BaseException as exc:
             self.ctx.state.fail(self.failure(exc, worker))
             if stream is not None:
-                ray.cancel(stream)  # a fragment still queued in its actor never starts
+                _cancel(stream)
 
     def _next_ref(self, stream) -> Any:
         while not ray.wait([stream], timeout=POLL_SECONDS)[0]:
@@ -217,3 +233,11 @@ def _reason(exc: BaseException) -> str:
 def _cluster_error(exc: BaseException) -> OperationalError:
     return OperationalError(f"the Ray cluster failed during the statement ({type(exc).__name__}: {_reason(exc)}); "
                             "the statement was rolled back and changed nothing")
+
+
+def _cancel(stream) -> None:
+    """Cancel a fragment's task: one still queued in its actor never starts (a running one stops on release)."""
+    try:
+        ray.cancel(stream)
+    except Exception:  # already finished, or its actor is gone
+        pass

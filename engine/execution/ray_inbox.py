@@ -1,56 +1,80 @@
 """Inside a Ray actor: the queues that batches routed to its fragments wait in, per execution.
 
 The driver routes every batch to the actor of its consumer partition (`RayWorker.feed`), where it
-waits in a bounded `Channel`, as between threads; a fragment's exchange consumers read it through a
+waits in that partition's bounded `Inbox`; the fragment's exchange consumer reads it through a
 `RemoteChannel`, the stand-in the driver put in the fragment in place of the driver-side channel.
 Feeds run concurrently, in any order, so a producer's end-of-stream marker says how many batches it
-sent, and counts as its end once that many have arrived.
+sent, and the producer has ended once that many have arrived. The marker never waits for room.
 """
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import Any, Optional
 
 import numpy as np
 
 from trdb.errors import QueryCancelled
-from trdb.execution.exchange import Channel, ExchangeSourceExec
+from trdb.execution.exchange import POLL_SECONDS, QUEUE_BATCHES, ExchangeSourceExec
 from trdb.execution.operator import Batch
 from trdb.execution.state import ExecutionState
 
 _RELEASED_KEPT = 1024  # executions remembered as finished, so that a late batch is dropped, not kept
 
 
-class Arrivals:
-    """One consumer partition's channel, and how many batches each producer sent and has delivered."""
+class Inbox:
+    """One consumer partition's bounded queue, fed by `producers` producers."""
 
     def __init__(self, producers: int, state: ExecutionState):
-        self.channel = Channel(1, producers, state)
-        self._lock = threading.Lock()
+        self.producers, self.state = producers, state
+        self._batches: deque[Batch] = deque()
+        self._changed = threading.Condition()
         self._arrived: dict[int, int] = {}
         self._sent: dict[int, int] = {}
+        self._ended = 0
 
-    def deliver(self, producer: int, rows: Optional[Batch], sent: int) -> None:
-        """A batch (queued: this blocks while the queue is full), or the producer's end after `sent` batches."""
-        if rows is not None:
-            self.channel.put(0, rows)
-        with self._lock:
-            if rows is not None:
-                self._arrived[producer] = self._arrived.get(producer, 0) + 1
-            else:
-                self._sent[producer] = sent
-            ended = self._sent.get(producer) == self._arrived.get(producer, 0)
-        if ended:  # the last to arrive of the batches and the marker: each producer ends once
-            self.channel.producer_done()
+    def put(self, producer: int, rows: Batch) -> None:
+        """Queue a batch, waiting while the queue is full (the backpressure the driver's feeds feel)."""
+        with self._changed:
+            while len(self._batches) >= QUEUE_BATCHES:
+                self._changed.wait(POLL_SECONDS)
+                self.state.raise_if_cancelled()
+            self._batches.append(rows)
+            self._arrived[producer] = self._arrived.get(producer, 0) + 1
+            self._count_end(producer)
+            self._changed.notify_all()
+
+    def end(self, producer: int, sent: int) -> None:
+        with self._changed:
+            self._sent[producer] = sent
+            self._count_end(producer)
+            self._changed.notify_all()
+
+    def _count_end(self, producer: int) -> None:
+        # true once per producer: when the later of its last batch and its marker arrives
+        if self._sent.get(producer) == self._arrived.get(producer, 0):
+            self._ended += 1
+
+    def get(self) -> Optional[Batch]:
+        """The next batch, or None once every producer has ended and the queue is empty."""
+        with self._changed:
+            while not self._batches:
+                if self._ended == self.producers:
+                    self.state.raise_if_failed()
+                    return None
+                self._changed.wait(POLL_SECONDS)
+                self.state.raise_if_cancelled()
+            batch = self._batches.popleft()
+            self._changed.notify_all()
+            return batch
 
 
 class ActorExecution:
-    """What one execution holds in one actor: its cancellation state and its inbound channels."""
+    """What one execution holds in one actor: its cancellation state and its inboxes."""
 
     def __init__(self) -> None:
         self.state = ExecutionState()
-        self.channels: dict[tuple[int, int], Arrivals] = {}
+        self.inboxes: dict[tuple[int, int], Inbox] = {}
         self.backend: Any = None  # the kernel backend of the fragments (set by the first to run)
 
     def to_backend(self, batch: Batch) -> Batch:
@@ -76,22 +100,22 @@ class Inboxes:
                 return None
             return self._live.setdefault(execution_id, ActorExecution())
 
-    def arrivals(self, execution_id: str, key: int, partition: int, producers: int) -> tuple[ActorExecution, Arrivals]:
+    def inbox(self, execution_id: str, key: int, partition: int, producers: int) -> tuple[ActorExecution, Inbox]:
         execution = self.execution(execution_id)
         if execution is None:
             raise QueryCancelled("the statement was cancelled")
         with self._lock:
-            arrivals = execution.channels.get((key, partition))
-            if arrivals is None:
-                arrivals = execution.channels[(key, partition)] = Arrivals(producers, execution.state)
-        return execution, arrivals
+            inbox = execution.inboxes.get((key, partition))
+            if inbox is None:
+                inbox = execution.inboxes[(key, partition)] = Inbox(producers, execution.state)
+        return execution, inbox
 
     def deliver(self, execution_id: str, key: int, partition: int, producers: int, producer: int,
                 rows: Optional[Batch], sent: int) -> bool:
         """A batch for a consumer partition, or (rows None) a producer's end; False once cancelled."""
         try:
-            # blocks while the queue is full: the driver's feeds wait, and so do the producers
-            self.arrivals(execution_id, key, partition, producers)[1].deliver(producer, rows, sent)
+            inbox = self.inbox(execution_id, key, partition, producers)[1]
+            inbox.put(producer, rows) if rows is not None else inbox.end(producer, sent)
             return True
         except Exception:  # cancelled, or failed here (that error reaches the driver from the failed fragment)
             return False
@@ -115,16 +139,16 @@ class RemoteChannel:
 
     def __init__(self, execution_id: str, key: int, producers: int):
         self.execution_id, self.key, self.producers = execution_id, key, producers
-        self._inbox: Optional[tuple[ActorExecution, Arrivals]] = None
+        self._inbox: Optional[tuple[ActorExecution, Inbox]] = None
 
     def __getstate__(self) -> dict:
         return {"execution_id": self.execution_id, "key": self.key, "producers": self.producers, "_inbox": None}
 
     def get(self, partition: int) -> Optional[Batch]:
         if self._inbox is None:
-            self._inbox = INBOXES.arrivals(self.execution_id, self.key, partition, self.producers)
-        execution, arrivals = self._inbox
-        batch = arrivals.channel.get(0)
+            self._inbox = INBOXES.inbox(self.execution_id, self.key, partition, self.producers)
+        execution, inbox = self._inbox
+        batch = inbox.get()
         return None if batch is None else execution.to_backend(batch)
 
 

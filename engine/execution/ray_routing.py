@@ -4,7 +4,9 @@ A batch is passed on as an object reference: to the driver's own channel (the fi
 driver reads it from the object store; to an actor it becomes the argument of a `feed` call, which
 Ray resolves in the actor (zero-copy for numpy on the same node). Feeds to one actor may run in any
 order (its threads take them concurrently), so a producer's end-of-stream marker carries the number
-of batches it sent to that partition.
+of batches it sent to that partition. A feed waits in its actor while the partition's queue is full,
+holding one of the actor's threads: `Slots` bound the feeds in flight to each consumer partition, so
+that the threads a plan can hold are bounded by its partitions, not by its producers.
 """
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ import ray
 from trdb.execution.exchange import POLL_SECONDS, Channel
 from trdb.execution.state import ExecutionState
 
-FEED_WINDOW = 2  # feeds a producer may have in flight: overlaps a feed's round trip with the next batch
+FEED_SLOTS = 4      # feeds in flight to one consumer partition, from all its producers together
+SETTLE_AFTER = 32   # acknowledgements a producer keeps before checking the oldest (errors surface there)
 
 
 class Moved:
@@ -57,17 +60,32 @@ class LocalDestination:
         self.channel.producer_done()
 
 
+class Slots:
+    """The feeds in flight to one consumer partition: taken before a feed, given back when it returns."""
+
+    def __init__(self, count: int = FEED_SLOTS):
+        self._free = threading.Semaphore(count)
+
+    def take(self, state: ExecutionState) -> None:
+        while not self._free.acquire(timeout=POLL_SECONDS):
+            state.raise_if_cancelled()
+
+    def give_back(self, _done: Any = None) -> None:
+        self._free.release()
+
+
 class ActorDestination:
     """Consumers in actors: each batch is fed to the actor that runs its partition's consumer.
 
-    One per producer (`producer` of the `producers` feeding each partition), with its own window
-    of feeds in flight; `actors` are the workers, `locations` the worker of each consumer partition.
+    One per producer (`producer` of the `producers` feeding each partition); `actors` are the
+    workers, `locations` the worker of each consumer partition, `slots` each partition's `Slots`.
     """
 
     def __init__(self, state: ExecutionState, actors: list, execution_id: str, key: int, locations: dict[int, int],
-                 producer: tuple[int, int], moved: Moved, failed: Callable[[BaseException, int], BaseException]):
+                 slots: dict[int, Slots], producer: tuple[int, int], moved: Moved,
+                 failed: Callable[[BaseException, int], BaseException]):
         self.state, self.actors, self.execution_id, self.key = state, actors, execution_id, key
-        self.locations, self.moved, self.failed = locations, moved, failed
+        self.locations, self.slots, self.moved, self.failed = locations, slots, moved, failed
         self.producer, self.producers = producer
         self._sent: dict[int, int] = {}
         self._in_flight: deque[tuple[int, Any]] = deque()
@@ -75,25 +93,28 @@ class ActorDestination:
     def deliver(self, partitions: list[int], rows: Any, tuples: int, size: int) -> None:
         self.moved.add(tuples, size)
         for partition in partitions:
-            if self._feed(partition, rows):
-                self._sent[partition] = self._sent.get(partition, 0) + 1
-            while len(self._in_flight) > FEED_WINDOW:
+            worker = self.locations.get(partition)
+            if worker is None:
+                continue  # no operator reads this partition (a broadcast to more consumers than its reader has)
+            slots = self.slots[partition]
+            slots.take(self.state)
+            ref = self._feed(worker, partition, rows, 0)
+            ref.future().add_done_callback(slots.give_back)
+            self._sent[partition] = self._sent.get(partition, 0) + 1
+            if len(self._in_flight) > SETTLE_AFTER:
                 self._settle_oldest()
 
     def finish(self) -> None:
-        for partition in self.locations:
-            self._feed(partition, None, self._sent.get(partition, 0))
+        for partition, worker in self.locations.items():
+            self._feed(worker, partition, None, self._sent.get(partition, 0))  # never waits in the actor
         while self._in_flight:  # errors (a dead actor) surface here
             self._settle_oldest()
 
-    def _feed(self, partition: int, rows: Any, sent: int = 0) -> bool:
-        worker = self.locations.get(partition)
-        if worker is None:
-            return False  # no operator reads this partition (a broadcast to more consumers than its reader has)
+    def _feed(self, worker: int, partition: int, rows: Any, sent: int) -> Any:
         ref = self.actors[worker].feed.remote(self.execution_id, self.key, partition, self.producers,
                                               self.producer, rows, sent)
         self._in_flight.append((worker, ref))
-        return True
+        return ref
 
     def _settle_oldest(self) -> None:
         worker, ref = self._in_flight.popleft()
