@@ -39,6 +39,7 @@ class KernelFunction:
         self.const_positions = frozenset(const_positions)
         self._impl = impl
         self._sparse_impl = sparse or densified(impl)
+        self.keeps_sparse = sparse is not None  # CSR arguments cost their non-zeros, not their tiles
         self._shape_rule = shape_rule
         self._flop_rule = flop_rule
         self._dtypes: dict = {}  # probe results: a kernel's dtype depends only on the key below

@@ -9,9 +9,11 @@ from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 from trdb.planner.expression_binder import to_arg
 from trdb.planner.types import Schema, TensorType
-from trdb.optimizer.unit_costs import TUPLE_COST_FLOPS
+from trdb.optimizer.unit_costs import SPARSE_FLOP_COST, TUPLE_COST_FLOPS
 
 KEY_BYTES = 8
+CSR_BYTES_PER_NONZERO = 8  # a float32 value and its int32 column index (row pointers left out)
+_DENSE_RESULTS = frozenset({"MATMUL", "EINSUM"})  # CSR x dense products come out dense
 DEFAULT_TABLE_ROWS = 1000.0
 DEFAULT_SELECTIVITY = 0.5
 RANGE_SELECTIVITY = 1 / 3
@@ -19,36 +21,69 @@ RANGE_SELECTIVITY = 1 / 3
 
 @dataclass(frozen=True)
 class Estimate:
-    """Expected output tuples, bytes per tuple, distinct values per column, and the operator's own FLOPs."""
+    """Expected output tuples, bytes per tuple, distinct values per column, and the operator's own FLOPs.
+
+    `fill` says per column what its stored tiles cost against dense ones (1.0, or empty: all dense):
+    CSR tiles hold and compute on their non-zeros only.
+    """
 
     rows: float
     row_bytes: float
     distinct: tuple[Optional[float], ...]
     flops: float = 0.0
+    fill: tuple[float, ...] = ()
 
     @property
     def bytes(self) -> float:
         return self.rows * self.row_bytes
 
 
-def row_bytes(schema: Schema) -> float:
+def row_bytes(schema: Schema, fill: tuple[float, ...] = ()) -> float:
     total = 0.0
-    for column in schema:
+    for position, column in enumerate(schema):
         if isinstance(column.type, TensorType):
-            total += math.prod(column.type.tile) * column.type.dtype.itemsize
+            dense = math.prod(column.type.tile) * column.type.dtype.itemsize
+            total += dense * (fill[position] if position < len(fill) else 1.0)
         else:
             total += KEY_BYTES
     return total
 
 
-def expression_flops(expr: bx.Bound) -> float:
-    """FLOPs of evaluating an expression once (on nominal tiles)."""
+def stored_fill(meta) -> tuple[float, float]:
+    """(bytes, FLOPs) of a tensor's stored tiles against dense tiles: CSR tiles count their non-zeros."""
+    if not meta.tuple_count or not meta.csr_tuples:
+        return 1.0, 1.0
+    csr_tiles = meta.csr_nnz / max(1, math.prod(meta.tile))  # CSR non-zeros, in whole dense tiles
+    byte_fill = (meta.dense_tuples + csr_tiles * CSR_BYTES_PER_NONZERO / meta.dtype.itemsize) / meta.tuple_count
+    flop_fill = (meta.dense_tuples + csr_tiles * SPARSE_FLOP_COST) / meta.tuple_count
+    return min(1.0, byte_fill), min(1.0, flop_fill)
+
+
+def expression_flops(expr: bx.Bound, fill: tuple[float, ...] = ()) -> float:
+    """FLOPs of evaluating an expression once (on nominal tiles; sparse kernels on CSR columns scaled)."""
     total = 0.0
     if isinstance(expr, bx.Call):
-        total += expr.function.flops([to_arg(a) for a in expr.args])
+        total += expr.function.flops([to_arg(a) for a in expr.args]) * _call_fill(expr, fill)
     for child in bx.children(expr):
-        total += expression_flops(child)
+        total += expression_flops(child, fill)
     return total
+
+
+def _call_fill(call: bx.Call, fill: tuple[float, ...]) -> float:
+    """A kernel with a sparse version does work in proportion to its sparsest column argument."""
+    if not call.function.keeps_sparse or not fill:
+        return 1.0
+    return min((fill[a.index] for a in call.args if isinstance(a, bx.ColumnIndex) and a.index < len(fill)),
+               default=1.0)
+
+
+def _output_fill(expr: bx.Bound, fill: tuple[float, ...]) -> float:
+    """How sparse a projected column stays: passed through, or a zero-preserving kernel of a CSR column."""
+    if isinstance(expr, bx.ColumnIndex):
+        return fill[expr.index] if expr.index < len(fill) else 1.0
+    if isinstance(expr, bx.Call) and expr.function.name not in _DENSE_RESULTS:
+        return _call_fill(expr, fill)
+    return 1.0
 
 
 def _distinct_of(expr: bx.Bound, distinct: tuple) -> Optional[float]:
@@ -112,7 +147,9 @@ class Estimator:
         rows = float(meta.tuple_count)
         grid = meta.grid
         distinct = tuple(float(min(grid[d], rows)) if d < len(grid) else None for d in range(len(meta.keys)))
-        return Estimate(rows, row_bytes(plan.schema), distinct + (None,))
+        byte_fill, flop_fill = stored_fill(meta)
+        keys = (1.0,) * len(meta.keys)
+        return Estimate(rows, row_bytes(plan.schema, keys + (byte_fill,)), distinct + (None,), fill=keys + (flop_fill,))
 
     def _Materialized(self, plan: lp.Materialized) -> Estimate:
         rows = float(len(plan.rows))
@@ -134,13 +171,15 @@ class Estimator:
         child = self.estimate(plan.input)
         rows = child.rows * selectivity(plan.predicate, child.distinct)
         distinct = tuple(min(d, rows) if d is not None else None for d in child.distinct)
-        return Estimate(rows, child.row_bytes, distinct, child.rows * expression_flops(plan.predicate))
+        return Estimate(rows, child.row_bytes, distinct, child.rows * expression_flops(plan.predicate, child.fill),
+                        child.fill)
 
     def _Project(self, plan: lp.Project) -> Estimate:
         child = self.estimate(plan.input)
         distinct = tuple(_distinct_of(e, child.distinct) for e in plan.exprs)
-        flops = child.rows * sum(expression_flops(e) for e in plan.exprs)
-        return Estimate(child.rows, row_bytes(plan.schema), distinct, flops)
+        flops = child.rows * sum(expression_flops(e, child.fill) for e in plan.exprs)
+        fill = tuple(_output_fill(e, child.fill) for e in plan.exprs)
+        return Estimate(child.rows, row_bytes(plan.schema, fill), distinct, flops, fill)
 
     def _Join(self, plan: lp.Join) -> Estimate:
         left, right = self.estimate(plan.left), self.estimate(plan.right)
@@ -153,8 +192,9 @@ class Estimator:
         if plan.kind == "FULL":
             rows = max(rows, right.rows)
         distinct = tuple(min(d, rows) if d is not None else None for d in left.distinct + right.distinct)
-        flops = rows * expression_flops(plan.residual) if plan.residual is not None else 0.0
-        return Estimate(rows, left.row_bytes + right.row_bytes, distinct, flops)
+        fill = _padded(left.fill, len(plan.left.schema)) + _padded(right.fill, len(plan.right.schema))
+        flops = rows * expression_flops(plan.residual, fill) if plan.residual is not None else 0.0
+        return Estimate(rows, left.row_bytes + right.row_bytes, distinct, flops, fill)
 
     def _Aggregate(self, plan: lp.Aggregate) -> Estimate:
         child = self.estimate(plan.input)
@@ -166,7 +206,7 @@ class Estimator:
         for call in plan.calls:
             if call.arg is not None:
                 tile = call.arg.type.tile if isinstance(call.arg.type, TensorType) else ()
-                flops += child.rows * (math.prod(tile) + expression_flops(call.arg))
+                flops += child.rows * (math.prod(tile) + expression_flops(call.arg, child.fill))
         distinct = tuple(min(groups, _distinct_of(e, child.distinct) or groups) for e in plan.group_by)
         return Estimate(groups, row_bytes(plan.schema), distinct + (None,) * len(plan.calls), flops)
 
@@ -185,9 +225,13 @@ class Estimator:
 
     def _Sort(self, plan: lp.Sort) -> Estimate:
         child = self.estimate(plan.input)
-        return Estimate(child.rows, child.row_bytes, child.distinct)
+        return Estimate(child.rows, child.row_bytes, child.distinct, fill=child.fill)
 
     def _Limit(self, plan: lp.Limit) -> Estimate:
         child = self.estimate(plan.input)
         rows = child.rows if plan.limit is None else min(child.rows, float(plan.limit))
-        return Estimate(rows, child.row_bytes, child.distinct)
+        return Estimate(rows, child.row_bytes, child.distinct, fill=child.fill)
+
+
+def _padded(fill: tuple[float, ...], width: int) -> tuple[float, ...]:
+    return tuple(fill) + (1.0,) * (width - len(fill))
