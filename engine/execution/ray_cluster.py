@@ -90,15 +90,15 @@ class ActorPool:
 
 
 def _resources(count: int, gpu: bool) -> list[dict]:
-    """Each new actor reserves a CPU (a GPU) while the cluster has one free; further actors share."""
+    """Each new actor reserves a CPU while the cluster has one free (further ones share); GPU actors
+    reserve a GPU each, or an equal share of the free GPUs when there are fewer than actors."""
     available = ray.available_resources()
     if gpu:
-        gpus = ray.cluster_resources().get("GPU", 0)
-        if gpus == 0:
-            raise OperationalError("device 'gpu' asks for GPU workers, but the Ray cluster has no GPU",
-                                   hint="SET device = 'cpu' (or 'auto')")
-        free = int(available.get("GPU", 0))
-        return [{"num_gpus": 1 if n < free else min(1.0, gpus / count), "num_cpus": 0} for n in range(count)]
+        free = available.get("GPU", 0)
+        if free <= 0:
+            raise OperationalError("the device setting asks for GPU workers, but the Ray cluster has no free GPU",
+                                   hint="SET device = 'cpu'")
+        return [{"num_gpus": min(1.0, free / count), "num_cpus": 0}] * count
     free = int(available.get("CPU", 0))
     return [{"num_cpus": 1 if n < free else 0} for n in range(count)]
 

@@ -67,20 +67,17 @@ def ray_cur(cluster):
     con = trdb.connect(executor="ray", workers=2)
     yield con.cursor()
     con.close()
+    cluster.update(_actor_pids())  # to check at the end that none outlives the cluster
+
+
+def _actors() -> list:
     from trdb.execution.ray_cluster import POOL
-    for actors in POOL._actors.values():  # the pids, to check at the end that none outlives the cluster
-        cluster.update(pid for pid in _pids(actors))
+    return POOL.actors(2, False)
 
 
-def _pids(actors) -> list[int]:
+def _actor_pids() -> list[int]:
     import ray
-    pids = []
-    for actor in actors:
-        try:
-            pids.append(ray.get(actor.ping.remote(), timeout=10))
-        except Exception:
-            pass
-    return pids
+    return ray.get([actor.ping.remote() for actor in _actors()], timeout=30)
 
 
 def _outcome(cur, sql: str):
@@ -158,7 +155,7 @@ def test_fragments_run_in_actor_processes(ray_cur, monkeypatch):
     a, b = (ray_cur.execute(f"SELECT * FROM {n}").fetch_tensor() for n in "AB")
     np.testing.assert_allclose(ray_cur.execute(MATMUL).fetch_tensor(), a @ b, rtol=1e-4, atol=1e-3)
     pids = executions[-1].pids
-    assert len(pids) == 2 and os.getpid() not in pids  # both workers ran fragments, none on the driver
+    assert pids == set(_actor_pids()) and os.getpid() not in pids  # both workers ran fragments, none on the driver
     plan = [r[0] for r in ray_cur.execute("EXPLAIN ANALYZE " + MATMUL)]
     join = next(line for line in plan if "HashJoinExec" in line)
     assert "actual tuples=64" in join  # counted where it ran, in the actors
@@ -215,14 +212,13 @@ def _running_statement(monkeypatch) -> threading.Event:
 
 def test_a_killed_actor_fails_the_statement_which_changes_nothing(ray_cur, monkeypatch):
     import ray
-    from trdb.execution.ray_cluster import POOL
     ray_cur.execute("CREATE TENSOR S SHAPE (1536, 1536) TILE (96, 96) FILL RANDOM_NORMAL(0, 1, 3)")
     before = ray_cur.execute("SHOW TENSORS").fetchall()
     started = _running_statement(monkeypatch)
     thread, outcome = _in_background(ray_cur, f"CREATE TENSOR R AS {SLOW}")
     assert started.wait(60)
     time.sleep(0.5)
-    ray.kill(POOL._actors["cpu"][1])
+    ray.kill(_actors()[1])
     thread.join(60)
     assert not thread.is_alive()
     error = outcome["result"]
@@ -238,10 +234,9 @@ def test_a_killed_actor_fails_the_statement_which_changes_nothing(ray_cur, monke
 
 def test_an_actor_killed_between_statements_is_replaced(ray_cur):
     import ray
-    from trdb.execution.ray_cluster import POOL
     ray_cur.execute("CREATE TENSOR A SHAPE (64, 64) TILE (16, 16) FILL ONES")
     assert ray_cur.execute("SELECT COUNT(*) FROM A").fetchone() == (16,)
-    ray.kill(POOL._actors["cpu"][0])
+    ray.kill(_actors()[0])
     assert ray_cur.execute("SELECT COUNT(*) FROM A").fetchone() == (16,)
 
 
