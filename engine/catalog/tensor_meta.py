@@ -49,6 +49,7 @@ class TensorMeta:
     nnz: int = 0
     csr_tuples: int = 0  # stored tuples whose tile is CSR (the rest are dense)
     csr_nnz: int = 0  # non-zeros inside those CSR tiles
+    distinct_keys: Optional[tuple[int, ...]] = None  # distinct values of each key column (None: not counted)
 
     @property
     def grid(self) -> tuple[int, ...]:
@@ -84,8 +85,10 @@ class TensorMeta:
     def key_in_range(self, key: Sequence[int]) -> bool:
         return all(0 <= k < g for k, g in zip(key, self.grid))
 
-    def with_stats(self, tuple_count: int, nnz: int, csr_tuples: int = 0, csr_nnz: int = 0) -> "TensorMeta":
-        return replace(self, tuple_count=tuple_count, nnz=nnz, csr_tuples=csr_tuples, csr_nnz=csr_nnz)
+    def with_stats(self, tuple_count: int, nnz: int, csr_tuples: int = 0, csr_nnz: int = 0,
+                   distinct_keys: Optional[tuple[int, ...]] = None) -> "TensorMeta":
+        return replace(self, tuple_count=tuple_count, nnz=nnz, csr_tuples=csr_tuples, csr_nnz=csr_nnz,
+                       distinct_keys=distinct_keys)
 
 
 def validate_layout(shape: Sequence[int], tile: Sequence[int], keys: Optional[Sequence[str]]) -> tuple[str, ...]:

@@ -146,7 +146,9 @@ class Estimator:
         meta = plan.tensor
         rows = float(meta.tuple_count)
         grid = meta.grid
-        distinct = tuple(float(min(grid[d], rows)) if d < len(grid) else None for d in range(len(meta.keys)))
+        counted = meta.distinct_keys
+        distinct = tuple(float(counted[d]) if counted and d < len(counted) else
+                         float(min(grid[d], rows)) if d < len(grid) else None for d in range(len(meta.keys)))
         byte_fill, flop_fill = stored_fill(meta)
         keys = (1.0,) * len(meta.keys)
         return Estimate(rows, row_bytes(plan.schema, keys + (byte_fill,)), distinct + (None,), fill=keys + (flop_fill,))

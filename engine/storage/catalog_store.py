@@ -16,20 +16,23 @@ def ensure_schema(db: Database) -> None:
     db.execute(f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.tensors (
         name VARCHAR PRIMARY KEY, keys VARCHAR, value_name VARCHAR, dtype VARCHAR, shape VARCHAR,
         tile VARCHAR, tile_table VARCHAR, tuple_count BIGINT, nnz BIGINT, csr_tuples BIGINT DEFAULT 0,
-        csr_nnz BIGINT DEFAULT 0)""")
+        csr_nnz BIGINT DEFAULT 0, distinct_keys VARCHAR DEFAULT NULL)""")
     db.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA}.views (name VARCHAR PRIMARY KEY, query VARCHAR)")
     db.execute(f"CREATE SEQUENCE IF NOT EXISTS {SCHEMA}.tile_table_ids")
     _upgrade(db)
 
 
 def _upgrade(db: Database) -> None:
-    """Databases written before CSR tiles: their tiles are all dense, which the added columns' defaults say."""
+    """Databases written before CSR tiles (their tiles are all dense, which the added columns' defaults
+    say) or before distinct key counts (NULL: the planner estimates them from the tile grid)."""
     rows = db.execute("SELECT table_name, list(column_name) FROM information_schema.columns "
                       f"WHERE table_schema = '{SCHEMA}' GROUP BY table_name")
     for table, columns in rows:
         if table == "tensors" and "csr_tuples" not in columns:
             db.execute(f"ALTER TABLE {SCHEMA}.tensors ADD COLUMN csr_tuples BIGINT DEFAULT 0")
             db.execute(f"ALTER TABLE {SCHEMA}.tensors ADD COLUMN csr_nnz BIGINT DEFAULT 0")
+        if table == "tensors" and "distinct_keys" not in columns:  # before distinct key counts: estimated
+            db.execute(f"ALTER TABLE {SCHEMA}.tensors ADD COLUMN distinct_keys VARCHAR DEFAULT NULL")
         elif table.startswith("tiles_") and "fmt" not in columns:
             db.execute(f"ALTER TABLE {SCHEMA}.{table} ADD COLUMN fmt TINYINT DEFAULT 0")
 
@@ -41,18 +44,20 @@ def new_tile_table_name(db: Database) -> str:
 
 def load_tensors(db: Database) -> list[TensorMeta]:
     rows = db.execute(f"SELECT name, keys, value_name, dtype, shape, tile, tile_table, tuple_count, nnz, "
-                      f"csr_tuples, csr_nnz FROM {SCHEMA}.tensors")
+                      f"csr_tuples, csr_nnz, distinct_keys FROM {SCHEMA}.tensors")
     return [TensorMeta(name=r[0], keys=tuple(json.loads(r[1])), value_name=r[2], dtype=np.dtype(r[3]),
                        shape=tuple(json.loads(r[4])), tile=tuple(json.loads(r[5])), table=r[6],
-                       tuple_count=r[7], nnz=r[8], csr_tuples=r[9] or 0, csr_nnz=r[10] or 0) for r in rows]
+                       tuple_count=r[7], nnz=r[8], csr_tuples=r[9] or 0, csr_nnz=r[10] or 0,
+                       distinct_keys=tuple(json.loads(r[11])) if r[11] else None) for r in rows]
 
 
 def save_tensor(db: Database, meta: TensorMeta) -> None:
     db.execute(f"DELETE FROM {SCHEMA}.tensors WHERE name = ?", [meta.name])
-    db.execute(f"INSERT INTO {SCHEMA}.tensors VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    distinct = json.dumps(list(meta.distinct_keys)) if meta.distinct_keys is not None else None
+    db.execute(f"INSERT INTO {SCHEMA}.tensors VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                [meta.name, json.dumps(list(meta.keys)), meta.value_name, meta.dtype.name,
                 json.dumps(list(meta.shape)), json.dumps(list(meta.tile)), meta.table,
-                meta.tuple_count, meta.nnz, meta.csr_tuples, meta.csr_nnz])
+                meta.tuple_count, meta.nnz, meta.csr_tuples, meta.csr_nnz, distinct])
 
 
 def delete_tensor(db: Database, name: str) -> None:

@@ -106,8 +106,10 @@ def existing_keys(db: Database, meta: TensorMeta, keys: np.ndarray) -> list[tupl
     return [tuple(r) for r in rows]
 
 
-def tile_statistics(db: Database, meta: TensorMeta) -> tuple[int, int, int, int]:
-    """(tuple count, total non-zeros, CSR tuples, non-zeros in CSR tuples) of a stored tensor."""
+def tile_statistics(db: Database, meta: TensorMeta) -> tuple:
+    """(tuple count, total non-zeros, CSR tuples, non-zeros in CSR tuples, distinct values per key)."""
+    distinct = "".join(f", count(DISTINCT {k})" for k in key_columns(len(meta.keys)))
     row = db.execute(f"SELECT count(*), coalesce(sum(nnz), 0), count(*) FILTER (WHERE fmt <> {DENSE}), "
-                     f"coalesce(sum(nnz) FILTER (WHERE fmt <> {DENSE}), 0) FROM {meta.table}")[0]
-    return tuple(int(x) for x in row)
+                     f"coalesce(sum(nnz) FILTER (WHERE fmt <> {DENSE}), 0){distinct} FROM {meta.table}")[0]
+    counts = tuple(int(x) for x in row)
+    return counts[:4] + (counts[4:],)

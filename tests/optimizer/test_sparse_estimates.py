@@ -1,4 +1,4 @@
-"""Cost estimates know sparsity: absent tiles and CSR tiles' non-zeros scale FLOPs and bytes."""
+"""Statistics and estimates: absent tiles and CSR non-zeros scale FLOPs and bytes; distinct keys are counted."""
 from __future__ import annotations
 
 import re
@@ -58,3 +58,15 @@ def test_absent_tiles_are_not_counted(cur):
     cur.execute("CREATE TENSOR X FROM ? TILE (256, 32)", [np.ones((1024, 32), np.float32)])
     cur.execute("SET workers = 1")
     assert _estimate(cur, "SELECT * FROM B", "TableScanExec", "tuples") == 1
+
+
+def test_distinct_keys_are_counted_and_estimate_groups(cur):
+    block = np.zeros((1024, 1024), np.float32)
+    block[:256, :] = 1.0  # one row of tiles: i takes 1 value, j takes 4
+    cur.execute("CREATE TENSOR B FROM ? TILE (256, 256)", [block])
+    cur.execute("SET workers = 1")
+    assert cur.connection._session().catalog.tensor("B").distinct_keys == (1, 4)
+    assert _estimate(cur, "SELECT B.i, SUM(B.v) AS v FROM B GROUP BY B.i", "HashAggregateExec", "tuples") == 1
+    assert _estimate(cur, "SELECT B.j, SUM(B.v) AS v FROM B GROUP BY B.j", "HashAggregateExec", "tuples") == 4
+    cur.execute("INSERT INTO B VALUES (3, 3, ?)", [np.ones((256, 256), np.float32)])
+    assert cur.connection._session().catalog.tensor("B").distinct_keys == (2, 4)
