@@ -44,7 +44,7 @@ def _build_functions() -> dict[str, KernelFunction]:
     table = [
         KernelFunction("MATMUL", K.matmul, 2, 2, rules.matmul, rules.matmul_flops, sparse=S.matmul),
         KernelFunction("EINSUM", K.einsum, 2, None, einsum_rules.einsum,
-                       einsum_rules.einsum_flops, const_positions={0}),
+                       einsum_rules.einsum_flops, const_positions={0}, sparse=S.einsum),
         KernelFunction("TRANSPOSE", K.transpose, 1, 1 + _MAX_DIMS, rules.transpose,
                        rules.input_flops(1), const_positions=range(1, 1 + _MAX_DIMS), sparse=S.transpose),
         _elementwise("RELU", K.relu, 1, sparse=S.relu),

@@ -10,7 +10,7 @@ the CSR operand's zeros as zeros (as scipy.sparse does), where dense arithmetic 
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -201,3 +201,58 @@ def matmul(xp, a, b):
     if is_sparse(a):
         return a @ b  # scipy's CSR x dense kernel: a dense result
     return (b.T @ a.T).T  # dense x CSR as (CSR^T x dense^T)^T: the same kernel, on the CSC transpose
+
+
+def einsum(xp, spec: str, *operands):
+    """Two-letter EINSUM specs on CSR tiles: a transpose, a sum, a matrix product (operands and result
+    in either orientation) or an elementwise product; any other spec densifies."""
+    if not any(is_sparse(o) for o in operands) or not all(getattr(o, "ndim", 0) == 2 for o in operands):
+        return K.einsum(xp, spec, *[dense(o) for o in operands])
+    plan = _einsum_plan(spec.replace(" ", ""), len(operands))
+    if plan is None:
+        return K.einsum(xp, spec, *[dense(o) for o in operands])
+    kind, flips, flip_out = plan
+    # a transposed CSR tile is CSC: fine for `@`, made CSR again where the kernel reads its pattern
+    args = [(o.T if kind == "matmul" or not is_sparse(o) else o.T.tocsr()) if flip else o
+            for o, flip in zip(operands, flips)]
+    dtype = xp.result_type(*[o.dtype for o in operands])
+    if kind == "matmul":
+        out = matmul(xp, *args)
+    elif kind == "multiply":
+        out = multiply(xp, *args)
+    elif kind == "copy":
+        out = args[0]
+    else:  # "sum" with the axis to sum over (None: all)
+        out = xp.asarray(args[0].sum() if flip_out is None else args[0].sum(axis=flip_out), dtype=dtype)
+        return out.reshape(-1) if out.ndim else out
+    out = (out.T.tocsr() if is_sparse(out) else out.T) if flip_out else out
+    return out if out.dtype == dtype else out.astype(dtype)
+
+
+@functools.lru_cache(maxsize=256)
+def _einsum_plan(spec: str, count: int) -> Optional[tuple]:
+    """(kind, transpose each operand?, transpose the result? / the axis summed) for the specs handled."""
+    if "->" not in spec:
+        return None
+    inputs, output = spec.split("->")
+    terms = inputs.split(",")
+    if len(terms) != count or any(len(t) != 2 or t[0] == t[1] for t in terms) or len(set(output)) != len(output):
+        return None
+    if count == 1:
+        (term,) = terms
+        if len(output) == 2 and set(output) == set(term):
+            return "copy", (False,), output != term
+        if len(output) < 2 and set(output) <= set(term):
+            return "sum", (False,), (None if not output else 1 - term.index(output))
+        return None
+    if count != 2:
+        return None
+    first, second = terms
+    if set(first) == set(second) and set(output) == set(first):  # elementwise
+        return "multiply", (False, first != second), output != first
+    shared = set(first) & set(second)
+    if len(shared) != 1 or shared & set(output) or set(output) != set(first + second) - shared:
+        return None
+    (index,) = shared
+    flips = (first[1] != index, second[0] != index)
+    return "matmul", flips, output != first.replace(index, "") + second.replace(index, "")

@@ -181,6 +181,8 @@ def test_matmul(cur, formats):
     a = load(cur, "A", make(formats[0], (ROWS, INNER), seed=3))
     b = load(cur, "B", make(formats[1], (INNER, COLS), seed=4))
     assert_result(cur, MATMUL, a @ b)
+    assert_result(cur, "SELECT * FROM EINSUM('ij,jk->ik', A, B)", a @ b)
+    assert_result(cur, "SELECT * FROM EINSUM('ij,jk->ki', A, B)", (a @ b).T)
     cur.execute("CREATE TENSOR C AS " + MATMUL)
     assert describe(cur, "C")[0] == nonzero_tiles(a @ b)
     assert describe(cur, "C")[2] == csr_tiles(a @ b)
@@ -237,6 +239,9 @@ def test_transpose(cur, fmt):
     a = load(cur, "A", make(fmt, (ROWS, INNER), seed=9))
     transpose = "SELECT A.j AS i, A.i AS j, TRANSPOSE(A.v) AS v FROM A"
     assert_result(cur, transpose, a.T)
+    assert_result(cur, "SELECT * FROM EINSUM('ij->ji', A)", a.T)
+    row_sums = cur.execute("SELECT * FROM EINSUM('ij->i', A)").fetch_tensor(shape=(ROWS,))
+    np.testing.assert_allclose(row_sums, a.sum(axis=1), rtol=1e-4, atol=1e-4)
     cur.execute("CREATE TENSOR AT AS " + transpose)
     assert describe(cur, "AT")[2] == describe(cur, "A")[2]
     assert_result(cur, "SELECT P.j AS i, Q.j AS j, SUM(MATMUL(TRANSPOSE(P.v), Q.v)) AS v "
@@ -363,6 +368,7 @@ def test_large_sparse_tiles_are_never_densified(con):
         product = cur.execute("SELECT A.i, X.j, SUM(MATMUL(A.v, X.v)) AS v FROM A JOIN X ON A.j = X.i "
                               "GROUP BY A.i, X.j").fetch_tensor(shape=(n, 4))
         fetched = cur.execute("SELECT * FROM A").fetch_sparse()
+        propagated = cur.execute("SELECT * FROM EINSUM('ij,jk->ik', A, X)").fetch_tensor(shape=(n, 4))
         total = cur.execute("SELECT COALESCE(A.i, B.j) AS i, COALESCE(A.j, B.i) AS j, A.v + B.v AS v "
                             "FROM A FULL JOIN (SELECT B.j AS i, B.i AS j, TRANSPOSE(B.v) AS v FROM B) AS B "
                             "ON A.i = B.i AND A.j = B.j").fetch_sparse()
@@ -372,5 +378,6 @@ def test_large_sparse_tiles_are_never_densified(con):
     assert peak < 100e6, f"peak {peak / 1e6:.0f} MB: a tile was densified"
     assert describe(cur, "A")[0] == describe(cur, "A")[2] == 4
     np.testing.assert_allclose(product, matrix @ x, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(propagated, matrix @ x, rtol=1e-4, atol=1e-4)
     assert abs(fetched - matrix).max() < 1e-6
     assert abs(total - 2 * matrix).max() < 1e-5

@@ -182,3 +182,30 @@ def test_stored_form_follows_the_density_threshold():
                                             shape=(2, 10))
     form, nnz = stored_form(explicit_zeros)
     assert is_sparse(form) and nnz == 1 and form.nnz == 1
+
+
+@pytest.mark.parametrize("spec", ["ij,jk->ik", "ij,kj->ik", "ji,jk->ik", "ji,kj->ki", "ij,jk->ki"])
+def test_einsum_matrix_products_in_any_orientation(spec):
+    a_shape = (6, 5) if spec[:2] == "ij" else (5, 6)
+    b_shape = (5, 4) if spec[3:5] == "jk" else (4, 5)
+    check("EINSUM", spec, csr(a_shape), dense(b_shape), sparse=False)
+    check("EINSUM", spec, dense(a_shape), csr(b_shape), sparse=False)
+    a, b = csr(a_shape, density=0.05), csr(b_shape, density=0.05)
+    got = run("EINSUM", spec, a, b)
+    np.testing.assert_allclose(got.toarray() if is_sparse(got) else got,
+                               np.einsum(spec, a.toarray(), b.toarray()), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_einsum_transposes_sums_and_products(dtype):
+    tile = csr(dtype=dtype)
+    check("EINSUM", "ij->ji", tile, sparse=True)
+    check("EINSUM", "ij->ij", tile, sparse=True)
+    check("EINSUM", "ij->i", tile, sparse=False)
+    check("EINSUM", "ij->j", tile, sparse=False)
+    check("EINSUM", "ij->", tile, sparse=False)
+    check("EINSUM", "ij,ij->ij", tile, dense(dtype=dtype), sparse=True)
+    check("EINSUM", "ij,ji->ij", tile, csr((5, 6), dtype), sparse=True)
+    check("EINSUM", "ij,ij->ji", tile, tile, sparse=True)
+    check("EINSUM", "ij,jk,kl->il", tile, dense((5, 3), dtype), dense((3, 2), dtype), sparse=False)
+    check("EINSUM", "ii->i", csr((5, 5), dtype), sparse=False)
