@@ -11,6 +11,7 @@ from trdb.catalog.catalog import Catalog
 from trdb.catalog.names import suggest
 from trdb.catalog.settings import SETTINGS, Settings
 from trdb.execution.result import Result
+from trdb.kernels.allocator import tune_allocator
 from trdb.kernels.placement import backend_for
 from trdb.parser import ParseError, ast, parse, split_statements
 from trdb.planner.expression_binder import BindContext
@@ -42,6 +43,7 @@ class Session:
     """Owns the DuckDB database, the catalog, the buffer pool and the settings of one connection."""
 
     def __init__(self, path: Optional[str] = None, settings: Optional[dict[str, Any]] = None):
+        tune_allocator()
         self.settings = Settings()
         for name, value in (settings or {}).items():
             self.settings.set(name, value)

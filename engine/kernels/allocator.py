@@ -1,0 +1,40 @@
+"""glibc malloc tuned for tiles: freed tile memory is kept for the next tile, not returned to the OS.
+
+By default glibc serves blocks over 128 KiB (raised as they are freed) with fresh mmap()s and
+gives freed memory at the top of the heap back to the OS. A query allocates and frees tiles of
+hundreds of KiB to tens of MiB all the time, so each new tile page-faults its memory back in: for a
+4096 x 64 float32 result that costs more than the matrix products that made it. With blocks up to
+32 MiB served from the heap and up to 128 MiB of free memory kept, tiles reuse warm pages. The
+process keeps that much memory after a query; a user who set MALLOC_MMAP_THRESHOLD_ or
+MALLOC_TRIM_THRESHOLD_ keeps their choice.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 32 << 20   # glibc's maximum on 64-bit
+TRIM_THRESHOLD = 128 << 20
+
+_tuned = False
+
+
+def tune_allocator() -> bool:
+    """Apply the settings once per process; False where the C library is not glibc."""
+    global _tuned
+    if _tuned:
+        return True
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
+        mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    if "MALLOC_TRIM_THRESHOLD_" not in os.environ:
+        mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    _tuned = True
+    return True
