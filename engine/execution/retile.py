@@ -130,7 +130,7 @@ class RetileExec(PhysicalOperator):
     def _build(self, shape: tuple[int, int], rows: np.ndarray, cols: np.ndarray, values: np.ndarray):
         """One new tile from its entries in row-major order: CSR when sparse enough, else dense."""
         values = values.astype(self.dtype, copy=False)
-        if wants_csr(shape, len(values)):
+        if wants_csr(shape, len(values), self.dtype):
             indptr = np.zeros(shape[0] + 1, dtype=np.int64)
             np.cumsum(np.bincount(rows, minlength=shape[0]), out=indptr[1:])
             return make_csr(values, cols.astype(np.int32), indptr.astype(np.int32), shape)

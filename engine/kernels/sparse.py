@@ -33,9 +33,10 @@ def elements(shape: tuple[int, ...]) -> int:
     return math.prod(shape)
 
 
-def wants_csr(shape: tuple[int, ...], nonzeros: int) -> bool:
-    """The format rule: 2-d tiles with at most CSR_MAX_DENSITY non-zeros are CSR."""
-    return len(shape) == 2 and nonzeros <= CSR_MAX_DENSITY * elements(shape)
+def wants_csr(shape: tuple[int, ...], nonzeros: int, dtype: Any = np.float32) -> bool:
+    """The format rule: 2-d tiles with at most CSR_MAX_DENSITY non-zeros are CSR (float16 never:
+    scipy.sparse has no float16)."""
+    return len(shape) == 2 and nonzeros <= CSR_MAX_DENSITY * elements(shape) and np.dtype(dtype) != np.float16
 
 
 def dense(tile: Any) -> Any:
@@ -97,14 +98,15 @@ def stored_form(tile: Any) -> tuple[Any, int]:
     if is_sparse(tile):
         tile = to_csr(tile)
         nonzeros = tile.nnz
-        return (tile if wants_csr(tuple(tile.shape), nonzeros) else tile.toarray()), nonzeros
+        return (tile if wants_csr(tuple(tile.shape), nonzeros, tile.dtype) else tile.toarray()), nonzeros
     nonzeros = count_nonzero(tile)
-    return (to_csr(tile) if nonzeros and wants_csr(tuple(tile.shape), nonzeros) else tile), nonzeros
+    csr = nonzeros and wants_csr(tuple(tile.shape), nonzeros, tile.dtype)
+    return (to_csr(tile) if csr else tile), nonzeros
 
 
 def settle(tile: Any) -> Any:
     """A computed CSR tile that has filled in beyond the threshold becomes dense; others are unchanged."""
-    if is_sparse(tile) and not wants_csr(tuple(tile.shape), tile.nnz):
+    if is_sparse(tile) and not wants_csr(tuple(tile.shape), tile.nnz, tile.dtype):
         return tile.toarray()
     return tile
 

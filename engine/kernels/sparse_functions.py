@@ -48,7 +48,9 @@ square = _map(K.square, lambda xp, v: xp.square(v))
 
 
 def cast(xp, a, dtype):
-    return a.astype(dtype) if is_sparse(a) else K.cast(xp, a, dtype)
+    if is_sparse(a) and np.dtype(dtype) != np.float16:  # scipy.sparse has no float16
+        return a.astype(dtype)
+    return K.cast(xp, dense(a), dtype)
 
 
 def zeros_like(xp, a):

@@ -1,13 +1,11 @@
 """CREATE TENSOR ... FROM COO: (index..., value) entries read, checked and bucketed into tiles by DuckDB."""
 from __future__ import annotations
 
-import math
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
-import numpy as np
 import pyarrow as pa
 
 from trdb.catalog.names import did_you_mean, fold

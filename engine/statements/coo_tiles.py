@@ -35,7 +35,8 @@ def write_entries(db: Database, meta: TensorMeta, entries: pa.Table) -> int:
     tile_keys = [key[starts] for key in keys]
     extents = _tile_extents(meta, tile_keys, len(starts))
     elements = np.prod(extents, axis=0)
-    csr = (counts <= CSR_MAX_DENSITY * elements) if len(meta.tile) == 2 else np.zeros(len(starts), dtype=bool)
+    csr = counts <= CSR_MAX_DENSITY * elements  # the rule of kernels/sparse.wants_csr, for every tile at once
+    csr &= len(meta.tile) == 2 and meta.dtype != np.float16
     itemsize = values.itemsize
     csr_bytes = sum(csr_sections(counts, extents[0] if len(extents) else 0, itemsize, 4))
     for lo, hi in _chunks(np.where(csr, csr_bytes, elements * itemsize)):

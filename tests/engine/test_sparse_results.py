@@ -1,10 +1,11 @@
-"""Sparse results (issue 4, items 1 and 2) with dense tiles: absent tiles are zeros.
+"""Sparse results (issue 4, items 1 and 2): absent tiles are zeros, whatever the tiles' format.
 
 Oracles are scipy.sparse and numpy (float64). Data comes in two kinds:
 
 - block-sparse: whole tiles absent, the present ones dense (loaded from numpy through FROM ?);
 - element-sparse: random sparse entries (loaded from scipy.sparse through FROM ? and through
-  FROM COO from a pyarrow Table), so most tiles are partly filled and some are absent.
+  FROM COO from a pyarrow Table), so most tiles are partly filled (6%: stored as CSR tiles) and
+  some are absent. test_sparse_tiles.py forces every combination of tile formats.
 
 Each result is read back both with fetch_sparse() (scipy CSR) and fetch_tensor() (dense). Stored
 tensors, including results materialized with CREATE TENSOR ... AS, store exactly their non-zero
