@@ -93,9 +93,11 @@ class _Chunk:
         """Insert the chosen tiles, all dense or all CSR."""
         if not chosen.any():
             return
-        entries = np.repeat(chosen, self.counts)
-        counts, extents = self.counts[chosen], self.extents[:, chosen]
-        position, values = self.position[entries], self.values[entries]
+        counts, extents, position, values = self.counts, self.extents, self.position, self.values
+        if not chosen.all():  # (the usual case is one format for the whole chunk: no copies then)
+            entries = np.repeat(chosen, self.counts)
+            counts, extents = counts[chosen], extents[:, chosen]
+            position, values = position[entries], values[entries]
         if as_csr:
             width = np.repeat(extents[1], counts)
             blobs, fmt = csr_tiles(extents[0], counts, position // width, position % width, values,
