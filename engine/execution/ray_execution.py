@@ -14,23 +14,25 @@ from __future__ import annotations
 import itertools
 import uuid
 from functools import partial
-from typing import Any
+from typing import Any, Optional
 
 import ray
 
 from trdb.errors import NotSupportedError, OperationalError, QueryCancelled
 from trdb.execution.exchange import Channel, POLL_SECONDS
-from trdb.execution.executor import Execution
+from trdb.execution.exchange import batch_bytes
+from trdb.execution.executor import Execution, router_for
 from trdb.execution.gather import GatherExec
 from trdb.execution.operator import ExecContext, PhysicalOperator
 from trdb.execution.ray_cluster import POOL, connect
 from trdb.execution.ray_inbox import FeedExec, RemoteChannel
-from trdb.execution.ray_routing import FEED_SLOTS, ActorDestination, LocalDestination, Moved, Slots, settle
+from trdb.execution.ray_routing import FEED_SLOTS, ActorDestination, LocalDestination, Moved, Slots, pieces, settle
 from trdb.execution.ray_worker import FEED_THREADS, RUN_THREADS, preorder
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.optimizer.physical_plan import SINGLE, PhysicalNode, Route
 
 GENERATOR_WINDOW = 16  # objects a fragment may yield ahead of the driver (each batch is a header and its rows)
+FEED = Route("gather")  # a scan inside a fragment sends all its tuples to the one operator reading it
 
 
 def gathered(root: PhysicalNode) -> PhysicalNode:
@@ -94,13 +96,20 @@ class RayExecution(Execution):
         return channel
 
     def _producers(self, node: PhysicalNode, path: tuple, destination) -> None:
+        """Each producer of an exchange: a fragment shipped to an actor, or a scan routed from the driver."""
         child = node.children[0]
         for producer in range(child.instances):
-            worker = producer % len(self.actors)
-            fragment = self._remote(child, producer, path + (0,), worker)
-            self._fragments[worker] += 1
-            self._tasks.append((f"{node.operator}-{producer}", partial(
-                self._run_fragment, fragment, worker, node.route, node.instances, destination(producer))))
+            if not child.children and child.route is None:  # a scan: its tuples are on the driver already
+                scan = child.make([], producer)
+                self.instances[id(child)].append(scan)
+                task = partial(self._run_scan, scan, node.route, node.instances, destination(producer))
+            else:
+                worker = producer % len(self.actors)
+                fragment = self._remote(child, producer, path + (0,), worker)
+                self._fragments[worker] += 1
+                task = partial(self._run_fragment, fragment, worker, node.route, node.instances,
+                               destination(producer))
+            self._tasks.append((f"{node.operator}-{producer}", task))
 
     def _remote(self, node: PhysicalNode, partition: int, path: tuple, worker: int) -> PhysicalOperator:
         """The operator of `node` in a fragment that `worker` runs."""
@@ -136,7 +145,7 @@ class RayExecution(Execution):
         self._place(key, 0, worker)
         destination = ActorDestination(self.ctx.state, self.actors, self.id, key, self._locations[key],
                                        self._slots[key], (0, 1), Moved(), self.failure)
-        self._tasks.append((f"{node.operator}-{partition}", partial(self._run_scan, scan, worker, destination)))
+        self._tasks.append((f"{node.operator}-{partition}", partial(self._run_scan, scan, FEED, 1, destination)))
         return FeedExec(RemoteChannel(self.id, key, 1), 0, node.operator)
 
     def _new_key(self) -> int:
@@ -187,15 +196,18 @@ class RayExecution(Execution):
             self.ctx.state.raise_if_cancelled()
         return next(stream)
 
-    def _run_scan(self, scan: PhysicalOperator, worker: int, destination: ActorDestination) -> None:
-        """A scan on the driver: its batches are fed to the fragment that reads them."""
+    def _run_scan(self, scan: PhysicalOperator, route: Route, consumers: int, destination) -> None:
+        """A scan on the driver: its batches are routed to the consumers, or fed to the fragment that reads it."""
+        route_batch = router_for(route)
         try:
             scan.open(self._leaf_ctx)
             while (batch := scan.next_batch()) is not None:
-                destination.deliver([0], batch, len(batch), 0)
+                for partitions, rows in pieces(route_batch(batch, consumers)):
+                    copies = len(partitions)
+                    destination.deliver(partitions, rows, len(rows) * copies, batch_bytes(rows) * copies)
             destination.finish()
         except BaseException as exc:
-            self.ctx.state.fail(self.failure(exc, worker))
+            self.ctx.state.fail(self.failure(exc, None))
         finally:
             try:
                 scan.close()
@@ -208,7 +220,7 @@ class RayExecution(Execution):
             operator.metrics = measured
         self.pids.add(pid)
 
-    def failure(self, exc: BaseException, worker: int) -> BaseException:
+    def failure(self, exc: BaseException, worker: Optional[int]) -> BaseException:
         """The error a statement fails with: what an operator raised in an actor, or what Ray reports."""
         if not isinstance(exc, ray.exceptions.RayError):
             return exc
@@ -218,7 +230,8 @@ class RayExecution(Execution):
         if isinstance(exc, ray.exceptions.TaskCancelledError):
             return QueryCancelled("the statement was cancelled")
         if isinstance(exc, ray.exceptions.RayActorError):
-            return OperationalError(f"Ray worker {worker} died during the statement ({_reason(exc)}); the "
+            who = "a Ray worker" if worker is None else f"Ray worker {worker}"
+            return OperationalError(f"{who} died during the statement ({_reason(exc)}); the "
                                     "statement was rolled back and changed nothing",
                                     hint="the next statement starts a new worker in its place")
         return _cluster_error(exc)

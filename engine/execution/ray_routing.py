@@ -17,6 +17,7 @@ from typing import Any, Callable
 import ray
 
 from trdb.execution.exchange import POLL_SECONDS, Channel
+from trdb.execution.operator import Batch
 from trdb.execution.state import ExecutionState
 
 FEED_SLOTS = 4      # feeds in flight to one consumer partition, from all its producers together
@@ -35,6 +36,14 @@ class Moved:
         with self._lock:
             self.tuples += tuples
             self.bytes += size
+
+
+def pieces(routed) -> list[tuple[list[int], Batch]]:
+    """Routed (partition, rows) pairs with the partitions that share one batch (a broadcast) merged."""
+    merged: dict[int, tuple[Batch, list[int]]] = {}
+    for partition, rows in routed:
+        merged.setdefault(id(rows), (rows, []))[1].append(partition)
+    return [(partitions, rows) for rows, partitions in merged.values()]
 
 
 def settle(ref: Any, state: ExecutionState) -> Any:
@@ -91,7 +100,10 @@ class ActorDestination:
         self._in_flight: deque[tuple[int, Any]] = deque()
 
     def deliver(self, partitions: list[int], rows: Any, tuples: int, size: int) -> None:
+        """Feed `rows` (a batch, or a reference to one) to each partition's actor."""
         self.moved.add(tuples, size)
+        if len(partitions) > 1 and not isinstance(rows, ray.ObjectRef):
+            rows = ray.put(rows)  # a broadcast from the driver: stored once, read by every consumer
         for partition in partitions:
             worker = self.locations.get(partition)
             if worker is None:

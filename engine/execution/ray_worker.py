@@ -18,6 +18,7 @@ from trdb.execution.exchange import batch_bytes
 from trdb.execution.executor import router_for
 from trdb.execution.operator import Batch, ExecContext, OperatorMetrics, PhysicalOperator
 from trdb.execution import ray_inbox  # the module, not its INBOXES: Ray ships this class by value
+from trdb.execution.ray_routing import pieces
 from trdb.kernels.placement import backend_for
 from trdb.optimizer.physical_plan import Route
 
@@ -30,14 +31,6 @@ def preorder(operator: PhysicalOperator) -> Iterator[PhysicalOperator]:
     yield operator
     for child in operator.children:
         yield from preorder(child)
-
-
-def pieces(routed) -> list[tuple[list[int], Batch]]:
-    """Routed (partition, rows) pairs with the partitions that share one batch (a broadcast) merged."""
-    merged: dict[int, tuple[Batch, list[int]]] = {}
-    for partition, rows in routed:
-        merged.setdefault(id(rows), (rows, []))[1].append(partition)
-    return [(partitions, rows) for rows, partitions in merged.values()]
 
 
 def host_rows(rows: Batch, backend) -> Batch:
