@@ -12,11 +12,13 @@ plus `fetch_tensor()`, with `SET workers = 1` and `2`, checked against scipy (fl
 
 A's tiles are under 0.01% full, so every tile is stored and multiplied as CSR (scipy's CSR x dense
 kernel per joined pair); the partial products are dense t x 64 blocks summed in place per block
-row. Large tiles win: a handful of tuples, and each product's rows of X stay in cache, which is
-why the tiled product can beat the one-matrix `csr @ X`. The default tile, 25,000 (4 x 4 tiles),
-was the fastest measured on 2 cores (50,000 ties at workers = 2 but leaves only 2 block rows to
-spread over more workers; 12,500 pays for 64 tuples). The issue asks for at most 1.5x scipy's time
-(goal: parity); the ratio printed is trdb time / scipy time (< 1: trdb is faster).
+row (SUM(MATMUL) with a CSR operand adds each product straight into the sum). Large tiles win: a
+handful of tuples, and each product's rows of X stay in cache, which is why the tiled product can
+beat the one-matrix `csr @ X`. Measured on a shared 2-core machine, best of 5-7: 12,500 (64 tiles)
+0.85-1.0x scipy's time, 25,000 (16 tiles) 0.75-0.86x at both worker counts, 50,000 (4 tiles)
+0.65-0.75x at workers = 1 but 0.6-0.9x at 2 (only 2 block rows to share); 25,000 is the default,
+the steadiest, with 4 block rows for parallel workers. The issue asks for at most 1.5x scipy's
+time (goal: parity); the ratio printed is trdb time / scipy time (< 1: trdb is faster).
 
     python benchmarks/graph_propagation.py [--tiles 12500,25000,50000] [--repeats 5]
 """
