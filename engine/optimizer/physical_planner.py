@@ -7,6 +7,7 @@ already partitioned on (a subset of) the group keys, else after a repartition, o
 """
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Optional
 
@@ -106,11 +107,18 @@ class PhysicalPlanner:
         if self.workers == 1 or not keys:
             return _node("TableScanExec", tiles, (), plan.schema, SINGLE, estimate,
                          lambda children, p: TableScanExec(plan.tensor))
-        columns = want if want and all(c in keys for c in want) else keys
+        columns = want if self._spreads(estimate, want, keys) else keys
         count = self.workers
         return _node("TableScanExec", f"{tiles}, hash: {_names(plan.schema, columns)}", (), plan.schema,
                      Partitioning("hash", count, columns), estimate,
                      lambda children, p: TableScanExec(plan.tensor, p, count, columns))
+
+    def _spreads(self, estimate: Estimate, want: Want, keys: tuple[int, ...]) -> bool:
+        """Whether hashing a leaf on the key columns `want` keeps every worker busy: enough distinct values."""
+        if not want or not all(c in keys for c in want):
+            return False
+        values = math.prod(estimate.distinct[c] or math.inf for c in want)
+        return values >= self.workers
 
     def _Materialized(self, plan: lp.Materialized, want: Want) -> PhysicalNode:
         keys = tuple(i for i, c in enumerate(plan.schema) if c.is_key)
@@ -118,7 +126,7 @@ class PhysicalPlanner:
         if self.workers == 1 or not keys:
             return _node("RowsScanExec", f"{len(plan.rows)} shared tuples", (), plan.schema, SINGLE, estimate,
                          lambda children, p: RowsScanExec(plan.rows))
-        columns = want if want and all(c in keys for c in want) else keys
+        columns = want if self._spreads(estimate, want, keys) else keys
         count = self.workers
         return _node("RowsScanExec", f"{len(plan.rows)} shared tuples, hash: {_names(plan.schema, columns)}", (),
                      plan.schema, Partitioning("hash", count, columns), estimate,
