@@ -12,6 +12,7 @@ from typing import Callable, Iterable, Optional
 
 from trdb.execution.operator import Batch, PhysicalOperator
 from trdb.execution.state import ExecutionState
+from trdb.kernels import sparse
 
 QUEUE_BATCHES = 8          # bounded queues: a fast producer waits for its consumers
 POLL_SECONDS = 0.05        # how often a blocked put/get looks at the cancellation flag
@@ -21,8 +22,8 @@ Router = Callable[[Batch, int], Iterable[tuple[int, Batch]]]
 
 
 def batch_bytes(batch: Batch) -> int:
-    """The bytes a batch moves: its tiles' sizes, 8 for any other value."""
-    return sum(getattr(v, "nbytes", 8) for row in batch for v in row)
+    """The bytes a batch moves: its tiles' sizes (a CSR tile's three arrays), 8 for any other value."""
+    return sum(sparse.nbytes(v) if sparse.is_sparse(v) else getattr(v, "nbytes", 8) for row in batch for v in row)
 
 
 class Channel:

@@ -11,6 +11,7 @@ import math
 from dataclasses import replace
 from typing import Optional
 
+from trdb.errors import InternalError
 from trdb.execution.broadcast import BroadcastExec
 from trdb.execution.gather import GatherExec
 from trdb.execution.repartition import RepartitionExec
@@ -44,7 +45,19 @@ def plan_physical(plan: lp.Plan, workers: int = 1, catalog=None, min_parallel_co
     if workers > 1 and estimator.total_cost(plan) < min_parallel_cost:
         workers = 1
     planner = PhysicalPlanner(max(1, workers), estimator)
-    return planner.gather(planner.build(plan, None))
+    root = planner.gather(planner.build(plan, None))
+    check_instances(root)
+    return root
+
+
+def check_instances(node: PhysicalNode) -> None:
+    """Every operator reads each partition of its inputs exactly once: an input that is not an exchange
+    has as many instances as the operator (one fewer would leave a partition unread, one more reread)."""
+    for child in node.children:
+        if node.route is None and child.instances != node.instances:
+            raise InternalError(f"physical plan: {node.operator} has {node.instances} instance(s) but its "
+                                f"input {child.operator} has {child.instances}")
+        check_instances(child)
 
 
 def _node(operator: str, detail: str, children: tuple, schema, partitioning: Partitioning,
@@ -200,6 +213,8 @@ class PhysicalPlanner:
 
     def _broadcast_right(self, plan: lp.Join, want: Want) -> PhysicalNode:
         left = self.single_to_many(self.build(plan.left, _left_part(want, len(plan.left.schema))))
+        if left.partitioning.kind == "single":  # nothing to spread it over (no keys): join in one place
+            return self._join_node(plan, left, self.gather(self.build(plan.right, None)), SINGLE)
         right = self.broadcast(self.build(plan.right, None))
         return self._join_node(plan, left, right, left.partitioning)
 
@@ -207,6 +222,8 @@ class PhysicalPlanner:
         width = len(plan.left.schema)
         right_want = tuple(c - width for c in want or () if c >= width) or None
         right = self.single_to_many(self.build(plan.right, right_want))
+        if right.partitioning.kind == "single":
+            return self._join_node(plan, self.gather(self.build(plan.left, None)), right, SINGLE)
         left = self.broadcast(self.build(plan.left, None))
         partitioning = right.partitioning
         if partitioning.kind == "hash":
