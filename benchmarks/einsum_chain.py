@@ -26,7 +26,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=4096)
     parser.add_argument("--m", type=int, default=64)
     parser.add_argument("--tile", type=int, default=1024, help="tile of the long axes (the short ones are whole)")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--workers", default="1,2")
     args = parser.parse_args()
     n, m, t = args.n, args.m, args.tile

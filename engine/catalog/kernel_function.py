@@ -43,6 +43,7 @@ class KernelFunction:
         self._shape_rule = shape_rule
         self._flop_rule = flop_rule
         self._dtypes: dict = {}  # probe results: a kernel's dtype depends only on the key below
+        self._shapes_seen: dict = {}  # run-time shape rule results by argument shapes and scalars
 
     def __repr__(self) -> str:
         return f"<KernelFunction {self.label}>"
@@ -122,17 +123,29 @@ class KernelFunction:
 
     # ---- run time ----------------------------------------------------------------------------
 
+    def _runtime_shape(self, shapes: list, values: list):
+        """The shape rule on actual tiles, remembered per argument shapes and scalars (every tile of a
+        query has one of a few shapes); DataError if they misfit."""
+        key = _shape_key(shapes, values)
+        if key is not None and key in self._shapes_seen:
+            return self._shapes_seen[key]
+        runtime = [Arg(s, None) if s is not None else Arg(None, None, v) for s, v in zip(shapes, values)]
+        try:
+            shape = self._shape_rule(self.label, runtime)
+        except KernelSignatureError as exc:
+            raise DataError(exc.message) from None
+        if key is not None:
+            if len(self._shapes_seen) >= _DTYPE_CACHE_LIMIT:
+                self._shapes_seen.clear()
+            self._shapes_seen[key] = shape
+        return shape
+
     def call(self, backend: Backend, args: Sequence[Any]) -> Any:
         """Run on tiles (backend arrays) and Python scalars; DataError if the shapes misfit."""
         values = [v.item() if isinstance(v, numpy.generic) else v for v in args]
         self._check_arity(values, DataError)
         shapes = [getattr(v, "shape", None) for v in values]
-        runtime = [Arg(s, None) if s is not None else Arg(None, None, v)
-                   for s, v in zip(shapes, values)]
-        try:
-            shape = self._shape_rule(self.label, runtime)
-        except KernelSignatureError as exc:
-            raise DataError(exc.message) from None
+        shape = self._runtime_shape(shapes, values)
         # Pure scalar arithmetic (keys, literals) is done on the host whatever the backend.
         run_on = backend if any(s is not None for s in shapes) else NUMPY_BACKEND
         impl = self._sparse_impl if any(is_sparse(v) for v in values) else self._impl
@@ -147,6 +160,15 @@ class KernelFunction:
         if not isinstance(out, backend.xp.ndarray) and not is_sparse(out):
             out = backend.asarray(out)  # numpy returns 0-d results as numpy scalars
         return out
+
+
+def _shape_key(shapes: list, values: list) -> Optional[tuple]:
+    key = tuple(s if s is not None else (type(v), v) for s, v in zip(shapes, values))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _probe_key(arg: Arg) -> tuple:

@@ -188,6 +188,11 @@ def einsum(xp, spec: str, *operands: Any):
 
 def _tensordot(xp, arrays, swap: bool, axes: tuple, order: tuple):
     first, second = arrays[::-1] if swap else arrays
+    if first.ndim == 2 and second.ndim == 2 and len(axes[0]) == 1 and not order:
+        # a matrix product: matmul of (transposed) views, BLAS reads the transposes in place
+        left = first if axes[0][0] == 1 else first.T
+        right = second if axes[1][0] == 0 else second.T
+        return xp.matmul(left, right)
     result = xp.tensordot(first, second, axes=axes)
     return xp.transpose(result, order) if order else result
 

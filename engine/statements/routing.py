@@ -15,8 +15,26 @@ def count_params(statement) -> int:
     return len({n.index for n in ast.walk(statement) if isinstance(n, ast.Param)})
 
 
-def _relations(node) -> tuple[set[str], bool]:
-    """Relation names a query reads (CTE names excluded), and whether it uses trql-only FROM items."""
+_RELATIONS_MEMO: dict[int, tuple[object, tuple[frozenset[str], bool]]] = {}
+_MEMO_SIZE = 1024
+
+
+def _relations(node) -> tuple[frozenset[str], bool]:
+    """Relation names a query reads (CTE names excluded), and whether it uses trql-only FROM items.
+
+    Remembered per query object: the session's parse cache hands the same objects back for a
+    repeated statement, and walking the tree costs as much as running a small plan."""
+    memo = _RELATIONS_MEMO.get(id(node))
+    if memo is not None and memo[0] is node:
+        return memo[1]
+    if len(_RELATIONS_MEMO) >= _MEMO_SIZE:
+        _RELATIONS_MEMO.clear()
+    found = _walk_relations(node)
+    _RELATIONS_MEMO[id(node)] = (node, found)
+    return found
+
+
+def _walk_relations(node) -> tuple[frozenset[str], bool]:
     names, ctes, special = set(), set(), False
     for item in ast.walk(node):
         if isinstance(item, ast.TableRef):
@@ -25,7 +43,7 @@ def _relations(node) -> tuple[set[str], bool]:
             ctes.add(fold(item.name))
         elif isinstance(item, (ast.EinsumRef, ast.GradRef, ast.RetileRef)):
             special = True
-    return names - ctes, special
+    return frozenset(names - ctes), special
 
 
 def _reads_only_ordinary_tables(node, catalog: Catalog) -> bool:
