@@ -15,12 +15,12 @@ class ProjectionExec(PhysicalOperator):
         self.exprs = exprs
 
     def _open(self) -> None:
-        compiled = [compile_expr(e, self.ctx.backend) for e in self.exprs]
         positions = [e.index if isinstance(e, bx.ColumnIndex) else None for e in self.exprs]
         if all(p is not None for p in positions):
             # a pure rekey or column selection: no kernel runs, tuples are rebuilt by position
             self._project = lambda row: tuple(row[p] for p in positions)
         else:
+            compiled = [compile_expr(e, self.ctx.backend) for e in self.exprs]
             self._project = lambda row: tuple(f(row) for f in compiled)
 
     def _next(self) -> Optional[Batch]:
