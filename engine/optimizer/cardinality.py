@@ -9,7 +9,7 @@ from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 from trdb.planner.expression_binder import to_arg
 from trdb.planner.types import Schema, TensorType
-from trdb.optimizer.unit_costs import SPARSE_FLOP_COST, TUPLE_COST_FLOPS
+from trdb.optimizer.unit_costs import ELEMENT_COST, SPARSE_FLOP_COST, TUPLE_COST_FLOPS
 
 KEY_BYTES = 8
 CSR_BYTES_PER_NONZERO = 8  # a float32 value and its int32 column index (row pointers left out)
@@ -32,6 +32,12 @@ class Estimate:
     distinct: tuple[Optional[float], ...]
     flops: float = 0.0
     fill: tuple[float, ...] = ()
+    written: float = 0.0  # elements its kernels write (each result tile; an aggregate's additions)
+
+    @property
+    def work(self) -> float:
+        """The operator's compute in cost units: BLAS-rate FLOPs plus memory-rate written elements."""
+        return self.flops + ELEMENT_COST * self.written
 
     @property
     def bytes(self) -> float:
@@ -66,6 +72,16 @@ def expression_flops(expr: bx.Bound, fill: tuple[float, ...] = ()) -> float:
         total += expr.function.flops([to_arg(a) for a in expr.args]) * _call_fill(expr, fill)
     for child in bx.children(expr):
         total += expression_flops(child, fill)
+    return total
+
+
+def expression_elements(expr: bx.Bound, fill: tuple[float, ...] = ()) -> float:
+    """Elements the kernels of an expression write once (every call's result tile)."""
+    total = 0.0
+    if isinstance(expr, bx.Call) and isinstance(expr.type, TensorType):
+        total += math.prod(expr.type.tile) * _output_fill(expr, fill)
+    for child in bx.children(expr):
+        total += expression_elements(child, fill)
     return total
 
 
@@ -140,7 +156,7 @@ class Estimator:
     def total_cost(self, plan: lp.Plan) -> float:
         """The work of running a whole plan on one worker: kernel FLOPs plus a cost per tuple."""
         own = self.estimate(plan)
-        return own.flops + own.rows * TUPLE_COST_FLOPS + sum(self.total_cost(child) for child in plan.inputs)
+        return own.work + own.rows * TUPLE_COST_FLOPS + sum(self.total_cost(child) for child in plan.inputs)
 
     def _Scan(self, plan: lp.Scan) -> Estimate:
         meta = plan.tensor
@@ -174,14 +190,15 @@ class Estimator:
         rows = child.rows * selectivity(plan.predicate, child.distinct)
         distinct = tuple(min(d, rows) if d is not None else None for d in child.distinct)
         return Estimate(rows, child.row_bytes, distinct, child.rows * expression_flops(plan.predicate, child.fill),
-                        child.fill)
+                        child.fill, child.rows * expression_elements(plan.predicate, child.fill))
 
     def _Project(self, plan: lp.Project) -> Estimate:
         child = self.estimate(plan.input)
         distinct = tuple(_distinct_of(e, child.distinct) for e in plan.exprs)
         flops = child.rows * sum(expression_flops(e, child.fill) for e in plan.exprs)
         fill = tuple(_output_fill(e, child.fill) for e in plan.exprs)
-        return Estimate(child.rows, row_bytes(plan.schema, fill), distinct, flops, fill)
+        written = child.rows * sum(expression_elements(e, child.fill) for e in plan.exprs)
+        return Estimate(child.rows, row_bytes(plan.schema, fill), distinct, flops, fill, written)
 
     def _Join(self, plan: lp.Join) -> Estimate:
         left, right = self.estimate(plan.left), self.estimate(plan.right)
@@ -195,8 +212,10 @@ class Estimator:
             rows = max(rows, right.rows)
         distinct = tuple(min(d, rows) if d is not None else None for d in left.distinct + right.distinct)
         fill = _padded(left.fill, len(plan.left.schema)) + _padded(right.fill, len(plan.right.schema))
-        flops = rows * expression_flops(plan.residual, fill) if plan.residual is not None else 0.0
-        return Estimate(rows, left.row_bytes + right.row_bytes, distinct, flops, fill)
+        residual = plan.residual
+        flops = rows * expression_flops(residual, fill) if residual is not None else 0.0
+        written = rows * expression_elements(residual, fill) if residual is not None else 0.0
+        return Estimate(rows, left.row_bytes + right.row_bytes, distinct, flops, fill, written)
 
     def _Aggregate(self, plan: lp.Aggregate) -> Estimate:
         child = self.estimate(plan.input)
@@ -204,13 +223,15 @@ class Estimator:
         for expr in plan.group_by:
             groups *= _distinct_of(expr, child.distinct) or max(1.0, child.rows ** 0.5)
         groups = max(1.0, min(groups, child.rows)) if plan.group_by else 1.0
-        flops = 0.0
+        flops = written = 0.0
         for call in plan.calls:
             if call.arg is not None:
                 tile = call.arg.type.tile if isinstance(call.arg.type, TensorType) else ()
-                flops += child.rows * (math.prod(tile) + expression_flops(call.arg, child.fill))
+                flops += child.rows * expression_flops(call.arg, child.fill)
+                written += child.rows * (math.prod(tile) + expression_elements(call.arg, child.fill))
         distinct = tuple(min(groups, _distinct_of(e, child.distinct) or groups) for e in plan.group_by)
-        return Estimate(groups, row_bytes(plan.schema), distinct + (None,) * len(plan.calls), flops)
+        return Estimate(groups, row_bytes(plan.schema), distinct + (None,) * len(plan.calls), flops,
+                        written=written)
 
     def _Retile(self, plan: lp.Retile) -> Estimate:
         child, value = self.estimate(plan.input), plan.schema[-1].type

@@ -64,8 +64,9 @@ class PhysicalNode:
 
     @property
     def own_cost(self) -> float:
-        """This operator's estimated cost alone (optimizer/unit_costs.py): FLOPs, tuples, bytes moved."""
-        return self.estimate.flops + self.estimate.rows * TUPLE_COST_FLOPS + self.moved_bytes * EXCHANGE_BYTE_COST
+        """This operator's estimated cost alone (optimizer/unit_costs.py): FLOPs and written elements,
+        tuples, bytes moved."""
+        return self.estimate.work + self.estimate.rows * TUPLE_COST_FLOPS + self.moved_bytes * EXCHANGE_BYTE_COST
 
     @property
     def moved_bytes(self) -> float:

@@ -75,7 +75,7 @@ class _Orderer:
         if not _is_inner(plan):
             return 0.0
         estimate = self.estimator.estimate(plan)
-        return estimate.bytes + estimate.flops + sum(self._cost(child) for child in plan.inputs)
+        return estimate.bytes + estimate.work + sum(self._cost(child) for child in plan.inputs)
 
     def _best(self, leaves: list[lp.Plan], conditions: list[tuple[int, int]]) -> Optional[_Option]:
         offsets, start = [], 0
@@ -121,7 +121,7 @@ class _Orderer:
     def _join(self, left: _Option, right: _Option, keys) -> _Option:
         join = lp.Join(left.plan, right.plan, "INNER", keys[0], keys[1], left.plan.schema + right.plan.schema)
         estimate = self.estimator.estimate(join)
-        cost = left.cost + right.cost + estimate.bytes + estimate.flops
+        cost = left.cost + right.cost + estimate.bytes + estimate.work
         return _Option(cost, join, left.columns + right.columns)
 
 
