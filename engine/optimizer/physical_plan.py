@@ -66,7 +66,8 @@ class PhysicalNode:
     def own_cost(self) -> float:
         """This operator's estimated cost alone (optimizer/unit_costs.py): FLOPs and written elements,
         tuples, bytes moved."""
-        return self.estimate.work + self.estimate.rows * TUPLE_COST_FLOPS + self.moved_bytes * EXCHANGE_BYTE_COST
+        work = self.estimate.work if self.route is None else 0.0  # an exchange shares its input's estimate
+        return work + self.estimate.rows * TUPLE_COST_FLOPS + self.moved_bytes * EXCHANGE_BYTE_COST
 
     @property
     def moved_bytes(self) -> float:
