@@ -1,5 +1,9 @@
 """RetileExec: gathers a tensor relation's tiles and re-cuts them to a new tile shape (zero tiles stay absent).
 
+With several workers every instance receives every input tile (a broadcast: references, no copies
+in this process) and cuts only the new tiles of its own partition (the hash of their keys, as a
+repartition would place them), so the copying is shared among the workers.
+
 Dense tiles are copied overlap by overlap; when CSR tiles are among the input, the non-zeros of
 every tile are gathered as coordinates and bucketed into the new tiles instead, which are built
 CSR or dense as their density says, so a sparse matrix is never densified on the way.
@@ -12,6 +16,7 @@ from typing import Optional
 import numpy as np
 
 from trdb.execution.operator import Batch, PhysicalOperator, batches, drain
+from trdb.execution.partitioning import partition_of
 from trdb.kernels.sparse import (count_nonzero, is_sparse, make_csr, row_indices, to_host, wants_csr)
 
 
@@ -23,8 +28,11 @@ class RetileExec(PhysicalOperator):
     """
 
     def __init__(self, child: PhysicalOperator, key_count: int, old_tile: tuple[int, ...],
-                 new_tile: tuple[int, ...], extent: tuple[Optional[int], ...], dtype):
+                 new_tile: tuple[int, ...], extent: tuple[Optional[int], ...], dtype,
+                 partition: int = 0, partitions: int = 1):
         super().__init__()
+        self.partition = partition
+        self.partitions = partitions
         self.children = (child,)
         self.key_count = key_count
         self.old_tile = old_tile
@@ -54,10 +62,14 @@ class RetileExec(PhysicalOperator):
         for key, tile in tiles.items():
             ranges = [range(k * t // n, max(k * t, k * t + s - 1) // n + 1)
                       for k, t, n, s in zip(key, self._old(tile), self.new_tile, tile.shape)]
-            wanted.update(itertools.product(*ranges))
+            wanted.update(key for key in itertools.product(*ranges) if self._mine(key))
         xp = self.ctx.backend.xp
         cut = ((new, self._cut(new, tiles, extent, xp)) for new in sorted(wanted))
         return [new + (tile,) for new, tile in cut if count_nonzero(tile)]  # an all-zero tile stays absent
+
+    def _mine(self, key: tuple) -> bool:
+        """Whether the new tile under `key` is this instance's to cut."""
+        return self.partitions == 1 or partition_of(key, self.partitions) == self.partition
 
     def _old(self, tile) -> tuple[int, ...]:
         """The nominal old tile per axis (an axis without a key is one whole tile)."""
@@ -106,6 +118,8 @@ class RetileExec(PhysicalOperator):
         out = []
         for start, end in zip(bounds[:-1], bounds[1:]):
             key = (int(keys[0][start]), int(keys[1][start]))
+            if not self._mine(key):
+                continue
             shape = tuple(min(n, e - k * n) for k, n, e in zip(key, self.new_tile, extent))
             tile = self._build(shape, local[0][start:end], local[1][start:end], values[start:end])
             out.append(key + (asarray(tile),))

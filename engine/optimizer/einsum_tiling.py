@@ -6,9 +6,9 @@ dense (inside the tiles). Candidates per letter are the operands' tile sizes for
 dimension and the powers of two from 64 up to the dimension. An assignment costs, in the
 FLOP-equivalents of `einsum_order.py`:
 
-- re-cutting every operand whose tiling differs: `RETILE_COST` for the operator (it gathers
-  every tile in one place: a pipeline breaker), `RETILE_BYTE_COST` per byte of present tiles,
-  `TUPLE_COST_FLOPS` per tile read and written, and with several workers the bytes gathered;
+- re-cutting every operand whose tiling differs: `RETILE_COST` for the operator (it reads every
+  tile before it writes one: a pipeline breaker), `RETILE_BYTE_COST` per byte of present tiles,
+  `TUPLE_COST_FLOPS` per tile read and written, and with several workers the bytes broadcast;
 - the cheapest contraction path under that tiling (`einsum_order.best_path`): kernel FLOPs,
   kernel result elements and joined tuples, FLOPs shared by the workers the step's tiles allow.
 

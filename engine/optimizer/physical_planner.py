@@ -287,13 +287,20 @@ class PhysicalPlanner:
     # ------------------------------------------------------------ the rest
 
     def _Retile(self, plan: lp.Retile, want: Want) -> PhysicalNode:
-        child = self.gather(self.build(plan.input, None))  # re-cutting needs every tile in one place
+        """Every instance sees every input tile (a new tile may draw on several) and cuts its own new
+        tiles; with one worker the input is gathered."""
         source = plan.input.schema[-1].type
         keys, value = sum(c.is_key for c in plan.input.schema), plan.schema[-1].type
-        return _node("RetileExec", f"{list(source.tile)} -> {list(plan.tile)}", (child,), plan.schema, SINGLE,
+        count = self.workers
+        if count == 1:
+            child, partitioning = self.gather(self.build(plan.input, None)), SINGLE
+        else:
+            child = self.broadcast(self.build(plan.input, None))
+            partitioning = Partitioning("hash", count, tuple(range(len(plan.tile))))
+        return _node("RetileExec", f"{list(source.tile)} -> {list(plan.tile)}", (child,), plan.schema, partitioning,
                      self.estimator.estimate(plan),
                      lambda children, p: RetileExec(children[0], keys, source.tile, plan.tile, value.extent,
-                                                    value.dtype))
+                                                    value.dtype, p, count))
 
     def _UnionAll(self, plan: lp.UnionAll, want: Want) -> PhysicalNode:
         parts = [self.build(p, None) for p in plan.parts]

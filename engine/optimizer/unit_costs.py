@@ -8,7 +8,7 @@ from __future__ import annotations
 FLOPS_PER_MULTIPLY_ADD = 2
 TUPLE_COST_FLOPS = 1e6        # Python overhead of one joined tuple (hash probe, kernel call): ~10 us
 ELEMENT_COST = 100.0          # one element of a kernel result written and summed: ~1 ns
-RETILE_COST = 3e7             # one Retile operator: gather, Python loops, a single partition: ~0.3 ms
+RETILE_COST = 3e7             # one Retile operator: reads all before it writes, Python loops: ~0.3 ms
 RETILE_BYTE_COST = 10.0       # one byte copied into a new tile: ~0.1 ns
 EXCHANGE_BYTE_COST = 5.0      # one byte moved between workers
 CSR_MAX_DENSITY = 0.1         # a 2-d tile with at most this fraction of non-zeros is stored and computed as CSR
