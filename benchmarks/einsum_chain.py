@@ -2,7 +2,9 @@
 
 The order matters 64x: (A B) C builds a 4096x4096 intermediate, A (B C) a 64x64 one. trdb chooses
 the order from its cost model; the peers are numpy.einsum(optimize=True), numpy's left-to-right
-product, and trdb forced left to right (nested EINSUMs). Every result is checked against numpy.
+product, and trdb forced left to right (nested EINSUMs). trdb's chosen order and numpy's einsum
+take turns (the machines here drift between fast and slow spells over seconds: timed one after the
+other, either could land in a slow one). Every result is checked against numpy.
 
     python benchmarks/einsum_chain.py [--n 4096] [--m 64] [--tiles 4096,1024] [--repeats 30] [--workers 1,2]
 
@@ -18,29 +20,29 @@ import threadpoolctl
 
 import trdb
 
-from timing import best_of, check
+from timing import best_of, best_of_alternating, check
 
 CHOSEN = "SELECT * FROM EINSUM('ij,jk,kl->il', A, B, C)"
 LEFT_TO_RIGHT = "SELECT * FROM EINSUM('ik,kl->il', EINSUM('ij,jk->ik', A, B), C)"
 
 
-def time_trdb(A, B, C, t: int, args, expected) -> dict[str, float]:
-    """trdb's chosen and left-to-right orders with the operands stored in tiles of t along n."""
+def time_trdb(A, B, C, t: int, workers: str, numpy_opt, args, expected) -> dict[str, float]:
+    """trdb's chosen order, taking turns with numpy's optimized einsum, and trdb left to right, with the
+    operands stored in tiles of t along n."""
     m = A.shape[1]
-    times = {}
     con = trdb.connect()
     cur = con.cursor()
     cur.execute(f"CREATE TENSOR A FROM ? TILE ({t}, {m})", [A])
     cur.execute(f"CREATE TENSOR B FROM ? TILE ({m}, {t})", [B])
     cur.execute(f"CREATE TENSOR C FROM ? TILE ({t}, {m})", [C])
-    for workers in args.workers.split(","):
-        cur.execute(f"SET workers = {workers}")
-        for label, query in [("chosen order", CHOSEN), ("left to right", LEFT_TO_RIGHT)]:
-            name = f"trdb tile {t}, {label}, workers={workers}"
-            times[name], result = best_of(args.repeats, lambda: cur.execute(query).fetch_tensor())
-            check(name, result, expected)
+    cur.execute(f"SET workers = {workers}")
+    paired = best_of_alternating(args.repeats, {"numpy": numpy_opt,
+                                                "chosen": lambda: cur.execute(CHOSEN).fetch_tensor()})
+    forced, result = best_of(3, lambda: cur.execute(LEFT_TO_RIGHT).fetch_tensor())
+    check("trdb left to right", result, expected)
+    check("trdb chosen order", paired["chosen"][1], expected)
     con.close()
-    return times
+    return {"numpy": paired["numpy"][0], "chosen": paired["chosen"][0], "forced": forced}
 
 
 def main() -> None:
@@ -58,26 +60,21 @@ def main() -> None:
     rng = np.random.default_rng(0)
     A, B, C = (rng.standard_normal(s, dtype=np.float32) for s in [(n, m), (m, n), (n, m)])
     expected = A.astype(np.float64) @ (B.astype(np.float64) @ C.astype(np.float64))
-    peers = {
-        "numpy einsum optimize=True": lambda: np.einsum("ij,jk,kl->il", A, B, C, optimize=True),
-        "numpy (A @ B) @ C": lambda: (A @ B) @ C,
-    }
-    times = {}
-    for name, run in peers.items():
-        times[name], result = best_of(args.repeats, run)
-        check(name, result, expected)
+    numpy_opt = lambda: np.einsum("ij,jk,kl->il", A, B, C, optimize=True)  # noqa: E731
+    check("numpy einsum optimize=True", numpy_opt(), expected)
+    numpy_forced, result = best_of(3, lambda: (A @ B) @ C)
+    check("numpy (A @ B) @ C", result, expected)
+    print(f"# A {n}x{m}, B {m}x{n}, C {n}x{m}, float32; tiles t x {m} / {m} x t")
+    print(f"# trdb's chosen order and numpy.einsum(optimize=True) take turns, best of {args.repeats} each;")
+    print(f"# left to right (numpy (A @ B) @ C: {numpy_forced:.4f} s) best of 3")
+    print(f"{'tile':>5} {'workers':>7} {'numpy opt s':>12} {'trdb s':>9} {'trdb/numpy':>11} "
+          f"{'l-to-r s':>9} {'l-to-r/trdb':>12}")
     for t in (int(x) for x in args.tiles.split(",")):
-        times.update(time_trdb(A, B, C, t, args, expected))
-    base = times["numpy einsum optimize=True"]
-    print(f"# A {n}x{m}, B {m}x{n}, C {n}x{m}, float32; tiles t x {m} / {m} x t; best of {args.repeats}")
-    print(f"{'run':<46} {'seconds':>9} {'/ numpy opt':>12}")
-    for name, seconds in times.items():
-        print(f"{name:<46} {seconds:9.4f} {seconds / base:12.2f}")
-    for t in args.tiles.split(","):
         for workers in args.workers.split(","):
-            chosen = times[f"trdb tile {t}, chosen order, workers={workers}"]
-            forced = times[f"trdb tile {t}, left to right, workers={workers}"]
-            print(f"# tile {t}, workers={workers}: left to right / chosen = {forced / chosen:.1f}x")
+            times = time_trdb(A, B, C, t, workers, numpy_opt, args, expected)
+            print(f"{t:>5} {workers:>7} {times['numpy']:12.5f} {times['chosen']:9.5f} "
+                  f"{times['chosen'] / times['numpy']:11.2f} {times['forced']:9.4f} "
+                  f"{times['forced'] / times['chosen']:12.1f}")
 
 
 if __name__ == "__main__":

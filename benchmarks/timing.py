@@ -21,6 +21,20 @@ def best_of(repeats: int, run: Callable[[], object], warmup: bool = True) -> tup
     return best, result
 
 
+def best_of_alternating(repeats: int, runs: dict[str, Callable[[], object]]) -> dict[str, tuple[float, object]]:
+    """`best_of` for a few systems at once, taking turns (each round times every system once), so
+    that a slow spell of the machine (another tenant of the host, CPU frequency) falls on all of them
+    alike. Returns each system's best time and last output."""
+    results = {name: run() for name, run in runs.items()}  # warm-up
+    best = {name: math.inf for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            started = time.perf_counter()
+            results[name] = run()
+            best[name] = min(best[name], time.perf_counter() - started)
+    return {name: (best[name], results[name]) for name in runs}
+
+
 def check(name: str, result: np.ndarray, expected: np.ndarray, relative: float = 1e-4) -> None:
     """Stop the benchmark when a result is wrong: its shape, or an error above `relative` x max |expected|."""
     if result.shape != expected.shape:
