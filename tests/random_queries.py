@@ -1,6 +1,7 @@
 """Random tensor-relational queries with a tile-wise numpy oracle, for test_random_queries.py.
 
-A seed builds random float32 tensors (rank 1-3, ragged edge tiles, some all-zero tiles) and one
+A seed builds random float32 tensors (rank 1-3, ragged edge tiles, some all-zero tiles, some 2-d
+ones element-sparse so that their tiles are CSR) and one
 query of one to three composed steps: per-tile kernels, key filters, transposes by rekey, inner
 and outer joins, matmuls by join + SUM + GROUP BY, batched per-tile EINSUM, reductions and scalar
 totals, nested as subqueries or WITH. The oracle follows LANGUAGE.md §4 tile by tile: a tuple is
@@ -114,6 +115,7 @@ class Generator:
 
     def __init__(self, seed):
         self.r = random.Random(seed)
+        self.sparsity = np.random.default_rng(seed + 1_000_003)  # its own stream: the other draws stay as they were
         self.np = np.random.default_rng(seed)
         self.case = Case(seed)
         self.ctes: list[tuple[str, str]] = []
@@ -148,6 +150,9 @@ class Generator:
         zeroed = [key for key in keys_all if self.r.random() < zero_frac][: len(keys_all) - 1]
         for key in zeroed:
             data[tuple(slice(k * b, (k + 1) * b) for k, b in zip(key, t))] = 0
+        if rank == 2 and self.sparsity.random() < 0.3:
+            # element-sparse: about 5% non-zeros, so most present tiles are stored and computed as CSR
+            data[self.sparsity.random(s) >= 0.05] = 0
         name = f"T{sum(a is not None for _, a, _ in self.case.setup)}"
         keys = DEFAULT_KEYS[:rank]
         spec = ""
