@@ -17,8 +17,9 @@ from random_queries import build_case, grid, tile_shape
 SEEDS = list(range(50))
 
 # Seeds beyond the first 50 that once exposed an engine bug, kept as regression cases: COUNT(*)
-# without GROUP BY over no tuples gave NULL instead of 0 with workers >= 2 (fixed). Seeds 50-3000
-# pass at workers 1, 2 and 3 (swept by hand; not run in CI).
+# without GROUP BY over no tuples gave NULL instead of 0 with workers >= 2 (fixed). Seeds 0-2500
+# (with element-sparse, CSR-tiled tensors among them) pass at workers 1, 2 and 3 (swept by hand;
+# not run in CI).
 REGRESSION_SEEDS = (593, 1538)
 
 
