@@ -250,8 +250,22 @@ def test_an_actor_killed_between_statements_is_replaced(ray_cur):
     import ray
     ray_cur.execute("CREATE TENSOR A SHAPE (64, 64) TILE (16, 16) FILL ONES")
     assert ray_cur.execute("SELECT COUNT(*) FROM A").fetchone() == (16,)
-    ray.kill(_actors()[0])
-    assert ray_cur.execute("SELECT COUNT(*) FROM A").fetchone() == (16,)
+    actor = _actors()[0]
+    ray.kill(actor)
+    _wait_until_dead(actor)  # ray.kill is asynchronous: until it lands the actor still answers, and
+    assert ray_cur.execute("SELECT COUNT(*) FROM A").fetchone() == (16,)  # would die mid-statement
+
+
+def _wait_until_dead(actor, seconds: float = 30.0) -> None:
+    import ray
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.ping.remote(), timeout=5)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the killed actor still answers")
 
 
 def test_cursor_close_cancels_a_ray_query(ray_cur, monkeypatch):
