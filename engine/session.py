@@ -13,6 +13,7 @@ from trdb.catalog.settings import SETTINGS, Settings
 from trdb.execution.result import Result
 from trdb.kernels.allocator import tune_allocator
 from trdb.kernels.placement import backend_for
+from trdb.optimizer.common_subplans import CarriedWork
 from trdb.parser import ParseError, ast, parse, split_statements
 from trdb.planner.expression_binder import BindContext
 from trdb.statements import coo, ddl, dml, inspect, minimize
@@ -58,6 +59,7 @@ class Session:
         self.aborted = False
         self._parsed: OrderedDict[str, tuple[ast.Statement, int]] = OrderedDict()  # and its parameter count
         self.plans = PlanCache()
+        self.carried = CarriedWork(lambda: self.settings.memory_limit // 4)
         self.lock = threading.RLock()
         self._running: Optional[threading.Event] = None
         self._in_duckdb = False
@@ -132,7 +134,7 @@ class Session:
             return self._plain_sql(text, params, statement)
         sc = StatementContext(self.db, self.catalog, self.settings, backend_for(self.settings.device),
                               BindContext(text, params, self.settings.workers),
-                              self._running or threading.Event(), self.plans)
+                              self._running or threading.Event(), self.plans, self.carried)
         return self._run(sc, statement)
 
     def _run(self, sc: StatementContext, statement: ast.Statement) -> Result:

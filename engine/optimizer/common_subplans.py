@@ -11,6 +11,7 @@ import dataclasses
 from collections import Counter
 from typing import Callable, Optional
 
+from trdb.kernels.sparse import nbytes as tile_bytes
 from trdb.planner import logical as lp
 
 _CHILD_FIELDS = ("input", "left", "right")
@@ -22,6 +23,9 @@ class _Numbering:
     def __init__(self) -> None:
         self._by_signature: dict = {}
         self._by_node: dict[int, tuple[object, Optional[int]]] = {}
+
+    def size(self) -> int:
+        return len(self._by_node)
 
     def number(self, plan) -> Optional[int]:
         known = self._by_node.get(id(plan))
@@ -57,14 +61,51 @@ def _with_children(plan, children: list):
     return dataclasses.replace(plan, **dict(zip(names, children)))
 
 
-class SharedWork:
-    """Tuples of repeated subplans, computed once by `run` and reused (within a statement or a step)."""
+class CarriedWork:
+    """The shared subplans' tuples of the last statement, kept for the next while nothing changed.
 
-    def __init__(self, run: Callable[[lp.Plan], list]):
-        self.run = run
+    Separate statements often repeat a computation: `GRAD(loss, W1)` then `GRAD(loss, W2)` both
+    run the forward pass. The numbering lives as long as the state it was made for (the catalog
+    version and the backend), so a later statement finds an earlier one's subplans by number.
+    Only tuples within `budget` bytes are kept, and only the last statement's.
+    """
+
+    MAX_SUBPLANS = 20_000  # numbered subplans before the numbering starts over (it holds them alive)
+
+    def __init__(self, budget: Callable[[], int]):
+        self.budget = budget
+        self.state: object = None
         self.numbering = _Numbering()
+        self.tuples: dict[int, lp.Materialized] = {}
+
+    def numbering_for(self, state: object) -> "_Numbering":
+        """The numbering to use under `state`; a new state (a write, another backend) forgets everything."""
+        if state != self.state or self.numbering.size() > self.MAX_SUBPLANS:
+            self.state, self.numbering, self.tuples = state, _Numbering(), {}
+        return self.numbering
+
+    def keep(self, memo: dict[int, lp.Materialized]) -> None:
+        """Keep a finished statement's shared tuples, if they fit the budget (else none)."""
+        size = sum(tile_bytes(value) for m in memo.values() for row in m.rows for value in row)
+        self.tuples = dict(memo) if size <= self.budget() else {}
+
+
+class SharedWork:
+    """Tuples of repeated subplans, computed once by `run` and reused (within a statement or a step,
+    and from the previous statement through `carried`)."""
+
+    def __init__(self, run: Callable[[lp.Plan], list], carried: Optional[CarriedWork] = None,
+                 state: object = None):
+        self.run = run
+        self.carried = carried
+        self.numbering = carried.numbering_for(state) if carried is not None else _Numbering()
         self.memo: dict[int, lp.Materialized] = {}
         self.counts: Counter = Counter()
+
+    def finish(self) -> None:
+        """The statement succeeded: what it shared may serve the next one."""
+        if self.carried is not None:
+            self.carried.keep(self.memo)
 
     def expect(self, plans: list[lp.Plan]) -> None:
         """Count the subplans of plans to be run later with this object: what they share runs once."""
@@ -91,6 +132,9 @@ class SharedWork:
     def _rewrite(self, plan, counts: Counter):
         number = self.numbering.number(plan)
         if number is not None and number in self.memo:
+            return self.memo[number]
+        if number is not None and self.carried is not None and number in self.carried.tuples:
+            self.memo[number] = self.carried.tuples[number]  # computed by the previous statement
             return self.memo[number]
         children = [self._rewrite(child, counts) for child in plan.inputs]
         changed = any(new is not old for new, old in zip(children, plan.inputs))

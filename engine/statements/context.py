@@ -12,7 +12,7 @@ from trdb.execution.operator import ExecContext
 from trdb.execution.state import ExecutionState
 from trdb.execution.result import Result
 from trdb.kernels.backend import Backend
-from trdb.optimizer.common_subplans import SharedWork
+from trdb.optimizer.common_subplans import CarriedWork, SharedWork
 from trdb.optimizer.driver import RuleContext, optimize
 from trdb.optimizer.physical_plan import PhysicalNode
 from trdb.optimizer.physical_planner import plan_physical
@@ -34,6 +34,7 @@ class StatementContext:
     bind: BindContext
     interrupted: threading.Event = field(default_factory=threading.Event)
     plans: Optional[PlanCache] = None
+    carried: Optional[CarriedWork] = None
 
     @property
     def text(self) -> str:
@@ -77,10 +78,12 @@ class StatementContext:
         """Run a logical plan; subplans it repeats (or that `shared` already computed) run once."""
         shared = shared or self.shared_work()
         rows = self._rows(shared.rewrite(plan), keep_zero_tuples)
+        shared.finish()
         return Result(rows=rows, schema=plan.schema, rowcount=len(rows))
 
     def shared_work(self) -> SharedWork:
-        return SharedWork(self._shared_rows)
+        """Repeated subplans run once; the session's carried work holds the previous statement's."""
+        return SharedWork(self._shared_rows, self.carried, (self.catalog.version, self.backend.name))
 
     def _rows(self, plan: lp.Plan, keep_zero_tuples: bool = False) -> list:
         return self.execute_physical(self.physical(plan, keep_zero_tuples))[0]
@@ -96,13 +99,17 @@ class StatementContext:
         """Run the query of a SELECT statement, through the plan cache when the session has one."""
         key = self._plan_key()
         cached = self.plans.get(key) if self.plans else None
+        shared = None
         if cached is None:
             plan = self.bind_query(query).plan
-            rewritten = self.shared_work().rewrite(plan)
+            shared = self.shared_work()
+            rewritten = shared.rewrite(plan)
             cached = CachedPlan(self.physical(rewritten), plan.schema)
             if self.plans and rewritten is plan:  # shared subplans' tuples are this run's only
                 self.plans.put(key, cached)
         rows = self.execute_physical(cached.node)[0]
+        if shared is not None:
+            shared.finish()
         return Result(rows=rows, schema=cached.schema, rowcount=len(rows))
 
     def _plan_key(self) -> Optional[tuple]:

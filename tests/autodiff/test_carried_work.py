@@ -1,0 +1,82 @@
+"""Shared subplans carried to the next statement: GRAD after GRAD reuses the forward pass, and
+nothing survives a write, another backend or the memory budget."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from trdb.statements.context import StatementContext
+
+RNG = np.random.default_rng(3)
+
+
+@pytest.fixture
+def mlp(cur):
+    X, W1, W2, Y = (RNG.standard_normal(s) for s in [(12, 4), (4, 6), (6, 2), (12, 2)])
+    for name, array, tile in [("X", X, (6, 4)), ("W1", W1, (4, 3)), ("W2", W2, (3, 2)), ("Y", Y, (6, 2))]:
+        cur.execute(f"CREATE TENSOR {name} FROM ? TILE {tile}", [array])
+    cur.execute("CREATE VIEW hidden AS SELECT X.i, W1.j, RELU(SUM(MATMUL(X.v, W1.v))) AS v FROM X JOIN W1 "
+                "ON X.j = W1.i GROUP BY X.i, W1.j")
+    cur.execute("CREATE VIEW out AS SELECT h.i, W2.j, SUM(MATMUL(h.v, W2.v)) AS v FROM hidden AS h JOIN W2 "
+                "ON h.j = W2.i GROUP BY h.i, W2.j")
+    cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(o.v - Y.v)) AS v FROM out AS o JOIN Y ON o.i = Y.i "
+                "AND o.j = Y.j")
+    H = np.maximum(X @ W1, 0)
+    dout = 2 * (H @ W2 - Y)
+    return cur, {"W1": X.T @ ((dout @ W2.T) * (X @ W1 > 0)), "W2": H.T @ dout}
+
+
+@pytest.fixture
+def shared_runs(monkeypatch):
+    """How many shared subplans were computed (each one a plan run of its own)."""
+    runs = []
+    original = StatementContext._shared_rows
+    monkeypatch.setattr(StatementContext, "_shared_rows", lambda self, plan: runs.append(plan) or original(self, plan))
+    return runs
+
+
+def grad(cur, param):
+    return cur.execute(f"SELECT * FROM GRAD(loss, {param})").fetch_tensor()
+
+
+def runs_of(shared_runs, work) -> int:
+    before = len(shared_runs)
+    work()
+    return len(shared_runs) - before
+
+
+def test_the_second_grad_reuses_the_forward_pass(mlp, shared_runs):
+    cur, expected = mlp
+    np.testing.assert_allclose(grad(cur, "W1"), expected["W1"], rtol=1e-10)
+    after_grad = runs_of(shared_runs, lambda: np.testing.assert_allclose(grad(cur, "W2"), expected["W2"],
+                                                                         rtol=1e-10))
+    cur.execute("UPDATE Y SET v = Y.v * 1")  # a write: nothing is carried over it
+    fresh = runs_of(shared_runs, lambda: np.testing.assert_allclose(grad(cur, "W2"), expected["W2"],
+                                                                    rtol=1e-10))
+    assert after_grad < fresh
+
+
+def test_a_write_in_between_is_seen(mlp):
+    cur, expected = mlp
+    grad(cur, "W1")
+    cur.execute("UPDATE Y SET v = Y.v * 2")
+    X, W1, W2, Y = (cur.execute(f"SELECT * FROM {n}").fetch_tensor() for n in ("X", "W1", "W2", "Y"))
+    H = np.maximum(X @ W1, 0)
+    np.testing.assert_allclose(grad(cur, "W2"), H.T @ (2 * (H @ W2 - Y)), rtol=1e-10)
+
+
+def test_nothing_is_kept_beyond_the_budget(mlp, shared_runs):
+    cur, expected = mlp
+    cur.execute("SET memory_limit = 64")  # a quarter of it is the budget: no tile fits
+    grad(cur, "W1")
+    after_grad = runs_of(shared_runs, lambda: grad(cur, "W2"))
+    cur.execute("UPDATE Y SET v = Y.v * 1")
+    assert runs_of(shared_runs, lambda: grad(cur, "W2")) == after_grad
+
+
+def test_results_stay_right_after_a_failed_statement(mlp, shared_runs):
+    cur, expected = mlp
+    grad(cur, "W1")
+    with pytest.raises(Exception):
+        cur.execute("SELECT * FROM GRAD(loss, missing)")
+    np.testing.assert_allclose(grad(cur, "W2"), expected["W2"], rtol=1e-10)
