@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from trdb.statements.context import StatementContext
+from mlp_views import create_mlp_views
 
 RNG = np.random.default_rng(3)
 
@@ -15,12 +16,7 @@ def mlp(cur):
     X, W1, W2, Y = (RNG.standard_normal(s) for s in [(12, 4), (4, 6), (6, 2), (12, 2)])
     for name, array, tile in [("X", X, (6, 4)), ("W1", W1, (4, 3)), ("W2", W2, (3, 2)), ("Y", Y, (6, 2))]:
         cur.execute(f"CREATE TENSOR {name} FROM ? TILE {tile}", [array])
-    cur.execute("CREATE VIEW hidden AS SELECT X.i, W1.j, RELU(SUM(MATMUL(X.v, W1.v))) AS v FROM X JOIN W1 "
-                "ON X.j = W1.i GROUP BY X.i, W1.j")
-    cur.execute("CREATE VIEW out AS SELECT h.i, W2.j, SUM(MATMUL(h.v, W2.v)) AS v FROM hidden AS h JOIN W2 "
-                "ON h.j = W2.i GROUP BY h.i, W2.j")
-    cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(o.v - Y.v)) AS v FROM out AS o JOIN Y ON o.i = Y.i "
-                "AND o.j = Y.j")
+    create_mlp_views(cur)
     H = np.maximum(X @ W1, 0)
     dout = 2 * (H @ W2 - Y)
     return cur, {"W1": X.T @ ((dout @ W2.T) * (X @ W1 > 0)), "W2": H.T @ dout}

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import trdb
+from mlp_views import create_mlp_views
 
 RNG = np.random.default_rng(42)
 
@@ -78,12 +79,7 @@ def test_logistic_regression_with_bce(cur):
 def test_two_layer_mlp_with_relu(cur):
     X, W1, W2, Y = rand(12, 4), rand(4, 6), rand(6, 2), rand(12, 2)
     load(cur, "X", X, (6, 4)); load(cur, "W1", W1, (4, 3)); load(cur, "W2", W2, (3, 2)); load(cur, "Y", Y, (6, 2))
-    cur.execute("CREATE VIEW hidden AS SELECT X.i, W1.j, RELU(SUM(MATMUL(X.v, W1.v))) AS v FROM X JOIN W1 "
-                "ON X.j = W1.i GROUP BY X.i, W1.j")
-    cur.execute("CREATE VIEW out AS SELECT h.i, W2.j, SUM(MATMUL(h.v, W2.v)) AS v FROM hidden AS h JOIN W2 "
-                "ON h.j = W2.i GROUP BY h.i, W2.j")
-    cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(o.v - Y.v)) AS v FROM out AS o JOIN Y ON o.i = Y.i "
-                "AND o.j = Y.j")
+    create_mlp_views(cur)
     H = np.maximum(X @ W1, 0)
     dout = 2 * (H @ W2 - Y)
     check(cur, "loss", "W2", W2, (3, 2), expected=H.T @ dout)
