@@ -174,11 +174,12 @@ def matmul(xp, a, b):
 
 
 def einsum(xp, spec: str, *operands: Any):
-    tensors = [op for op in operands if hasattr(op, "dtype")]
-    # A Python scalar operand becomes a 0-d array of the dtype it would promote to, so that it
-    # stays weak (a float32 contraction times 2.0 remains float32).
-    dtype = xp.result_type(*operands) if tensors else None
-    arrays = [op if hasattr(op, "dtype") else xp.asarray(op, dtype=dtype) for op in operands]
+    arrays = operands
+    if not all(hasattr(op, "dtype") for op in operands):
+        # A Python scalar operand becomes a 0-d array of the dtype it would promote to, so that it
+        # stays weak (a float32 contraction times 2.0 remains float32).
+        dtype = xp.result_type(*operands) if any(hasattr(op, "dtype") for op in operands) else None
+        arrays = [op if hasattr(op, "dtype") else xp.asarray(op, dtype=dtype) for op in operands]
     plan = _tensordot_plan(spec) if len(arrays) == 2 else None
     if plan is not None:
         return _tensordot(xp, arrays, *plan)
