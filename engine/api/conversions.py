@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse
 
-from trdb.errors import InterfaceError
+from trdb.errors import DataError, InterfaceError
 from trdb.execution.result import layout_of, tile_slices
 from trdb.kernels.sparse import is_sparse, row_indices
 from trdb.planner.types import Schema
@@ -71,9 +71,11 @@ def result_to_numpy(schema: Optional[Schema], description, rows: Sequence[tuple]
     return out
 
 
-def result_to_sparse(schema: Schema, rows: Sequence[tuple]) -> scipy.sparse.csr_matrix:
-    """A 2-d result as one CSR matrix, from the stored values of CSR tiles and the non-zeros of dense ones."""
-    layout = layout_of(schema, rows)
+def result_to_sparse(schema: Schema, rows: Sequence[tuple],
+                     shape: Optional[Sequence[int]] = None) -> scipy.sparse.csr_matrix:
+    """A 2-d result as one CSR matrix, from the stored values of CSR tiles and the non-zeros of dense ones;
+    `shape` as in fetch_tensor (absent trailing tiles are zeros)."""
+    layout = layout_of(schema, rows, shape)
     if len(layout.shape) != 2:
         raise InterfaceError(f"fetch_sparse() needs a 2-d result, this one has shape {layout.shape}")
     rows_idx, cols_idx, data = [], [], []
@@ -85,8 +87,10 @@ def result_to_sparse(schema: Schema, rows: Sequence[tuple]) -> scipy.sparse.csr_
         data.append(values)
     if not data:
         return scipy.sparse.csr_matrix(layout.shape, dtype=layout.dtype)
-    coo = scipy.sparse.coo_matrix((np.concatenate(data), (np.concatenate(rows_idx), np.concatenate(cols_idx))),
-                                  shape=layout.shape)
+    rows_at, cols_at = np.concatenate(rows_idx), np.concatenate(cols_idx)
+    if rows_at.max(initial=-1) >= layout.shape[0] or cols_at.max(initial=-1) >= layout.shape[1]:
+        raise DataError(f"the result has non-zeros outside the shape {layout.shape}")
+    coo = scipy.sparse.coo_matrix((np.concatenate(data), (rows_at, cols_at)), shape=layout.shape)
     return coo.tocsr()
 
 

@@ -139,10 +139,10 @@ class Cursor:
         result = self._tensor_result("fetch_tensor")
         return assemble(result.schema, self._take(None, keep_sparse=True), shape)
 
-    def fetch_sparse(self):
-        """The remaining rows of a 2-d result as a scipy.sparse CSR matrix."""
+    def fetch_sparse(self, shape: Optional[Sequence[int]] = None):
+        """The remaining rows of a 2-d result as a scipy.sparse CSR matrix (`shape` as in fetch_tensor)."""
         result = self._tensor_result("fetch_sparse")
-        return result_to_sparse(result.schema, self._take(None, keep_sparse=True))
+        return result_to_sparse(result.schema, self._take(None, keep_sparse=True), shape)
 
     def fetch_arrow(self):
         """The remaining rows as a pyarrow Table: key columns and a fixed_shape_tensor column."""

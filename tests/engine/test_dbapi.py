@@ -84,6 +84,10 @@ def test_fetchnumpy_and_fetch_sparse(cur):
     sparse = cur.execute("SELECT * FROM M").fetch_sparse()
     assert sparse.nnz == 2
     np.testing.assert_array_equal(sparse.toarray(), M)
+    wider = cur.execute("SELECT * FROM M").fetch_sparse(shape=(8, 7))
+    assert wider.shape == (8, 7) and wider.nnz == 2 and wider[5, 5] == 4
+    with pytest.raises(trdb.DataError, match="outside the shape"):
+        cur.execute("SELECT * FROM M").fetch_sparse(shape=(4, 4))
 
 
 def test_parameters_are_bound_not_spliced(cur):
