@@ -16,7 +16,7 @@ from trdb.kernels.sparse_functions import densified
 
 # numpy reports a bad dtype as TypeError, a bad value as ValueError or OverflowError.
 _KERNEL_FAILURES = (ArithmeticError, ValueError, TypeError)
-_DTYPE_CACHE_LIMIT = 4096
+_CACHE_LIMIT = 4096  # entries in each per-function cache (dtype probes, run-time shapes)
 _SCALAR_PROBES = {"b": True, "i": 1, "u": 1, "f": 1.0, "c": 1j}
 
 
@@ -116,7 +116,7 @@ class KernelFunction:
                 raise signature_error(self.label, shapes, f"not supported for dtypes ({dtypes}) "
                                       f"with {describe_shapes(shapes)}: {exc}") from None
         if key is not None:
-            if len(self._dtypes) >= _DTYPE_CACHE_LIMIT:
+            if len(self._dtypes) >= _CACHE_LIMIT:
                 self._dtypes.clear()  # literals are part of the key; never let them pile up
             self._dtypes[key] = dtype
         return dtype
@@ -135,7 +135,7 @@ class KernelFunction:
         except KernelSignatureError as exc:
             raise DataError(exc.message) from None
         if key is not None:
-            if len(self._shapes_seen) >= _DTYPE_CACHE_LIMIT:
+            if len(self._shapes_seen) >= _CACHE_LIMIT:
                 self._shapes_seen.clear()
             self._shapes_seen[key] = shape
         return shape

@@ -40,6 +40,11 @@ class Estimate:
         return self.flops + ELEMENT_COST * self.written
 
     @property
+    def cost(self) -> float:
+        """The operator's cost on one worker: its compute and a cost per output tuple."""
+        return self.work + self.rows * TUPLE_COST_FLOPS
+
+    @property
     def bytes(self) -> float:
         return self.rows * self.row_bytes
 
@@ -155,8 +160,7 @@ class Estimator:
 
     def total_cost(self, plan: lp.Plan) -> float:
         """The work of running a whole plan on one worker: kernel FLOPs plus a cost per tuple."""
-        own = self.estimate(plan)
-        return own.work + own.rows * TUPLE_COST_FLOPS + sum(self.total_cost(child) for child in plan.inputs)
+        return self.estimate(plan).cost + sum(self.total_cost(child) for child in plan.inputs)
 
     def _Scan(self, plan: lp.Scan) -> Estimate:
         meta = plan.tensor

@@ -66,8 +66,10 @@ class PhysicalNode:
     def own_cost(self) -> float:
         """This operator's estimated cost alone (optimizer/unit_costs.py): FLOPs and written elements,
         tuples, bytes moved."""
-        work = self.estimate.work if self.route is None else 0.0  # an exchange shares its input's estimate
-        return work + self.estimate.rows * TUPLE_COST_FLOPS + self.moved_bytes * EXCHANGE_BYTE_COST
+        if self.route is None:
+            return self.estimate.cost
+        # an exchange shares its input's estimate: its own cost is passing the tuples and moving them
+        return self.estimate.rows * TUPLE_COST_FLOPS + self.moved_bytes * EXCHANGE_BYTE_COST
 
     @property
     def moved_bytes(self) -> float:
