@@ -19,7 +19,7 @@ import threadpoolctl
 
 import trdb
 
-from timing import best_of
+from timing import best_of, print_plans, print_ratios
 
 SPEC = "nd,dh,nm,mf,fh->nm"
 QUERY = f"SELECT * FROM EINSUM('{SPEC}', X, Q, Adj, Y, K)"
@@ -75,15 +75,10 @@ def main() -> None:
         check(name, result)
         plans[workers] = "\n".join(r[0] for r in cur.execute("EXPLAIN " + QUERY).fetchall())
     con.close()
-    base = times[dense]
     print(f"# '{SPEC}': n = m = {n}, d = f = {d}, h = {h}, float32; Adj tiles {t}x{t}: {stored} of "
           f"{grid * grid} present ({stored / (grid * grid):.2%}); best of {args.repeats}")
-    print(f"{'run':<32} {'seconds':>9} {'/ dense opt_einsum':>19}")
-    for name, seconds in times.items():
-        print(f"{name:<32} {seconds:9.4f} {seconds / base:19.3f}")
-    for workers, plan in plans.items():
-        print(f"\n# EXPLAIN, workers={workers}:")
-        print(plan)
+    print_ratios(times, dense, "/ dense opt_einsum")
+    print_plans(plans)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import threadpoolctl
 import trdb
 from trdb.planner import einsum as einsum_binding
 
-from timing import best_of, check
+from timing import best_of, check, print_plans, print_ratios
 
 QUERY = "SELECT * FROM EINSUM('ij,jk->ik', A, B)"
 
@@ -70,15 +70,10 @@ def main() -> None:
                 times[name], result = best_of(1, lambda: cur.execute(QUERY).fetch_tensor(), warmup=False)
             check(name, result, expected)
     con.close()
-    base = times["numpy A @ B"]
     print(f"# A {n}x{n} TILE ({n}, {thin}), B {n}x{n} TILE ({thin}, {n}), float32; best of {args.repeats} "
           f"(the former rule: one run)")
-    print(f"{'run':<46} {'seconds':>9} {'/ numpy':>9}")
-    for name, seconds in times.items():
-        print(f"{name:<46} {seconds:9.4f} {seconds / base:9.2f}")
-    for workers, plan in plans.items():
-        print(f"\n# EXPLAIN, workers={workers}:")
-        print(plan)
+    print_ratios(times, "numpy A @ B", "/ numpy", width=46)
+    print_plans(plans)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,20 @@ def best_of_alternating(repeats: int, runs: dict[str, Callable[[], object]]) -> 
     return {name: (best[name], results[name]) for name in runs}
 
 
+def print_ratios(times: dict[str, float], base: str, label: str, width: int = 32) -> None:
+    """A table of each run's seconds and its ratio to the run named `base` (column title `label`)."""
+    print(f"{'run':<{width}} {'seconds':>9} {label:>19}")
+    for name, seconds in times.items():
+        print(f"{name:<{width}} {seconds:9.4f} {seconds / times[base]:19.3f}")
+
+
+def print_plans(plans: dict) -> None:
+    """EXPLAIN of the plan chosen at each worker count."""
+    for workers, plan in plans.items():
+        print(f"\n# EXPLAIN, workers={workers}:")
+        print(plan)
+
+
 def check(name: str, result: np.ndarray, expected: np.ndarray, relative: float = 1e-4) -> None:
     """Stop the benchmark when a result is wrong: its shape, or an error above `relative` x max |expected|."""
     if result.shape != expected.shape:
