@@ -197,53 +197,48 @@ def test_an_error_in_an_actor_is_the_local_executors_error(ray_cur):
     assert ray_cur.execute("SELECT COUNT(*) FROM A").fetchone() == (4,)
 
 
-def _in_background(cur, sql: str) -> tuple[threading.Thread, dict]:
-    outcome: dict = {}
-
-    def run():
-        try:
-            cur.execute(sql)
-            outcome["result"] = "finished"
-        except trdb.Error as exc:
-            outcome["result"] = exc
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, outcome
-
-
-def _running_statement(monkeypatch) -> threading.Event:
-    from trdb.execution.ray_execution import RayExecution
-    started = threading.Event()
-    original = RayExecution.__enter__
-
-    def enter(self):
-        entered = original(self)
-        started.set()
-        return entered
-    monkeypatch.setattr(RayExecution, "__enter__", enter)
-    return started
-
-
 def test_a_killed_actor_fails_the_statement_which_changes_nothing(ray_cur, monkeypatch):
-    import ray
     ray_cur.execute("CREATE TENSOR S SHAPE (1536, 1536) TILE (96, 96) FILL RANDOM_NORMAL(0, 1, 3)")
     before = ray_cur.execute("SHOW TENSORS").fetchall()
-    started = _running_statement(monkeypatch)
-    thread, outcome = _in_background(ray_cur, f"CREATE TENSOR R AS {SLOW}")
-    assert started.wait(60)
-    time.sleep(0.5)
-    ray.kill(_actors()[1])
-    thread.join(60)
-    assert not thread.is_alive()
-    error = outcome["result"]
-    assert isinstance(error, trdb.OperationalError), error
-    assert "Ray worker 1 died" in str(error) and "rolled back" in str(error)
+    killed = _at_first_feed(monkeypatch, _kill)
+    with pytest.raises(trdb.OperationalError) as error:
+        ray_cur.execute(f"CREATE TENSOR R AS {SLOW}")
+    assert killed.is_set()
+    assert "Ray worker 1 died" in str(error.value) and "rolled back" in str(error.value)
     assert ray_cur.execute("SHOW TENSORS").fetchall() == before  # R was not created
     monkeypatch.undo()
     ray_cur.execute("CREATE TENSOR A SHAPE (256, 256) TILE (64, 64) FILL RANDOM_NORMAL(0, 1, 1)")
     ray_cur.execute("CREATE TENSOR B SHAPE (256, 256) TILE (64, 64) FILL RANDOM_NORMAL(0, 1, 2)")
     a, b = (ray_cur.execute(f"SELECT * FROM {n}").fetch_tensor() for n in "AB")
     np.testing.assert_allclose(ray_cur.execute(MATMUL).fetch_tensor(), a @ b, rtol=1e-4, atol=1e-3)
+
+
+def _at_first_feed(monkeypatch, action, worker: int = 1) -> threading.Event:
+    """Run `action(actor)` right after the driver has fed `worker`'s actor its first batch.
+
+    The feeding thread waits there, so the statement is still running when the action lands,
+    whatever the machine's speed (an action after a fixed sleep missed statements that had ended).
+    """
+    from trdb.execution.ray_routing import ActorDestination
+    done = threading.Event()
+    lock = threading.Lock()
+    original = ActorDestination._feed
+
+    def feed(self, to: int, partition: int, rows, sent: int):
+        ref = original(self, to, partition, rows, sent)
+        with lock:
+            if to == worker and rows is not None and not done.is_set():
+                action(self.actors[to])
+                done.set()
+        return ref
+    monkeypatch.setattr(ActorDestination, "_feed", feed)
+    return done
+
+
+def _kill(actor) -> None:
+    import ray
+    ray.kill(actor)
+    _wait_until_dead(actor)  # ray.kill is asynchronous
 
 
 def test_an_actor_killed_between_statements_is_replaced(ray_cur):
@@ -270,32 +265,21 @@ def _wait_until_dead(actor, seconds: float = 30.0) -> None:
 
 def test_cursor_close_cancels_a_ray_query(ray_cur, monkeypatch):
     ray_cur.execute("CREATE TENSOR S SHAPE (1536, 1536) TILE (96, 96) FILL RANDOM_NORMAL(0, 1, 3)")
-    started = _running_statement(monkeypatch)
+    closed = _at_first_feed(monkeypatch, lambda actor: ray_cur.close())
     began = time.monotonic()
-    thread, outcome = _in_background(ray_cur, SLOW)
-    assert started.wait(60)
-    time.sleep(0.3)
-    ray_cur.close()
-    thread.join(30)
-    assert not thread.is_alive() and time.monotonic() - began < 20
-    assert isinstance(outcome["result"], trdb.OperationalError) and "cancelled" in str(outcome["result"])
+    with pytest.raises(trdb.OperationalError, match="cancelled"):
+        ray_cur.execute(SLOW)
+    assert closed.is_set() and time.monotonic() - began < 20
     assert not [t for t in threading.enumerate() if t.name.startswith("trdb-worker")]
     assert ray_cur.connection.cursor().execute("SELECT COUNT(*) FROM S").fetchone() == (256,)
 
 
 def test_ctrl_c_stops_a_ray_query_and_the_connection_survives(ray_cur, monkeypatch):
     ray_cur.execute("CREATE TENSOR S SHAPE (1536, 1536) TILE (96, 96) FILL RANDOM_NORMAL(0, 1, 3)")
-    started = _running_statement(monkeypatch)
-
-    def interrupt() -> None:
-        if started.wait(60):
-            time.sleep(0.3)
-            _thread.interrupt_main()  # what Ctrl-C does
-    timer = threading.Thread(target=interrupt)
-    timer.start()
+    interrupted = _at_first_feed(monkeypatch, lambda actor: _thread.interrupt_main())  # what Ctrl-C does
     with pytest.raises(KeyboardInterrupt):
         ray_cur.execute(SLOW)
-    timer.join()
+    assert interrupted.is_set()
     assert not [t for t in threading.enumerate() if t.name.startswith("trdb-worker")]
     assert ray_cur.execute("SELECT COUNT(*) FROM S").fetchone() == (256,)
 
