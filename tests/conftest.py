@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -12,6 +13,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 # the parallel paths (exchanges, partitioned operators) would go untested. Tests of the threshold
 # itself set it back.
 os.environ.setdefault("TRDB_MIN_PARALLEL_COST", "0")
+# A run started in the background by a non-interactive shell (`pytest &`) ignores SIGINT, and so
+# would every shell the tests start: the Ctrl-C tests would wait for an interrupt that never comes.
+# The tests need Ctrl-C delivered, as it is in a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import trdb  # noqa: E402
 
