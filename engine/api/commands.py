@@ -1,12 +1,12 @@
 """The shell's dot commands: .help .tables .schema .timer .mode .read .explain .maxrows .quit."""
 from __future__ import annotations
 
-import re
 import shlex
 from typing import TYPE_CHECKING, Callable, Optional
 
 import trdb
 from trdb.api.formatting import MODES, format_rows
+from trdb.storage.sql_text import quote_identifier
 
 if TYPE_CHECKING:
     from trdb.api.runner import Runner
@@ -67,8 +67,7 @@ def _schema(runner: "Runner", args: list[str]) -> bool:
     if len(args) > 1:
         raise CommandError("usage: .schema [NAME]")
     if args:
-        name = args[0] if re.fullmatch(r"[^\W\d]\w*", args[0]) else '"' + args[0].replace('"', '""') + '"'
-        return runner.run_sql(f"DESCRIBE {name}")
+        return runner.run_sql(f"DESCRIBE {quote_identifier(args[0])}")
     return runner.run_sql("SHOW TENSORS") and runner.run_sql("SHOW VIEWS")
 
 

@@ -13,6 +13,7 @@ import trdb.parser
 from trdb.api.commands import COMMANDS, relation_names
 from trdb.api.formatting import MODES
 from trdb.catalog.functions import function_names
+from trdb.storage.sql_text import quote_identifier
 
 if TYPE_CHECKING:
     from trdb.api.runner import Runner
@@ -71,7 +72,7 @@ class SqlCompleter(Completer):
         key = relation.lower()
         if key not in self._columns:
             try:
-                rows = self.runner.con.execute(f'DESCRIBE "{relation}"').fetchall()
+                rows = self.runner.con.execute(f"DESCRIBE {quote_identifier(relation)}").fetchall()
                 self._columns[key] = [str(row[0]) for row in rows]
             except Exception:  # noqa: BLE001 - completion must never break the prompt
                 self._columns[key] = []

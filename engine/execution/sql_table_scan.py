@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from trdb.execution.list_scan import ListScanExec
+from trdb.storage.sql_text import quote_identifier
 
 
 class SqlTableScanExec(ListScanExec):
@@ -11,5 +12,5 @@ class SqlTableScanExec(ListScanExec):
         self.columns_read = columns
 
     def _load(self) -> list:
-        names = ", ".join(f'"{c}"' for c in self.columns_read)
-        return self.ctx.catalog.db.execute(f'SELECT {names} FROM "{self.table}"')
+        names = ", ".join(quote_identifier(c) for c in self.columns_read)
+        return self.ctx.catalog.db.execute(f"SELECT {names} FROM {quote_identifier(self.table)}")
