@@ -22,6 +22,7 @@ from trdb.statements.plan_cache import PlanCache
 from trdb.statements.routing import count_params, is_plain_sql, is_trql_only, names_trdb_relation
 from trdb.storage.buffer_pool import BufferPool
 from trdb.storage.database import Database
+from trdb.storage.plain_sql import check_plain_sql
 
 _PARSE_CACHE_SIZE = 512
 
@@ -204,6 +205,7 @@ class Session:
     def _plain_sql(self, text: str, params: Sequence[Any], statement: Optional[ast.Statement] = None) -> Result:
         if self._running is not None and self._running.is_set():
             raise errors.QueryCancelled("the statement was cancelled")
+        check_plain_sql(text)  # plain SQL reads trdb's catalog and settings, never writes them
         self._in_duckdb = True
         try:
             rows, description, rowcount = self.db.execute_with_description(text, params)
