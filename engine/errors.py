@@ -69,5 +69,13 @@ class NotSupportedError(DatabaseError):
     """A feature that trdb does not (yet) provide."""
 
 
+class TransactionConflict(OperationalError):
+    """Another connection changed the same data first: this transaction was rolled back."""
+
+
+class StaleSnapshot(TransactionConflict):
+    """A statement outside a transaction read tiles while another connection committed; it runs again."""
+
+
 class QueryCancelled(OperationalError):
     """The statement was cancelled (Ctrl-C, Cursor.close() while running)."""

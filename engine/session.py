@@ -20,11 +20,12 @@ from trdb.statements import coo, ddl, dml, inspect, minimize
 from trdb.statements.context import StatementContext
 from trdb.statements.plan_cache import PlanCache
 from trdb.statements.routing import count_params, is_plain_sql, is_trql_only, names_trdb_relation
-from trdb.storage.buffer_pool import BufferPool
 from trdb.storage.database import Database
 from trdb.storage.plain_sql import check_plain_sql
 
 _PARSE_CACHE_SIZE = 512
+_STALE_RETRIES = 3  # a read that met another connection's commit runs again; the last try in a transaction
+_READ_ONLY_SQL = ("SELECT", "WITH", "FROM", "VALUES", "SHOW", "DESCRIBE", "EXPLAIN", "SUMMARIZE", "PRAGMA", "TABLE")
 
 Handler = Callable[[StatementContext, Any], Result]
 _WRITES: dict[type, Handler] = {
@@ -42,18 +43,21 @@ _READS: dict[type, Handler] = {
 
 
 class Session:
-    """Owns the DuckDB database, the catalog, the buffer pool and the settings of one connection."""
+    """One connection: its settings, transaction, catalog mirror and caches, over a database that
+    every connection to the same file in this process shares (its buffer pool among them)."""
 
-    def __init__(self, path: Optional[str] = None, settings: Optional[dict[str, Any]] = None):
+    def __init__(self, path: Optional[str] = None, settings: Optional[dict[str, Any]] = None,
+                 read_only: bool = False):
         tune_allocator()
         self.settings = Settings()
         for name, value in (settings or {}).items():
             self.settings.set(name, value)
-        self.db = Database(path)
+        self.db = Database(path, read_only, self.settings.memory_limit)
         try:
-            self.db.execute("SET force_compression = 'uncompressed'")  # ZSTD made tile look-ups slow
-            self.pool = BufferPool(self.settings.memory_limit)
-            self.catalog = Catalog(self.db, self.pool)
+            if not read_only:
+                self.db.execute("SET force_compression = 'uncompressed'")  # ZSTD made tile look-ups slow
+            self.pool = self.db.file.pool
+            self.catalog = Catalog(self.db)
         except BaseException:
             self.db.close()
             raise
@@ -93,7 +97,7 @@ class Session:
             raise errors.OperationalError("current transaction is aborted, commands ignored until end of "
                                           "transaction block", hint="ROLLBACK")
         try:
-            return self._dispatch(statement, text, params, expected)
+            return self._dispatch_consistent(statement, text, params, expected)
         except errors.Error as exc:
             raise self._failed(exc, text)
         except (KeyboardInterrupt, MemoryError, RecursionError):
@@ -122,12 +126,27 @@ class Session:
 
     # ------------------------------------------------------------ dispatch
 
+    def _dispatch_consistent(self, statement: ast.Statement, text: str, params: Sequence[Any],
+                             expected: int) -> Result:
+        """Dispatch; a read that met another connection's commit runs again, the last time inside a
+        read transaction (one snapshot throughout)."""
+        for _ in range(_STALE_RETRIES - 1):
+            try:
+                return self._dispatch(statement, text, params, expected)
+            except errors.StaleSnapshot:
+                if self.db.in_transaction:
+                    raise
+        with self.db.statement(writes=False):
+            return self._dispatch(statement, text, params, expected)
+
     def _dispatch(self, statement: ast.Statement, text: str, params: Sequence[Any], expected: int) -> Result:
         if expected != len(params) and not isinstance(statement, (ast.Begin, ast.Commit, ast.Rollback)):
             raise errors.ProgrammingError(f"the statement has {expected} parameter(s) but {len(params)} "
                                           f"were given")
         if isinstance(statement, (ast.Begin, ast.Commit, ast.Rollback)):
             return self._transaction(statement)
+        if not self.db.explicit_transaction:
+            self.catalog.sync()  # another connection may have committed since this one's last statement
         if is_plain_sql(statement, self.catalog):
             if isinstance(statement, ast.CreateView) and (self.catalog.tensor(statement.name) or
                                                           self.catalog.view(statement.name)):
@@ -159,21 +178,31 @@ class Session:
 
     @contextmanager
     def _step(self) -> Iterator[None]:
-        """One atomic unit of work: a statement, or one step of MINIMIZE."""
+        """One atomic unit of work: a statement, or one step of MINIMIZE. Outside an explicit
+        transaction, writers take the database's write lock, one at a time, each from the latest
+        commit (no lost update); inside one, DuckDB reports a conflicting write as a TransactionConflict."""
+        if self.db.explicit_transaction:
+            yield
+            return
         try:
-            with self.db.statement():
-                yield
+            with self.db.file.write_lock:
+                with self.db.statement():
+                    self.catalog.sync()
+                    yield
+                self.catalog.committed()
         except BaseException:
-            if not self.db.explicit_transaction:
-                self.catalog.reload()  # the mirror may hold what was just rolled back
+            self.catalog.reload()  # the mirror may hold what was just rolled back
             raise
 
     def _transaction(self, statement: ast.Statement) -> Result:
         if isinstance(statement, ast.Begin):
             if self.db.explicit_transaction:
                 raise errors.OperationalError("a transaction is already in progress")
-            self.db.begin()
-            self.db.explicit_transaction = True
+            with self.db.file.write_lock:  # no commit lands between the snapshot and the catalog read
+                self.db.begin()
+                self.db.explicit_transaction = True
+                self.db.pin_snapshot()
+                self.catalog.sync()
         elif isinstance(statement, ast.Commit):
             self.commit()
         else:
@@ -188,7 +217,12 @@ class Session:
             raise errors.OperationalError("the transaction was aborted by an earlier error and has been "
                                           "rolled back")
         self.db.explicit_transaction = False
-        self.db.commit()
+        try:
+            self.db.commit()
+        except BaseException:
+            self.db.rollback()  # a failed commit (a conflict) leaves nothing behind
+            self.catalog.reload()
+            raise
 
     def rollback(self) -> None:
         if not self.db.explicit_transaction:
@@ -217,6 +251,8 @@ class Session:
         finally:
             self._in_duckdb = False
             self.catalog.forget_ordinary_tables()
+            if not self.db.explicit_transaction and not text.lstrip().upper().startswith(_READ_ONLY_SQL):
+                self.db.file.changed()  # other connections look the ordinary tables up again
         if not rows and description and [d[0] for d in description] == ["Count"]:
             description = None  # DDL: DuckDB reports an empty count, which is no result
         described = [(d[0], str(d[1]), None, None, None, None, None) for d in description] if description else None

@@ -191,11 +191,12 @@ class Connection:
     InternalError, ProgrammingError, NotSupportedError = errors.InternalError, errors.ProgrammingError, \
         errors.NotSupportedError
 
-    def __init__(self, database: Optional[str] = None, settings: Optional[dict[str, Any]] = None):
+    def __init__(self, database: Optional[str] = None, settings: Optional[dict[str, Any]] = None,
+                 read_only: bool = False):
         from trdb.session import Session
 
         self.database = database
-        self._live = Session(database, settings)
+        self._live = Session(database, settings, read_only)
 
     def _session(self):
         if self._live is None:
@@ -240,14 +241,17 @@ class Connection:
             pass
 
 
-def connect(database: Optional[str] = None, *, address: Optional[str] = None, **settings: Any) -> Connection:
+def connect(database: Optional[str] = None, *, read_only: bool = False, address: Optional[str] = None,
+            **settings: Any) -> Connection:
     """Open a trdb database: in memory when `database` is None or ':memory:', else the named file.
 
-    Keywords set settings for the connection (`executor='ray'`, `workers=4`); `address` is the Ray
-    cluster's (the `ray_address` setting).
+    Connections to one file in one process share one database (catalog, buffer pool), each with its
+    own transaction and settings; `read_only=True` opens it for reading (another process may then
+    read it too, while no process writes it). Keywords set settings for the connection
+    (`executor='ray'`, `workers=4`); `address` is the Ray cluster's (the `ray_address` setting).
     """
     if database == ":memory:":
         database = None
     if address is not None:
         settings["ray_address"] = address
-    return Connection(database, settings)
+    return Connection(database, settings, read_only)

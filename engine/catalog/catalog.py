@@ -3,35 +3,69 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
+
 from trdb.catalog.names import did_you_mean, fold
 from trdb.catalog.tensor_meta import TensorMeta
-from trdb.errors import IntegrityError, ProgrammingError
+from trdb.errors import DataError, IntegrityError, ProgrammingError, StaleSnapshot
 from trdb.storage import catalog_store, tile_store
-from trdb.storage.buffer_pool import BufferPool, TensorTiles
+from trdb.storage.buffer_pool import TensorTiles
+from trdb.storage.catalog_format import ensure_schema
+from trdb.storage.catalog_validation import DamagedTensor
 from trdb.storage.database import Database
 
 
 class Catalog:
-    """In-memory mirror of the catalog tables; reloaded after a rollback."""
+    """One connection's mirror of the catalog tables, loaded within one snapshot of the database.
 
-    def __init__(self, db: Database, pool: BufferPool):
+    `generation` is the database's commit count the mirror was loaded at: when another connection
+    has committed since, `sync` reloads it. Tiles are shared through the database's buffer pool by
+    (tile table, data version), so no connection computes from tiles another one has replaced.
+    """
+
+    def __init__(self, db: Database):
         self.db = db
-        self.pool = pool
+        self.pool = db.file.pool
         self.version = 0  # advanced by every change: cached plans name the version they were made for
-        catalog_store.ensure_schema(db)
+        self.generation = -1
+        ensure_schema(db)
         self.reload()
 
     def reload(self) -> None:
+        """Load the mirror: inside the open transaction, else in a read transaction of its own."""
         self.version += 1
-        self._tensors = {fold(m.name): m for m in catalog_store.load_tensors(self.db)}
+        if self.db.in_transaction:
+            self._load(self.db.file.generation)
+            return
+        generation = self.db.file.stable_generation()  # read before the snapshot: a later commit shows
+        with self.db.statement(writes=False):
+            self._load(generation)
+
+    def _load(self, generation: int) -> None:
+        tensors, damaged = catalog_store.load_tensors(self.db)
+        self._tensors = {fold(m.name): m for m in tensors}
+        self._damaged: dict[str, DamagedTensor] = {fold(d.name): d for d in damaged}
         self._views = {fold(n): (n, q) for n, q in catalog_store.load_views(self.db).items()}
         self._ordinary: Optional[dict[str, list[tuple[str, str]]]] = None
-        self.pool.clear()
+        self.generation = generation
+
+    def sync(self) -> None:
+        """Reload when another connection has committed since the mirror was loaded."""
+        if self.generation != self.db.file.generation:
+            self.reload()
+
+    def committed(self) -> None:
+        """This connection committed what the mirror holds, and nobody else could commit meanwhile."""
+        self.generation = self.db.file.generation
 
     # ------------------------------------------------------------ lookups
 
     def tensor(self, name: str) -> Optional[TensorMeta]:
-        return self._tensors.get(fold(name))
+        """The tensor named so, None when there is none; a damaged one is a DataError naming it."""
+        meta = self._tensors.get(fold(name))
+        if meta is None and self._damaged and fold(name) in self._damaged:
+            raise self._damaged[fold(name)].error()
+        return meta
 
     def view(self, name: str) -> Optional[tuple[str, str]]:
         """(name as created, query text) of a view."""
@@ -58,6 +92,9 @@ class Catalog:
     def tensors(self) -> list[TensorMeta]:
         return sorted(self._tensors.values(), key=lambda m: fold(m.name))
 
+    def damaged(self) -> list[DamagedTensor]:
+        return sorted(self._damaged.values(), key=lambda d: fold(d.name))
+
     def views(self) -> list[tuple[str, str]]:
         return sorted(self._views.values(), key=lambda v: fold(v[0]))
 
@@ -82,7 +119,8 @@ class Catalog:
         self.version += 1
         self.check_new_name(meta.name)
         table = catalog_store.new_tile_table_name(self.db)
-        meta = TensorMeta(meta.name, meta.keys, meta.value_name, meta.dtype, meta.shape, meta.tile, table)
+        meta = TensorMeta(meta.name, meta.keys, meta.value_name, meta.dtype, meta.shape, meta.tile, table,
+                          version=catalog_store.new_data_version(self.db))
         tile_store.create_tile_table(self.db, table, len(meta.keys))
         catalog_store.save_tensor(self.db, meta)
         self._tensors[fold(meta.name)] = meta
@@ -90,6 +128,12 @@ class Catalog:
 
     def drop_tensor(self, name: str) -> None:
         self.version += 1
+        damaged = self._damaged.pop(fold(name), None)
+        if damaged is not None:  # dropping is how a damaged tensor is removed
+            if damaged.table is not None:
+                tile_store.drop_tile_table(self.db, damaged.table)
+            catalog_store.delete_tensor(self.db, damaged.name)
+            return
         meta = self.require_tensor(name)
         tile_store.drop_tile_table(self.db, meta.table)
         catalog_store.delete_tensor(self.db, meta.name)
@@ -97,9 +141,10 @@ class Catalog:
         del self._tensors[fold(name)]
 
     def refresh_statistics(self, meta: TensorMeta) -> TensorMeta:
-        """Recount tuples and non-zeros after a write, and drop the tensor's cached tiles."""
+        """Recount tuples and non-zeros after a write; the tiles get a new data version."""
         self.version += 1
         meta = meta.with_stats(*tile_store.tile_statistics(self.db, meta))
+        meta = meta.with_version(catalog_store.new_data_version(self.db))
         catalog_store.save_tensor(self.db, meta)
         self._tensors[fold(meta.name)] = meta
         self.pool.invalidate(meta.table)
@@ -127,8 +172,33 @@ class Catalog:
 
     def tiles(self, meta: TensorMeta) -> TensorTiles:
         """All tiles of a tensor (dense arrays or CSR tiles), through the buffer pool."""
-        return self.pool.get(meta.table, lambda: tile_store.read_tiles(self.db, meta))
+        return self.pool.get((meta.table, meta.version), lambda: self._read_tiles(meta))
+
+    def _read_tiles(self, meta: TensorMeta) -> TensorTiles:
+        keys, tiles = tile_store.read_tiles(self.db, meta)
+        if not self.db.in_transaction and self.db.file.generation != self.generation:
+            # read outside a transaction while another connection committed: the tiles may be newer
+            # than the version this statement's catalog names, so they are not used (nor cached)
+            raise StaleSnapshot("the database changed while the statement read it")
+        _check_keys(meta, keys)
+        return keys, tiles
 
     def tile_nonzeros(self, meta: TensorMeta):
         """Per stored tile: keys (n x m, sorted), non-zeros and format (storage.tile_codec DENSE/CSR32/CSR64)."""
         return tile_store.tile_nonzeros(self.db, meta)
+
+
+def _check_keys(meta: TensorMeta, keys: np.ndarray) -> None:
+    """Stored keys are unique and inside the tile grid (a tampered file may hold anything)."""
+    if len(keys) == 0 or keys.shape[1] == 0:
+        if len(keys) > 1:
+            raise DataError(f'tensor "{meta.name}" has {len(keys)} tuples under its one (empty) key')
+        return
+    grid = np.asarray(meta.grid, dtype=np.int64)
+    outside = np.flatnonzero(((keys < 0) | (keys >= grid)).any(axis=1))
+    if len(outside):
+        raise DataError(f'tensor "{meta.name}" has a tile at key {tuple(keys[outside[0]].tolist())}, '
+                        f"outside its tile grid {tuple(grid.tolist())}")
+    repeated = np.flatnonzero((keys[1:] == keys[:-1]).all(axis=1))  # read sorted by key
+    if len(repeated):
+        raise DataError(f'tensor "{meta.name}" has more than one tile at key {tuple(keys[repeated[0]].tolist())}')

@@ -50,6 +50,7 @@ class TensorMeta:
     csr_tuples: int = 0  # stored tuples whose tile is CSR (the rest are dense)
     csr_nnz: int = 0  # non-zeros inside those CSR tiles
     distinct_keys: Optional[tuple[int, ...]] = None  # distinct values of each key column (None: not counted)
+    version: int = 0  # names the tile table's contents: every write takes a new one (the buffer pool's key)
 
     @property
     def grid(self) -> tuple[int, ...]:
@@ -89,6 +90,9 @@ class TensorMeta:
                    distinct_keys: Optional[tuple[int, ...]] = None) -> "TensorMeta":
         return replace(self, tuple_count=tuple_count, nnz=nnz, csr_tuples=csr_tuples, csr_nnz=csr_nnz,
                        distinct_keys=distinct_keys)
+
+    def with_version(self, version: int) -> "TensorMeta":
+        return replace(self, version=version)
 
 
 def validate_layout(shape: Sequence[int], tile: Sequence[int], keys: Optional[Sequence[str]]) -> tuple[str, ...]:

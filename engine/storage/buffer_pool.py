@@ -10,71 +10,71 @@ import numpy as np
 from trdb.kernels.sparse import nbytes
 
 TensorTiles = tuple[np.ndarray, list]  # keys (n x m), read-only tiles (dense arrays or CSR tiles)
+TileVersion = tuple[str, int]  # a tile table and the data version of its contents
 
 
 class BufferPool:
-    """Caches (keys, tiles) per (tile table, version); a write bumps the version and drops the entry."""
+    """Caches (keys, tiles) per (tile table, data version), shared by every connection to one database.
+
+    A data version names one content of a tile table for ever (versions come from a sequence and a
+    write takes a new one), so an entry is never stale: a connection reads the version its catalog
+    snapshot names, and a write only makes older versions unreachable (they are dropped or evicted).
+    """
 
     def __init__(self, limit_bytes: int):
         self.limit_bytes = limit_bytes
-        self._entries: OrderedDict[str, tuple[int, TensorTiles, int]] = OrderedDict()
-        self._versions: dict[str, int] = {}
+        self._entries: OrderedDict[TileVersion, tuple[TensorTiles, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
-        self._loading: dict[str, threading.Lock] = {}
+        self._loading: dict[TileVersion, threading.Lock] = {}
         self.hits = 0
         self.misses = 0
 
-    def get(self, table: str, load: Callable[[], TensorTiles]) -> TensorTiles:
-        with self._loading_lock(table):  # workers scanning one tensor read it from DuckDB once
-            return self._get(table, load)
+    def get(self, key: TileVersion, load: Callable[[], TensorTiles]) -> TensorTiles:
+        with self._loading_lock(key):  # workers scanning one tensor read it from DuckDB once
+            return self._get(key, load)
 
-    def _loading_lock(self, table: str) -> threading.Lock:
+    def _loading_lock(self, key: TileVersion) -> threading.Lock:
         with self._lock:
-            return self._loading.setdefault(table, threading.Lock())
+            if len(self._loading) > 4 * len(self._entries) + 64:  # forget the locks of versions long gone
+                self._loading = {k: lock for k, lock in self._loading.items() if k in self._entries or lock.locked()}
+            return self._loading.setdefault(key, threading.Lock())
 
-    def _get(self, table: str, load: Callable[[], TensorTiles]) -> TensorTiles:
+    def _get(self, key: TileVersion, load: Callable[[], TensorTiles]) -> TensorTiles:
         with self._lock:
-            version = self._versions.get(table, 0)
-            entry = self._entries.get(table)
-            if entry is not None and entry[0] == version:
-                self._entries.move_to_end(table)
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
                 self.hits += 1
-                return entry[1]
+                return entry[0]
         self.misses += 1
         tiles = load()
         size = sum(nbytes(t) for t in tiles[1]) + tiles[0].nbytes
         with self._lock:
-            if self._versions.get(table, 0) == version and size <= self.limit_bytes:
-                self._drop(table)
-                self._entries[table] = (version, tiles, size)
+            if size <= self.limit_bytes:
+                self._drop(key)
+                self._entries[key] = (tiles, size)
                 self._bytes += size
                 self._evict()
         return tiles
 
     def invalidate(self, table: str) -> None:
+        """A write replaced the table's contents: its cached versions will not be read again (soon)."""
         with self._lock:
-            self._versions[table] = self._versions.get(table, 0) + 1
-            self._drop(table)
-
-    def clear(self) -> None:
-        with self._lock:
-            for table in set(self._entries) | set(self._versions):
-                self._versions[table] = self._versions.get(table, 0) + 1
-            self._entries.clear()
-            self._bytes = 0
+            for key in [k for k in self._entries if k[0] == table]:
+                self._drop(key)
 
     def resize(self, limit_bytes: int) -> None:
         with self._lock:
             self.limit_bytes = limit_bytes
             self._evict()
 
-    def _drop(self, table: str) -> None:
-        entry = self._entries.pop(table, None)
+    def _drop(self, key: TileVersion) -> None:
+        entry = self._entries.pop(key, None)
         if entry is not None:
-            self._bytes -= entry[2]
+            self._bytes -= entry[1]
 
     def _evict(self) -> None:
         while self._bytes > self.limit_bytes and self._entries:
-            _, (_, _, size) = self._entries.popitem(last=False)
+            _, (_, size) = self._entries.popitem(last=False)
             self._bytes -= size

@@ -3,38 +3,18 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
-
 from trdb.catalog.tensor_meta import TensorMeta
+from trdb.errors import DataError
+from trdb.storage.catalog_format import SCHEMA
+from trdb.storage.catalog_validation import CatalogRow, DamagedTensor, tensor_from_row
 from trdb.storage.database import Database
 
-SCHEMA = "_trdb"
+_TENSOR_COLUMNS = ("name, keys, value_name, dtype, shape, tile, tile_table, tuple_count, nnz, csr_tuples, csr_nnz, "
+                   "distinct_keys, data_version")
 
 
-def ensure_schema(db: Database) -> None:
-    db.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
-    db.execute(f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.tensors (
-        name VARCHAR PRIMARY KEY, keys VARCHAR, value_name VARCHAR, dtype VARCHAR, shape VARCHAR,
-        tile VARCHAR, tile_table VARCHAR, tuple_count BIGINT, nnz BIGINT, csr_tuples BIGINT DEFAULT 0,
-        csr_nnz BIGINT DEFAULT 0, distinct_keys VARCHAR DEFAULT NULL)""")
-    db.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA}.views (name VARCHAR PRIMARY KEY, query VARCHAR)")
-    db.execute(f"CREATE SEQUENCE IF NOT EXISTS {SCHEMA}.tile_table_ids")
-    _upgrade(db)
-
-
-def _upgrade(db: Database) -> None:
-    """Databases written before CSR tiles (their tiles are all dense, which the added columns' defaults
-    say) or before distinct key counts (NULL: the planner estimates them from the tile grid)."""
-    rows = db.execute("SELECT table_name, list(column_name) FROM information_schema.columns "
-                      f"WHERE table_schema = '{SCHEMA}' GROUP BY table_name")
-    for table, columns in rows:
-        if table == "tensors" and "csr_tuples" not in columns:
-            db.execute(f"ALTER TABLE {SCHEMA}.tensors ADD COLUMN csr_tuples BIGINT DEFAULT 0")
-            db.execute(f"ALTER TABLE {SCHEMA}.tensors ADD COLUMN csr_nnz BIGINT DEFAULT 0")
-        if table == "tensors" and "distinct_keys" not in columns:  # before distinct key counts: estimated
-            db.execute(f"ALTER TABLE {SCHEMA}.tensors ADD COLUMN distinct_keys VARCHAR DEFAULT NULL")
-        elif table.startswith("tiles_") and "fmt" not in columns:
-            db.execute(f"ALTER TABLE {SCHEMA}.{table} ADD COLUMN fmt TINYINT DEFAULT 0")
+def schema_exists(db: Database) -> bool:
+    return bool(db.execute("SELECT 1 FROM information_schema.schemata WHERE schema_name = ?", [SCHEMA]))
 
 
 def new_tile_table_name(db: Database) -> str:
@@ -42,22 +22,42 @@ def new_tile_table_name(db: Database) -> str:
     return f"{SCHEMA}.tiles_{table_id}"
 
 
-def load_tensors(db: Database) -> list[TensorMeta]:
-    rows = db.execute(f"SELECT name, keys, value_name, dtype, shape, tile, tile_table, tuple_count, nnz, "
-                      f"csr_tuples, csr_nnz, distinct_keys FROM {SCHEMA}.tensors")
-    return [TensorMeta(name=r[0], keys=tuple(json.loads(r[1])), value_name=r[2], dtype=np.dtype(r[3]),
-                       shape=tuple(json.loads(r[4])), tile=tuple(json.loads(r[5])), table=r[6],
-                       tuple_count=r[7], nnz=r[8], csr_tuples=r[9] or 0, csr_nnz=r[10] or 0,
-                       distinct_keys=tuple(json.loads(r[11])) if r[11] else None) for r in rows]
+def new_data_version(db: Database) -> int:
+    """A number never handed out before, even by a transaction that rolled back (sequences are not undone)."""
+    return db.execute(f"SELECT nextval('{SCHEMA}.data_versions')")[0][0]
+
+
+def load_tensors(db: Database) -> tuple[list[TensorMeta], list[DamagedTensor]]:
+    """Every tensor of the catalog, checked: the sound ones, and the damaged ones with what is wrong."""
+    if not schema_exists(db):
+        return [], []
+    tables = _tile_tables(db)
+    sound, damaged = [], []
+    for row in db.execute(f"SELECT {_TENSOR_COLUMNS} FROM {SCHEMA}.tensors"):
+        try:
+            sound.append(tensor_from_row(CatalogRow(*row), tables))
+        except DataError as exc:
+            damaged.append(DamagedTensor(str(row[0]), exc.message, row[6] if isinstance(row[6], str) else None))
+    return sound, damaged
+
+
+def _tile_tables(db: Database) -> dict[str, dict[str, tuple[str, bool]]]:
+    """The tile tables that exist: qualified name -> {column: (type, nullable)}."""
+    rows = db.execute("SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns "
+                      "WHERE table_schema = ? AND table_name LIKE 'tiles\\_%' ESCAPE '\\'", [SCHEMA])
+    tables: dict[str, dict[str, tuple[str, bool]]] = {}
+    for table, column, data_type, nullable in rows:
+        tables.setdefault(f"{SCHEMA}.{table}", {})[column] = (data_type, nullable == "YES")
+    return tables
 
 
 def save_tensor(db: Database, meta: TensorMeta) -> None:
     db.execute(f"DELETE FROM {SCHEMA}.tensors WHERE name = ?", [meta.name])
     distinct = json.dumps(list(meta.distinct_keys)) if meta.distinct_keys is not None else None
-    db.execute(f"INSERT INTO {SCHEMA}.tensors VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    db.execute(f"INSERT INTO {SCHEMA}.tensors ({_TENSOR_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                [meta.name, json.dumps(list(meta.keys)), meta.value_name, meta.dtype.name,
                 json.dumps(list(meta.shape)), json.dumps(list(meta.tile)), meta.table,
-                meta.tuple_count, meta.nnz, meta.csr_tuples, meta.csr_nnz, distinct])
+                meta.tuple_count, meta.nnz, meta.csr_tuples, meta.csr_nnz, distinct, meta.version])
 
 
 def delete_tensor(db: Database, name: str) -> None:
@@ -65,7 +65,10 @@ def delete_tensor(db: Database, name: str) -> None:
 
 
 def load_views(db: Database) -> dict[str, str]:
-    return {name: query for name, query in db.execute(f"SELECT name, query FROM {SCHEMA}.views")}
+    if not schema_exists(db):
+        return {}
+    return {str(name): query for name, query in db.execute(f"SELECT name, query FROM {SCHEMA}.views")
+            if name is not None and isinstance(query, str)}
 
 
 def save_view(db: Database, name: str, query: str) -> None:

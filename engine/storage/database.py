@@ -1,4 +1,4 @@
-"""The DuckDB connection: every query fully fetched, DuckDB errors mapped to trdb's, transactions."""
+"""One connection's DuckDB connection: every query fully fetched, DuckDB errors mapped to trdb's, transactions."""
 from __future__ import annotations
 
 import threading
@@ -9,6 +9,7 @@ import duckdb
 import pyarrow as pa
 
 from trdb import errors
+from trdb.storage.database_file import DatabaseFile
 
 _ERROR_MAP = (
     (duckdb.ParserException, errors.ProgrammingError),
@@ -29,6 +30,11 @@ _ERROR_MAP = (
 
 def translate(exc: duckdb.Error) -> errors.Error:
     """A DuckDB exception as the matching PEP 249 class of trdb, message kept."""
+    if isinstance(exc, duckdb.TransactionException) and ("conflict" in str(exc).lower() or
+                                                          "failed to commit" in str(exc).lower()):
+        return errors.TransactionConflict(
+            f"could not serialize access: another connection changed the same data ({exc})",
+            hint="the transaction was rolled back; run it again")
     for duck_class, trdb_class in _ERROR_MAP:
         if isinstance(exc, duck_class):
             return trdb_class(str(exc))
@@ -36,16 +42,25 @@ def translate(exc: duckdb.Error) -> errors.Error:
 
 
 class Database:
-    """One embedded DuckDB database (a file, or memory when path is None)."""
+    """One connection to an embedded DuckDB database (a file, or memory when path is None).
 
-    def __init__(self, path: Optional[str] = None):
+    Connections to one file in one process share its `DatabaseFile`; each has its own transaction."""
+
+    def __init__(self, path: Optional[str] = None, read_only: bool = False, memory_limit: int = 1 << 30):
         self.path = path
+        self.file = DatabaseFile.open(path, read_only, memory_limit)
         try:
-            self._con = duckdb.connect(path or ":memory:")
-        except duckdb.Error as exc:
-            raise errors.OperationalError(f"cannot open database {path!r}: {exc}") from None
+            self._con = self.file.connection()
+        except BaseException:
+            self.file.release()
+            raise
         self._lock = threading.RLock()
         self.explicit_transaction = False
+        self._statement_transaction = False
+
+    @property
+    def read_only(self) -> bool:
+        return self.file.read_only
 
     # ------------------------------------------------------------ queries
 
@@ -99,11 +114,23 @@ class Database:
 
     # ------------------------------------------------------------ transactions
 
+    @property
+    def in_transaction(self) -> bool:
+        return self.explicit_transaction or self._statement_transaction
+
     def begin(self) -> None:
         self.execute("BEGIN TRANSACTION")
 
+    def pin_snapshot(self) -> None:
+        """DuckDB takes a transaction's snapshot at its first read of the database: read now."""
+        try:
+            self.execute("SELECT count(*) FROM _trdb.format")
+        except errors.ProgrammingError:  # a read-only database without trdb's catalog: nothing to pin
+            pass
+
     def commit(self) -> None:
-        self.execute("COMMIT")
+        with self.file.committing():
+            self.execute("COMMIT")
 
     def rollback(self) -> None:
         try:
@@ -113,19 +140,23 @@ class Database:
                 raise
 
     @contextmanager
-    def statement(self) -> Iterator[None]:
-        """Make one statement atomic: its own transaction unless an explicit one is open."""
-        if self.explicit_transaction:
+    def statement(self, writes: bool = True) -> Iterator[None]:
+        """Make one statement atomic: its own transaction unless an explicit one is open. A transaction
+        that only reads (`writes=False`) ends without a commit, so it advances no generation."""
+        if self.in_transaction:
             yield
             return
         # the lock guards each call, not the statement: workers read tiles while it runs
         self.begin()
+        self._statement_transaction = True
         try:
             yield
         except BaseException:
+            self._statement_transaction = False
             self.rollback()
             raise
-        self.commit()
+        self._statement_transaction = False
+        self.commit() if writes else self.rollback()
 
     def close(self) -> None:
         with self._lock:
@@ -133,3 +164,5 @@ class Database:
                 self._con.close()
             except duckdb.Error:
                 pass
+            finally:
+                self.file.release()

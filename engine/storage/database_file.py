@@ -1,0 +1,116 @@
+"""One database per file per process: the DuckDB instance, buffer pool and commit counter every connection shares."""
+from __future__ import annotations
+
+import os
+import threading
+from contextlib import contextmanager
+from typing import Iterator, Optional
+
+import duckdb
+
+from trdb import errors
+from trdb.storage.buffer_pool import BufferPool
+
+_OPEN: dict[str, "DatabaseFile"] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+class DatabaseFile:
+    """A DuckDB database instance (a file, or a private one in memory) and what its connections share.
+
+    `generation` counts the commits (twice each: see `committing`): a connection whose catalog
+    mirror was loaded at an older generation reloads it before its next statement. `write_lock`
+    makes statements that write outside an explicit transaction run one after another, so that
+    none computes from tiles another has just replaced (a lost update); commits take it too.
+    """
+
+    def __init__(self, path: Optional[str], read_only: bool, memory_limit: int):
+        self.path, self.read_only = path, read_only
+        try:
+            self.root = duckdb.connect(path or ":memory:", read_only=read_only)
+        except duckdb.Error as exc:
+            raise errors.OperationalError(f"cannot open database {path!r}: {_reason(exc)}",
+                                          hint=_open_hint(exc, read_only)) from None
+        self.pool = BufferPool(memory_limit)
+        self.write_lock = threading.RLock()
+        self.generation = 0
+        self._generation_lock = threading.Lock()
+        self._connections = 0
+
+    @staticmethod
+    def open(path: Optional[str], read_only: bool, memory_limit: int) -> "DatabaseFile":
+        """The process's instance for `path` (a new private one for memory), with one more connection."""
+        if path is None:
+            instance = DatabaseFile(None, read_only, memory_limit)
+            instance._connections = 1
+            return instance
+        key = os.path.realpath(path)
+        with _OPEN_LOCK:
+            instance = _OPEN.get(key)
+            if instance is None:
+                instance = _OPEN[key] = DatabaseFile(path, read_only, memory_limit)
+            elif instance.read_only != read_only:
+                mode = "read-only" if instance.read_only else "read-write"
+                raise errors.OperationalError(
+                    f"database {path!r} is already open {mode} in this process",
+                    hint="open every connection to one file in the same mode, or close the others first")
+            instance._connections += 1
+            return instance
+
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        """A new DuckDB connection to this instance: its own transaction, shared data."""
+        return self.root.cursor()
+
+    @contextmanager
+    def committing(self) -> Iterator[None]:
+        """Around a commit: the generation is odd while it runs and advances by two (a seqlock), so a
+        reader that saw an even generation before and after reading saw no commit land in between."""
+        with self.write_lock:
+            self._advance()
+            try:
+                yield
+            finally:
+                self._advance()
+
+    def changed(self) -> None:
+        """Something committed outside trdb's own commits (plain SQL): every mirror is out of date."""
+        with self.committing():
+            pass
+
+    def _advance(self) -> None:
+        with self._generation_lock:
+            self.generation += 1
+
+    def stable_generation(self) -> int:
+        """The generation when no commit is running (commits are short: wait for the one that is)."""
+        while True:
+            generation = self.generation
+            if generation % 2 == 0:
+                return generation
+            with self.write_lock:  # held by the running commit until it ends
+                pass
+
+    def release(self) -> None:
+        """One connection fewer; the last one closes the instance."""
+        with _OPEN_LOCK:
+            self._connections -= 1
+            if self._connections > 0:
+                return
+            if self.path is not None and _OPEN.get(os.path.realpath(self.path)) is self:
+                del _OPEN[os.path.realpath(self.path)]
+        try:
+            self.root.close()
+        except duckdb.Error:
+            pass
+
+
+def _reason(exc: duckdb.Error) -> str:
+    return str(exc).split("Error: ", 1)[-1].strip()
+
+
+def _open_hint(exc: duckdb.Error, read_only: bool) -> Optional[str]:
+    text = str(exc).lower()
+    if "lock" in text:
+        return ("another process has the file open for writing; close it first"
+                + ("" if read_only else ", or open this one with read_only=True once no writer holds it"))
+    return None
