@@ -67,6 +67,10 @@ class Catalog:
             raise self._damaged[fold(name)].error()
         return meta
 
+    def has_tensor(self, name: str) -> bool:
+        """Whether a tensor of that name is in the catalog, damaged or not."""
+        return fold(name) in self._tensors or fold(name) in self._damaged
+
     def view(self, name: str) -> Optional[tuple[str, str]]:
         """(name as created, query text) of a view."""
         return self._views.get(fold(name))

@@ -14,6 +14,7 @@ from trdb.statements.context import StatementContext
 from trdb.statements.coo_tiles import write_sparse_matrix
 from trdb.statements.fill import fill_maker
 from trdb.statements.materialize import store_rows
+from trdb.statements.minimize import drop_optimizer_state
 from trdb.statements.tiling import write_array, write_generated
 
 
@@ -96,9 +97,10 @@ def create_view(sc: StatementContext, node: ast.CreateView) -> Result:
 
 def drop(sc: StatementContext, node: ast.Drop) -> Result:
     if node.kind == "TENSOR":
-        if sc.catalog.tensor(node.name) is None and node.if_exists:
+        if not sc.catalog.has_tensor(node.name) and node.if_exists:
             return Result(rowcount=0)
         sc.catalog.drop_tensor(node.name)
+        drop_optimizer_state(sc, node.name)  # Adam's moments and step count go with their parameter
     else:
         if sc.catalog.view(node.name) is None and node.if_exists:
             return Result(rowcount=0)

@@ -1,0 +1,186 @@
+"""Connections to one file in one process share one database and lose nothing; other processes read it read-only."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import trdb
+
+
+@pytest.fixture
+def path(tmp_path):
+    return str(tmp_path / "shared.trdb")
+
+
+def _total(con, name: str = "W") -> float:
+    return float(con.execute(f"SELECT * FROM {name}").fetch_tensor().sum())
+
+
+def test_the_second_connection_computes_from_the_first_ones_commit(path):
+    c1 = trdb.connect(path)
+    c1.execute("CREATE TENSOR W SHAPE (4,4) TILE (2,2) FILL ONES")
+    c2 = trdb.connect(path)
+    c2.execute("SELECT * FROM W").fetchall()  # c2 has W's tiles cached now
+    c1.execute("UPDATE W SET v = W.v + 1")
+    c2.execute("UPDATE W SET v = W.v * 10")
+    c3 = trdb.connect(path)
+    assert _total(c3) == 320
+    c1.execute("DROP TENSOR W")
+    with pytest.raises(trdb.ProgrammingError, match='"W" does not exist'):
+        c2.execute("SELECT * FROM W")
+    c1.execute("CREATE TENSOR N SHAPE (2,2) TILE (2,2) FILL ONES")
+    with pytest.raises(trdb.IntegrityError, match='"N" already exists'):
+        c2.execute("CREATE TENSOR N SHAPE (2,2) TILE (2,2) FILL ZEROS")
+    for con in (c1, c2, c3):
+        con.close()
+    with trdb.connect(path) as con:
+        assert _total(con, "N") == 4
+
+
+def test_connections_share_the_buffer_pool_and_keep_their_own_settings(path):
+    c1, c2 = trdb.connect(path, workers=1), trdb.connect(path, workers=2)
+    assert c1._live.pool is c2._live.pool
+    assert [c.execute("SHOW workers").fetchone()[0] for c in (c1, c2)] == ["1", "2"]
+    c1.close()
+    c2.execute("CREATE TENSOR A SHAPE (2,2) TILE (2,2) FILL ONES")  # still open after the other closed
+    c2.close()
+    with trdb.connect(path) as again:
+        assert _total(again, "A") == 4
+
+
+def test_a_transaction_sees_its_snapshot_and_the_other_connection_sees_only_commits(path):
+    c1, c2 = trdb.connect(path), trdb.connect(path)
+    c1.execute("CREATE TENSOR W SHAPE (4,4) TILE (2,2) FILL ONES")
+    c1.execute("BEGIN")
+    c1.execute("UPDATE W SET v = W.v + 1")
+    assert _total(c1) == 32 and _total(c2) == 16  # not committed yet
+    c2.execute("BEGIN")
+    assert _total(c2) == 16
+    c1.execute("COMMIT")
+    assert _total(c2) == 16  # c2's transaction keeps its snapshot
+    c2.execute("COMMIT")
+    assert _total(c2) == 32
+
+
+def test_two_transactions_writing_one_tensor_the_later_is_a_conflict_that_changes_nothing(path):
+    c1, c2 = trdb.connect(path), trdb.connect(path)
+    c1.execute("CREATE TENSOR W SHAPE (4,4) TILE (2,2) FILL ONES")
+    c1.execute("BEGIN")
+    c2.execute("BEGIN")
+    c1.execute("UPDATE W SET v = W.v + 1")
+    with pytest.raises(trdb.OperationalError, match="another connection changed the same data") as error:
+        c2.execute("UPDATE W SET v = W.v * 10")
+        c2.execute("COMMIT")
+    assert isinstance(error.value, trdb.errors.TransactionConflict)
+    c2.rollback()
+    c1.execute("COMMIT")
+    assert _total(c2) == 32 and _total(trdb.connect(path)) == 32
+
+
+def test_two_creates_of_one_name_in_transactions_the_first_commit_wins(path):
+    c1, c2 = trdb.connect(path), trdb.connect(path)
+    c1.execute("BEGIN")
+    c2.execute("BEGIN")
+    c1.execute("CREATE TENSOR N SHAPE (2,2) TILE (2,2) FILL ONES")
+    c2.execute("CREATE TENSOR N SHAPE (2,2) TILE (2,2) FILL CONSTANT(2)")
+    c2.execute("COMMIT")
+    with pytest.raises(trdb.errors.TransactionConflict, match="another connection changed the same data"):
+        c1.execute("COMMIT")
+    assert _total(c1, "N") == 8 and _total(c2, "N") == 8  # c2's, whole
+    assert [r[0] for r in c1.execute("SHOW TENSORS").fetchall()] == ["N"]
+
+
+def test_threads_updating_one_tensor_end_in_a_serial_order(path):
+    """Two connections, each in its own thread: increments of 1 and of 1000 to W (in autocommit and
+    in transactions), and creates and drops of tensors of their own. The final W is what some serial
+    order of the committed statements gives; every refused statement was a clear conflict."""
+    setup = trdb.connect(path)
+    setup.execute("CREATE TENSOR W SHAPE (4,4) TILE (2,2) FILL CONSTANT(0.5)")
+    committed = {1: 0, 1000: 0}
+    conflicts: list[BaseException] = []
+    unexpected: list[BaseException] = []
+
+    def work(step: int, rounds: int) -> None:
+        con = trdb.connect(path)
+        try:
+            for n in range(rounds):
+                try:
+                    if n % 3 == 2:
+                        con.execute("BEGIN")
+                        con.execute(f"UPDATE W SET v = W.v + {step}")
+                        con.execute("COMMIT")
+                    else:
+                        con.execute(f"UPDATE W SET v = W.v + {step}")
+                    committed[step] += 1
+                except trdb.errors.TransactionConflict as exc:
+                    conflicts.append(exc)
+                    con.rollback()
+                name = f"T{step}_{n}"
+                con.execute(f"CREATE TENSOR {name} SHAPE (2,2) TILE (2,2) FILL ONES")
+                assert _total(con, name) == 4
+                con.execute(f"DROP TENSOR {name}")
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            unexpected.append(exc)
+        finally:
+            con.close()
+
+    threads = [threading.Thread(target=work, args=(step, 30)) for step in (1, 1000)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not unexpected, unexpected
+    expected = 0.5 + committed[1] + 1000 * committed[1000]
+    final = setup.execute("SELECT * FROM W").fetch_tensor()
+    np.testing.assert_array_equal(final, np.full((4, 4), expected, np.float32))
+    assert committed[1] + committed[1000] + len(conflicts) == 60
+    assert all("another connection changed the same data" in str(c) for c in conflicts)
+    assert [r[0] for r in setup.execute("SHOW TENSORS").fetchall()] == ["W"]
+    setup.close()
+
+
+def _in_another_process(path: str, code: str) -> subprocess.CompletedProcess:
+    script = "import sys, trdb\npath = sys.argv[1]\n" + textwrap.dedent(code)
+    return subprocess.run([sys.executable, "-c", script, path], capture_output=True, text=True, timeout=120)
+
+
+READER = """
+try:
+    con = trdb.connect(path, read_only=True)
+except trdb.OperationalError as exc:
+    print("refused:", exc)
+else:
+    print("sum:", con.execute("SELECT * FROM W").fetch_tensor().sum())
+    try:
+        con.execute("UPDATE W SET v = W.v + 1")
+    except trdb.Error as exc:
+        print("write refused:", type(exc).__name__)
+    print("sum:", con.execute("SELECT * FROM W").fetch_tensor().sum())
+"""
+
+
+def test_a_read_only_process_reads_while_no_writer_holds_the_file(path):
+    with trdb.connect(path) as con:
+        con.execute("CREATE TENSOR W SHAPE (4,4) TILE (2,2) FILL ONES")
+        done = _in_another_process(path, READER)  # this process holds the file for writing
+        assert "refused:" in done.stdout and "lock" in done.stdout.lower(), done.stdout + done.stderr
+        assert "read_only" in done.stdout or "close it" in done.stdout
+    done = _in_another_process(path, READER)
+    assert done.stdout.splitlines() == ["sum: 16.0", "write refused: " + done.stdout.split("write refused: ")[1]
+                                        .splitlines()[0], "sum: 16.0"], done.stdout + done.stderr
+    with trdb.connect(path, read_only=True) as reader:  # two readers at once
+        other = _in_another_process(path, READER)
+        assert other.stdout.startswith("sum: 16.0"), other.stdout + other.stderr
+        assert _total(reader) == 16
+
+
+def test_one_file_is_open_in_one_mode_per_process(path):
+    with trdb.connect(path) as con:
+        con.execute("CREATE TENSOR W SHAPE (2,2) TILE (2,2) FILL ONES")
+        with pytest.raises(trdb.OperationalError, match="already open read-write in this process"):
+            trdb.connect(path, read_only=True)
