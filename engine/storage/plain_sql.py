@@ -1,6 +1,7 @@
 """Whether plain SQL may run: it may read trdb's `_trdb` schema, never write it or the settings trdb owns."""
 from __future__ import annotations
 
+import functools
 import re
 import duckdb
 
@@ -48,6 +49,7 @@ _HINT = (f"the {SCHEMA} schema is written only by trdb: SELECT from it freely, a
          "(CREATE TENSOR, INSERT INTO, UPDATE, DELETE FROM, DROP TENSOR)")
 
 
+@functools.lru_cache(maxsize=512)  # a text allowed once is allowed again: repeated statements skip the parse
 def check_plain_sql(text: str) -> None:
     """Raise ProgrammingError, before DuckDB runs any of it, unless every statement of `text` may run."""
     for kind, query in _statements(text):
