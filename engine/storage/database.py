@@ -35,6 +35,9 @@ def translate(exc: duckdb.Error) -> errors.Error:
         return errors.TransactionConflict(
             f"could not serialize access: another connection changed the same data ({exc})",
             hint="the transaction was rolled back; run it again")
+    if "read-only mode" in str(exc):
+        return errors.OperationalError("the database is open read-only: the statement would change it",
+                                       hint="connect without read_only=True while no other process has it open")
     for duck_class, trdb_class in _ERROR_MAP:
         if isinstance(exc, duck_class):
             return trdb_class(str(exc))

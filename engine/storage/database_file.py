@@ -34,7 +34,7 @@ class DatabaseFile:
         self.pool = BufferPool(memory_limit)
         self.write_lock = threading.RLock()
         self.generation = 0
-        self._generation_lock = threading.Lock()
+        self._generation_changed = threading.Condition()
         self._connections = 0
 
     @staticmethod
@@ -78,17 +78,16 @@ class DatabaseFile:
             pass
 
     def _advance(self) -> None:
-        with self._generation_lock:
+        with self._generation_changed:
             self.generation += 1
+            self._generation_changed.notify_all()
 
     def stable_generation(self) -> int:
         """The generation when no commit is running (commits are short: wait for the one that is)."""
-        while True:
-            generation = self.generation
-            if generation % 2 == 0:
-                return generation
-            with self.write_lock:  # held by the running commit until it ends
-                pass
+        with self._generation_changed:
+            while self.generation % 2:
+                self._generation_changed.wait()
+            return self.generation
 
     def release(self) -> None:
         """One connection fewer; the last one closes the instance."""
