@@ -15,7 +15,7 @@ import numpy as np
 
 from trdb.catalog.names import did_you_mean
 from trdb.catalog.tensor_meta import TensorMeta
-from trdb.errors import ProgrammingError
+from trdb.errors import DataError, ProgrammingError
 from trdb.execution.result import Result
 from trdb.kernels.backend import to_host
 from trdb.kernels.sparse import dense
@@ -56,24 +56,27 @@ def parse_options(sc: StatementContext, node: ast.Minimize) -> Options:
     return Options(optimizer, steps=values["steps"], **numbers)
 
 
+MOMENT_SUFFIXES = ("__adam_m", "__adam_v")
+_STEPS = "_trdb.adam_steps"
+
+
 class AdamState:
-    """Adam's first and second moments of one parameter, stored as tensors beside it."""
+    """Adam's first and second moments of one parameter, stored as tensors beside it.
+
+    State that does not fit the parameter (a moment missing, no step count, or moments of another
+    shape, tile or dtype, left by an older database) is dropped and Adam starts fresh."""
 
     def __init__(self, sc: StatementContext, param: TensorMeta):
         self.sc = sc
-        self.moments = [self._tensor(sc, param, suffix) for suffix in ("__adam_m", "__adam_v")]
-        sc.db.execute("CREATE TABLE IF NOT EXISTS _trdb.adam_steps (param VARCHAR PRIMARY KEY, step BIGINT)")
-        found = sc.db.execute("SELECT step FROM _trdb.adam_steps WHERE param = ?", [param.name])
         self.param_name = param.name
+        sc.db.execute(f"CREATE TABLE IF NOT EXISTS {_STEPS} (param VARCHAR PRIMARY KEY, step BIGINT)")
+        found = sc.db.execute(f"SELECT step FROM {_STEPS} WHERE param = ?", [param.name])
+        moments = [_moment(sc, param.name + suffix) for suffix in MOMENT_SUFFIXES]
+        if not found or not all(m is not None and _fits(m, param) for m in moments):
+            drop_optimizer_state(sc, param.name)
+            found, moments = [], [None, None]
+        self.moments = [m or _create_moment(sc, param, suffix) for m, suffix in zip(moments, MOMENT_SUFFIXES)]
         self.step = found[0][0] if found else 0
-
-    @staticmethod
-    def _tensor(sc: StatementContext, param: TensorMeta, suffix: str) -> TensorMeta:
-        meta = sc.catalog.tensor(param.name + suffix)
-        if meta is None:
-            meta = sc.catalog.create_tensor(TensorMeta(param.name + suffix, param.keys, param.value_name,
-                                                       param.dtype, param.shape, param.tile, ""))
-        return meta
 
     def direction(self, keys: list[tuple], grads: list[np.ndarray], options: Options) -> list[np.ndarray]:
         """Adam's bias-corrected step direction for these gradient tiles; the moments are written back."""
@@ -91,8 +94,42 @@ class AdamState:
             out.append(m_hat / (np.sqrt(v_hat) + options.epsilon))
         _replace_tiles(self.sc, m_meta, keys, ms)
         _replace_tiles(self.sc, v_meta, keys, vs)
-        self.sc.db.execute("INSERT OR REPLACE INTO _trdb.adam_steps VALUES (?, ?)", [self.param_name, self.step])
+        self.sc.db.execute(f"INSERT OR REPLACE INTO {_STEPS} VALUES (?, ?)", [self.param_name, self.step])
         return out
+
+
+def _moment(sc: StatementContext, name: str) -> TensorMeta | None:
+    try:
+        return sc.catalog.tensor(name)
+    except DataError:  # a damaged moment tensor: it is dropped and Adam starts fresh
+        return None
+
+
+def _fits(moment: TensorMeta, param: TensorMeta) -> bool:
+    return (moment.shape, moment.tile, moment.dtype, len(moment.keys)) == \
+        (param.shape, param.tile, param.dtype, len(param.keys))
+
+
+def _create_moment(sc: StatementContext, param: TensorMeta, suffix: str) -> TensorMeta:
+    return sc.catalog.create_tensor(TensorMeta(param.name + suffix, param.keys, param.value_name, param.dtype,
+                                               param.shape, param.tile, ""))
+
+
+def drop_optimizer_state(sc: StatementContext, param_name: str) -> None:
+    """Drop a parameter's Adam moments and step count (in the statement's transaction), where there are any."""
+    for suffix in MOMENT_SUFFIXES:
+        if _exists(sc, param_name + suffix):
+            sc.catalog.drop_tensor(param_name + suffix)
+    if sc.db.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = '_trdb' "
+                     "AND table_name = 'adam_steps'"):
+        sc.db.execute(f"DELETE FROM {_STEPS} WHERE lower(param) = lower(?)", [param_name])
+
+
+def _exists(sc: StatementContext, name: str) -> bool:
+    try:
+        return sc.catalog.tensor(name) is not None
+    except DataError:  # damaged, but there: dropping removes it
+        return True
 
 
 def _tiles_by_key(sc: StatementContext, meta: TensorMeta) -> dict[tuple, np.ndarray]:

@@ -12,7 +12,9 @@ from typing import Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
-from trdb.kernels.sparse import is_sparse, make_csr
+from trdb.errors import DataError
+from trdb.kernels.sparse import is_sparse, make_csr, wants_csr
+from trdb.storage.tile_checks import CorruptTile, as_counts, check_csr, check_rows, tile_shapes
 
 DENSE, CSR32, CSR64 = 0, 1, 2
 _INDEX_DTYPES = {CSR32: np.dtype("<i4"), CSR64: np.dtype("<i8")}
@@ -77,36 +79,82 @@ def _write_csr(blob: np.ndarray, tile, stored: np.dtype, index: np.dtype) -> Non
 
 
 def decode_tiles(column: pa.ChunkedArray, dtype: np.dtype, shapes: Sequence[tuple[int, ...]],
-                 formats: Optional[np.ndarray] = None, nonzeros: Optional[np.ndarray] = None) -> list:
+                 formats: Optional[np.ndarray] = None, nonzeros: Optional[np.ndarray] = None, *,
+                 name: str = "?", keys: Optional[np.ndarray] = None) -> list:
     """Read-only tiles over an Arrow binary column, one per row: numpy views reshaped to `shapes`, or
-    CSR tiles over views of their sections where `formats` says so (then `nonzeros` gives their nnz)."""
+    CSR tiles over views of their sections where `formats` says so (then `nonzeros` gives their nnz).
+    Every tile is checked against its shape, format and nnz first: a bad one is a DataError naming
+    tensor `name` and the tile's key (the row of `keys`)."""
+    try:
+        return _decode_checked(column, dtype, shapes, formats, nonzeros)
+    except CorruptTile as exc:
+        key = tuple(keys[exc.row].tolist()) if keys is not None and exc.row < len(keys) else f"#{exc.row}"
+        raise DataError(f'tensor "{name}" has a corrupt tile at key {key}: {exc.reason}',
+                        hint="the database file was changed outside trdb; restore it from a backup, or "
+                             f"DROP TENSOR {name} and load it again") from None
+
+
+def _decode_checked(column: pa.ChunkedArray, dtype: np.dtype, shapes: Sequence[tuple[int, ...]],
+                    formats: Optional[np.ndarray], nonzeros: Optional[np.ndarray]) -> list:
     stored = little_endian(dtype)
-    formats = formats.tolist() if formats is not None else [DENSE] * len(shapes)
-    nonzeros = nonzeros.tolist() if nonzeros is not None else [0] * len(shapes)
+    chunks = _chunks(column, len(shapes))
+    formats = np.zeros(len(shapes), np.int64) if formats is None else as_counts(formats, "fmt")
+    nonzeros = np.zeros(len(shapes), np.int64) if nonzeros is None else as_counts(nonzeros, "nnz")
+    lengths = np.concatenate([np.diff(offsets) for offsets, _ in chunks] + [np.zeros(0, np.int64)])
+    index_sizes = {fmt: index.itemsize for fmt, index in _INDEX_DTYPES.items()}
+    check_rows(formats, nonzeros, tile_shapes(shapes), lengths, stored.itemsize, index_sizes,
+               wants_csr((2, 2), 0, dtype))
     tiles: list = []
+    csr: list = []  # (row, data, indices, indptr) of CSR tiles, checked together before scipy sees them
+    formats_list, nonzeros_list = formats.tolist(), nonzeros.tolist()
+    for offsets, data in chunks:
+        for start, end in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+            n = len(tiles)
+            blob = data[start:end]
+            if formats_list[n] == DENSE:
+                tile = blob.view(stored).reshape(shapes[n])
+                tiles.append(tile if stored == np.dtype(dtype) else tile.astype(dtype))
+            else:
+                tiles.append(None)
+                csr.append((n, *_csr_sections(blob, shapes[n], nonzeros_list[n], stored,
+                                               _INDEX_DTYPES[formats_list[n]])))
+    _make_csr_tiles(tiles, csr, shapes, nonzeros, dtype)
+    return tiles
+
+
+def _make_csr_tiles(tiles: list, csr: list, shapes: Sequence[tuple[int, ...]], nonzeros: np.ndarray,
+                    dtype: np.dtype) -> None:
+    if not csr:
+        return
+    rows = np.fromiter((c[0] for c in csr), dtype=np.int64, count=len(csr))
+    columns = np.fromiter((shapes[n][1] for n in rows.tolist()), dtype=np.int64, count=len(csr))
+    check_csr(rows, [c[2] for c in csr], [c[3] for c in csr], nonzeros[rows], columns)
+    for n, data, indices, indptr in csr:
+        data = data if data.dtype == np.dtype(dtype) else data.astype(dtype)
+        tiles[n] = make_csr(data, indices, indptr, (shapes[n][0], shapes[n][1]))
+
+
+def _chunks(column: pa.ChunkedArray, count: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per Arrow chunk of the tile column: its rows' byte offsets and its byte buffer (no copies)."""
+    if not (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)):
+        raise CorruptTile(0, f"its tile column holds {column.type}, not bytes")
+    if len(column) != count or column.null_count:
+        raise CorruptTile(0, "its tile column has NULLs or a row count unlike its keys")
+    chunks = []
     for chunk in column.chunks:
         _, offset_buffer, data_buffer = chunk.buffers()
         offset_type = np.int64 if pa.types.is_large_binary(chunk.type) else np.int32
         offsets = np.frombuffer(offset_buffer, dtype=offset_type)[chunk.offset: chunk.offset + len(chunk) + 1]
         data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.empty(0, np.uint8)
-        for start, end in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
-            n = len(tiles)
-            blob = data[start:end]
-            if formats[n] == DENSE:
-                tile = blob.view(stored).reshape(shapes[n])
-                tiles.append(tile if stored == np.dtype(dtype) else tile.astype(dtype))
-            else:
-                tiles.append(_read_csr(blob, shapes[n], nonzeros[n], stored, dtype, _INDEX_DTYPES[formats[n]]))
-    return tiles
+        chunks.append((offsets, data))
+    return chunks
 
 
-def _read_csr(blob: np.ndarray, shape: tuple[int, ...], nnz: int, stored: np.dtype, dtype: np.dtype,
-              index: np.dtype):
+def _csr_sections(blob: np.ndarray, shape: tuple[int, ...], nnz: int, stored: np.dtype,
+                  index: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Views of a CSR tile's values, column indices and row pointers (its length was checked)."""
     values, indices, _ = csr_sections(nnz, shape[0], stored.itemsize, index.itemsize)
     data = blob[:nnz * stored.itemsize].view(stored)
     column_indices = blob[values:values + nnz * index.itemsize].view(index)
     start = values + indices
-    indptr = blob[start:start + (shape[0] + 1) * index.itemsize].view(index)
-    if stored != np.dtype(dtype):
-        data = data.astype(dtype)
-    return make_csr(data, column_indices, indptr, (shape[0], shape[1]))
+    return data, column_indices, blob[start:start + (shape[0] + 1) * index.itemsize].view(index)

@@ -1,0 +1,94 @@
+"""Adam's stored state (moment tensors, step count) goes with its parameter and never outlives its shape."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import trdb
+
+
+def adam_reference(W: np.ndarray, steps: int, rate: float, beta1=0.9, beta2=0.999, eps=1e-8) -> np.ndarray:
+    """Adam from fresh moments on loss = sum(W ** 2), as numpy."""
+    W, m, v = W.astype(np.float64), np.zeros_like(W, np.float64), np.zeros_like(W, np.float64)
+    for t in range(1, steps + 1):
+        g = 2 * W
+        m, v = beta1 * m + (1 - beta1) * g, beta2 * v + (1 - beta2) * g * g
+        W = W - rate * (m / (1 - beta1 ** t)) / (np.sqrt(v / (1 - beta2 ** t)) + eps)
+    return W
+
+
+def make_param(cur, shape: tuple[int, int], seed: int) -> np.ndarray:
+    W = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    cur.execute(f"CREATE TENSOR W FROM ? TILE ({shape[0]}, {shape[1]})", [W])
+    cur.execute("CREATE OR REPLACE VIEW loss AS SELECT SUM(SUMSQ(W.v)) AS v FROM W")
+    return W
+
+
+def adam(cur, steps: int) -> None:
+    cur.execute(f"MINIMIZE loss WRT (W) WITH (optimizer = 'adam', learning_rate = 0.05, steps = {steps})")
+
+
+def tensor_names(cur) -> set[str]:
+    return {row[0] for row in cur.execute("SHOW TENSORS").fetchall()}
+
+
+def adam_steps(cur) -> list[tuple]:
+    return cur.execute("SELECT param, step FROM _trdb.adam_steps ORDER BY param").fetchall()
+
+
+def assert_trained_from_fresh_state(cur, W: np.ndarray, steps: int) -> None:
+    np.testing.assert_allclose(cur.execute("SELECT * FROM W").fetch_tensor(), adam_reference(W, steps, 0.05),
+                               rtol=1e-5, atol=1e-6)
+    assert adam_steps(cur) == [("W", steps)]
+    assert cur.execute("SELECT * FROM W__adam_m").fetch_tensor().shape == W.shape
+
+
+def test_drop_tensor_drops_its_adam_state(cur):
+    make_param(cur, (4, 2), seed=1)
+    adam(cur, 3)
+    assert {"W__adam_m", "W__adam_v"} <= tensor_names(cur) and adam_steps(cur) == [("W", 3)]
+    cur.execute("DROP TENSOR w")  # names are case-insensitive
+    assert not {"W__adam_m", "W__adam_v"} & tensor_names(cur)
+    assert adam_steps(cur) == []
+
+
+def test_recreated_parameter_of_another_shape_trains_from_fresh_state(cur):
+    make_param(cur, (4, 2), seed=1)
+    adam(cur, 3)
+    cur.execute("DROP TENSOR W")
+    W = make_param(cur, (6, 3), seed=2)
+    adam(cur, 2)  # was: InternalError: operands could not be broadcast
+    assert_trained_from_fresh_state(cur, W, 2)
+
+
+def test_drop_and_its_state_roll_back_together(cur):
+    make_param(cur, (4, 2), seed=1)
+    adam(cur, 3)
+    cur.execute("BEGIN")
+    cur.execute("DROP TENSOR W")
+    cur.execute("ROLLBACK")
+    assert {"W", "W__adam_m", "W__adam_v"} <= tensor_names(cur) and adam_steps(cur) == [("W", 3)]
+
+
+@pytest.mark.parametrize("damage", [
+    "DROP TENSOR W__adam_m; CREATE TENSOR W__adam_m SHAPE (3, 3) TILE (3, 3)",  # moments of an old shape
+    "DROP TENSOR W__adam_v; CREATE TENSOR W__adam_v SHAPE (4, 2) TILE (2, 2)",  # or tiling
+    "DROP TENSOR W__adam_v; CREATE TENSOR W__adam_v SHAPE (4, 2) TILE (4, 2) DTYPE float64",
+    "DROP TENSOR W__adam_v",                                                      # half the state
+    "DROP TENSOR W__adam_m; DROP TENSOR W__adam_v",                               # a step count alone
+])
+def test_state_that_does_not_fit_starts_fresh(cur, damage):
+    make_param(cur, (4, 2), seed=1)
+    adam(cur, 3)
+    W = cur.execute("SELECT * FROM W").fetch_tensor()
+    for statement in damage.split("; "):
+        cur.execute(statement)
+    adam(cur, 2)
+    assert_trained_from_fresh_state(cur, W, 2)
+
+
+def test_state_that_fits_is_kept(cur):
+    W = make_param(cur, (4, 2), seed=1)
+    adam(cur, 2)
+    adam(cur, 3)  # continues: same as five steps in one run
+    assert_trained_from_fresh_state(cur, W, 5)
