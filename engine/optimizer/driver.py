@@ -1,11 +1,12 @@
 """The optimizer driver: runs the logical rewrite rules in one ordered list, timed and checked."""
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from trdb.errors import InternalError
+from trdb.errors import InternalError, QueryCancelled
 from trdb.optimizer.rules.aggregate_pushdown import aggregate_pushdown
 from trdb.optimizer.rules.constant_folding import constant_folding
 from trdb.optimizer.rules.join_ordering import join_ordering
@@ -51,6 +52,16 @@ class RuleContext:
     settings: Any = None
     timings: list[RuleTiming] = field(default_factory=list)
     keep_zero_tuples: bool = False
+    interrupted: Optional[threading.Event] = None  # set when the statement is cancelled
+    states: dict[str, int] = field(default_factory=dict)  # search states each rule visited
+
+    def check(self) -> None:
+        """Raise QueryCancelled once the statement has been cancelled; rules call it while they search."""
+        if self.interrupted is not None and self.interrupted.is_set():
+            raise QueryCancelled("the statement was cancelled")
+
+    def count_states(self, rule: str, states: int) -> None:
+        self.states[rule] = self.states.get(rule, 0) + states
 
 
 def disabled_rules(settings: Any) -> frozenset[str]:
@@ -74,6 +85,7 @@ def optimize(plan: lp.Plan, settings: Any = None, catalog: Any = None,
     for _ in range(MAX_PASSES):
         changed = False
         for rule in rules:
+            context.check()
             started = time.perf_counter()
             rewritten = rule(plan, context)
             context.timings.append(RuleTiming(rule.__name__, time.perf_counter() - started, rewritten is not plan))

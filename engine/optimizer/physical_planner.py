@@ -75,11 +75,20 @@ class PhysicalPlanner:
         self.workers = workers
         self.estimator = estimator
         self._memo: dict[tuple, tuple[lp.Plan, list[PhysicalNode]]] = {}
+        self._sizes: dict[int, tuple[PhysicalNode, int]] = {}
 
     def build(self, plan: lp.Plan, want: Want) -> PhysicalNode:
         """The cheapest physical node for `plan`; `want` names columns the parent would like it hashed on."""
         return min(self.candidates(plan, want), key=lambda n: (n.cost, not _satisfies(n.partitioning, want),
-                                                               _size(n)))
+                                                               self._size(n)))
+
+    def _size(self, node: PhysicalNode) -> int:
+        """Operators in the tree under `node` (memoized: recounting every candidate would be quadratic)."""
+        cached = self._sizes.get(id(node))
+        if cached is None or cached[0] is not node:
+            cached = (node, 1 + sum(self._size(c) for c in node.children))
+            self._sizes[id(node)] = cached
+        return cached[1]
 
     def candidates(self, plan: lp.Plan, want: Want) -> list[PhysicalNode]:
         """Alternative plans (join strategies) kept apart until an operator above can tell which is cheaper."""
@@ -324,10 +333,6 @@ class PhysicalPlanner:
         detail = f"{plan.limit}" + (f", offset {plan.offset}" if plan.offset else "")
         return _node("LimitExec", detail, (child,), plan.schema, SINGLE, self.estimator.estimate(plan),
                      lambda children, p: LimitExec(children[0], plan.limit, plan.offset))
-
-
-def _size(node: PhysicalNode) -> int:
-    return 1 + sum(_size(c) for c in node.children)
 
 
 def _satisfies(partitioning: Partitioning, want: Want) -> bool:

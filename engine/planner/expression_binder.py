@@ -65,13 +65,18 @@ class ExpressionBinder:
     def __init__(self, ctx: BindContext, schema: Schema):
         self.ctx = ctx
         self.schema = schema
+        self._by_name: Optional[dict[str, list[int]]] = None
 
     # ------------------------------------------------------------ names
 
     def resolve(self, ref: ast.ColumnRef) -> int:
-        matches = [i for i, c in enumerate(self.schema)
-                   if fold(c.name) == fold(ref.name)
-                   and (ref.qualifier is None or (c.qualifier and fold(c.qualifier) == fold(ref.qualifier)))]
+        if self._by_name is None:  # one pass over the schema per binder, not one per reference
+            self._by_name = {}
+            for i, c in enumerate(self.schema):
+                self._by_name.setdefault(fold(c.name), []).append(i)
+        matches = [i for i in self._by_name.get(fold(ref.name), ())
+                   if ref.qualifier is None or (self.schema[i].qualifier and
+                                                fold(self.schema[i].qualifier) == fold(ref.qualifier))]
         if len(matches) == 1:
             return matches[0]
         label = f"{ref.qualifier}.{ref.name}" if ref.qualifier else ref.name

@@ -8,8 +8,10 @@ from trdb.planner.types import Schema
 def column_names(schema: Schema) -> list[str]:
     """Each input column's name, numbered where a join made names repeat (v, v#2)."""
     names: list[str] = []
+    seen: dict[str, int] = {}  # a counter per name: a many-way join has hundreds of columns
     for column in schema:
-        repeats = sum(1 for name in names if name.split("#")[0] == column.name)
+        repeats = seen.get(column.name, 0)
+        seen[column.name] = repeats + 1
         names.append(f"{column.name}#{repeats + 1}" if repeats else column.name)
     return names
 

@@ -21,6 +21,7 @@ from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 from trdb.planner.binder import Binder, BoundQuery
 from trdb.planner.expression_binder import BindContext, ExpressionBinder
+from trdb.statements.nesting import nesting_guard
 from trdb.statements.plan_cache import CachedPlan, PlanCache
 from trdb.storage.database import Database
 
@@ -54,7 +55,8 @@ class StatementContext:
         return Binder(self.catalog, self.bind)
 
     def bind_query(self, query: ast.Query) -> BoundQuery:
-        return self.binder().bind_query(query)
+        with nesting_guard():
+            return self.binder().bind_query(query)
 
     def physical(self, plan: lp.Plan, keep_zero_tuples: bool = False,
                  rules: Optional[RuleContext] = None) -> PhysicalNode:
@@ -62,14 +64,16 @@ class StatementContext:
         MINIMIZE's gradients, a shared subplan), so the optimizer may not drop such tuples.
         `rules` receives the optimizer rules' timings."""
         rules = rules or RuleContext(self.catalog, self.settings, keep_zero_tuples=keep_zero_tuples)
-        optimized = optimize(plan, self.settings, self.catalog, context=rules)
-        return plan_physical(optimized, self.settings.workers, self.catalog, self.settings.min_parallel_cost)
+        rules.interrupted = self.interrupted
+        with nesting_guard():
+            optimized = optimize(plan, self.settings, self.catalog, context=rules)
+            return plan_physical(optimized, self.settings.workers, self.catalog, self.settings.min_parallel_cost)
 
     def execute_physical(self, node: PhysicalNode) -> tuple[list[tuple], Execution]:
         """Run a physical plan to the end; the execution is returned for its metrics."""
         execution = start_execution(node, ExecContext(self.backend, self.catalog, ExecutionState(self.interrupted)),
                                     self.settings)
-        with execution:
+        with execution, nesting_guard():
             rows = list(execution.rows())
         return rows, execution
 
