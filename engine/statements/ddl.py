@@ -15,7 +15,9 @@ from trdb.statements.coo_tiles import write_sparse_matrix
 from trdb.statements.fill import fill_maker
 from trdb.statements.materialize import store_rows
 from trdb.statements.minimize import drop_optimizer_state
+from trdb.statements.npy_files import check_storable, load_npy
 from trdb.statements.tiling import write_array, write_generated
+from trdb.statements.value_fit import check_sparse
 
 
 def create_tensor(sc: StatementContext, node: ast.CreateTensor) -> Result:
@@ -49,33 +51,20 @@ def is_sparse_matrix(value: Any) -> bool:
     return hasattr(value, "tocoo") and hasattr(value, "nnz")
 
 
-def _load_npy(path: str) -> np.ndarray:
-    try:
-        return np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise OperationalError(f"cannot read '{path}': no such file",
-                               hint=f"paths are relative to {os.getcwd()}") from None
-    except ValueError as exc:
-        if "pickle" in str(exc).lower() or "object" in str(exc).lower():
-            raise DataError(f"'{path}' holds Python objects (pickled data); trdb reads only numeric .npy "
-                            "files and never unpickles") from None
-        raise DataError(f"'{path}' is not a valid .npy file: {exc}") from None
-    except OSError as exc:
-        raise OperationalError(f"cannot read '{path}': {exc}") from None
-
-
 def create_tensor_from(sc: StatementContext, node: ast.CreateTensorFrom) -> Result:
-    array = _array_from_param(sc.param(node.source)) if isinstance(node.source, ast.Param) \
-        else _load_npy(node.source)
-    if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
-        raise DataError(f"cannot store an array of dtype {array.dtype} as a tensor")
+    if isinstance(node.source, ast.Param):
+        array = _array_from_param(sc.param(node.source))
+        check_storable(array.dtype, "the array given for ?", "pass np.real(a) or np.abs(a) instead")
+    else:
+        array = load_npy(node.source)
     dtype = parse_dtype(node.dtype) if node.dtype else (
-        array.dtype if array.dtype.name in ("float32", "float64", "int32", "int64", "bool", "float16")
-        else parse_dtype(None))
+        parse_dtype(array.dtype.name) if array.dtype.name in ("float32", "float64", "int32", "int64", "bool",
+                                                               "float16") else parse_dtype(None))
     keys = validate_layout(array.shape, node.tile, node.keys)
     meta = sc.catalog.create_tensor(TensorMeta(node.name, keys, "v", np.dtype(dtype), tuple(array.shape),
                                                tuple(node.tile), ""))
     if is_sparse_matrix(array):
+        check_sparse(array, meta.dtype, meta.name)
         write_sparse_matrix(sc.db, meta, array)
     else:
         write_array(sc.db, meta, array)

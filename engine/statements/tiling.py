@@ -7,6 +7,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from trdb.catalog.tensor_meta import TensorMeta
+from trdb.statements.value_fit import cast_checked
 from trdb.storage import tile_store
 from trdb.storage.database import Database
 
@@ -40,6 +41,9 @@ def write_generated(db: Database, meta: TensorMeta, make_tile: Callable[[tuple[i
 
 
 def write_array(db: Database, meta: TensorMeta, array: np.ndarray) -> int:
-    """Tile a dense array of the tensor's shape and store its non-zero tiles."""
-    return write_generated(db, meta, lambda key: np.ascontiguousarray(array[tile_slices(meta, key)],
-                                                                      dtype=meta.dtype))
+    """Tile a dense array of the tensor's shape and store its non-zero tiles; a value the tensor's dtype
+    cannot hold (overflow to inf, an integer out of range) is a DataError."""
+    def tile(key: tuple[int, ...]) -> np.ndarray:
+        where = tile_slices(meta, key)
+        return cast_checked(array[where], meta.dtype, meta.name, [s.start for s in where])
+    return write_generated(db, meta, tile)
