@@ -50,10 +50,23 @@ def parse_options(sc: StatementContext, node: ast.Minimize) -> Options:
         raise ProgrammingError(f"MINIMIZE: optimizer must be 'sgd' or 'adam', got {values['optimizer']!r}")
     if values["learning_rate"] is None:
         values["learning_rate"] = 0.01 if optimizer == "sgd" else 0.001
-    if not isinstance(values["steps"], int) or values["steps"] < 1:
+    if not isinstance(values["steps"], int) or isinstance(values["steps"], bool) or values["steps"] < 1:
         raise ProgrammingError(f"MINIMIZE: steps must be a positive integer, got {values['steps']!r}")
-    numbers = {k: float(values[k]) for k in ("learning_rate", "beta1", "beta2", "epsilon")}
+    numbers = {k: _number(k, values[k]) for k in ("learning_rate", "beta1", "beta2", "epsilon")}
+    for key in ("beta1", "beta2"):
+        if not 0 <= numbers[key] < 1:
+            raise ProgrammingError(f"MINIMIZE: {key} must be at least 0 and below 1, got {numbers[key]!r}")
+    if numbers["epsilon"] <= 0:
+        raise ProgrammingError(f"MINIMIZE: epsilon must be positive, got {numbers['epsilon']!r}")
     return Options(optimizer, steps=values["steps"], **numbers)
+
+
+def _number(key: str, value) -> float:
+    """An option's value as a finite float: a string, NULL, boolean or inf is a ProgrammingError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(float(value)):
+        raise ProgrammingError(f"MINIMIZE: {key} must be a finite number, got {value!r}")
+    return float(value)
 
 
 MOMENT_SUFFIXES = ("__adam_m", "__adam_v")

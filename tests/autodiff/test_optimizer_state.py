@@ -92,3 +92,18 @@ def test_state_that_fits_is_kept(cur):
     adam(cur, 2)
     adam(cur, 3)  # continues: same as five steps in one run
     assert_trained_from_fresh_state(cur, W, 5)
+
+
+@pytest.mark.parametrize("options,message", [
+    ("learning_rate = 'abc'", "learning_rate must be a finite number"),
+    ("beta1 = 'x'", "beta1 must be a finite number"),
+    ("learning_rate = 1e400", "learning_rate must be a finite number"),
+    ("steps = true", "steps must be a positive integer"),
+    ("beta1 = 1", "beta1 must be at least 0 and below 1"),
+    ("beta2 = -0.5", "beta2 must be at least 0 and below 1"),
+    ("epsilon = 0", "epsilon must be positive"),
+])
+def test_bad_options_are_programming_errors(cur, options, message):
+    make_param(cur, (4, 2), seed=1)
+    with pytest.raises(trdb.ProgrammingError, match=message):
+        cur.execute(f"MINIMIZE loss WRT (W) WITH (optimizer = 'adam', {options})")
