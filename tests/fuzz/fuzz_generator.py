@@ -82,6 +82,7 @@ class Generator:
         self.files = files            # label -> path of hostile input files (.npy, .csv, ...)
         self.extreme = extreme
         self.np = np.random.default_rng(seed)
+        self.losses = {}              # view name -> the tensor its loss query was made to depend on
         weights = {
             self.create_tensor: 8, self.create_from: 3, self.create_coo: 2, self.create_as: 4,
             self.create_view: 4, self.insert: 5, self.update: 5, self.delete: 3, self.drop: 2,
@@ -119,9 +120,12 @@ class Generator:
         pool = self.schema.fuzz()
         return self.pick(pool) if pool else None
 
-    def fuzz_name(self):
+    def fuzz_name(self, fresh=False):
         existing = [t.name for t in self.schema.fuzz()]
-        if existing and self.chance(0.3):
+        unused = [n for n in FUZZ_TENSORS if n not in self.schema.tensors and n not in self.schema.views]
+        if fresh and unused and self.chance(0.85):
+            return self.pick(unused)
+        if existing and self.chance(0.5):
             return self.pick(existing)
         return self.pick(FUZZ_TENSORS)
 
@@ -194,7 +198,7 @@ class Generator:
     def value_expr(self, aliases, depth=0):
         """A tile-valued expression over `aliases` [(alias, TensorInfo)]."""
         r = self.r
-        if depth >= 3 or not aliases or r.random() < 0.35:
+        if depth >= 3 or not aliases or r.random() < (0.55 if depth == 0 else 0.45):
             if aliases and r.random() < 0.8:
                 alias, _ = self.pick(aliases)
                 return f"{alias}.v" if r.random() < 0.95 else f"{alias}.{self.pick(('w', 'i', 'nope'))}"
@@ -208,7 +212,7 @@ class Generator:
         if roll == 2:
             return f"-{a()}" if r.random() < 0.8 else f"({a()})"
         if roll in (3, 4):
-            args = [a() for _ in range(self.pick((1, 1, 1, 1, 0, 2)))]
+            args = [a() for _ in range(1 if r.random() < 0.92 else self.pick((0, 2)))]
             return f"{self.pick(UNARY_KERNELS)}({', '.join(args)})"
         if roll == 5:
             return f"{self.pick(('MATMUL', 'MATMUL', 'MATRIX_MULTIPLY'))}({a()}, {a()})"
@@ -232,9 +236,11 @@ class Generator:
             return f"{self.pick(('GREATEST', 'LEAST', 'BCE_WITH_LOGITS'))}({a()}, {a()})"
         if roll == 13:
             return f"{self.pick(AGGREGATES)}({a()})" if depth > 0 else f"COALESCE({a()}, {a()})"
-        if roll == 14:
+        if roll == 14 and r.random() < 0.3:
             return f"{self.pick(('NOPE', 'EXP2', 'COUNT', 'ABS'))}({a()}, {a()})"
-        return "?"
+        if roll == 14:
+            return f"{a()} * {self.pick(('2', '0.5', '-1', '?'))}"
+        return "?" if r.random() < 0.3 else f"{a()} + {a()}"
 
     def einsum_spec(self, operands, ranks):
         r = self.r
@@ -297,7 +303,8 @@ class Generator:
             keys = tuple(c for c in spec.split("->")[-1] if c.isalpha())
             return f"EINSUM({spec}, {', '.join(o.name for o in others)})", TensorInfo("e", keys, (), ())
         if roll < 0.95:
-            view = self.pick(sorted(self.schema.views) or ["fv0"])
+            view, param = self.loss_and_param()
+            t = self.schema.tensors.get(param, t) if self.chance(0.8) else t
             return f"GRAD({view}, {t.name})", t
         return f"RETILE({t.name}, {self.int_tuple(t.rank, hostile=self.chance(0.2), tile_for=t.tile)})", t
 
@@ -412,8 +419,9 @@ class Generator:
             opts += f" DTYPE {self.dtype() or 'float32'}"
         if self.chance(0.8):
             opts += " " + self.fill()
-        head = self.pick(("CREATE TENSOR", "CREATE TENSOR", "CREATE OR REPLACE TENSOR", "CREATE TENSOR IF NOT EXISTS"))
-        name = self.fuzz_name()
+        head = "CREATE TENSOR" if self.chance(0.95) else self.pick(("CREATE OR REPLACE TENSOR",
+                                                                    "CREATE TENSOR IF NOT EXISTS"))
+        name = self.fuzz_name(fresh=True)
         text = f"{head} {name}{keys} SHAPE {shape} TILE {tile}{opts}"
         return Case(text, None, kind="create", writes=True)
 
@@ -429,7 +437,7 @@ class Generator:
         return f"FILL {kind}({', '.join(args)})" if args or self.chance(0.2) else f"FILL {kind}"
 
     def create_from(self):
-        name, tile = self.fuzz_name(), self.int_tuple(self.pick((1, 2, 2, 3)), hostile=self.chance(0.1))
+        name, tile = self.fuzz_name(fresh=True), self.int_tuple(self.pick((1, 2, 2, 3)), hostile=self.chance(0.1))
         if self.chance(0.35) and self.files:
             label = self.pick(sorted(self.files))
             src, params = "'" + self.files[label].replace("'", "''") + "'", None
@@ -440,7 +448,7 @@ class Generator:
         return Case(f"CREATE TENSOR {name} FROM {src}{tail}{dtype}", params, kind="create_from", writes=True)
 
     def create_coo(self):
-        name = self.fuzz_name()
+        name = self.fuzz_name(fresh=True)
         src, params = self.pick(((TABLE, None), ("?", "frame"), ("'" + self.files.get("csv", "x.csv") + "'", None),
                                  ("'" + self.files.get("parquet", "x.parquet") + "'", None), ("missing_table", None)))
         if params == "frame":
@@ -456,14 +464,15 @@ class Generator:
                     kind="create_coo", writes=True)
 
     def create_as(self):
-        head = self.pick(("CREATE TENSOR", "CREATE TENSOR", "CREATE OR REPLACE TENSOR", "CREATE TENSOR IF NOT EXISTS"))
-        text = f"{head} {self.fuzz_name()} AS {self.query()}"
+        head = "CREATE TENSOR" if self.chance(0.95) else "CREATE OR REPLACE TENSOR"
+        text = f"{head} {self.fuzz_name(fresh=True)} AS {self.query()}"
         return Case(text, self.params_for(text), kind="create_as", writes=True)
 
-    def loss_query(self):
+    def loss_query(self, view):
         w, x = self.fuzz_tensor() or self.any_tensor(), self.any_tensor()
         if w is None or x is None:
             return self.query()
+        self.losses[view] = w.name
         if w.rank == 2 and x.rank == 2 and self.chance(0.6):
             return (f"SELECT SUM(SUMSQ(MATMUL(X.v, W.v))) AS v FROM {x.name} AS X JOIN {w.name} AS W "
                     f"ON X.{x.keys[1]} = W.{w.keys[0]}")
@@ -471,8 +480,9 @@ class Generator:
         return f"SELECT SUM({fn}({self.value_expr([('W', w)])})) AS v FROM {w.name} AS W"
 
     def create_view(self):
-        query = self.loss_query() if self.chance(0.6) else self.query()
-        text = f"CREATE {self.pick(('', 'OR REPLACE '))}VIEW {self.pick(FUZZ_VIEWS)} AS {query}"
+        view = self.pick(FUZZ_VIEWS)
+        query = self.loss_query(view) if self.chance(0.6) else self.query()
+        text = f"CREATE {self.pick(('', 'OR REPLACE ', 'OR REPLACE '))}VIEW {view} AS {query}"
         return Case(text, self.params_for(text), kind="create_view", writes=True)
 
     def insert(self):
@@ -482,7 +492,9 @@ class Generator:
             return Case(text, self.params_for(text), kind="insert", writes=True)
         rows = []
         for _ in range(self.pick((1, 1, 2, 3))):
-            keys = [str(self.r.randrange(-1, 4)) if self.chance(0.9) else str(self.hostile_int()) for _ in t.keys]
+            grid = [max(1, -(-n // max(1, b))) for n, b in zip(t.shape, t.tile)]
+            keys = [str(self.r.randrange(0, g) if self.chance(0.9) else self.r.randrange(-1, g + 2))
+                    if self.chance(0.95) else str(self.hostile_int()) for g in grid]
             rows.append("(" + ", ".join(keys + ["?"]) + ")")
         text = f"INSERT INTO {t.name} VALUES {', '.join(rows)}"
         tile = tuple(min(a, b) for a, b in zip(t.tile, t.shape))
@@ -500,10 +512,13 @@ class Generator:
         if self.chance(0.4):
             other, info = self.from_operand(1)
             if self.chance(0.3):
-                other, info = f"GRAD({self.pick(sorted(self.schema.views) or ['fv0'])}, {t.name})", t
+                view, _ = self.loss_and_param()
+                other, info = f"GRAD({view}, {t.name})", t
             frm = f" FROM {other} AS G"
             aliases.append(("G", info))
         value = self.value_expr(aliases)
+        if frm and self.chance(0.5):
+            value = f"{t.name}.v - {self.pick(('0.1', '0.01', '1e30', '?'))} * G.v"
         where = ""
         if frm and t.keys and aliases[1][1].keys and self.chance(0.8):
             where = " WHERE " + " AND ".join(f"{t.name}.{k} = G.{g}" for k, g in zip(t.keys, aliases[1][1].keys))
@@ -526,9 +541,11 @@ class Generator:
         return Case(f"DROP TENSOR {self.pick(('', 'IF EXISTS '))}{self.fuzz_name()}", kind="drop", writes=True)
 
     def explain(self):
-        inner = self.pick((self.query, self.create_as, self.update, self.insert, self.create_tensor))()
+        inner = self.query() if self.chance(0.75) else self.pick((self.create_as, self.update, self.insert,
+                                                                    self.create_tensor))()
         text = inner if isinstance(inner, str) else inner.text
-        head = self.pick(("EXPLAIN", "EXPLAIN ANALYZE", "EXPLAIN (FORMAT json)", "EXPLAIN (FORMAT dot)", "EXPLAIN EXPLAIN"))
+        head = self.pick(("EXPLAIN", "EXPLAIN ANALYZE")) if self.chance(0.9) else \
+            self.pick(("EXPLAIN (FORMAT json)", "EXPLAIN (FORMAT dot)", "EXPLAIN EXPLAIN"))
         # EXPLAIN ANALYZE of a write runs it: the same names as the write itself, never a guard.
         return Case(f"{head} {text}", self.params_for(text), kind="explain", writes=True)
 
@@ -558,15 +575,26 @@ class Generator:
         return Case(self.pick(("BEGIN", "BEGIN", "BEGIN TRANSACTION", "START TRANSACTION", "COMMIT", "ROLLBACK",
                                "END", "ABORT WORK")), kind="transaction", writes=True)
 
+    def loss_and_param(self):
+        """A view made as a loss and the fuzz tensor it depends on, while both exist; else a guess."""
+        known = [(v, w) for v, w in sorted(self.losses.items()) if v in self.schema.views and w in self.schema.tensors
+                 and w not in self.schema.guards]
+        if known and self.chance(0.8):
+            return self.pick(known)
+        params = [t.name for t in self.schema.fuzz()] or ["f0"]
+        return self.pick(sorted(self.schema.views) or list(FUZZ_VIEWS)), self.pick(params)
+
     def minimize(self):
+        view, wrt = self.loss_and_param()
         params = [t.name for t in self.schema.fuzz()]
-        wrt = ", ".join(self.r.sample(params, k=min(len(params), self.pick((1, 1, 2))))) if params else "f0"
-        view = self.pick(sorted(self.schema.views) or list(FUZZ_VIEWS))
-        opts = ["steps = " + self.pick(("1", "2", "3", "0", "-1", "1.5", "'x'"))]
+        if params and self.chance(0.2):
+            wrt = ", ".join(self.r.sample(params, k=min(len(params), 2)))
+        good = self.chance(0.75)
+        opts = ["steps = " + (self.pick(("1", "2", "3")) if good else self.pick(("0", "-1", "1.5", "'x'", "NULL")))]
         if self.chance(0.6):
-            opts.append("optimizer = " + self.pick(("'sgd'", "'adam'", "'nope'", "1")))
+            opts.append("optimizer = " + self.pick(("'sgd'", "'adam'") if good else ("'nope'", "1", "'SGD'")))
         if self.chance(0.6):
-            opts.append("learning_rate = " + self.pick(("0.1", "0.01", "0", "-1", "1e30", "'x'")))
+            opts.append("learning_rate = " + self.pick(("0.1", "0.01") if good else ("0", "-1", "1e30", "'x'", "?")))
         if self.chance(0.1):
             opts.append(f"{self.pick(('beta1', 'momentum', 'nope'))} = 0.9")
         with_ = f" WITH ({', '.join(opts)})" if self.chance(0.95) else ""

@@ -35,6 +35,8 @@ CLASSES = ("InternalError", "ProgrammingError", "DataError", "OperationalError",
            "NotSupportedError", "InterfaceError", "DatabaseError", "Error")
 FETCHES = ("fetchall", "fetch_tensor", "fetch_arrow", "fetchnumpy", "fetchall", "fetch_tensor", "fetchmany",
            "fetch_sparse", None)
+ROWS = {"select", "explain", "inspect", "plain", "plain_hostile", "settings", "minimize", "misuse", "soup",
+        "truncated", "mutated"}        # statement kinds that may return rows: fetched after they run
 HUNG_EXIT = 3
 
 
@@ -286,7 +288,7 @@ class SeedRun:
             if not self.watchdog.end():
                 self.outcome(exc, case.text, case.params, "execute", case.kind)
         if outcome == "ok":
-            fetch = self.generator.pick(FETCHES)
+            fetch = self.generator.pick(FETCHES) if case.kind in ROWS or self.generator.chance(0.1) else None
             try:
                 if fetch == "fetchmany":
                     cur.fetchone(), cur.fetchmany(2)

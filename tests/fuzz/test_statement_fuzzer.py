@@ -1,0 +1,45 @@
+"""The statement fuzzer in CI: a fixed seed range of random and hostile statements (tests/fuzz/).
+
+Every exception that execute() and the fetches raise must be a trdb error other than InternalError,
+no statement may hang or kill the process, and the guard tensors must come out bit-identical.
+A longer run by hand: python -m tests.fuzz.statement_fuzzer --seconds 600 --seed N
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fuzz_generator import Generator, Schema, TensorInfo  # noqa: E402
+from statement_fuzzer import format_report, run_fuzzer  # noqa: E402
+
+FIRST_SEED, SEEDS, PER_SEED = 1000, 8, 400   # 3200 statements, ~35 s on two cores
+
+
+@pytest.mark.slow
+def test_hostile_statements_raise_only_trdb_errors_and_leave_the_guards_alone():
+    report = run_fuzzer(FIRST_SEED, SEEDS, PER_SEED, budget=20.0, extreme=False)
+    summary = format_report(report)
+    assert report["statements"] >= SEEDS * PER_SEED * 0.9, summary   # the children ran their seeds
+    assert report["errors"], summary                                   # hostile input was refused
+    assert report["ok"] > report["statements"] * 0.15, summary        # and much of it ran
+    assert report["findings"] == [], summary
+    assert report["guards_ok"], summary
+
+
+def test_the_generator_is_deterministic_and_never_names_a_guard_as_a_target():
+    def draw(seed):
+        schema = Schema(guards=("guard_dense",), views={"fv0"})
+        schema.tensors = {"guard_dense": TensorInfo("guard_dense", ("i", "j"), (64, 48), (16, 16)),
+                          "f0": TensorInfo("f0", ("i", "j"), (8, 8), (4, 4))}
+        generator = Generator(seed, schema, {"good": "good.npy", "csv": "coo.csv"})
+        return [generator.next() for _ in range(400)]
+
+    first = draw(5)
+    assert [c.text for c in first] == [c.text for c in draw(5)]
+    targets = ("INSERT INTO guard", "UPDATE guard", "DELETE FROM guard", "DROP TENSOR guard", "TENSOR guard",
+               "WRT (guard", "VIEW guard")
+    assert not [c.text for c in first if any(t in c.text for t in targets)]
