@@ -43,3 +43,42 @@ def test_the_generator_is_deterministic_and_never_names_a_guard_as_a_target():
     targets = ("INSERT INTO guard", "UPDATE guard", "DELETE FROM guard", "DROP TENSOR guard", "TENSOR guard",
                "WRT (guard", "VIEW guard")
     assert not [c.text for c in first if any(t in c.text for t in targets)]
+
+
+def test_the_checks_can_fail(tmp_path):
+    """A guard written behind the fuzzer's back, a raw exception and an InternalError are all findings."""
+    import trdb
+    from fuzz_generator import Case
+    from statement_fuzzer import Report, SeedRun
+
+    report = Report(tmp_path / "report.json")
+    with open(tmp_path / "log.jsonl", "w") as log:
+        run = SeedRun(7, report, watchdog=_NoWatchdog(), files={}, extreme=False, log=log)
+        assert run.check_guards("before")
+        run.book.execute("UPDATE guard_int SET v = guard_int.v + 1 WHERE guard_int.i = 0")
+        assert not run.check_guards("after a write")
+
+        class Raising:
+            _closed = False
+
+            def __init__(self, exc):
+                self.exc = exc
+
+            def execute(self, *args):
+                raise self.exc
+
+        for exc in (KeyError("k"), trdb.InternalError("broken"), trdb.ProgrammingError("fine")):
+            run.cur = Raising(exc)
+            run.run_case(0, Case("SELECT 1", kind="select"))
+        run.con.close()
+    kinds = [f["kind"] for f in report.data["findings"]]
+    assert kinds == ["guard", "non-trdb", "internal"]
+    assert report.data["errors"] == {"non-trdb:KeyError": 1, "InternalError": 1, "ProgrammingError": 1}
+
+
+class _NoWatchdog:
+    def begin(self, cursor, info):
+        pass
+
+    def end(self):
+        return False
