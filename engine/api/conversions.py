@@ -49,9 +49,28 @@ def result_to_arrow(schema: Optional[Schema], description, rows: Sequence[tuple]
                 columns.append(shapes)
                 fields.append(f"{name}_shape")
         else:
-            columns.append(pa.array(values))
+            columns.append(_arrow_column(values))
             fields.append(name)
     return pa.Table.from_arrays(columns, names=fields)
+
+
+def _arrow_column(values: list) -> pa.Array:
+    """Plain values as an Arrow column; a column mixing types (DESCRIBE's shape: counts and lists) as text."""
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([None if v is None else str(v) for v in values], pa.string())
+
+
+def _numpy_column(values: list) -> np.ndarray:
+    """Plain values as a numpy column; lists of differing lengths (or other ragged values) as objects."""
+    try:
+        return np.array(values)
+    except ValueError:  # ragged: one object per row
+        column = np.empty(len(values), dtype=object)
+        for n, value in enumerate(values):
+            column[n] = value
+        return column
 
 
 def result_to_numpy(schema: Optional[Schema], description, rows: Sequence[tuple]) -> dict[str, np.ndarray]:
@@ -67,7 +86,7 @@ def result_to_numpy(schema: Optional[Schema], description, rows: Sequence[tuple]
                 out[name] = np.empty(len(values), dtype=object)
                 out[name][:] = [np.asarray(v) for v in values]
         else:
-            out[name] = np.array(values)
+            out[name] = _numpy_column(values)
     return out
 
 

@@ -45,6 +45,29 @@ def _parse_positive_int(value: Any) -> int:
     return number
 
 
+def max_workers() -> int:
+    """The most workers a session may ask for: each is a thread, and more than a few per core only wait."""
+    return max(16, 4 * (os.cpu_count() or 1))
+
+
+def _parse_workers(value: Any) -> int:
+    number = _parse_positive_int(value)
+    if number > max_workers():
+        raise ValueError(f"at most {max_workers()} workers (4 per core, at least 16) can run")
+    return number
+
+
+def _parse_count(value: Any) -> int:
+    """A positive count that may be written 16e6 or 16000000."""
+    try:
+        number = float(value) if not isinstance(value, int) else value
+    except (TypeError, ValueError):
+        raise ValueError("expected a positive number") from None
+    if isinstance(value, bool) or not 1 <= number < 2 ** 63:
+        raise ValueError("expected a positive number below 2**63")
+    return int(number)
+
+
 def _choice(*choices: str) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         text = str(value).strip().lower()
@@ -110,7 +133,7 @@ class Setting:
 
 
 SETTINGS: dict[str, Setting] = {s.name: s for s in (
-    Setting("workers", lambda: os.cpu_count() or 1, _parse_positive_int,
+    Setting("workers", lambda: min(os.cpu_count() or 1, max_workers()), _parse_workers,
             "parallel workers; the planner places exchange operators for them"),
     Setting("device", lambda: "auto", _choice("auto", "cpu", "gpu"),
             "'cpu', 'gpu' or 'auto' (GPU when CuPy sees one)"),
@@ -121,6 +144,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "else a new one)"),
     Setting("memory_limit", lambda: int(_physical_memory() * 0.8), _parse_bytes,
             "memory for cached tiles and operator state"),
+    Setting("max_tuples", lambda: 16_000_000, _parse_count,
+            "statements estimated to produce more tuples than this are refused before they run"),
+    Setting("max_bytes", lambda: 1 << 40, _parse_bytes,
+            "statements estimated to produce or hold more bytes than this are refused before they run"),
     Setting("disabled_rules", lambda: "", _parse_rule_list,
             "optimizer rules to skip, comma-separated, by name"),
     Setting("min_parallel_cost", lambda: _unit_cost("MIN_PARALLEL_COST"), _parse_cost,

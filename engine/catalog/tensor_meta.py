@@ -10,6 +10,7 @@ import numpy as np
 from trdb.errors import ProgrammingError
 
 DEFAULT_KEY_NAMES = ("i", "j", "k", "l", "m", "n")
+MAX_SIZE = 2 ** 63  # a SHAPE or TILE size, like every key, must fit a BIGINT
 DTYPES = ("float32", "float64", "int32", "int64", "bool", "float16")
 
 
@@ -95,6 +96,11 @@ class TensorMeta:
         return replace(self, version=version)
 
 
+def clamp_tile(shape: Sequence[int], tile: Sequence[int]) -> tuple[int, ...]:
+    """A TILE larger than the SHAPE along an axis is cut to the shape: one tile covers that axis."""
+    return tuple(min(t, n) if n > 0 else t for n, t in zip(shape, tile)) + tuple(tile[len(shape):])
+
+
 def validate_layout(shape: Sequence[int], tile: Sequence[int], keys: Optional[Sequence[str]]) -> tuple[str, ...]:
     """Check SHAPE/TILE/key names of a new tensor; return the key names."""
     if len(shape) != len(tile):
@@ -102,6 +108,8 @@ def validate_layout(shape: Sequence[int], tile: Sequence[int], keys: Optional[Se
     for n, t in zip(shape, tile):
         if n < 0 or t <= 0:
             raise ProgrammingError(f"SHAPE {tuple(shape)} / TILE {tuple(tile)}: sizes must be positive")
+        if n >= MAX_SIZE or t >= MAX_SIZE:  # keys and offsets are BIGINT
+            raise ProgrammingError(f"SHAPE {tuple(shape)} / TILE {tuple(tile)}: sizes must be below 2**63")
     names = tuple(keys) if keys is not None else default_key_names(len(shape))
     if len(names) > len(shape):
         raise ProgrammingError(f"{len(names)} key names given for a {len(shape)}-d tensor")

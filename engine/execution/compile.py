@@ -68,6 +68,9 @@ def _call(expr: bx.Call, backend: Backend) -> Compiled:
     return lambda row: call(backend, [arg(row) for arg in args])
 
 
+_INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
 def _key_arith(expr: bx.KeyArith, backend: Backend) -> Compiled:
     op = _KEY_OPS[expr.op]
     left, right = compile_expr(expr.left, backend), compile_expr(expr.right, backend)
@@ -77,9 +80,12 @@ def _key_arith(expr: bx.KeyArith, backend: Backend) -> Compiled:
         if a is None or b is None:
             return None
         try:
-            return op(a, b)
+            value = op(int(a), int(b)) if isinstance(a, np.integer) or isinstance(b, np.integer) else op(a, b)
         except ZeroDivisionError:
             raise DataError(f"division by zero in key expression ({a} {expr.op} {b})") from None
+        if isinstance(value, int) and not _INT64_MIN <= value <= _INT64_MAX:
+            raise DataError(f"key expression ({a} {expr.op} {b}) = {value} is out of range for BIGINT")
+        return value
     return run
 
 

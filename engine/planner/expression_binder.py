@@ -8,7 +8,7 @@ import numpy as np
 from trdb.catalog.functions import (NOT_CONST, OPERATORS, Arg, KernelFunction, KernelSignatureError,
                                     function_names, is_aggregate, lookup_function)
 from trdb.catalog.names import did_you_mean, fold
-from trdb.errors import Error, ProgrammingError
+from trdb.errors import DataError, Error, ProgrammingError
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.parser import ast
 from trdb.planner import expressions as bx
@@ -47,6 +47,9 @@ def constant(value: Any) -> bx.Const:
         return bx.Const(value, TensorType(value.dtype, value.shape, value.shape))
     if isinstance(value, np.generic):
         value = value.item()
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2 ** 63) <= value < 2 ** 63:
+        raise DataError(f"integer {value} is out of range for BIGINT (-2**63 .. 2**63-1)",
+                        hint="write it as a float (for example 1e20) where a tensor value is meant")
     return bx.Const(value, ScalarType(type(value)))
 
 

@@ -21,6 +21,7 @@ from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 from trdb.planner.binder import Binder, BoundQuery
 from trdb.planner.expression_binder import BindContext, ExpressionBinder
+from trdb.statements.limits import check_plan
 from trdb.statements.nesting import nesting_guard
 from trdb.statements.plan_cache import CachedPlan, PlanCache
 from trdb.storage.database import Database
@@ -71,6 +72,7 @@ class StatementContext:
 
     def execute_physical(self, node: PhysicalNode) -> tuple[list[tuple], Execution]:
         """Run a physical plan to the end; the execution is returned for its metrics."""
+        check_plan(self.settings, node)
         execution = start_execution(node, ExecContext(self.backend, self.catalog, ExecutionState(self.interrupted)),
                                     self.settings)
         with execution, nesting_guard():
@@ -81,7 +83,9 @@ class StatementContext:
                  keep_zero_tuples: bool = False) -> Result:
         """Run a logical plan; subplans it repeats (or that `shared` already computed) run once."""
         shared = shared or self.shared_work()
-        rows = self._rows(shared.rewrite(plan), keep_zero_tuples)
+        with nesting_guard():
+            rewritten = shared.rewrite(plan)
+        rows = self._rows(rewritten, keep_zero_tuples)
         shared.finish()
         return Result(rows=rows, schema=plan.schema, rowcount=len(rows))
 
@@ -107,7 +111,8 @@ class StatementContext:
         if cached is None:
             plan = self.bind_query(query).plan
             shared = self.shared_work()
-            rewritten = shared.rewrite(plan)
+            with nesting_guard():
+                rewritten = shared.rewrite(plan)
             cached = CachedPlan(self.physical(rewritten), plan.schema)
             if self.plans and rewritten is plan:  # shared subplans' tuples are this run's only
                 self.plans.put(key, cached)

@@ -9,12 +9,13 @@ from typing import Any, Iterator, Optional
 import pyarrow as pa
 
 from trdb.catalog.names import did_you_mean, fold
-from trdb.catalog.tensor_meta import TensorMeta, parse_dtype, validate_layout
+from trdb.catalog.tensor_meta import TensorMeta, clamp_tile, parse_dtype, validate_layout
 from trdb.errors import DataError, OperationalError, ProgrammingError, QueryCancelled
 from trdb.execution.result import Result
 from trdb.parser import ast
 from trdb.statements.context import StatementContext
 from trdb.statements.coo_tiles import format_number as _number, write_entries
+from trdb.statements.limits import check_tile
 from trdb.storage.database import Database
 
 ENTRIES = "_trdb_coo_entries"  # temp table: the named columns of the source, renamed i0.. and v
@@ -50,8 +51,10 @@ class Column:
 
 
 def create_tensor_from_coo(sc: StatementContext, node: ast.CreateTensorFromCoo) -> Result:
-    keys = validate_layout(node.shape, node.tile, node.keys)
+    tile = clamp_tile(node.shape, node.tile)
+    keys = validate_layout(node.shape, tile, node.keys)
     dtype = parse_dtype(node.dtype)
+    check_tile(sc.settings, TensorMeta(node.name, keys, "v", dtype, tuple(node.shape), tile, ""))
     _check_rank(sc, node)
     sc.catalog.check_new_name(node.name)
     source = _source(sc, node)
@@ -61,8 +64,7 @@ def create_tensor_from_coo(sc: StatementContext, node: ast.CreateTensorFromCoo) 
                    + ", ".join(f"{_quote(c.name)} AS {n}" for c, n in zip(columns, _entry_names(columns)))
                    + f" FROM {source.sql}")
     _validate(sc, node, columns)
-    meta = sc.catalog.create_tensor(TensorMeta(node.name, keys, "v", dtype, tuple(node.shape),
-                                               tuple(node.tile), ""))
+    meta = sc.catalog.create_tensor(TensorMeta(node.name, keys, "v", dtype, tuple(node.shape), tile, ""))
     exact = columns[-1].type in _INTEGER_TYPES | {"BOOLEAN"} and dtype.kind in "biu"
     entries = sc.db.arrow(_entries_sql(meta, exact))
     sc.db.execute(f"DROP TABLE {ENTRIES}")

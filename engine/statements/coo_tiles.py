@@ -176,6 +176,11 @@ def _to_dtype(sums: np.ndarray, dtype: np.dtype) -> np.ndarray:
         bad = ~((sums >= info.min) & (sums <= info.max))  # NaN and infinities are bad too
         if bad.any():
             raise DataError(f"a value sums to {format_number(sums[bad][0].item())}, which does not fit DTYPE {dtype}")
+    elif dtype.kind == "f" and sums.dtype.itemsize > dtype.itemsize:
+        bad = np.isfinite(sums) & (np.abs(sums) > np.finfo(dtype).max)  # would become inf
+        if bad.any():
+            raise DataError(f"a value sums to {format_number(sums[bad][0].item())}, which overflows DTYPE {dtype} "
+                            f"(it would become inf)", hint="give DTYPE float64 to keep it")
     return sums.astype(dtype)
 
 

@@ -6,13 +6,14 @@ from typing import Any
 
 import numpy as np
 
-from trdb.catalog.tensor_meta import TensorMeta, parse_dtype, validate_layout
+from trdb.catalog.tensor_meta import TensorMeta, clamp_tile, parse_dtype, validate_layout
 from trdb.errors import DataError, OperationalError, ProgrammingError
 from trdb.execution.result import Result
 from trdb.parser import ast
 from trdb.statements.context import StatementContext
 from trdb.statements.coo_tiles import write_sparse_matrix
 from trdb.statements.fill import fill_maker
+from trdb.statements.limits import check_stored, check_tile
 from trdb.statements.materialize import store_rows
 from trdb.statements.minimize import drop_optimizer_state
 from trdb.statements.npy_files import check_storable, load_npy
@@ -21,11 +22,16 @@ from trdb.statements.value_fit import check_sparse
 
 
 def create_tensor(sc: StatementContext, node: ast.CreateTensor) -> Result:
-    keys = validate_layout(node.shape, node.tile, node.keys)
-    meta = TensorMeta(node.name, keys, "v", parse_dtype(node.dtype), tuple(node.shape), tuple(node.tile), "")
+    if any(n == 0 for n in node.shape):
+        raise ProgrammingError(f"SHAPE {tuple(node.shape)}: sizes must be positive (a tensor has at least "
+                               f"one element)")
+    tile = clamp_tile(node.shape, node.tile)
+    keys = validate_layout(node.shape, tile, node.keys)
+    meta = TensorMeta(node.name, keys, "v", parse_dtype(node.dtype), tuple(node.shape), tile, "")
     fill = node.fill or ast.Fill("ZEROS")
     args = [sc.constant(a) for a in fill.args]
     maker = fill_maker(meta, fill.kind, args)
+    check_stored(sc.settings, meta) if maker is not None else check_tile(sc.settings, meta)
     meta = sc.catalog.create_tensor(meta)
     if maker is not None:
         write_generated(sc.db, meta, maker)
@@ -60,9 +66,11 @@ def create_tensor_from(sc: StatementContext, node: ast.CreateTensorFrom) -> Resu
     dtype = parse_dtype(node.dtype) if node.dtype else (
         parse_dtype(array.dtype.name) if array.dtype.name in ("float32", "float64", "int32", "int64", "bool",
                                                                "float16") else parse_dtype(None))
-    keys = validate_layout(array.shape, node.tile, node.keys)
-    meta = sc.catalog.create_tensor(TensorMeta(node.name, keys, "v", np.dtype(dtype), tuple(array.shape),
-                                               tuple(node.tile), ""))
+    tile = clamp_tile(array.shape, node.tile)
+    keys = validate_layout(array.shape, tile, node.keys)
+    meta = TensorMeta(node.name, keys, "v", np.dtype(dtype), tuple(array.shape), tile, "")
+    check_stored(sc.settings, meta)
+    meta = sc.catalog.create_tensor(meta)
     if is_sparse_matrix(array):
         check_sparse(array, meta.dtype, meta.name)
         write_sparse_matrix(sc.db, meta, array)

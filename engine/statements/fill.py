@@ -6,7 +6,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from trdb.catalog.tensor_meta import TensorMeta
-from trdb.errors import ProgrammingError
+from trdb.errors import DataError, ProgrammingError
 from trdb.statements.tiling import tile_slices
 
 TileMaker = Callable[[tuple[int, ...]], np.ndarray]
@@ -26,11 +26,29 @@ def fill_maker(meta: TensorMeta, kind: str, args: list) -> Optional[TileMaker]:
     if kind == "ZEROS" or (kind == "CONSTANT" and args[0] == 0):
         return None
     if kind in ("ONES", "CONSTANT"):
-        value = 1 if kind == "ONES" else args[0]
+        value = 1 if kind == "ONES" else _fitting(args[0], meta)
         return lambda key: np.full(shape_at(key), value, dtype=meta.dtype)
     if kind == "IDENTITY":
         return _identity(meta)
     return _random(meta, kind, args)
+
+
+def _fitting(value, meta: TensorMeta):
+    """`value` when the tensor's dtype holds it; otherwise a DataError (no silent inf or wrap-around)."""
+    if not np.isfinite(value):
+        if meta.dtype.kind == "f":
+            return value  # NaN and inf are float values, asked for
+        raise DataError(f"FILL: {value} cannot be stored as {meta.dtype} (integers have no NaN or inf)")
+    if meta.dtype.kind == "f":
+        if abs(value) > float(np.finfo(meta.dtype).max):
+            raise DataError(f"FILL: {value} overflows {meta.dtype} (it would become inf)",
+                            hint="give DTYPE float64 to keep it")
+    elif meta.dtype.kind in "iu":
+        bits = np.iinfo(meta.dtype)
+        if not bits.min <= value <= bits.max or (isinstance(value, float) and not value.is_integer()):
+            raise DataError(f"FILL: {value} does not fit in {meta.dtype} (range {bits.min}..{bits.max}, "
+                            f"integers only)", hint="give DTYPE float64 to keep it")
+    return value
 
 
 def _identity(meta: TensorMeta) -> TileMaker:
@@ -47,8 +65,13 @@ def _identity(meta: TensorMeta) -> TileMaker:
 def _random(meta: TensorMeta, kind: str, args: list) -> TileMaker:
     if len(args) == 3 and (not isinstance(args[2], int) or args[2] < 0):
         raise ProgrammingError(f"FILL {kind}: the seed must be a non-negative integer, got {args[2]}")
-    if kind == "RANDOM_NORMAL" and args[1] < 0:
+    if kind == "RANDOM_NORMAL" and not args[1] >= 0:
         raise ProgrammingError(f"FILL RANDOM_NORMAL: the standard deviation must be >= 0, got {args[1]}")
+    if kind == "RANDOM_UNIFORM" and not args[0] <= args[1]:
+        raise ProgrammingError(f"FILL RANDOM_UNIFORM(low, high): low must not exceed high, got "
+                               f"({args[0]}, {args[1]})", hint=f"RANDOM_UNIFORM({args[1]}, {args[0]})")
+    for bound in (args[:2] if kind == "RANDOM_UNIFORM" else [args[0] - 6 * args[1], args[0] + 6 * args[1]]):
+        _fitting(bound, meta)
     # one generator per tile, seeded by (seed, key): the values do not depend on the order of tiles
     seed = args[2] if len(args) == 3 else int(np.random.SeedSequence().entropy % (1 << 63))
 

@@ -12,6 +12,7 @@ from trdb.storage import tile_store
 from trdb.storage.database import Database
 
 CHUNK_BYTES = 256 << 20  # tiles are written in chunks so memory stays bounded for large tensors
+CHUNK_TILES = 1 << 16  # and in chunks of tiles: millions of tiny tiles cost far more than their bytes
 
 
 def grid_keys(meta: TensorMeta) -> Iterator[tuple[int, ...]]:
@@ -32,7 +33,7 @@ def write_generated(db: Database, meta: TensorMeta, make_tile: Callable[[tuple[i
         keys.append(key)
         tiles.append(tile)
         pending += tile.nbytes
-        if pending >= CHUNK_BYTES:
+        if pending >= CHUNK_BYTES or len(tiles) >= CHUNK_TILES:
             written += tile_store.write_tiles(db, meta, np.array(keys, dtype=np.int64), tiles)
             keys, tiles, pending = [], [], 0
     if tiles:

@@ -114,6 +114,10 @@ class Database:
             if "interrupted" in str(exc).lower():  # DuckDB turns Ctrl-C during its query into this
                 raise KeyboardInterrupt from None
             raise
+        except UnicodeDecodeError:  # DuckDB's message quoted bytes that are not UTF-8 (X'é')
+            raise errors.ProgrammingError("DuckDB rejected the statement (its error message was not valid "
+                                          "UTF-8)", hint="look for non-ASCII characters in literals, such as "
+                                          "X'...' blob literals, which take hex digits only") from None
 
     # ------------------------------------------------------------ transactions
 

@@ -59,7 +59,7 @@ def check_plain_sql(text: str) -> None:
 def _statements(text: str) -> list[tuple[Kind, str]]:
     try:
         return [(s.type, s.query) for s in duckdb.extract_statements(text)]
-    except duckdb.Error:
+    except (duckdb.Error, UnicodeDecodeError):  # the latter: DuckDB's message quoted non-UTF-8 bytes (X'é')
         return []  # DuckDB cannot parse it either, so it runs none of it and its own error says why
 
 

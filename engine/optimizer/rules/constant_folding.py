@@ -93,7 +93,8 @@ def _value(expr: bx.Bound):
     if isinstance(expr, bx.Compare):
         return bool(_COMPARE_OPS[expr.op](a, b))
     if isinstance(expr, bx.KeyArith) and not (expr.op in ("//", "%") and b == 0):
-        return _KEY_OPS[expr.op](a, b)  # division by zero stays a run-time error
+        value = _KEY_OPS[expr.op](a, b)  # division by zero stays a run-time error
+        return value if -(2 ** 63) <= value < 2 ** 63 else _UNFOLDED  # and so does leaving BIGINT
     return _UNFOLDED
 
 

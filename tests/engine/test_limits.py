@@ -1,0 +1,112 @@
+"""Resource bombs are refused before they allocate: max_tuples, max_bytes, memory_limit, SHAPE bounds, workers."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import trdb
+from trdb.catalog.settings import max_workers
+
+GUARD = 3 << 30  # address space of the child processes below: a bomb that slips through dies there
+
+
+def run_guarded(body: str) -> str:
+    """Run `body` (with `cur` open) in a child limited to GUARD bytes of address space; its stdout."""
+    script = textwrap.dedent(f"""
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, ({GUARD}, {GUARD}))
+        import trdb
+        cur = trdb.connect().cursor()
+    """) + textwrap.dedent(body)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def refused(statement: str, *settings: str) -> str:
+    """The error class and message of a statement run in a guarded child."""
+    setup = "".join(f"cur.execute({s!r})\n" for s in settings)
+    return run_guarded(setup + f"""
+try:
+    cur.execute({statement!r})
+    print("ran")
+except trdb.Error as exc:
+    print(type(exc).__name__, exc)
+""")
+
+
+@pytest.mark.parametrize("settings", [(), ("SET memory_limit = '100MB'",)])
+def test_a_huge_fill_is_refused_before_any_allocation(settings) -> None:
+    out = refused("CREATE TENSOR X SHAPE (1000000000, 1000000000) TILE (1000, 1000) FILL RANDOM_NORMAL(0, 1)",
+                  *settings)
+    assert out.startswith("OperationalError") and "max_tuples" in out and "1,000,000,000,000 tuples" in out
+
+
+def test_one_giant_tile_must_fit_in_memory_limit() -> None:
+    out = refused("CREATE TENSOR X SHAPE (100000000000, 100000000000) TILE (100000000000, 100000000000) FILL ONES")
+    assert out.startswith("OperationalError") and "memory_limit" in out and "EiB" in out
+
+
+def test_millions_of_tiny_tiles_are_refused() -> None:
+    out = refused("CREATE TENSOR X SHAPE (4096, 4096) TILE (1, 1) FILL ONES")
+    assert out.startswith("OperationalError") and "16,777,216 tuples" in out and "SET max_tuples" in out
+
+
+def test_max_bytes_refuses_a_fill(cur) -> None:
+    cur.execute("SET max_bytes = '1MB'")
+    with pytest.raises(trdb.OperationalError, match="max_bytes"):
+        cur.execute("CREATE TENSOR X SHAPE (1024, 1024) TILE (256, 256) FILL ONES")
+    cur.execute("CREATE TENSOR X SHAPE (1024, 1024) TILE (256, 256)")  # zeros store nothing
+
+
+def test_shapes_beyond_bigint_are_refused(cur) -> None:
+    with pytest.raises(trdb.ProgrammingError, match="2\\*\\*63"):
+        cur.execute("CREATE TENSOR X SHAPE (99999999999999999999999999, 3) TILE (10, 3)")
+    with pytest.raises(trdb.ProgrammingError, match="positive"):
+        cur.execute("CREATE TENSOR X SHAPE (3, 0) TILE (3, 1)")
+
+
+def test_a_query_estimated_past_the_limits_is_refused_before_running(cur) -> None:
+    cur.execute("CREATE TENSOR A FROM ? TILE (4, 4)", [np.ones((8, 8), np.float32)])
+    query = "SELECT A0.i, A0.j, A0.v FROM A AS A0 " + " ".join(
+        f"JOIN A AS A{k} ON A0.i = A{k}.i" for k in range(1, 61))
+    cur.execute("EXPLAIN " + query)  # EXPLAIN shows the estimate without running it
+    with pytest.raises(trdb.OperationalError, match="max_tuples") as info:
+        cur.execute(query)
+    assert "estimated at" in str(info.value) and "HINT" in str(info.value)
+
+
+def test_a_many_operand_einsum_past_max_bytes_is_refused(cur) -> None:
+    cur.execute("CREATE TENSOR M SHAPE (64, 64) TILE (8, 8) FILL ONES")
+    letters = "abcdefghijklmnopqrstu"
+    spec = ",".join(letters[n] + letters[n + 1] for n in range(20)) + "->" + letters[:21]
+    with pytest.raises(trdb.OperationalError, match="max_tuples|max_bytes"):
+        cur.execute(f"SELECT * FROM EINSUM('{spec}', " + ", ".join(["M"] * 20) + ")")
+
+
+def test_raising_the_limit_lets_it_run(cur) -> None:
+    cur.execute("CREATE TENSOR A FROM ? TILE (4, 4)", [np.ones((8, 8), np.float32)])
+    cur.execute("SET max_tuples = 2")
+    with pytest.raises(trdb.OperationalError, match="max_tuples"):
+        cur.execute("SELECT * FROM A")
+    cur.execute("RESET max_tuples")
+    cur.execute("SELECT COUNT(*) FROM A")
+    assert cur.fetchone() == (4,)
+
+
+def test_workers_are_bounded(cur) -> None:
+    for value in (256, 100000, max_workers() + 1):
+        with pytest.raises(trdb.ProgrammingError, match=f"at most {max_workers()} workers"):
+            cur.execute(f"SET workers = {value}")
+    cur.execute(f"SET workers = {max_workers()}")
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "'lots'"])
+def test_limit_settings_reject_nonsense(cur, value) -> None:
+    for name in ("max_tuples", "max_bytes"):
+        with pytest.raises(trdb.ProgrammingError, match=f"setting {name}"):
+            cur.execute(f"SET {name} = {value}")
