@@ -98,6 +98,19 @@ def check_csr(rows: np.ndarray, indices: list, pointers: list, nonzeros: np.ndar
     flat = np.concatenate(indices)
     if len(flat) == 0:
         return
+    if flat.min() < 0 or flat.max() >= columns.min():  # else all are in range (one pass, no per-tile work)
+        _check_columns_per_tile(rows, flat, element_starts, nonzeros, columns)
+    rising = flat[1:] > flat[:-1]
+    row_starts = flat_pointers + np.repeat(element_starts, lengths)
+    inner = np.searchsorted(row_starts, [1, len(flat)])  # row_starts rise (the pointers were checked)
+    rising[row_starts[inner[0]:inner[1]] - 1] = True  # a new row may start at any column
+    if not rising.all():
+        tile = np.searchsorted(element_starts, _first(~rising) + 1, side="right") - 1
+        raise CorruptTile(int(rows[tile]), "its column indices are not sorted and distinct within a row")
+
+
+def _check_columns_per_tile(rows: np.ndarray, flat: np.ndarray, element_starts: np.ndarray,
+                            nonzeros: np.ndarray, columns: np.ndarray) -> None:
     has = nonzeros > 0
     lowest = np.minimum.reduceat(flat, element_starts[has])
     highest = np.maximum.reduceat(flat, element_starts[has])
@@ -105,12 +118,6 @@ def check_csr(rows: np.ndarray, indices: list, pointers: list, nonzeros: np.ndar
     if bad.any():
         n = _first(bad)
         raise CorruptTile(int(rows[has][n]), f"a column index lies outside [0, {columns[has][n]})")
-    rising = flat[1:] > flat[:-1]
-    row_starts = flat_pointers + np.repeat(element_starts, lengths)
-    rising[row_starts[(row_starts > 0) & (row_starts < len(flat))] - 1] = True  # a new row may start anywhere
-    if not rising.all():
-        tile = np.searchsorted(element_starts, _first(~rising) + 1, side="right") - 1
-        raise CorruptTile(int(rows[tile]), "its column indices are not sorted and distinct within a row")
 
 
 def _lengths(arrays: list) -> np.ndarray:
