@@ -222,3 +222,27 @@ def test_a_long_minimize_in_one_connection_does_not_block_reads_in_another(path)
     assert not np.array_equal(seen[-1], start) and len(seen) == 5
     trainer.close()
     reader.close()
+
+
+def test_a_read_that_meets_another_commit_runs_again_and_sees_one_state(path, monkeypatch):
+    from trdb.storage import tile_store
+    writer, reader = trdb.connect(path), trdb.connect(path)
+    writer.execute("CREATE TENSOR A SHAPE (4,4) TILE (2,2) FILL ONES")
+    writer.execute("CREATE TENSOR B SHAPE (4,4) TILE (2,2) FILL ZEROS")
+    reader.execute("SELECT * FROM A").fetchall()  # A's tiles are cached, B's are not
+    original, commits = tile_store.read_tiles, []
+
+    def read_tiles(db, meta, *args, **kwargs):
+        if meta.name == "B" and not commits:  # another connection commits while the reader reads B
+            writer.execute("BEGIN")
+            writer.execute("UPDATE A SET v = A.v + 1")
+            writer.execute("INSERT INTO B VALUES (0, 0, ?)", [np.ones((2, 2), np.float32)])
+            writer.execute("COMMIT")
+            commits.append(1)
+        return original(db, meta, *args, **kwargs)
+    monkeypatch.setattr(tile_store, "read_tiles", read_tiles)
+    summed = reader.execute("SELECT A.i, A.j, A.v + B.v AS v FROM A LEFT JOIN B ON A.i = B.i AND A.j = B.j")
+    after = np.full((4, 4), 2.0)
+    after[:2, :2] = 3  # a mix of the old A and the new B would be 1 and 2
+    np.testing.assert_array_equal(summed.fetch_tensor(), after)
+    assert commits == [1]
