@@ -37,6 +37,21 @@ PUNCT = ("(", ")", ",", ";", ".", "*", "+", "-", "/", "//", "%", "=", "<", "<=",
          '"', "--", "/*", "*/", "$1", "$x", "::", "[", "]", "{", "}", "\\", "@", "#")
 
 
+CI_MAX_FILLED_TILES = 256
+
+
+def tile_count(shape: str, tile: str) -> float:
+    """Tiles of a SHAPE (...) TILE (...) pair as written (0 when either does not parse)."""
+    try:
+        dims = [int(x) for x in shape.strip("()").split(",") if x.strip()]
+        tiles = [int(x) for x in tile.strip("()").split(",") if x.strip()]
+    except ValueError:
+        return 0
+    if len(dims) != len(tiles) or any(t <= 0 for t in tiles):
+        return 0
+    return float(np.prod([-(-n // t) for n, t in zip(dims, tiles)], dtype=float))
+
+
 @dataclass
 class TensorInfo:
     """What the generator knows of one tensor relation (from SHOW TENSORS)."""
@@ -316,6 +331,8 @@ class Generator:
         frm = f"{items[0][0]} AS A0"
         for i in range(1, n):
             kind = self.pick(("", "INNER ", "LEFT ", "FULL ", "FULL OUTER ", "RIGHT ", "CROSS ", ","))
+            if kind in ("CROSS ", ",") and n > 2 and not self.extreme:
+                kind = ""             # three-way cross products of filled tensors run for minutes
             if kind == ",":
                 frm += f", {items[i][0]} AS A{i}"
                 continue
@@ -418,7 +435,10 @@ class Generator:
         if self.chance(0.4):
             opts += f" DTYPE {self.dtype() or 'float32'}"
         if self.chance(0.8):
-            opts += " " + self.fill()
+            fill = self.fill()
+            if not self.extreme and tile_count(shape, tile) > CI_MAX_FILLED_TILES:
+                fill = "FILL ZEROS"   # a million filled tiles runs for minutes (a finding of the long run)
+            opts += " " + fill
         head = "CREATE TENSOR" if self.chance(0.95) else self.pick(("CREATE OR REPLACE TENSOR",
                                                                     "CREATE TENSOR IF NOT EXISTS"))
         name = self.fuzz_name(fresh=True)
@@ -491,13 +511,15 @@ class Generator:
             text = f"INSERT INTO {self.fuzz_name()} {self.query()}"
             return Case(text, self.params_for(text), kind="insert", writes=True)
         rows = []
+        tile = tuple(min(a, b) for a, b in zip(t.tile, t.shape))
+        if np.prod(tile, dtype=float) > 1e5:
+            tile = None
         for _ in range(self.pick((1, 1, 2, 3))):
             grid = [max(1, -(-n // max(1, b))) for n, b in zip(t.shape, t.tile)]
             keys = [str(self.r.randrange(0, g) if self.chance(0.9) else self.r.randrange(-1, g + 2))
                     if self.chance(0.95) else str(self.hostile_int()) for g in grid]
             rows.append("(" + ", ".join(keys + ["?"]) + ")")
         text = f"INSERT INTO {t.name} VALUES {', '.join(rows)}"
-        tile = tuple(min(a, b) for a, b in zip(t.tile, t.shape))
         params = [self.array(tile if self.chance(0.7) else None) for _ in rows]
         if self.chance(0.1):
             return Case(text, [params, params], kind="insert", many=True, writes=True)
