@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import Counter
 
 import opt_einsum
 
 from trdb.optimizer.unit_costs import ELEMENT_COST, FLOPS_PER_MULTIPLY_ADD, TUPLE_COST_FLOPS
 
 EXACT_UP_TO = 6           # opt_einsum's exhaustive search up to this many operands; greedy and dp beyond
+SEARCH_UP_TO = 12         # dp and branch-2 grow exponentially: only opt_einsum's greedy (polynomial) beyond
 
 
 def contraction_order(terms: list[str], output: str, layout, densities: list[float],
@@ -57,7 +59,8 @@ def dense_paths(terms: tuple, output: str, sizes: tuple) -> tuple:
     candidates = [tuple((0, 1) for _ in range(len(terms) - 1))]  # left to right, always a candidate
     spec = ",".join(terms) + "->" + output
     shapes = [tuple(size[c] for c in t) for t in terms]
-    methods = ["optimal", "greedy"] if len(terms) <= EXACT_UP_TO else ["greedy", "dp", "branch-2"]
+    methods = ["optimal", "greedy"] if len(terms) <= EXACT_UP_TO else \
+        ["greedy", "dp", "branch-2"] if len(terms) <= SEARCH_UP_TO else ["greedy"]
     for method in methods:
         try:
             path, _ = opt_einsum.contract_path(spec, *shapes, shapes=True, optimize=method)
@@ -76,22 +79,34 @@ def _step_output(terms: list[str], a: int, b: int, output: str) -> str:
 
 def greedy_path(terms: list[str], output: str, size: dict, tile: dict, densities: list[float],
                 workers: int = 1) -> tuple:
-    """At each step the pair with the cheapest step (pairs that share a letter before those that do not)."""
+    """At each step the pair with the cheapest step (pairs that share a letter before those that do not).
+
+    Only pairs that share a letter are costed while there are any, and a step's output letters come
+    from letter counts, so a step costs O(pairs), not O(pairs x operands): polynomial for many operands.
+    """
     path = []
     while len(terms) > 1:
+        counts = Counter(c for t in terms for c in set(t))
+        letters = [set(t) for t in terms]
+        pairs = [(a, b) for a in range(len(terms)) for b in range(a + 1, len(terms)) if letters[a] & letters[b]]
         best = None
-        for a in range(len(terms)):
-            for b in range(a + 1, len(terms)):
-                out = _step_output(terms, a, b, output)
-                cost, density = step_cost(terms[a], terms[b], out, size, tile, densities[a], densities[b], workers)
-                rank = (not set(terms[a]) & set(terms[b]), cost)
-                if best is None or rank < best[0]:
-                    best = (rank, a, b, out, density)
+        for a, b in pairs or [(a, b) for a in range(len(terms)) for b in range(a + 1, len(terms))]:
+            out = _pair_output(terms[a], terms[b], counts, output)
+            cost, density = step_cost(terms[a], terms[b], out, size, tile, densities[a], densities[b], workers)
+            rank = (not letters[a] & letters[b], cost)
+            if best is None or rank < best[0]:
+                best = (rank, a, b, out, density)
         _, a, b, out, density = best
         path.append((a, b))
         terms = [t for n, t in enumerate(terms) if n not in (a, b)] + [out]
         densities = [d for n, d in enumerate(densities) if n not in (a, b)] + [density]
     return tuple(path)
+
+
+def _pair_output(left: str, right: str, counts: Counter, output: str) -> str:
+    """_step_output from letter counts: the letters of the pair that the output or another operand needs."""
+    return "".join(dict.fromkeys(c for c in left + right
+                                 if c in output or counts[c] > (c in left) + (c in right)))
 
 
 def path_cost(terms: list[str], output: str, size: dict, tile: dict, densities: list[float], path,

@@ -106,3 +106,20 @@ def test_cursor_close_during_planning_acts_at_once(monkeypatch) -> None:
     thread.join(60)
     assert outcome == ["cancelled"] and time.perf_counter() - closed_at < 5
     con.close()
+
+
+def test_many_operand_einsum_costs_polynomially_many_steps(monkeypatch) -> None:
+    from trdb.optimizer import einsum_order
+    calls = []
+    step_cost = einsum_order.step_cost
+    monkeypatch.setattr(einsum_order, "step_cost", lambda *a, **k: calls.append(1) or step_cost(*a, **k))
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    operands = 40
+    terms = [letters[k] + letters[k + 1] for k in range(operands)]
+    size = {c: 64 for c in letters[:operands + 1]}
+    tile = {c: 8 for c in letters[:operands + 1]}
+    path = einsum_order.greedy_path(terms, letters[0] + letters[operands], size, tile, [1.0] * operands)
+    assert len(path) == operands - 1
+    # a chain: only the pairs that share a letter are costed, about operands**2 / 2 steps in all
+    # (every pair at every step, as before, was about operands**3 / 6 = 10,000)
+    assert len(calls) <= operands ** 2
