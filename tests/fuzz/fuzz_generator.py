@@ -573,16 +573,16 @@ class Generator:
 
     def settings(self):
         name = self.pick(("workers", "memory_limit", "disabled_rules", "min_parallel_cost", "progress", "device",
-                          "executor", "nope", "temp_directory", "ray_address"))
+                          "executor", "nope", "temp_directory", "ray_address", "max_tuples"))
         good = {"workers": ("1", "2", "3", "4"), "memory_limit": ("'64MB'", "'256MB'", "'1GB'", "'1.5GB'"),
                 "disabled_rules": ("''", "'join_ordering'", "'kernel_fusion, predicate_pushdown'"),
                 "min_parallel_cost": ("0", "1e9", "100"), "progress": ("on", "off", "false"),
                 "device": ("'cpu'", "'auto'"), "executor": ("'local'",), "temp_directory": ("'/tmp'",),
-                "ray_address": ("''",), "nope": ("1",)}[name]
+                "ray_address": ("''",), "nope": ("1",), "max_tuples": ("100000", "16000000")}[name]
         bad = ("0", "-1", "'abc'", "1.5", "NULL", "''", "'-5GB'", "TRUE", "'1 GB GB'", "'nope_rule'", "X'00'",
                "'é'", "1e400", "'" + "9" * 40 + "'")
         if self.extreme:
-            bad += ("999999", "'1000TB'")
+            bad += ("999999", "'1000TB'")     # workers, memory_limit and max_tuples (0: no limit) unbounded
         roll = self.r.random()
         if roll < 0.15:
             return Case(f"RESET {name}", kind="settings")
@@ -591,6 +591,8 @@ class Generator:
         value = self.pick(good) if self.chance(0.6) else self.pick(bad)
         if name in ("workers",) and value.isdigit() and int(value) > 4 and not self.extreme:
             value = "4"
+        if name == "max_tuples" and value == "0" and not self.extreme:
+            value = "16000000"
         return Case(f"SET {name} {self.pick(('=', 'TO'))} {value}", kind="settings")
 
     def transaction(self):
