@@ -1,7 +1,8 @@
 """The one exception hierarchy of trdb: PEP 249 classes at the root, user errors rendered with a caret."""
 from __future__ import annotations
 
-from typing import Optional
+import difflib
+from typing import Iterable, Optional
 
 from trdb.parser.errors import render_caret
 
@@ -79,3 +80,16 @@ class StaleSnapshot(TransactionConflict):
 
 class QueryCancelled(OperationalError):
     """The statement was cancelled (Ctrl-C, Cursor.close() while running)."""
+
+
+def suggest(name: str, candidates: Iterable[str]) -> Optional[str]:
+    """The closest candidate to `name` (names are case-insensitive), or None when nothing is close."""
+    by_fold = {c.lower(): c for c in candidates}
+    matches = difflib.get_close_matches(name.lower(), list(by_fold), n=1, cutoff=0.5)
+    return by_fold[matches[0]] if matches else None
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> Optional[str]:
+    """The hint of an unknown name: the closest known one."""
+    close = suggest(name, candidates)
+    return f'did you mean "{close}"?' if close else None

@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 from trdb import errors
 from trdb.catalog.catalog import Catalog
 from trdb.catalog.names import suggest
-from trdb.catalog.settings import SETTINGS, Settings
+from trdb.config.settings import SETTINGS, Settings
 from trdb.execution.result import Result
 from trdb.kernels.allocator import tune_allocator
 from trdb.kernels.placement import backend_for

@@ -6,7 +6,7 @@ from typing import Optional
 import numpy as np
 
 from trdb.catalog.names import did_you_mean, fold
-from trdb.catalog.tensor_meta import TensorMeta
+from trdb.storage.tensor_meta import TensorMeta
 from trdb.errors import DataError, IntegrityError, ProgrammingError, StaleSnapshot
 from trdb.storage import catalog_store, tile_store
 from trdb.storage.buffer_pool import TensorTiles

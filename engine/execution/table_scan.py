@@ -1,7 +1,7 @@
 """TableScanExec: the tuples of a stored tensor relation, read through the buffer pool."""
 from __future__ import annotations
 
-from trdb.catalog.tensor_meta import TensorMeta
+from trdb.storage.tensor_meta import TensorMeta
 from trdb.execution.list_scan import ListScanExec
 
 

@@ -73,6 +73,6 @@ def to_host(value: Any, keep_sparse: bool = False) -> Any:
         return value if keep_sparse else value.toarray()
     if isinstance(value, numpy.generic):
         return numpy.asarray(value)
-    if hasattr(value, "get"):  # a CuPy array
+    if hasattr(value, "get") and not isinstance(value, dict):  # a CuPy array (a dict: a DuckDB STRUCT or MAP)
         return value.get()
     return value

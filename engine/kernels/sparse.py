@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse
 
-from trdb.optimizer.unit_costs import CSR_MAX_DENSITY
+from trdb.config.unit_costs import CSR_MAX_DENSITY
 
 try:  # scipy's own CSR x dense kernel, which adds into its output (what `@` calls after zeroing one)
     from scipy.sparse._sparsetools import csr_matvecs as _matvecs

@@ -9,7 +9,7 @@ from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 from trdb.planner.expression_binder import to_arg
 from trdb.planner.types import Schema, TensorType
-from trdb.optimizer.unit_costs import ELEMENT_COST, SPARSE_FLOP_COST, TUPLE_COST_FLOPS
+from trdb.config.unit_costs import ELEMENT_COST, SPARSE_FLOP_COST, TUPLE_COST_FLOPS
 
 KEY_BYTES = 8
 CSR_BYTES_PER_NONZERO = 8  # a float32 value and its int32 column index (row pointers left out)

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from trdb.config.settings import OPTIMIZER_RULES
 from trdb.errors import InternalError, QueryCancelled
 from trdb.optimizer.rules.aggregate_pushdown import aggregate_pushdown
 from trdb.optimizer.rules.constant_folding import constant_folding
@@ -29,6 +30,8 @@ Rule = Callable[[lp.Plan, "RuleContext"], lp.Plan]
 RULES: tuple[Rule, ...] = (constant_folding, predicate_pushdown, outer_join_elimination, join_ordering,
                            redundant_rekey_removal, kernel_fusion, aggregate_pushdown, projection_pruning)
 RULE_NAMES: tuple[str, ...] = tuple(rule.__name__ for rule in RULES)
+if RULE_NAMES != OPTIMIZER_RULES:  # the names SET disabled_rules accepts are declared with the settings
+    raise ImportError(f"optimizer rules {RULE_NAMES} differ from config.settings.OPTIMIZER_RULES")
 MAX_PASSES = 4
 
 

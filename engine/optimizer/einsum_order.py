@@ -21,7 +21,7 @@ from collections import Counter
 
 import opt_einsum
 
-from trdb.optimizer.unit_costs import ELEMENT_COST, FLOPS_PER_MULTIPLY_ADD, TUPLE_COST_FLOPS
+from trdb.config.unit_costs import ELEMENT_COST, FLOPS_PER_MULTIPLY_ADD, TUPLE_COST_FLOPS
 
 EXACT_UP_TO = 6           # opt_einsum's exhaustive search up to this many operands; greedy and dp beyond
 SEARCH_UP_TO = 12         # dp and branch-2 grow exponentially: only opt_einsum's greedy (polynomial) beyond

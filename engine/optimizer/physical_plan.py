@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from trdb.optimizer.cardinality import Estimate
-from trdb.optimizer.unit_costs import EXCHANGE_BYTE_COST, TUPLE_COST_FLOPS
+from trdb.config.unit_costs import EXCHANGE_BYTE_COST, TUPLE_COST_FLOPS
 from trdb.planner.types import Schema
 
 
@@ -64,7 +64,7 @@ class PhysicalNode:
 
     @property
     def own_cost(self) -> float:
-        """This operator's estimated cost alone (optimizer/unit_costs.py): FLOPs and written elements,
+        """This operator's estimated cost alone (config/unit_costs.py): FLOPs and written elements,
         tuples, bytes moved."""
         if self.route is None:
             return self.estimate.cost

@@ -5,7 +5,7 @@ import math
 import string
 from dataclasses import dataclass
 
-from trdb.catalog.settings import Settings
+from trdb.config.settings import Settings
 from trdb.optimizer.einsum_order import contraction_order
 from trdb.optimizer import einsum_tiling
 from trdb.optimizer.einsum_tiling import OperandTiling, choose_tiles

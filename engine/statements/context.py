@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from trdb.catalog.catalog import Catalog
-from trdb.catalog.settings import Settings
+from trdb.config.settings import Settings
 from trdb.execution.executor import Execution, start_execution
 from trdb.execution.operator import ExecContext
 from trdb.execution.state import ExecutionState

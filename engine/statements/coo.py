@@ -9,7 +9,7 @@ from typing import Any, Iterator, Optional
 import pyarrow as pa
 
 from trdb.catalog.names import did_you_mean, fold
-from trdb.catalog.tensor_meta import TensorMeta, clamp_tile, parse_dtype, validate_layout
+from trdb.storage.tensor_meta import TensorMeta, clamp_tile, parse_dtype, validate_layout
 from trdb.errors import DataError, OperationalError, ProgrammingError, QueryCancelled
 from trdb.execution.result import Result
 from trdb.parser import ast

@@ -14,9 +14,9 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse
 
-from trdb.catalog.tensor_meta import TensorMeta
+from trdb.storage.tensor_meta import TensorMeta
 from trdb.errors import DataError
-from trdb.optimizer.unit_costs import CSR_MAX_DENSITY
+from trdb.config.unit_costs import CSR_MAX_DENSITY
 from trdb.statements import tiling
 from trdb.storage import tile_store
 from trdb.storage.database import Database

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from trdb.catalog.tensor_meta import TensorMeta, clamp_tile, parse_dtype, validate_layout
+from trdb.storage.tensor_meta import TensorMeta, clamp_tile, parse_dtype, validate_layout
 from trdb.errors import DataError, OperationalError, ProgrammingError
 from trdb.execution.result import Result
 from trdb.parser import ast

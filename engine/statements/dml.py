@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trdb.catalog.tensor_meta import TensorMeta
+from trdb.storage.tensor_meta import TensorMeta
 from trdb.errors import IntegrityError, NotSupportedError, ProgrammingError
 from trdb.execution.result import Result
 from trdb.parser import ast

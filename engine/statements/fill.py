@@ -5,7 +5,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from trdb.catalog.tensor_meta import TensorMeta
+from trdb.storage.tensor_meta import TensorMeta
 from trdb.errors import DataError, ProgrammingError
 from trdb.statements.tiling import tile_slices
 

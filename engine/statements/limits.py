@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterator
 
-from trdb.catalog.tensor_meta import TensorMeta
+from trdb.storage.tensor_meta import TensorMeta
 from trdb.errors import OperationalError
 from trdb.optimizer.physical_plan import PhysicalNode
 

@@ -5,7 +5,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from trdb.catalog.tensor_meta import TensorMeta, validate_layout
+from trdb.storage.tensor_meta import TensorMeta, validate_layout
 from trdb.errors import DataError, IntegrityError, ProgrammingError
 from trdb.execution.result import Result, layout_of
 from trdb.kernels.backend import to_host

@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 
 from trdb.catalog.names import did_you_mean
-from trdb.catalog.tensor_meta import TensorMeta
+from trdb.storage.tensor_meta import TensorMeta
 from trdb.errors import DataError, ProgrammingError
 from trdb.execution.result import Result
 from trdb.kernels.backend import to_host

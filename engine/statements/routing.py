@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from trdb.catalog.catalog import Catalog
-from trdb.catalog.settings import SETTINGS
+from trdb.config.settings import SETTINGS
 from trdb.catalog.names import fold
 from trdb.parser import ast
 

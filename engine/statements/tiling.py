@@ -6,7 +6,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from trdb.catalog.tensor_meta import TensorMeta
+from trdb.storage.tensor_meta import TensorMeta
 from trdb.statements.value_fit import cast_checked
 from trdb.storage import tile_store
 from trdb.storage.database import Database

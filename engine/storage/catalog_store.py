@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from trdb.catalog.tensor_meta import TensorMeta
+from trdb.storage.tensor_meta import TensorMeta
 from trdb.errors import DataError
 from trdb.storage.catalog_format import SCHEMA
 from trdb.storage.catalog_validation import CatalogRow, DamagedTensor, tensor_from_row

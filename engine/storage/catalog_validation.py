@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from trdb.catalog.tensor_meta import DTYPES, TensorMeta
+from trdb.storage.tensor_meta import DTYPES, TensorMeta
 from trdb.errors import DataError
 
 INT64_MAX = 2**63 - 1

@@ -6,7 +6,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
-from trdb.catalog.tensor_meta import TensorMeta
+from trdb.storage.tensor_meta import TensorMeta
 from trdb.kernels.sparse import stored_form
 from trdb.storage.database import Database
 from trdb.storage.sql_text import quote_dotted

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from trdb.errors import ProgrammingError
-from trdb.catalog.names import suggest
+from trdb.config import unit_costs
+from trdb.errors import suggest
 
 
 def _physical_memory() -> int:
@@ -98,13 +99,16 @@ def _parse_bool(value: Any) -> bool:
     raise ValueError("expected on or off")
 
 
-def _parse_rule_list(value: Any) -> str:
-    from trdb.optimizer.driver import RULE_NAMES  # imported here: the optimizer imports the catalog
+# The optimizer's rules in the order its driver runs them (optimizer/driver.py checks it runs these).
+OPTIMIZER_RULES = ("constant_folding", "predicate_pushdown", "outer_join_elimination", "join_ordering",
+                   "redundant_rekey_removal", "kernel_fusion", "aggregate_pushdown", "projection_pruning")
 
+
+def _parse_rule_list(value: Any) -> str:
     names = [name.strip().lower() for name in str(value).split(",") if name.strip()]
     for name in names:
-        if name not in RULE_NAMES:
-            raise ValueError(f"'{name}' is not an optimizer rule; the rules are " + ", ".join(RULE_NAMES))
+        if name not in OPTIMIZER_RULES:
+            raise ValueError(f"'{name}' is not an optimizer rule; the rules are " + ", ".join(OPTIMIZER_RULES))
     return ",".join(names)
 
 
@@ -119,8 +123,6 @@ def _parse_cost(value: Any) -> float:
 
 
 def _unit_cost(name: str) -> float:
-    from trdb.optimizer import unit_costs  # imported here: the optimizer imports the catalog
-
     return getattr(unit_costs, name)
 
 

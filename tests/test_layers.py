@@ -1,0 +1,100 @@
+"""The engine's packages only import downwards (docs/architecture.md), and only storage/ sends SQL to DuckDB."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ENGINE = Path(__file__).parent.parent / "engine"
+# Each package may import the packages after it in its row, and every package of the base row;
+# the base packages import only those after them. The parser imports nothing from the engine.
+UPPER = ["api", "session", "statements", "pipeline", "execution", "optimizer", "autodiff", "planner"]
+BASE = ["catalog", "storage", "kernels", "config", "errors"]
+TOP_LEVEL = {"__init__": UPPER + BASE, "__main__": UPPER + BASE}
+# Upward imports not yet removed (module, package it imports): the list may only shrink.
+KNOWN_UPWARD = {("optimizer/physical_planner.py", "execution"), ("planner/binder.py", "autodiff"),
+                ("planner/einsum.py", "optimizer")}
+# Modules outside storage/ that still hand SQL to the Database: the list may only shrink.
+KNOWN_SQL_OUTSIDE_STORAGE = {"execution/sql_table_scan.py", "optimizer/cardinality.py", "session.py",
+                             "statements/coo.py", "statements/minimize.py"}
+
+
+def _package(path: Path) -> str:
+    parts = path.relative_to(ENGINE).with_suffix("").parts
+    return parts[0]
+
+
+def _imported_packages(path: Path) -> set[tuple[str, int]]:
+    """(engine package, line) of every `trdb.X` import in the module, at any depth (function-level too)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "trdb" and len(parts) > 1 and parts[1] != "parser":
+                found.add((parts[1], node.lineno))
+    return found
+
+
+def _allowed(package: str) -> set[str]:
+    if package in TOP_LEVEL:
+        return set(TOP_LEVEL[package])
+    if package in UPPER:
+        return set(UPPER[UPPER.index(package) + 1:]) | set(BASE)
+    return set(BASE[BASE.index(package) + 1:])
+
+
+def test_every_package_is_in_a_layer():
+    packages = {_package(p) for p in ENGINE.rglob("*.py")}
+    assert packages <= set(UPPER) | set(BASE) | set(TOP_LEVEL), packages - set(UPPER) - set(BASE)
+
+
+def test_no_package_imports_upwards():
+    upward = []
+    for path in sorted(ENGINE.rglob("*.py")):
+        package = _package(path)
+        for target, line in sorted(_imported_packages(path)):
+            known = (str(path.relative_to(ENGINE)), target) in KNOWN_UPWARD
+            if target != package and target not in _allowed(package) and not known:
+                upward.append(f"{path.relative_to(ENGINE)}:{line} ({package}) imports trdb.{target}")
+    assert not upward, "imports that point up a layer:\n" + "\n".join(upward)
+
+
+def test_the_parser_imports_nothing_from_the_engine():
+    parser = ENGINE.parent / "parser"
+    for path in parser.rglob("*.py"):
+        assert not [t for t, _ in _imported_packages(path)], path
+
+
+_DATABASE_CALLS = {"execute", "execute_with_description", "arrow", "register_and_run", "insert_arrow"}
+
+
+def _database_calls(path: Path) -> list[tuple[int, str]]:
+    """Calls of the storage Database's methods (`<...>.db.execute(...)` and the like) in a module."""
+    calls = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _DATABASE_CALLS:
+            receiver = ast.unparse(node.func.value)
+            if receiver == "db" or receiver.endswith(".db"):
+                calls.append((node.lineno, ast.unparse(node)[:90]))
+    return calls
+
+
+def test_only_storage_sends_sql_to_duckdb():
+    """The Database is reached through storage/'s functions, named for what they do; no other
+    package hands it SQL text."""
+    found = [f"{path.relative_to(ENGINE)}:{line}: {call}" for path in sorted(ENGINE.rglob("*.py"))
+             if _package(path) != "storage" and str(path.relative_to(ENGINE)) not in KNOWN_SQL_OUTSIDE_STORAGE
+             for line, call in _database_calls(path)]
+    assert not found, "SQL sent to DuckDB from outside storage/:\n" + "\n".join(found)
+
+
+def test_the_known_exceptions_still_exist():
+    """Each entry of the two lists above is removed as soon as its module is fixed."""
+    upward = {(str(p.relative_to(ENGINE)), t) for p in ENGINE.rglob("*.py") for t, _ in _imported_packages(p)}
+    assert KNOWN_UPWARD <= upward, KNOWN_UPWARD - upward
+    with_sql = {str(p.relative_to(ENGINE)) for p in ENGINE.rglob("*.py") if _database_calls(p)}
+    assert KNOWN_SQL_OUTSIDE_STORAGE <= with_sql, KNOWN_SQL_OUTSIDE_STORAGE - with_sql
