@@ -6,12 +6,13 @@ from dataclasses import dataclass
 
 # One lexical piece of a script. Unterminated strings, identifiers and block comments run to
 # the end of the text (the parser reports them); the `closed` group tells whether they ended.
+# Space includes the invisible characters DuckDB skips (BOM, zero-width space, Mongolian vowel separator).
 PIECE = re.compile(r"""
     (?P<quoted> '(?:[^']|'')*(?P<q1>')? | "(?:[^"]|"")*(?P<q2>")? )
   | (?P<comment> --[^\n]* | /\*(?:.|\n)*?(?:(?P<c>\*/)|\Z) )
   | (?P<semicolon> ; )
-  | (?P<space> \s+ )
-  | (?P<other> [^'"\-/;\s]+ | . )
+  | (?P<space> [\s\u180e\u200b\ufeff]+ )
+  | (?P<other> [^'"\-/;\s\u180e\u200b\ufeff]+ | . )
 """, re.VERBOSE | re.DOTALL)
 
 

@@ -12,6 +12,19 @@ from trdb.execution.result import Result, assemble
 from trdb.planner.types import Column
 
 
+def _check_utf8(text: str) -> None:
+    """Refuse a statement holding a lone surrogate: neither DuckDB nor a terminal can take it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        line = text.count("\n", 0, exc.start) + 1
+        column = exc.start - (text.rfind("\n", 0, exc.start) + 1) + 1
+        raise errors.ProgrammingError(
+            f"the statement is not valid UTF-8 text: a lone surrogate U+{ord(text[exc.start]):04X} at line {line}, "
+            f"column {column}", hint="decode the statement's bytes as UTF-8 (surrogates come from "
+            "errors='surrogateescape' or broken UTF-16)") from None
+
+
 class DBAPITypeObject:
     """A PEP 249 type object: equal to every type code of its group."""
 
@@ -69,6 +82,7 @@ class Cursor:
         self._check_open()
         if not isinstance(operation, str):
             raise errors.ProgrammingError(f"execute() takes a statement string, got {type(operation).__name__}")
+        _check_utf8(operation)
         if parameters is not None and (isinstance(parameters, (str, bytes, dict)) or
                                        not isinstance(parameters, Sequence)):
             raise errors.ProgrammingError("parameters must be a sequence (paramstyle is qmark: ?)")

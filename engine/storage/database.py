@@ -75,6 +75,8 @@ class Database:
     def execute_with_description(self, sql: str, params: Sequence[Any] = ()) -> tuple[list[tuple], Any, int]:
         with self._lock, self._translated():
             result = self._con.execute(sql, list(params))
+            if result is None:  # DuckDB found no statement in the text
+                raise errors.ProgrammingError("empty statement")
             description = result.description
             rows = result.fetchall()
             return rows, description, self._con.rowcount
