@@ -9,6 +9,7 @@ from trdb.catalog.names import did_you_mean, fold
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.errors import DataError, IntegrityError, ProgrammingError, StaleSnapshot
 from trdb.storage import catalog_store, tile_store
+from trdb.storage.ordinary_tables import ordinary_tables
 from trdb.storage.buffer_pool import TensorTiles
 from trdb.storage.catalog_format import ensure_schema
 from trdb.storage.catalog_validation import DamagedTensor
@@ -85,7 +86,7 @@ class Catalog:
 
     def ordinary_tables(self) -> dict[str, list[tuple[str, str]]]:
         if self._ordinary is None:
-            self._ordinary = catalog_store.ordinary_tables(self.db)
+            self._ordinary = ordinary_tables(self.db)
         return self._ordinary
 
     def forget_ordinary_tables(self) -> None:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from trdb.execution.list_scan import ListScanExec
-from trdb.storage.sql_text import quote_identifier
+from trdb.storage.ordinary_tables import read_ordinary_table
 
 
 class SqlTableScanExec(ListScanExec):
@@ -12,5 +12,4 @@ class SqlTableScanExec(ListScanExec):
         self.columns_read = columns
 
     def _load(self) -> list:
-        names = ", ".join(quote_identifier(c) for c in self.columns_read)
-        return self.ctx.catalog.db.execute(f"SELECT {names} FROM {quote_identifier(self.table)}")
+        return read_ordinary_table(self.ctx.catalog.db, self.table, self.columns_read)

@@ -10,6 +10,7 @@ from trdb.planner import logical as lp
 from trdb.planner.expression_binder import to_arg
 from trdb.planner.types import Schema, TensorType
 from trdb.config.unit_costs import ELEMENT_COST, SPARSE_FLOP_COST, TUPLE_COST_FLOPS
+from trdb.storage.ordinary_tables import estimated_rows
 
 KEY_BYTES = 8
 CSR_BYTES_PER_NONZERO = 8  # a float32 value and its int32 column index (row pointers left out)
@@ -182,10 +183,9 @@ class Estimator:
     def _TableScan(self, plan: lp.TableScan) -> Estimate:
         rows = DEFAULT_TABLE_ROWS
         if self.catalog is not None:
-            found = self.catalog.db.execute("SELECT estimated_size FROM duckdb_tables() WHERE table_name = ?",
-                                            [plan.table])
-            if found and found[0][0] is not None:
-                rows = float(found[0][0])
+            estimated = estimated_rows(self.catalog.db, plan.table)
+            if estimated is not None:
+                rows = float(estimated)
         distinct = tuple(rows if c.is_key else None for c in plan.schema)
         return Estimate(rows, row_bytes(plan.schema), distinct)
 

@@ -79,13 +79,3 @@ def save_view(db: Database, name: str, query: str) -> None:
 def delete_view(db: Database, name: str) -> None:
     db.execute(f"DELETE FROM {SCHEMA}.views WHERE name = ?", [name])
 
-
-def ordinary_tables(db: Database) -> dict[str, list[tuple[str, str]]]:
-    """Plain SQL tables and views outside trdb's schema: name -> [(column, DuckDB type)]."""
-    rows = db.execute("SELECT table_name, column_name, data_type FROM information_schema.columns "
-                      f"WHERE table_schema NOT IN ('{SCHEMA}', 'information_schema', 'pg_catalog') "
-                      "ORDER BY table_name, ordinal_position")
-    tables: dict[str, list[tuple[str, str]]] = {}
-    for table, column, data_type in rows:
-        tables.setdefault(table, []).append((column, data_type))
-    return tables

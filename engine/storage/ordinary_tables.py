@@ -1,0 +1,31 @@
+"""Plain SQL tables and views outside trdb's schema: their columns, their rows and their estimated sizes."""
+from __future__ import annotations
+
+from typing import Optional
+
+from trdb.storage.catalog_format import SCHEMA
+from trdb.storage.database import Database
+from trdb.storage.sql_text import quote_identifier
+
+
+def ordinary_tables(db: Database) -> dict[str, list[tuple[str, str]]]:
+    """Plain SQL tables and views outside trdb's schema: name -> [(column, DuckDB type)]."""
+    rows = db.execute("SELECT table_name, column_name, data_type FROM information_schema.columns "
+                      f"WHERE table_schema NOT IN ('{SCHEMA}', 'information_schema', 'pg_catalog') "
+                      "ORDER BY table_name, ordinal_position")
+    tables: dict[str, list[tuple[str, str]]] = {}
+    for table, column, data_type in rows:
+        tables.setdefault(table, []).append((column, data_type))
+    return tables
+
+
+def read_ordinary_table(db: Database, table: str, columns: tuple[str, ...]) -> list[tuple]:
+    """Every row of an ordinary table, only the named columns, in that order."""
+    names = ", ".join(quote_identifier(c) for c in columns)
+    return db.execute(f"SELECT {names} FROM {quote_identifier(table)}")
+
+
+def estimated_rows(db: Database, table: str) -> Optional[int]:
+    """DuckDB's estimate of an ordinary table's row count; None for a view or a table it has no estimate of."""
+    found = db.execute("SELECT estimated_size FROM duckdb_tables() WHERE table_name = ?", [table])
+    return found[0][0] if found else None
