@@ -10,7 +10,7 @@ import pytest
 
 import trdb
 from trdb.optimizer.driver import RULE_NAMES
-from trdb.optimizer.unit_costs import MIN_PARALLEL_COST
+from trdb.config.unit_costs import MIN_PARALLEL_COST
 
 
 def worker_threads() -> list[threading.Thread]:

@@ -18,7 +18,7 @@ import scipy.sparse
 
 import trdb
 from trdb.kernels.sparse import is_sparse
-from trdb.optimizer.unit_costs import CSR_MAX_DENSITY
+from trdb.config.unit_costs import CSR_MAX_DENSITY
 from trdb.storage.tile_codec import CSR32, DENSE
 
 T = 16

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import trdb
-from trdb.catalog.settings import Settings
+from trdb.config.settings import Settings
 from trdb.optimizer import driver
 from trdb.optimizer.driver import RULE_NAMES, RuleContext, optimize
 from trdb.parser import parse

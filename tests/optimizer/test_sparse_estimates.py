@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse
 
-from trdb.optimizer.unit_costs import CSR_MAX_DENSITY, SPARSE_FLOP_COST
+from trdb.config.unit_costs import CSR_MAX_DENSITY, SPARSE_FLOP_COST
 
 MATMUL = "SELECT {0}.i, X.j, SUM(MATMUL({0}.v, X.v)) AS v FROM {0} JOIN X ON {0}.j = X.i GROUP BY {0}.i, X.j"
 
