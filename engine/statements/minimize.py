@@ -23,6 +23,7 @@ from trdb.parser import ast
 from trdb.planner.types import Column, ScalarType
 from trdb.statements.context import StatementContext
 from trdb.storage import tile_store
+from trdb.storage.adam_state import drop_adam_step, read_adam_step, write_adam_step
 
 _DEFAULTS = {"optimizer": "sgd", "learning_rate": None, "steps": 100, "beta1": 0.9, "beta2": 0.999,
              "epsilon": 1e-8}
@@ -70,7 +71,6 @@ def _number(key: str, value) -> float:
 
 
 MOMENT_SUFFIXES = ("__adam_m", "__adam_v")
-_STEPS = "_trdb.adam_steps"
 
 
 class AdamState:
@@ -82,14 +82,13 @@ class AdamState:
     def __init__(self, sc: StatementContext, param: TensorMeta):
         self.sc = sc
         self.param_name = param.name
-        sc.db.execute(f"CREATE TABLE IF NOT EXISTS {_STEPS} (param VARCHAR PRIMARY KEY, step BIGINT)")
-        found = sc.db.execute(f"SELECT step FROM {_STEPS} WHERE param = ?", [param.name])
+        step = read_adam_step(sc.db, param.name)
         moments = [_moment(sc, param.name + suffix) for suffix in MOMENT_SUFFIXES]
-        if not found or not all(m is not None and _fits(m, param) for m in moments):
+        if step is None or not all(m is not None and _fits(m, param) for m in moments):
             drop_optimizer_state(sc, param.name)
-            found, moments = [], [None, None]
+            step, moments = 0, [None, None]
         self.moments = [m or _create_moment(sc, param, suffix) for m, suffix in zip(moments, MOMENT_SUFFIXES)]
-        self.step = found[0][0] if found else 0
+        self.step = step
 
     def direction(self, keys: list[tuple], grads: list[np.ndarray], options: Options) -> list[np.ndarray]:
         """Adam's bias-corrected step direction for these gradient tiles; the moments are written back."""
@@ -107,7 +106,7 @@ class AdamState:
             out.append(m_hat / (np.sqrt(v_hat) + options.epsilon))
         _replace_tiles(self.sc, m_meta, keys, ms)
         _replace_tiles(self.sc, v_meta, keys, vs)
-        self.sc.db.execute(f"INSERT OR REPLACE INTO {_STEPS} VALUES (?, ?)", [self.param_name, self.step])
+        write_adam_step(self.sc.db, self.param_name, self.step)
         return out
 
 
@@ -133,9 +132,7 @@ def drop_optimizer_state(sc: StatementContext, param_name: str) -> None:
     for suffix in MOMENT_SUFFIXES:
         if _exists(sc, param_name + suffix):
             sc.catalog.drop_tensor(param_name + suffix)
-    if sc.db.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = '_trdb' "
-                     "AND table_name = 'adam_steps'"):
-        sc.db.execute(f"DELETE FROM {_STEPS} WHERE lower(param) = lower(?)", [param_name])
+    drop_adam_step(sc.db, param_name)
 
 
 def _exists(sc: StatementContext, name: str) -> bool:

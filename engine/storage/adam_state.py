@@ -1,0 +1,28 @@
+"""Adam's step count per parameter, kept in trdb's `_trdb.adam_steps` table (created when first needed)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from trdb.storage.catalog_format import SCHEMA
+from trdb.storage.database import Database
+
+_STEPS = f"{SCHEMA}.adam_steps"
+
+
+def read_adam_step(db: Database, param: str) -> Optional[int]:
+    """The step count stored for a parameter, or None; creates the table on its first use."""
+    db.execute(f"CREATE TABLE IF NOT EXISTS {_STEPS} (param VARCHAR PRIMARY KEY, step BIGINT)")
+    found = db.execute(f"SELECT step FROM {_STEPS} WHERE param = ?", [param])
+    return found[0][0] if found else None
+
+
+def write_adam_step(db: Database, param: str, step: int) -> None:
+    """Store a parameter's step count (read_adam_step has created the table)."""
+    db.execute(f"INSERT OR REPLACE INTO {_STEPS} VALUES (?, ?)", [param, step])
+
+
+def drop_adam_step(db: Database, param: str) -> None:
+    """Forget a parameter's step count (its name matched case-insensitively), where there is one."""
+    if db.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND table_name = 'adam_steps'",
+                  [SCHEMA]):
+        db.execute(f"DELETE FROM {_STEPS} WHERE lower(param) = lower(?)", [param])
