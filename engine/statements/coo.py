@@ -15,7 +15,7 @@ from trdb.execution.result import Result
 from trdb.parser import ast
 from trdb.statements.context import StatementContext
 from trdb.statements.coo_tiles import format_number as _number, write_entries
-from trdb.statements.limits import check_tile
+from trdb.pipeline.limits import check_tile
 from trdb.storage.database import Database
 
 ENTRIES = "_trdb_coo_entries"  # temp table: the named columns of the source, renamed i0.. and v

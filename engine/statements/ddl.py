@@ -13,7 +13,7 @@ from trdb.parser import ast
 from trdb.statements.context import StatementContext
 from trdb.statements.coo_tiles import write_sparse_matrix
 from trdb.statements.fill import fill_maker
-from trdb.statements.limits import check_stored, check_tile
+from trdb.pipeline.limits import check_stored, check_tile
 from trdb.statements.materialize import store_rows
 from trdb.statements.minimize import drop_optimizer_state
 from trdb.statements.npy_files import check_storable, load_npy

@@ -66,12 +66,18 @@ def show_setting(sc: StatementContext, node: ast.ShowSetting) -> Result:
 
 
 def explain(sc: StatementContext, node: ast.Explain) -> Result:
+    """The plan SELECT runs: each shared subplan once (they run first), then the plan reading them."""
     if not isinstance(node.statement, ast.QueryStatement):
         raise sc.bind.fail(node.statement, "EXPLAIN takes a query", error=NotSupportedError)
     rules = RuleContext(sc.catalog, sc.settings)
-    physical = sc.physical(sc.bind_query(node.statement.query).plan, rules=rules)
-    execution = sc.execute_physical(physical)[1] if node.analyze else None
-    lines = explain_lines(physical, execution)
+    run = sc.explain_query(node.statement.query, node.analyze, rules)
+    lines = []
+    for number, stage in enumerate(run.shared, 1):
+        lines.append(f"Shared subplan {number} (runs once, first; read below by a RowsScanExec):")
+        lines.extend("  " + line for line in explain_lines(stage.node, stage.execution))
+    if run.shared:
+        lines.append("Plan:")
+    lines.extend(("  " if run.shared else "") + line for line in explain_lines(run.main.node, run.main.execution))
     if node.analyze:
         lines.append(rule_timings(rules.timings))
     return _text_result(("plan",), [(line,) for line in lines])

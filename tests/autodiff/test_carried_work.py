@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trdb.statements.context import StatementContext
+from trdb.pipeline.query import Pipeline
 from mlp_views import create_mlp_views
 
 RNG = np.random.default_rng(3)
@@ -26,8 +26,8 @@ def mlp(cur):
 def shared_runs(monkeypatch):
     """How many shared subplans were computed (each one a plan run of its own)."""
     runs = []
-    original = StatementContext._shared_rows
-    monkeypatch.setattr(StatementContext, "_shared_rows", lambda self, plan: runs.append(plan) or original(self, plan))
+    original = Pipeline._shared_rows
+    monkeypatch.setattr(Pipeline, "_shared_rows", lambda self, plan: runs.append(plan) or original(self, plan))
     return runs
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import trdb
-from trdb.catalog.settings import max_workers
+from trdb.config.settings import max_workers
 
 GUARD = 3 << 30  # address space of the child processes below: a bomb that slips through dies there
 

@@ -1,0 +1,126 @@
+"""One query's path, the same for SELECT, every statement that runs a query, EXPLAIN and EXPLAIN ANALYZE.
+
+    bind (planner) -> shared subplans (each run once, first) -> optimize -> physical plan -> execute
+
+Shared subplans are part of what runs: EXPLAIN plans them, runs them (their tuples decide the
+plan of the rest, as they do for SELECT), and shows each once above the plan that reads them. It
+shows them all, even those a SELECT right after the same work would take from the last statement.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Optional
+
+from trdb.catalog.catalog import Catalog
+from trdb.config.settings import Settings
+from trdb.execution.executor import Execution, start_execution
+from trdb.execution.operator import ExecContext
+from trdb.execution.state import ExecutionState
+from trdb.kernels.backend import Backend
+from trdb.optimizer.common_subplans import CarriedWork, SharedWork
+from trdb.optimizer.driver import RuleContext, optimize
+from trdb.optimizer.physical_plan import PhysicalNode
+from trdb.optimizer.physical_planner import plan_physical
+from trdb.parser import ast
+from trdb.pipeline.limits import check_plan
+from trdb.pipeline.nesting import nesting_guard
+from trdb.planner import logical as lp
+from trdb.planner.binder import Binder, BoundQuery
+from trdb.planner.expression_binder import BindContext
+
+
+@dataclass
+class Stage:
+    """A physical plan that ran (or would run), with its execution when it ran."""
+
+    node: PhysicalNode
+    execution: Optional[Execution] = None
+
+
+@dataclass
+class QueryRun:
+    """What running one query did: its shared subplans, in the order they ran, then its own plan."""
+
+    shared: list[Stage] = field(default_factory=list)
+    main: Optional[Stage] = None
+    rows: list = field(default_factory=list)
+    rewritten: bool = False  # shared tuples (run now, or carried from the last statement) are in the plan
+
+
+@dataclass
+class Pipeline:
+    """The stages of a query for one statement: its catalog snapshot, settings, backend and cancel flag."""
+
+    catalog: Catalog
+    settings: Settings
+    backend: Backend
+    bind_context: BindContext
+    interrupted: threading.Event
+    carried: Optional[CarriedWork] = None
+    _run: Optional[QueryRun] = None  # the run that shared subplans met now are recorded in
+
+    # ------------------------------------------------------------ stages
+
+    def bind(self, query: ast.Query) -> BoundQuery:
+        with nesting_guard():
+            return Binder(self.catalog, self.bind_context).bind_query(query)
+
+    def shared_work(self, carried: bool = True) -> SharedWork:
+        """Repeated subplans run once; the carried work (unless `carried` is false) holds the previous
+        statement's, which then run no more."""
+        return SharedWork(self._shared_rows, self.carried if carried else None,
+                          (self.catalog.version, self.backend.name))
+
+    def share(self, plan: lp.Plan, shared: SharedWork) -> lp.Plan:
+        """The plan with its repeated subplans run (now, once) and replaced by their tuples."""
+        with nesting_guard():
+            return shared.rewrite(plan)
+
+    def physical(self, plan: lp.Plan, keep_zero_tuples: bool = False,
+                 rules: Optional[RuleContext] = None) -> PhysicalNode:
+        """Optimize, then plan physically. `keep_zero_tuples`: the caller tells a tuple holding zero
+        tiles from an absent one (UPDATE, MINIMIZE's gradients, a shared subplan), so the optimizer
+        may not drop such tuples. `rules` receives the optimizer rules' timings."""
+        rules = rules or RuleContext(self.catalog, self.settings, keep_zero_tuples=keep_zero_tuples)
+        rules.interrupted = self.interrupted
+        with nesting_guard():
+            optimized = optimize(plan, self.settings, self.catalog, context=rules)
+            return plan_physical(optimized, self.settings.workers, self.catalog, self.settings.min_parallel_cost)
+
+    def execute(self, node: PhysicalNode) -> tuple[list[tuple], Execution]:
+        """Run a physical plan to the end; the execution is returned for its metrics."""
+        check_plan(self.settings, node)
+        execution = start_execution(node, ExecContext(self.backend, self.catalog, ExecutionState(self.interrupted)),
+                                    self.settings)
+        with execution, nesting_guard():
+            rows = list(execution.rows())
+        return rows, execution
+
+    # ------------------------------------------------------------ the whole path
+
+    def run(self, plan: lp.Plan, shared: Optional[SharedWork] = None, keep_zero_tuples: bool = False,
+            execute: bool = True, rules: Optional[RuleContext] = None) -> QueryRun:
+        """Shared subplans, then the plan itself: planned, and run unless `execute` is false."""
+        shared = shared or self.shared_work()
+        run, outer = QueryRun(), self._run
+        self._run = run
+        try:
+            rewritten = self.share(plan, shared)
+        finally:
+            self._run = outer
+        run.rewritten = rewritten is not plan
+        node = self.physical(rewritten, keep_zero_tuples, rules)
+        run.main = Stage(node)
+        if execute:
+            run.rows, run.main.execution = self.execute(node)
+            shared.finish()
+        return run
+
+    def _shared_rows(self, plan: lp.Plan) -> list:
+        # a shared subplan's tuples are read by plans its optimization does not see: keep them all
+        stage = Stage(self.physical(plan, keep_zero_tuples=True))
+        rows, stage.execution = self.execute(stage.node)
+        if self._run is not None:
+            self._run.shared.append(stage)
+        return rows
