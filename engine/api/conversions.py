@@ -8,7 +8,7 @@ import pyarrow as pa
 import scipy.sparse
 
 from trdb.errors import DataError, InterfaceError
-from trdb.execution.result import layout_of, tile_slices
+from trdb.execution.result import check_fits, layout_of, tile_slices
 from trdb.kernels.sparse import is_sparse, row_indices
 from trdb.planner.types import Schema
 
@@ -90,13 +90,17 @@ def result_to_numpy(schema: Optional[Schema], description, rows: Sequence[tuple]
     return out
 
 
-def result_to_sparse(schema: Schema, rows: Sequence[tuple],
-                     shape: Optional[Sequence[int]] = None) -> scipy.sparse.csr_matrix:
+def result_to_sparse(schema: Schema, rows: Sequence[tuple], shape: Optional[Sequence[int]] = None,
+                     limit: Optional[int] = None) -> scipy.sparse.csr_matrix:
     """A 2-d result as one CSR matrix, from the stored values of CSR tiles and the non-zeros of dense ones;
-    `shape` as in fetch_tensor (absent trailing tiles are zeros)."""
+    `shape` as in fetch_tensor (absent trailing tiles are zeros); float16 becomes float32, which scipy has.
+    `limit`: the most bytes the matrix may take."""
     layout = layout_of(schema, rows, shape)
     if len(layout.shape) != 2:
         raise InterfaceError(f"fetch_sparse() needs a 2-d result, this one has shape {layout.shape}")
+    dtype = np.dtype(np.float32) if layout.dtype == np.float16 else np.dtype(layout.dtype)
+    stored = sum(_stored(row[layout.value_position]) for row in rows)
+    check_fits("fetch_sparse()", (layout.shape[0] + 1) * 8 + stored * (8 + dtype.itemsize), layout.shape, limit)
     rows_idx, cols_idx, data = [], [], []
     for row in rows:
         start = tile_slices(layout, row)
@@ -105,12 +109,18 @@ def result_to_sparse(schema: Schema, rows: Sequence[tuple],
         cols_idx.append(c + start[1].start)
         data.append(values)
     if not data:
-        return scipy.sparse.csr_matrix(layout.shape, dtype=layout.dtype)
+        return scipy.sparse.csr_matrix(layout.shape, dtype=dtype)
     rows_at, cols_at = np.concatenate(rows_idx), np.concatenate(cols_idx)
     if rows_at.max(initial=-1) >= layout.shape[0] or cols_at.max(initial=-1) >= layout.shape[1]:
         raise DataError(f"the result has non-zeros outside the shape {layout.shape}")
-    coo = scipy.sparse.coo_matrix((np.concatenate(data), (rows_at, cols_at)), shape=layout.shape)
+    coo = scipy.sparse.coo_matrix((np.concatenate(data).astype(dtype, copy=False), (rows_at, cols_at)),
+                                  shape=layout.shape)
     return coo.tocsr()
+
+
+def _stored(tile) -> int:
+    """How many values a tile may contribute: its stored values (CSR) or elements (dense)."""
+    return int(tile.nnz) if is_sparse(tile) else int(np.size(tile))
 
 
 def _tile_entries(tile, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -151,12 +151,12 @@ class Cursor:
     def fetch_tensor(self, shape: Optional[Sequence[int]] = None) -> np.ndarray:
         """The remaining rows assembled into one dense array (keys -> leading axes; absent tiles are zeros)."""
         result = self._tensor_result("fetch_tensor")
-        return assemble(result.schema, self._take(None, keep_sparse=True), shape)
+        return self._assembled(assemble, result, shape)
 
     def fetch_sparse(self, shape: Optional[Sequence[int]] = None):
         """The remaining rows of a 2-d result as a scipy.sparse CSR matrix (`shape` as in fetch_tensor)."""
         result = self._tensor_result("fetch_sparse")
-        return result_to_sparse(result.schema, self._take(None, keep_sparse=True), shape)
+        return self._assembled(result_to_sparse, result, shape)
 
     def fetch_arrow(self):
         """The remaining rows as a pyarrow Table: key columns and a fixed_shape_tensor column."""
@@ -186,6 +186,16 @@ class Cursor:
         if result.schema is None:
             raise errors.InterfaceError(f"{what}(): the result is not a tensor relation")
         return result
+
+    def _assembled(self, how, result: Result, shape: Optional[Sequence[int]]):
+        """The remaining rows as one array; on an error (too big for memory_limit) they stay to be fetched."""
+        position = self._position
+        try:
+            return how(result.schema, self._take(None, keep_sparse=True), shape,
+                       self.connection._session().settings.memory_limit)
+        except errors.Error:
+            self._position = position
+            raise
 
     def _take(self, count: Optional[int], keep_sparse: bool = False) -> list[tuple]:
         """The next rows with host values; CSR tiles stay CSR (scipy) with `keep_sparse`, else become numpy."""

@@ -1,12 +1,14 @@
 """Query results: rows plus column metadata, and assembling tiles (dense or CSR) back into one dense tensor."""
 from __future__ import annotations
 
+import math
+import sys
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 import numpy as np
 
-from trdb.errors import DataError, InterfaceError
+from trdb.errors import DataError, InterfaceError, OperationalError
 from trdb.kernels.sparse import elements, is_sparse, scatter_into
 from trdb.planner.types import Schema, TensorType
 
@@ -71,17 +73,39 @@ def tile_slices(layout: TensorLayout, row: tuple) -> tuple:
     return tuple(slice(s, s + n) for s, n in zip(starts, tile_shape))
 
 
-def assemble(schema: Schema, rows: Sequence[tuple], shape: Optional[Sequence[int]] = None) -> np.ndarray:
-    """The whole result as one dense array; absent tiles are zeros."""
+def check_fits(what: str, needed: int, shape: tuple, limit: Optional[int]) -> None:
+    """Refuse, before allocating, a fetched array of `needed` bytes above `limit` (memory_limit) or numpy's."""
+    top = min(limit or sys.maxsize, sys.maxsize)
+    if needed > top or any(n > sys.maxsize for n in shape):
+        raise OperationalError(
+            f"{what}: the result of shape {shape} would need {needed} bytes ({_size(needed)}), more than "
+            f"{'memory_limit' if limit and limit < sys.maxsize else 'an array can hold'} ({_size(top)})",
+            hint="fetchall() returns it tile by tile" + ("" if "sparse" in what else "; fetch_sparse() holds "
+                 "only the non-zeros of a 2-d result") + f"; {what[:-1]}shape=...) assembles a smaller shape "
+                 "that holds the tiles")
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("EiB", 1 << 60), ("PiB", 1 << 50), ("TiB", 1 << 40), ("GiB", 1 << 30),
+                        ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= scale:
+            return f"{count / scale:.3g} {unit}"
+    return f"{count} bytes"
+
+
+def assemble(schema: Schema, rows: Sequence[tuple], shape: Optional[Sequence[int]] = None,
+             limit: Optional[int] = None) -> np.ndarray:
+    """The whole result as one dense array; absent tiles are zeros. `limit`: the most bytes it may take."""
     layout = layout_of(schema, rows, shape)
+    check_fits("fetch_tensor()", math.prod(layout.shape) * np.dtype(layout.dtype).itemsize, layout.shape, limit)
     covered = sum(elements(np.shape(row[layout.value_position])) for row in rows)
     distinct = len({tuple(row[p] for p in layout.key_positions) for row in rows}) == len(rows)
     # when dense tiles cover the whole tensor exactly, zero-filling it first is wasted work
     exact = distinct and covered == int(np.prod(layout.shape)) and \
         not any(is_sparse(row[layout.value_position]) for row in rows)
     out = np.empty(layout.shape, dtype=layout.dtype) if exact else np.zeros(layout.shape, dtype=layout.dtype)
-    for row in rows:
-        _place(out[tile_slices(layout, row)], row[layout.value_position], layout, row)
+    for row in rows:  # `or ...`: out[()] of a 0-d array is a scalar, out[...] a view of it
+        _place(out[tile_slices(layout, row) or ...], row[layout.value_position], layout, row)
     return out
 
 

@@ -123,8 +123,21 @@ class ExpressionBinder:
         if isinstance(operand.type, TensorType):
             return self.call(node, OPERATORS["NEG"], [operand])
         if isinstance(operand, bx.Const):
+            if operand.value is None:
+                return operand  # -NULL is NULL
+            self.check_number(node.operand, operand, "unary -")
             return constant(-operand.value)
         return bx.KeyArith("-", bx.Const(0, ScalarType(int)), operand)
+
+    def check_number(self, node: ast.Expr, bound: bx.Bound, what: str) -> None:
+        """Refuse a constant or parameter that is not a number (or NULL) where keys or numbers are meant."""
+        if not isinstance(bound.type, ScalarType) or bound.type.python_type in (int, float, bool, type(None)):
+            return
+        name = f"parameter {node.index + 1}" if isinstance(node, ast.Param) else "the constant"
+        shown = repr(bound.value)
+        raise self.ctx.fail(node, f"{what} takes numbers; {name} is a {bound.type.python_type.__name__} "
+                                  f"({shown[:40] + '...' if len(shown) > 40 else shown})",
+                            hint="pass an int or a float (a numpy array for a tensor value)")
 
     def _bind_BinaryOp(self, node: ast.BinaryOp) -> bx.Bound:
         if node.op in ("AND", "OR"):
@@ -133,8 +146,17 @@ class ExpressionBinder:
         if isinstance(left.type, TensorType) or isinstance(right.type, TensorType):
             return self.call(node, OPERATORS[node.op], [left, right])
         if node.op in COMPARISONS:
-            return bx.Compare(node.op, left, right)
+            return self.compare(node.op, (node.left, left), (node.right, right))
         return self.scalar_arith(node, left, right)
+
+    def compare(self, op: str, left: tuple, right: tuple) -> bx.Bound:
+        """A comparison of keys and numbers: (ast node, bound) on each side; two like constants may compare."""
+        (left_node, left_bound), (right_node, right_bound) = left, right
+        if not (isinstance(left_bound, bx.Const) and isinstance(right_bound, bx.Const) and
+                left_bound.type == right_bound.type):
+            self.check_number(left_node, left_bound, op)
+            self.check_number(right_node, right_bound, op)
+        return bx.Compare(op, left_bound, right_bound)
 
     def scalar_arith(self, node: ast.BinaryOp, left: bx.Bound, right: bx.Bound) -> bx.Bound:
         if isinstance(left, bx.Const) and isinstance(right, bx.Const):
@@ -151,9 +173,9 @@ class ExpressionBinder:
         return bx.KeyArith(node.op, left, right)
 
     def _bind_Between(self, node: ast.Between) -> bx.Bound:
-        operand = self.bind(node.operand)
-        test = bx.Logical("AND", (bx.Compare(">=", operand, self.bind(node.low)),
-                                  bx.Compare("<=", operand, self.bind(node.high))))
+        operand = (node.operand, self.bind(node.operand))
+        test = bx.Logical("AND", (self.compare(">=", operand, (node.low, self.bind(node.low))),
+                                  self.compare("<=", operand, (node.high, self.bind(node.high)))))
         return bx.Not(test) if node.negated else test
 
     def _bind_InList(self, node: ast.InList) -> bx.Bound:

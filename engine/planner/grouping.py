@@ -75,7 +75,9 @@ class GroupedBinder(ExpressionBinder):
         else:
             if len(node.args) != 1:
                 raise self.ctx.fail(node, f"{node.name} takes one argument, got {len(node.args)}")
-            call = lp.AggregateCall(node.name, self.inner.bind(node.args[0]))
+            arg = self.inner.bind(node.args[0])
+            self.inner.check_number(node.args[0], arg, node.name)
+            call = lp.AggregateCall(node.name, arg)
         if call not in self.calls:
             self.calls.append(call)
         return bx.ColumnIndex(len(self.group_by) + self.calls.index(call), aggregate_type(call.function, call.arg,

@@ -36,3 +36,77 @@ def test_invisible_characters_alone_are_an_empty_statement(cur, text):
 def test_a_bom_before_a_statement_is_space(cur):
     cur.execute("\ufeffSELECT 1 AS x")
     assert cur.fetchall() == [(1,)]
+
+
+def test_delete_and_update_of_a_0d_tensor(cur):
+    cur.execute("CREATE TENSOR f SHAPE () TILE () FILL ONES")
+    cur.execute("DELETE FROM f WHERE FALSE")
+    assert cur.rowcount == 0
+    cur.execute("UPDATE f SET v = f.v * 2 WHERE TRUE")
+    assert cur.rowcount == 1 and dense(cur, "f") == np.float32(2)
+    cur.execute("DELETE FROM f WHERE TRUE")
+    assert cur.rowcount == 1
+    cur.execute("SELECT * FROM f")
+    assert cur.fetchall() == []
+
+
+@pytest.mark.parametrize("value", ["text", b"bytes", [1, 2], {"a": 1}])
+@pytest.mark.parametrize("statement", ["SELECT * FROM G WHERE G.i >= ?", "UPDATE G SET v = G.v WHERE G.i >= ?",
+                                       "DELETE FROM G WHERE G.i BETWEEN 0 AND ?"])
+def test_a_non_numeric_parameter_compared_with_a_key_is_refused_when_bound(gcur, statement, value):
+    before = dense(gcur)
+    with pytest.raises(trdb.ProgrammingError, match=f"parameter 1 is a {type(value).__name__}") as caught:
+        gcur.execute(statement, (value,))
+    assert "LINE 1" in str(caught.value)
+    np.testing.assert_array_equal(dense(gcur), before)
+
+
+def test_like_constants_still_compare(gcur):
+    gcur.execute("SELECT * FROM G WHERE 'a' = 'a' AND G.i = 0 AND G.j = 0")
+    assert len(gcur.fetchall()) == 1
+
+
+@pytest.mark.parametrize("expr", ["-'x'", "MIN('')", "SUM('a')"])
+def test_a_string_constant_cannot_be_negated_or_aggregated(gcur, expr):
+    with pytest.raises(trdb.ProgrammingError, match="takes numbers"):
+        gcur.execute(f"SELECT {expr} AS v FROM G")
+
+
+def test_minus_null_is_null(gcur):
+    gcur.execute("SELECT -NULL AS v FROM G")
+    expected = gcur.fetchall()
+    gcur.execute("SELECT NULL AS v FROM G")
+    assert gcur.fetchall() == expected
+
+
+def test_fetch_tensor_of_a_0d_result(gcur):
+    g = dense(gcur)
+    gcur.execute("SELECT SUM(REDUCE_SUM(G.v)) AS v FROM G")
+    total = gcur.fetch_tensor()
+    assert total.shape == () and np.isclose(total, g.sum(dtype=np.float64), rtol=1e-4)
+
+
+@pytest.mark.parametrize("query,fetch", [
+    ("SELECT G.i + 4294967297 AS i, G.j AS j, G.v AS v FROM G", "fetch_tensor"),
+    ("SELECT G.i + 4294967297 AS i, G.j AS j, G.v AS v FROM G", "fetch_sparse"),
+    ("SELECT G.i + 4611686018427387904 AS i, G.j AS j, G.v AS v FROM G", "fetch_tensor"),
+    ("SELECT G.i + 4611686018427387904 AS i, G.j AS j, G.v AS v FROM G", "fetch_sparse"),
+    ("SELECT * FROM big", "fetch_tensor"),
+    ("SELECT * FROM big", "fetch_sparse"),
+])
+def test_a_fetch_too_big_for_memory_is_refused_before_it_allocates_and_keeps_the_rows(gcur, query, fetch):
+    gcur.execute("CREATE TENSOR big SHAPE (100000000000, 100000000000) TILE (1000, 1000)")
+    gcur.execute("INSERT INTO big VALUES (0, 0, ?)", (np.ones((1000, 1000), np.float32),))
+    gcur.execute(query)
+    with pytest.raises(trdb.OperationalError, match="would need .* bytes") as caught:
+        getattr(gcur, fetch)()
+    assert "fetchall()" in caught.value.hint
+    assert len(gcur.fetchall()) in (1, 12)   # the rows are still there
+
+
+def test_fetch_sparse_of_float16_gives_float32(gcur):
+    g = dense(gcur)
+    gcur.execute("SELECT G.i AS i, G.j AS j, CAST(G.v AS float16) AS v FROM G")
+    matrix = gcur.fetch_sparse()
+    assert matrix.dtype == np.float32
+    np.testing.assert_array_equal(matrix.toarray(), g.astype(np.float16).astype(np.float32))

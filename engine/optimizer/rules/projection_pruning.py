@@ -51,7 +51,7 @@ def _remap(expr: bx.Bound, mapping: Mapping) -> bx.Bound:
 
 
 def _project(plan: lp.Project, needed: set) -> tuple[lp.Plan, Mapping]:
-    kept = sorted(needed) or [_cheapest(plan.exprs)]  # a relation keeps at least one column
+    kept = sorted(needed) or [_cheapest(plan.exprs)][:len(plan.exprs)]  # keep one column, if it has any
     child_needed = set().union(*(bx.columns_used(plan.exprs[i]) for i in kept))
     child, child_map = _prune(plan.input, child_needed)
     if len(kept) == len(plan.exprs) and child is plan.input and all(v == k for k, v in child_map.items()):
