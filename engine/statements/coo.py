@@ -16,32 +16,21 @@ from trdb.parser import ast
 from trdb.statements.context import StatementContext
 from trdb.statements.coo_tiles import format_number as _number, write_entries
 from trdb.pipeline.limits import check_tile
-from trdb.storage.database import Database
+from trdb.storage import coo_staging
+from trdb.storage.coo_staging import FLOAT_TYPES as _FLOAT_TYPES, INTEGER_TYPES as _INTEGER_TYPES, EntrySource
 
-ENTRIES = "_trdb_coo_entries"  # temp table: the named columns of the source, renamed i0.. and v
-INPUT = "_trdb_coo_input"  # the name a bound Arrow table is registered under while it is copied
-_INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT",
-                  "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"}
-_FLOAT_TYPES = {"FLOAT", "DOUBLE"}
 _PARQUET = (".parquet", ".parq", ".pq")
 _CSV = (".csv", ".tsv", ".txt", ".csv.gz", ".tsv.gz", ".csv.zst")
 
 
 @dataclass(frozen=True)
 class Source:
-    """Where the entries come from: a FROM item for DuckDB, its parameters, or a bound Arrow table."""
+    """Where the entries come from (a file, an ordinary table or a bound Arrow table) and how messages name it."""
 
     label: str  # how messages name it: 'edges.parquet', table "edges", parameter 1
-    sql: str
-    params: tuple = ()
-    arrow: Optional[pa.Table] = None
+    entries: EntrySource
     positional: bool = False  # a scipy.sparse matrix: the statement's names label (row, col, data) in order
     is_file: bool = False
-
-    def run(self, db: Database, sql: str) -> list[tuple]:
-        if self.arrow is not None:
-            return db.register_and_run(INPUT, self.arrow, sql)
-        return db.execute(sql, self.params)
 
 
 @dataclass(frozen=True)
@@ -60,14 +49,12 @@ def create_tensor_from_coo(sc: StatementContext, node: ast.CreateTensorFromCoo) 
     source = _source(sc, node)
     with _reading(sc, node, source):
         columns = _resolve_columns(sc, node, source)
-        source.run(sc.db, f"CREATE OR REPLACE TEMP TABLE {ENTRIES} AS SELECT "
-                   + ", ".join(f"{_quote(c.name)} AS {n}" for c, n in zip(columns, _entry_names(columns)))
-                   + f" FROM {source.sql}")
+        coo_staging.stage_entries(sc.db, source.entries, [c.name for c in columns])
     _validate(sc, node, columns)
     meta = sc.catalog.create_tensor(TensorMeta(node.name, keys, "v", dtype, tuple(node.shape), tile, ""))
     exact = columns[-1].type in _INTEGER_TYPES | {"BOOLEAN"} and dtype.kind in "biu"
-    entries = sc.db.arrow(_entries_sql(meta, exact))
-    sc.db.execute(f"DROP TABLE {ENTRIES}")
+    entries = coo_staging.read_staged_entries(sc.db, meta, exact)
+    coo_staging.drop_staged_entries(sc.db)
     write_entries(sc.db, meta, entries)
     sc.catalog.refresh_statistics(meta)
     return Result(rowcount=0)
@@ -107,15 +94,15 @@ def _reading(sc: StatementContext, node: ast.CreateTensorFromCoo, source: Source
 
 def _file_source(sc: StatementContext, node: ast.CreateTensorFromCoo, path: str) -> Source:
     lower = path.lower()
-    reader = "read_parquet" if lower.endswith(_PARQUET) else "read_csv" if lower.endswith(_CSV) else None
-    if reader is None:
+    file_format = "parquet" if lower.endswith(_PARQUET) else "csv" if lower.endswith(_CSV) else None
+    if file_format is None:
         raise sc.bind.fail(node, f"cannot tell the format of '{path}' from its name",
                            hint="FROM COO reads Parquet (.parquet) and CSV (.csv) files")
     remote_or_glob = "://" in path or any(ch in path for ch in "*?[")
     if not remote_or_glob and not os.path.exists(path):
         raise sc.bind.fail(node, f"cannot read '{path}': no such file",
                            hint=f"paths are relative to {os.getcwd()}", error=OperationalError)
-    return Source(f"'{path}'", f"{reader}(?)", (path,), is_file=True)
+    return Source(f"'{path}'", coo_staging.file_entries(path, file_format), is_file=True)
 
 
 def _table_source(sc: StatementContext, ref: ast.TableRef) -> Source:
@@ -126,7 +113,7 @@ def _table_source(sc: StatementContext, ref: ast.TableRef) -> Source:
                                     "an ordinary table, a Parquet or CSV file, or a bound parameter")
         raise sc.bind.fail(ref, f'table "{ref.name}" does not exist',
                            hint=did_you_mean(ref.name, sc.catalog.ordinary_tables()))
-    return Source(f'table "{found[0]}"', _quote(found[0]))
+    return Source(f'table "{found[0]}"', coo_staging.table_entries(found[0]))
 
 
 def _param_source(sc: StatementContext, node: ast.CreateTensorFromCoo, value: Any) -> Source:
@@ -134,10 +121,10 @@ def _param_source(sc: StatementContext, node: ast.CreateTensorFromCoo, value: An
     if isinstance(value, pa.RecordBatch):
         value = pa.Table.from_batches([value])
     if isinstance(value, pa.Table):
-        return Source(label, INPUT, arrow=value)
+        return Source(label, coo_staging.arrow_entries(value))
     if type(value).__module__.startswith("pandas") and hasattr(value, "columns"):
         try:
-            return Source(label, INPUT, arrow=pa.Table.from_pandas(value))
+            return Source(label, coo_staging.arrow_entries(pa.Table.from_pandas(value)))
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             raise sc.bind.fail(node.source, f"cannot read the DataFrame of {label}: {exc}",
                                error=DataError) from None
@@ -149,7 +136,7 @@ def _param_source(sc: StatementContext, node: ast.CreateTensorFromCoo, value: An
             raise sc.bind.fail(node, f"{label} is a scipy.sparse matrix: FROM COO takes its (row, col, data) "
                                      f"as 3 columns, not {len(node.columns)}")
         table = pa.table({"row": coo.row, "col": coo.col, "data": coo.data})
-        return Source(label, INPUT, arrow=table, positional=True)
+        return Source(label, coo_staging.arrow_entries(table), positional=True)
     raise sc.bind.fail(node.source, f"FROM COO ? takes a pyarrow Table, a pandas DataFrame or a scipy.sparse "
                                     f"matrix, got {type(value).__name__}",
                        hint="a dense array is loaded with CREATE TENSOR ... FROM ? TILE (...)")
@@ -157,7 +144,7 @@ def _param_source(sc: StatementContext, node: ast.CreateTensorFromCoo, value: An
 
 def _resolve_columns(sc: StatementContext, node: ast.CreateTensorFromCoo, source: Source) -> list[Column]:
     """The source's columns named in the statement (index columns, then the value), with their types."""
-    described = [Column(row[0], row[1]) for row in source.run(sc.db, f"DESCRIBE SELECT * FROM {source.sql}")]
+    described = [Column(name, sql_type) for name, sql_type in coo_staging.describe_source(sc.db, source.entries)]
     if source.positional:
         chosen = described
     else:
@@ -180,43 +167,18 @@ def _resolve_columns(sc: StatementContext, node: ast.CreateTensorFromCoo, source
     return chosen
 
 
-def _entry_names(columns: list[Column]) -> list[str]:
-    return [f"i{d}" for d in range(len(columns) - 1)] + ["v"]
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 # ------------------------------------------------------------ validation
 
 def _validate(sc: StatementContext, node: ast.CreateTensorFromCoo, columns: list[Column]) -> None:
     """Every index present, an integer and inside SHAPE; every value present. One scan of the entries."""
-    probes: list[str] = []
-    for d, (column, size) in enumerate(zip(columns, node.shape)):
-        probes += _index_probes(f"i{d}", column.type, size)
-    probes.append("count(*) - count(v)")
-    row = list(sc.db.execute(f"SELECT {', '.join(probes)} FROM {ENTRIES}")[0])
-    for d, size in enumerate(node.shape):
-        nulls, nans, fraction, low, high, outside = row[6 * d: 6 * d + 6]
+    axes, null_values = coo_staging.check_staged_entries(sc.db, [c.type for c in columns[:-1]], node.shape)
+    for d, (nulls, nans, fraction, low, high, outside) in enumerate(axes):
         problem = _index_problem(node.columns[d], d, tuple(node.shape), nulls, nans, fraction, low, high, outside)
         if problem:
             raise sc.bind.fail(node, problem, error=DataError)
-    if row[-1]:
-        raise sc.bind.fail(node, f'value column "{node.columns[-1]}" has {row[-1]} NULL value(s)',
+    if null_values:
+        raise sc.bind.fail(node, f'value column "{node.columns[-1]}" has {null_values} NULL value(s)',
                            hint="every entry needs a value; leave zero entries out or give 0", error=DataError)
-
-
-def _index_probes(name: str, sql_type: str, size: int) -> list[str]:
-    """NULLs, NaNs, a fractional value, min, max and the count out of range, of one index column."""
-    is_float = sql_type in _FLOAT_TYPES
-    number = f" FILTER (WHERE NOT isnan({name}))" if is_float else ""
-    fractional = f"{name} <> trunc({name})" + (f" AND NOT isnan({name})" if is_float else "")
-    return [f"count(*) - count({name})",
-            f"count(*) FILTER (WHERE isnan({name}))" if is_float else "0",
-            "NULL" if sql_type in _INTEGER_TYPES else f"min({name}) FILTER (WHERE {fractional})",
-            f"min({name}){number}", f"max({name}){number}",
-            f"count(*) FILTER (WHERE {name} < 0 OR {name} >= {size})"]
 
 
 def _index_problem(column: str, axis: int, shape: tuple, nulls: int, nans: int, fraction: Any,
@@ -238,25 +200,3 @@ def _index_problem(column: str, axis: int, shape: tuple, nulls: int, nans: int, 
 def _entry_count(count: int) -> str:
     return f"{count} entry" if count == 1 else f"{count} entries"
 
-
-# ------------------------------------------------------------ bucketing into tiles
-
-def _entries_sql(meta: TensorMeta, exact: bool) -> str:
-    """Entries as (tile key, C-order offset inside the tile, value), sorted so duplicates are adjacent.
-
-    A sort, not GROUP BY: the sort is needed anyway, and DuckDB's hash aggregation over millions of
-    distinct coordinates costs twice as much as the sort; duplicates are summed in numpy instead.
-    """
-    index = ", ".join(f"CAST(i{d} AS BIGINT) AS i{d}" for d in range(len(meta.shape)))
-    value = f"CAST(v AS {'BIGINT' if exact else 'DOUBLE'}) AS v"
-    position = "0"
-    for d, (tile, size) in enumerate(zip(meta.tile, meta.shape)):
-        if d < len(meta.keys):  # edge tiles are smaller: the stride comes from the tile's actual extent
-            width, local = f"least({tile}, {size} - (i{d} // {tile}) * {tile})", f"i{d} % {tile}"
-        else:  # an unkeyed axis: every tile covers it whole
-            width, local = str(tile), f"i{d}"
-        position = f"({position}) * {width} + {local}"
-    keys = [f"i{d} // {meta.tile[d]} AS k{d}" for d in range(len(meta.keys))]
-    order = [f"k{d}" for d in range(len(meta.keys))] + ["p"]
-    return (f"SELECT {', '.join(keys + [position + ' AS p', 'v'])} FROM (SELECT {index}, {value} FROM {ENTRIES}) "
-            f"ORDER BY {', '.join(order)}")
