@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from trdb.execution.exchange import ExchangeSourceExec
+from trdb.execution.exchange import ExchangeSourceExec, Router
 from trdb.execution.operator import Batch
 
 
@@ -12,4 +12,6 @@ def broadcast_router(batch: Batch, consumers: int) -> Iterable[tuple[int, Batch]
 
 
 class BroadcastExec(ExchangeSourceExec):
-    pass
+    @staticmethod
+    def router(spec) -> Router:
+        return broadcast_router

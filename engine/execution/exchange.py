@@ -97,9 +97,12 @@ def produce(operator: PhysicalOperator, ctx, channel: Channel, route: Router, co
 
 
 class ExchangeSourceExec(PhysicalOperator):
-    """The consumer side of an exchange: one instance per output partition."""
+    """The consumer side of an exchange: one instance per output partition. A subclass says, in
+    `router(spec)`, how its producers send each batch to the consumers."""
 
-    route: Router
+    @staticmethod
+    def router(spec) -> Router:
+        raise NotImplementedError
 
     def __init__(self, channel: Channel, partition: int, detail: str = ""):
         super().__init__()

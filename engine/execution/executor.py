@@ -1,23 +1,14 @@
-"""Runs a physical plan: instantiates operators per partition, starts exchange producers on workers."""
+"""Runs a physical plan: instantiates its operators per partition (interpreter.py), starts exchange producers."""
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Callable, Iterator
 
-from trdb.execution.broadcast import broadcast_router
 from trdb.execution.exchange import Channel, produce
-from trdb.execution.gather import gather_router
+from trdb.execution.interpreter import exchange_for, operator_for, router_for
 from trdb.execution.operator import ExecContext, PhysicalOperator, drain
-from trdb.execution.repartition import hash_router
 from trdb.execution.workers import ThreadWorkers, Workers
-from trdb.optimizer.physical_plan import PhysicalNode, Route
-
-
-def router_for(route: Route):
-    """The function that sends each tuple of a batch to its consumer partitions."""
-    if route.kind == "hash":
-        return hash_router(route.columns)
-    return broadcast_router if route.kind == "broadcast" else gather_router
+from trdb.optimizer.physical_plan import PhysicalNode
 
 
 def start_execution(root: PhysicalNode, ctx: ExecContext, settings) -> "Execution":
@@ -63,13 +54,13 @@ class Execution:
 
     def _instantiate(self, node: PhysicalNode, partition: int, path: tuple) -> PhysicalOperator:
         """The operator of `node` for one partition; `path` says where in the tree this occurrence is."""
-        if node.route is not None:
+        if node.exchange is not None:
             channel = self._by_path.get(path) or self._start_exchange(node, path)
-            operator = node.make(channel, partition, node.detail)
+            operator = exchange_for(node, channel, partition)
         else:
             children = [self._instantiate(child, partition if child.instances > 1 else 0, path + (n,))
                         for n, child in enumerate(node.children)]
-            operator = node.make(children, partition)
+            operator = operator_for(node, children, partition)
         self.instances[id(node)].append(operator)
         return operator
 
@@ -77,7 +68,7 @@ class Execution:
         child = node.children[0]
         channel = Channel(node.instances, child.instances, self.ctx.state)
         self.channels[id(node)] = self._by_path[path] = channel
-        router = router_for(node.route)
+        router = router_for(node.exchange)
         for producer in range(child.instances):
             operator = self._instantiate(child, producer, path + (0,))
             self.workers.start(f"{node.operator}-{producer}",

@@ -17,10 +17,10 @@ def _quantity(value: float) -> str:
 
 def _estimates(node: PhysicalNode) -> str:
     parts = [f"cost={_quantity(node.own_cost)}", f"tuples={_quantity(node.estimate.rows)}"]
-    if node.estimate.flops and node.route is None:
+    if node.estimate.flops and node.exchange is None:
         parts.append(f"flops={_quantity(node.estimate.flops)}")
     parts.append(f"bytes={_quantity(node.estimate.bytes)}")
-    if node.route is not None:
+    if node.exchange is not None:
         parts.append(f"moves={_quantity(node.moved_bytes)}B")
     return "est. " + " ".join(parts)
 

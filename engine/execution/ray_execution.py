@@ -21,26 +21,26 @@ import ray
 from trdb.errors import NotSupportedError, OperationalError, QueryCancelled
 from trdb.execution.exchange import Channel, POLL_SECONDS
 from trdb.execution.exchange import batch_bytes
-from trdb.execution.executor import Execution, router_for
-from trdb.execution.gather import GatherExec
+from trdb.execution.executor import Execution
+from trdb.execution.interpreter import exchange_for, operator_for, router_for
 from trdb.execution.operator import ExecContext, PhysicalOperator
 from trdb.execution.ray_cluster import POOL, connect
 from trdb.execution.ray_inbox import FeedExec, RemoteChannel
 from trdb.execution.ray_routing import FEED_SLOTS, ActorDestination, LocalDestination, Moved, Slots, pieces, settle
 from trdb.execution.ray_worker import FEED_THREADS, RUN_THREADS, preorder
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
-from trdb.optimizer.physical_plan import SINGLE, PhysicalNode, Route
+from trdb.optimizer.physical_operators import Exchange, Gather
+from trdb.optimizer.physical_plan import SINGLE, PhysicalNode
 
 GENERATOR_WINDOW = 16  # objects a fragment may yield ahead of the driver (each batch is a header and its rows)
-FEED = Route("gather")  # a scan inside a fragment sends all its tuples to the one operator reading it
+FEED = Gather()  # a scan inside a fragment sends all its tuples to the one operator reading it
 
 
 def gathered(root: PhysicalNode) -> PhysicalNode:
     """The plan with a gather on top: everything but that gather runs in actors."""
-    if root.route is not None:
+    if root.exchange is not None:
         return root
-    return PhysicalNode("GatherExec", "1 -> 1", (root,), root.schema, SINGLE, root.estimate, GatherExec,
-                        Route("gather"), root.cost)
+    return PhysicalNode(Gather(), "1 -> 1", (root,), root.schema, SINGLE, root.estimate, root.cost)
 
 
 class RayExecution(Execution):
@@ -99,28 +99,28 @@ class RayExecution(Execution):
         """Each producer of an exchange: a fragment shipped to an actor, or a scan routed from the driver."""
         child = node.children[0]
         for producer in range(child.instances):
-            if not child.children and child.route is None:  # a scan: its tuples are on the driver already
-                scan = child.make([], producer)
+            if not child.children and child.exchange is None:  # a scan: its tuples are on the driver already
+                scan = operator_for(child, [], producer)
                 self.instances[id(child)].append(scan)
-                task = partial(self._run_scan, scan, node.route, node.instances, destination(producer))
+                task = partial(self._run_scan, scan, node.exchange, node.instances, destination(producer))
             else:
                 worker = producer % len(self.actors)
                 fragment = self._remote(child, producer, path + (0,), worker)
                 self._fragments[worker] += 1
-                task = partial(self._run_fragment, fragment, worker, node.route, node.instances,
+                task = partial(self._run_fragment, fragment, worker, node.exchange, node.instances,
                                destination(producer))
             self._tasks.append((f"{node.operator}-{producer}", task))
 
     def _remote(self, node: PhysicalNode, partition: int, path: tuple, worker: int) -> PhysicalOperator:
         """The operator of `node` in a fragment that `worker` runs."""
-        if node.route is not None:
+        if node.exchange is not None:
             operator = self._remote_exchange(node, partition, path, worker)
         elif not node.children:
             return self._scan(node, partition, worker)
         else:
             children = [self._remote(child, partition if child.instances > 1 else 0, path + (n,), worker)
                         for n, child in enumerate(node.children)]
-            operator = node.make(children, partition)
+            operator = operator_for(node, children, partition)
         self.instances[id(node)].append(operator)
         return operator
 
@@ -135,11 +135,11 @@ class RayExecution(Execution):
                 self.ctx.state, self.actors, self.id, key, self._locations[key], self._slots[key],
                 (producer, producers), moved, self.failure))
         self._place(key, partition, worker)
-        return node.make(RemoteChannel(self.id, key, producers), partition, node.detail)
+        return exchange_for(node, RemoteChannel(self.id, key, producers), partition)
 
     def _scan(self, node: PhysicalNode, partition: int, worker: int) -> PhysicalOperator:
         """A scan runs on the driver and feeds its tuples to the fragment, where a FeedExec stands in for it."""
-        scan = node.make([], partition)
+        scan = operator_for(node, [], partition)
         self.instances[id(node)].append(scan)
         key = self._new_key()
         self._place(key, 0, worker)
@@ -169,7 +169,7 @@ class RayExecution(Execution):
 
     # ------------------------------------------------------------ driver threads
 
-    def _run_fragment(self, fragment: PhysicalOperator, worker: int, route: Route, consumers: int,
+    def _run_fragment(self, fragment: PhysicalOperator, worker: int, route: Exchange, consumers: int,
                       destination) -> None:
         """Ship a fragment to its actor and pass each batch it yields on to its consumers."""
         stream = None
@@ -196,7 +196,7 @@ class RayExecution(Execution):
             self.ctx.state.raise_if_cancelled()
         return next(stream)
 
-    def _run_scan(self, scan: PhysicalOperator, route: Route, consumers: int, destination) -> None:
+    def _run_scan(self, scan: PhysicalOperator, route: Exchange, consumers: int, destination) -> None:
         """A scan on the driver: its batches are routed to the consumers, or fed to the fragment that reads it."""
         route_batch = router_for(route)
         try:

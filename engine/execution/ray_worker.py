@@ -15,12 +15,12 @@ from typing import Iterator, Optional
 import ray
 
 from trdb.execution.exchange import batch_bytes
-from trdb.execution.executor import router_for
+from trdb.execution.interpreter import router_for
 from trdb.execution.operator import Batch, ExecContext, OperatorMetrics, PhysicalOperator
 from trdb.execution import ray_inbox  # the module, not its INBOXES: Ray ships this class by value
 from trdb.execution.ray_routing import pieces
 from trdb.kernels.placement import backend_for
-from trdb.optimizer.physical_plan import Route
+from trdb.optimizer.physical_operators import Exchange
 
 RUN_THREADS = 128    # fragments one actor can run at once: a statement's exchanges and scans, per worker
 FEED_THREADS = 256   # feeds that can wait at once for room in a full queue
@@ -59,7 +59,7 @@ class RayWorker:
         return ray_inbox.INBOXES.deliver(execution_id, key, partition, producers, producer, rows, sent)
 
     @ray.method(concurrency_group="run")
-    def run(self, execution_id: str, fragment: PhysicalOperator, route: Route, consumers: int, device: str):
+    def run(self, execution_id: str, fragment: PhysicalOperator, route: Exchange, consumers: int, device: str):
         execution = ray_inbox.INBOXES.execution(execution_id)
         if execution is None:
             return  # released before it started: the statement has already ended

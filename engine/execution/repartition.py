@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from trdb.execution.exchange import ExchangeSourceExec
+from trdb.execution.exchange import ExchangeSourceExec, Router
 from trdb.execution.operator import Batch
 from trdb.execution.partitioning import partition_of
 
@@ -18,4 +18,6 @@ def hash_router(columns: tuple[int, ...]):
 
 
 class RepartitionExec(ExchangeSourceExec):
-    pass
+    @staticmethod
+    def router(spec) -> Router:
+        return hash_router(spec.columns)

@@ -1,10 +1,11 @@
-"""The physical plan: immutable nodes naming their Volcano operator, partitioning and estimates."""
+"""The physical plan: immutable nodes holding their operator's spec, partitioning and estimates."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, Optional
+from dataclasses import dataclass
+from typing import Optional
 
 from trdb.optimizer.cardinality import Estimate
+from trdb.optimizer.physical_operators import Exchange, OperatorSpec
 from trdb.config.unit_costs import EXCHANGE_BYTE_COST, TUPLE_COST_FLOPS
 from trdb.planner.types import Schema
 
@@ -32,31 +33,32 @@ SINGLE = Partitioning("single")
 
 
 @dataclass(frozen=True)
-class Route:
-    """Where an exchange sends a tuple: by hash of key positions, to every consumer, or to the one."""
-
-    kind: str                     # "hash", "broadcast" or "gather"
-    columns: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
 class PhysicalNode:
-    """One operator of the plan; `make(children, partition)` builds a running instance.
+    """One operator of the plan: `spec` says what it does, as data (physical_operators.py); execution
+    builds a running instance per partition from it.
 
-    An exchange node (route is set) runs its child as producers, one per child instance, and has
-    one consumer instance per partition of its own. `cost` is the estimated bytes moved by the
-    exchanges in this subtree.
+    An exchange node (its spec an `Exchange`) runs its child as producers, one per child instance,
+    and has one consumer instance per partition of its own. `cost` is the estimated bytes moved by
+    the exchanges in this subtree.
     """
 
-    operator: str
+    spec: OperatorSpec
     detail: str
     children: tuple["PhysicalNode", ...]
     schema: Schema
     partitioning: Partitioning
     estimate: Estimate
-    make: Callable = field(compare=False, repr=False)
-    route: Optional[Route] = None
     cost: float = 0.0
+
+    @property
+    def operator(self) -> str:
+        """The operator's name, as EXPLAIN prints it."""
+        return self.spec.operator
+
+    @property
+    def exchange(self) -> Optional[Exchange]:
+        """The exchange's spec when this node is one, else None."""
+        return self.spec if isinstance(self.spec, Exchange) else None
 
     @property
     def instances(self) -> int:
@@ -66,7 +68,7 @@ class PhysicalNode:
     def own_cost(self) -> float:
         """This operator's estimated cost alone (config/unit_costs.py): FLOPs and written elements,
         tuples, bytes moved."""
-        if self.route is None:
+        if self.exchange is None:
             return self.estimate.cost
         # an exchange shares its input's estimate: its own cost is passing the tuples and moving them
         return self.estimate.rows * TUPLE_COST_FLOPS + self.moved_bytes * EXCHANGE_BYTE_COST
@@ -74,7 +76,6 @@ class PhysicalNode:
     @property
     def moved_bytes(self) -> float:
         """Estimated bytes this exchange moves (0 for other operators)."""
-        if self.route is None:
+        if self.exchange is None:
             return 0.0
-        copies = self.instances if self.route.kind == "broadcast" else 1
-        return self.children[0].estimate.bytes * copies
+        return self.children[0].estimate.bytes * self.exchange.copies(self.instances)

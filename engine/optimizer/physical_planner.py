@@ -12,23 +12,10 @@ from dataclasses import replace
 from typing import Optional
 
 from trdb.errors import InternalError
-from trdb.execution.broadcast import BroadcastExec
-from trdb.execution.gather import GatherExec
-from trdb.execution.repartition import RepartitionExec
-from trdb.execution.retile import RetileExec
-from trdb.execution.filter import FilterExec
-from trdb.execution.hash_aggregate import HashAggregateExec
-from trdb.execution.hash_join import HashJoinExec
-from trdb.execution.limit import LimitExec
-from trdb.execution.projection import ProjectionExec
-from trdb.execution.rows_scan import RowsScanExec
-from trdb.execution.sort import SortExec
-from trdb.execution.sql_table_scan import SqlTableScanExec
-from trdb.execution.table_scan import TableScanExec
-from trdb.execution.union_all import UnionAllExec
 from trdb.optimizer.aggregation import final_calls, splittable
+from trdb.optimizer import physical_operators as po
 from trdb.optimizer.cardinality import Estimate, Estimator
-from trdb.optimizer.physical_plan import SINGLE, Partitioning, PhysicalNode, Route
+from trdb.optimizer.physical_plan import SINGLE, Partitioning, PhysicalNode
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 from trdb.planner.expression_text import assignments, column_names, render
@@ -54,15 +41,15 @@ def check_instances(node: PhysicalNode) -> None:
     """Every operator reads each partition of its inputs exactly once: an input that is not an exchange
     has as many instances as the operator (one fewer would leave a partition unread, one more reread)."""
     for child in node.children:
-        if node.route is None and child.instances != node.instances:
+        if node.exchange is None and child.instances != node.instances:
             raise InternalError(f"physical plan: {node.operator} has {node.instances} instance(s) but its "
                                 f"input {child.operator} has {child.instances}")
         check_instances(child)
 
 
-def _node(operator: str, detail: str, children: tuple, schema, partitioning: Partitioning,
-          estimate: Estimate, make, route: Optional[Route] = None) -> PhysicalNode:
-    node = PhysicalNode(operator, detail, children, schema, partitioning, estimate, make, route)
+def _node(spec: po.OperatorSpec, detail: str, children: tuple, schema, partitioning: Partitioning,
+          estimate: Estimate) -> PhysicalNode:
+    node = PhysicalNode(spec, detail, children, schema, partitioning, estimate)
     return replace(node, cost=sum(c.cost for c in children) + node.moved_bytes)
 
 
@@ -105,20 +92,18 @@ class PhysicalPlanner:
     def gather(self, node: PhysicalNode) -> PhysicalNode:
         if node.partitioning.kind == "single":
             return node
-        return _node("GatherExec", f"{node.instances} -> 1", (node,), node.schema, SINGLE, node.estimate,
-                     GatherExec, Route("gather"))
+        return _node(po.Gather(), f"{node.instances} -> 1", (node,), node.schema, SINGLE, node.estimate)
 
     def repartition(self, node: PhysicalNode, columns: tuple[int, ...]) -> PhysicalNode:
         if node.partitioning == Partitioning("hash", self.workers, columns):
             return node
         detail = f"hash: {_names(node.schema, columns)}, {self.workers}"
-        return _node("RepartitionExec", detail, (node,), node.schema, Partitioning("hash", self.workers, columns),
-                     node.estimate, RepartitionExec, Route("hash", columns))
+        return _node(po.Repartition(columns), detail, (node,), node.schema, Partitioning("hash", self.workers, columns),
+                     node.estimate)
 
     def broadcast(self, node: PhysicalNode) -> PhysicalNode:
-        return _node("BroadcastExec", str(self.workers), (node,), node.schema,
-                     Partitioning("replicated", self.workers), node.estimate,
-                     BroadcastExec, Route("broadcast"))
+        return _node(po.Broadcast(), str(self.workers), (node,), node.schema,
+                     Partitioning("replicated", self.workers), node.estimate)
 
     # ------------------------------------------------------------ leaves
 
@@ -127,13 +112,11 @@ class PhysicalPlanner:
         estimate = self.estimator.estimate(plan)
         tiles = f"{plan.tensor.name}, tile {list(plan.tensor.tile)}"
         if self.workers == 1 or not keys:
-            return _node("TableScanExec", tiles, (), plan.schema, SINGLE, estimate,
-                         lambda children, p: TableScanExec(plan.tensor))
+            return _node(po.TensorScan(plan.tensor), tiles, (), plan.schema, SINGLE, estimate)
         columns = want if self._spreads(estimate, want, keys) else keys
-        count = self.workers
-        return _node("TableScanExec", f"{tiles}, hash: {_names(plan.schema, columns)}", (), plan.schema,
-                     Partitioning("hash", count, columns), estimate,
-                     lambda children, p: TableScanExec(plan.tensor, p, count, columns))
+        detail = f"{tiles}, hash: {_names(plan.schema, columns)}"
+        return _node(po.TensorScan(plan.tensor, self.workers, columns), detail, (), plan.schema,
+                     Partitioning("hash", self.workers, columns), estimate)
 
     def _spreads(self, estimate: Estimate, want: Want, keys: tuple[int, ...]) -> bool:
         """Whether hashing a leaf on the key columns `want` keeps every worker busy: enough distinct values."""
@@ -146,24 +129,22 @@ class PhysicalPlanner:
         keys = tuple(i for i, c in enumerate(plan.schema) if c.is_key)
         estimate = self.estimator.estimate(plan)
         if self.workers == 1 or not keys:
-            return _node("RowsScanExec", f"{len(plan.rows)} shared tuples", (), plan.schema, SINGLE, estimate,
-                         lambda children, p: RowsScanExec(plan.rows))
+            return _node(po.RowsScan(plan.rows), f"{len(plan.rows)} shared tuples", (), plan.schema, SINGLE, estimate)
         columns = want if self._spreads(estimate, want, keys) else keys
-        count = self.workers
-        return _node("RowsScanExec", f"{len(plan.rows)} shared tuples, hash: {_names(plan.schema, columns)}", (),
-                     plan.schema, Partitioning("hash", count, columns), estimate,
-                     lambda children, p: RowsScanExec(plan.rows, p, count, columns))
+        return _node(po.RowsScan(plan.rows, self.workers, columns),
+                     f"{len(plan.rows)} shared tuples, hash: {_names(plan.schema, columns)}", (),
+                     plan.schema, Partitioning("hash", self.workers, columns), estimate)
 
     def _TableScan(self, plan: lp.TableScan, want: Want) -> PhysicalNode:
-        return _node("SqlTableScanExec", plan.table, (), plan.schema, SINGLE, self.estimator.estimate(plan),
-                     lambda children, p: SqlTableScanExec(plan.table, plan.columns))
+        return _node(po.SqlTableScan(plan.table, plan.columns), plan.table, (), plan.schema, SINGLE,
+                     self.estimator.estimate(plan))
 
     # ------------------------------------------------------------ per-tuple operators
 
     def _Filter(self, plan: lp.Filter, want: Want) -> list[PhysicalNode]:
         detail = render(plan.predicate, column_names(plan.input.schema))
-        return [_node("FilterExec", detail, (child,), plan.schema, child.partitioning, self.estimator.estimate(plan),
-                      lambda children, p: FilterExec(children[0], plan.predicate))
+        return [_node(po.Filter(plan.predicate), detail, (child,), plan.schema, child.partitioning,
+                      self.estimator.estimate(plan))
                 for child in self.candidates(plan.input, want)]
 
     def _Project(self, plan: lp.Project, want: Want) -> list[PhysicalNode]:
@@ -179,8 +160,8 @@ class PhysicalPlanner:
             partitioning = replace(partitioning, columns=mapped) if None not in mapped else \
                 Partitioning("any", partitioning.count)
         detail = assignments(plan.exprs, plan.schema, plan.input.schema)
-        return _node("ProjectionExec", detail, (child,), plan.schema, partitioning,
-                     self.estimator.estimate(plan), lambda children, p: ProjectionExec(children[0], plan.exprs))
+        return _node(po.Projection(plan.exprs), detail, (child,), plan.schema, partitioning,
+                     self.estimator.estimate(plan))
 
     # ------------------------------------------------------------ join
 
@@ -200,10 +181,9 @@ class PhysicalPlanner:
                    partitioning: Partitioning) -> PhysicalNode:
         detail = f"{plan.kind}: " + (", ".join(f"{plan.left.schema[l].name} = {plan.right.schema[r].name}"
                                                for l, r in zip(plan.left_keys, plan.right_keys)) or "cross")
-        return _node("HashJoinExec", detail, (left, right), plan.schema, partitioning, self.estimator.estimate(plan),
-                     lambda children, p: HashJoinExec(children[0], children[1], plan.kind, plan.left_keys,
-                                                      plan.right_keys, plan.left.schema, plan.right.schema,
-                                                      plan.residual))
+        spec = po.HashJoin(plan.kind, plan.left_keys, plan.right_keys, plan.left.schema, plan.right.schema,
+                           plan.residual)
+        return _node(spec, detail, (left, right), plan.schema, partitioning, self.estimator.estimate(plan))
 
     def _co_partitioned(self, plan: lp.Join) -> PhysicalNode:
         if not plan.left_keys:
@@ -276,10 +256,8 @@ class PhysicalPlanner:
         detail = f"{phase}group by [{_names(plan.schema, range(len(plan.group_by)))}]: " + \
             ", ".join(f"{c.function}({render(c.arg, inputs) if c.arg is not None else '*'})" for c in plan.calls)
         estimate = self.estimator.estimate(plan)
-        partial = phase.startswith("partial")
-        return _node("HashAggregateExec", detail, (child,), plan.schema, partitioning, estimate,
-                     lambda children, p: HashAggregateExec(children[0], plan.group_by, plan.calls, plan.schema,
-                                                           partial))
+        spec = po.HashAggregate(plan.group_by, plan.calls, plan.schema, phase.startswith("partial"))
+        return _node(spec, detail, (child,), plan.schema, partitioning, estimate)
 
     def _two_phase(self, plan: lp.Aggregate, child: PhysicalNode, estimate: Estimate) -> PhysicalNode:
         count = child.partitioning.count
@@ -306,10 +284,9 @@ class PhysicalPlanner:
         else:
             child = self.broadcast(self.build(plan.input, None))
             partitioning = Partitioning("hash", count, tuple(range(len(plan.tile))))
-        return _node("RetileExec", f"{list(source.tile)} -> {list(plan.tile)}", (child,), plan.schema, partitioning,
-                     self.estimator.estimate(plan),
-                     lambda children, p: RetileExec(children[0], keys, source.tile, plan.tile, value.extent,
-                                                    value.dtype, p, count))
+        spec = po.Retile(keys, source.tile, plan.tile, value.extent, value.dtype, count)
+        return _node(spec, f"{list(source.tile)} -> {list(plan.tile)}", (child,), plan.schema, partitioning,
+                     self.estimator.estimate(plan))
 
     def _UnionAll(self, plan: lp.UnionAll, want: Want) -> PhysicalNode:
         parts = [self.build(p, None) for p in plan.parts]
@@ -318,21 +295,20 @@ class PhysicalPlanner:
             partitioning = SINGLE
         else:
             partitioning = Partitioning("any", self.workers)
-        return _node("UnionAllExec", "", tuple(parts), plan.schema, partitioning, self.estimator.estimate(plan),
-                     lambda children, p: UnionAllExec(tuple(children)))
+        return _node(po.UnionAll(), "", tuple(parts), plan.schema, partitioning, self.estimator.estimate(plan))
 
     def _Sort(self, plan: lp.Sort, want: Want) -> PhysicalNode:
         child = self.gather(self.build(plan.input, None))
         positions = tuple(k.index for k in plan.keys)
         detail = ", ".join(f"{plan.schema[p].name}{' DESC' if d else ''}" for p, d in zip(positions, plan.descending))
-        return _node("SortExec", detail, (child,), plan.schema, SINGLE, self.estimator.estimate(plan),
-                     lambda children, p: SortExec(children[0], positions, plan.descending))
+        return _node(po.Sort(positions, plan.descending), detail, (child,), plan.schema, SINGLE,
+                     self.estimator.estimate(plan))
 
     def _Limit(self, plan: lp.Limit, want: Want) -> PhysicalNode:
         child = self.gather(self.build(plan.input, None))
         detail = f"{plan.limit}" + (f", offset {plan.offset}" if plan.offset else "")
-        return _node("LimitExec", detail, (child,), plan.schema, SINGLE, self.estimator.estimate(plan),
-                     lambda children, p: LimitExec(children[0], plan.limit, plan.offset))
+        return _node(po.Limit(plan.limit, plan.offset), detail, (child,), plan.schema, SINGLE,
+                     self.estimator.estimate(plan))
 
 
 def _satisfies(partitioning: Partitioning, want: Want) -> bool:
