@@ -6,9 +6,11 @@ import numpy as np
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.errors import IntegrityError, NotSupportedError, ProgrammingError
 from trdb.execution.result import Result
+from trdb.kernels.sparse import is_sparse
 from trdb.parser import ast
 from trdb.statements.context import StatementContext
 from trdb.statements.materialize import check_tiles, rows_to_tiles
+from trdb.statements.value_fit import cast_checked
 from trdb.storage import tile_store
 
 
@@ -37,14 +39,33 @@ def insert_values(sc: StatementContext, node: ast.InsertValues) -> Result:
         if not all(isinstance(k, int) and not isinstance(k, bool) for k in values[:-1]):
             raise ProgrammingError(f"INSERT INTO {meta.name}: keys must be integers, got {values[:-1]}")
         keys.append(values[:-1])
-        tile = values[-1]
-        if not isinstance(tile, np.ndarray) and meta.key_in_range(values[:-1]):
-            tile = np.full(meta.tile_shape_at(values[:-1]), tile, dtype=meta.dtype)  # scalars broadcast
-        tiles.append(np.asarray(tile))
+        tiles.append(_tile_value(sc, meta, values[:-1], values[-1], row[-1]))
     key_array = np.array(keys, dtype=np.int64).reshape(len(keys), len(meta.keys))
     _reject_existing(sc, meta, key_array)
     _write(sc, meta, key_array, tiles, f"INSERT INTO {meta.name}")
     return Result(rowcount=len(keys))
+
+
+def _tile_value(sc: StatementContext, meta: TensorMeta, key: list, value, node: ast.Expr):
+    """A row's value as a tile: a numpy array (or list), a scipy.sparse matrix (kept CSR), or a number that
+    fills the tile; check_tiles then checks its shape and dtype."""
+    if is_sparse(value):
+        return value.tocsr()
+    shown = None if value is not None else "NULL"
+    if isinstance(value, (list, tuple)):
+        try:
+            value = np.asarray(value)
+        except ValueError:
+            shown = "a ragged list"
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        return value
+    if isinstance(value, (int, float)):  # a number fills the tile (a key outside the grid: check_tiles says so)
+        scalar = cast_checked(np.asarray(value), meta.dtype, meta.name)
+        return np.full(meta.tile_shape_at(key), scalar) if meta.key_in_range(key) else scalar
+    shown = shown or (f"an array of {value.dtype}" if isinstance(value, np.ndarray) else f"a {type(value).__name__}")
+    raise sc.bind.fail(node, f"INSERT INTO {meta.name}: the value of key {tuple(key)} is {shown}, not a tile",
+                       hint=f"pass a numpy array of shape {meta.tile_shape_at(key) if meta.key_in_range(key) else meta.tile}, "
+                            "a 2-d scipy.sparse matrix, or a number that fills the tile")
 
 
 def insert_query(sc: StatementContext, node: ast.InsertQuery) -> Result:

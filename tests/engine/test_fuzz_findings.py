@@ -110,3 +110,36 @@ def test_fetch_sparse_of_float16_gives_float32(gcur):
     matrix = gcur.fetch_sparse()
     assert matrix.dtype == np.float32
     np.testing.assert_array_equal(matrix.toarray(), g.astype(np.float16).astype(np.float32))
+
+
+@pytest.mark.parametrize("value,error,match", [
+    ({"a": 1}, trdb.ProgrammingError, "is a dict, not a tile"),
+    ("text", trdb.ProgrammingError, "is a str, not a tile"),
+    (b"bytes", trdb.ProgrammingError, "is a bytes, not a tile"),
+    (None, trdb.ProgrammingError, "is NULL, not a tile"),
+    ([[1, 2], [3]], trdb.ProgrammingError, "is a ragged list"),
+    ([1, 2, 3], trdb.DataError, r"has shape \(3,\)"),
+    (float("nan"), trdb.DataError, "integers have no NaN"),
+    (2 ** 40, trdb.DataError, "outside its range"),
+])
+def test_insert_of_a_value_that_is_not_a_tile(cur, value, error, match):
+    cur.execute("CREATE TENSOR f SHAPE (8, 8) TILE (4, 4) DTYPE int32")
+    with pytest.raises(error, match=match):
+        cur.execute("INSERT INTO f VALUES (0, 0, ?)", (value,))
+    with pytest.raises(trdb.ProgrammingError, match="keys must be integers"):
+        cur.execute("INSERT INTO f VALUES (?, 0, 1)", (None,))
+    cur.execute("SELECT * FROM f")
+    assert cur.fetchall() == []
+
+
+def test_insert_of_a_scipy_sparse_tile_and_a_list(cur):
+    import scipy.sparse
+    cur.execute("CREATE TENSOR f SHAPE (8, 8) TILE (4, 4)")
+    tile = np.diag([1.0, 2.0, 0.0, 4.0]).astype(np.float32)
+    cur.execute("INSERT INTO f VALUES (0, 1, ?)", (scipy.sparse.coo_matrix(tile),))
+    cur.execute("INSERT INTO f VALUES (1, 0, ?)", (tile.tolist(),))
+    cur.execute("INSERT INTO f VALUES (1, 1, 3)")
+    expected = np.zeros((8, 8), np.float32)
+    expected[0:4, 4:8] = expected[4:8, 0:4] = tile
+    expected[4:8, 4:8] = 3
+    np.testing.assert_array_equal(dense(cur, "f"), expected)
