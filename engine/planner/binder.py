@@ -98,19 +98,22 @@ class Binder:
         return lp.Sort(plan, tuple(keys), tuple(descending))
 
     def _order_position(self, schema, origins, expr) -> int:
-        if isinstance(expr, ast.Literal) and isinstance(expr.value, int):
+        position = self._order_column(schema, origins, expr)
+        if schema[position].is_tensor:
+            raise self.ctx.fail(expr, f'ORDER BY "{schema[position].name}": tiles have no order',
+                                hint="order by key columns")
+        return position
+
+    def _order_column(self, schema, origins, expr) -> int:
+        if isinstance(expr, ast.Literal) and isinstance(expr.value, int) and not isinstance(expr.value, bool):
             if not 1 <= expr.value <= len(schema):
                 raise self.ctx.fail(expr, f"ORDER BY position {expr.value} is not in the select list")
             return expr.value - 1
         if isinstance(expr, ast.ColumnRef):
             for position, (column, origin) in enumerate(zip(schema, origins)):
-                named = (expr.qualifier is None and fold(column.name) == fold(expr.name)) or (
-                    origin and expr.qualifier and fold(origin[0] or "") == fold(expr.qualifier)
-                    and fold(origin[1]) == fold(expr.name))
-                if named and column.is_tensor:
-                    raise self.ctx.fail(expr, f'ORDER BY "{column.name}": tiles have no order',
-                                        hint="order by key columns")
-                if named:
+                if (expr.qualifier is None and fold(column.name) == fold(expr.name)) or (
+                        origin and expr.qualifier and fold(origin[0] or "") == fold(expr.qualifier)
+                        and fold(origin[1]) == fold(expr.name)):
                     return position
         raise self.ctx.fail(expr, "ORDER BY must name a key column of the select list",
                             hint="order by an output column name or position")
