@@ -1,6 +1,7 @@
 """Session settings: each declared once, settable by SET and by TRDB_<NAME> environment variables."""
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ _UNITS = {"": 1, "b": 1, "kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 <<
 def _parse_bytes(value: Any) -> int:
     if isinstance(value, bool):
         raise ValueError("expected a size such as 4GB")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("expected a finite size such as 4GB")
     if isinstance(value, (int, float)):
         size = int(value)
     else:
@@ -32,8 +35,8 @@ def _parse_bytes(value: Any) -> int:
         if not match or match.group(2).lower() not in _UNITS:
             raise ValueError("expected a size such as 512MB or 4GB")
         size = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
-    if size <= 0:
-        raise ValueError("must be positive")
+    if not 0 < size < 2 ** 63:
+        raise ValueError("must be positive and below 2**63 bytes (8 EiB)")
     return size
 
 

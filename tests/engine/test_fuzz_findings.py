@@ -153,3 +153,13 @@ def test_order_by_position(gcur):
             gcur.execute(f"SELECT G.i AS i, G.v AS v FROM G ORDER BY {order}")
     with pytest.raises(trdb.ProgrammingError, match="position 3 is not in the select list"):
         gcur.execute("SELECT G.i AS i, G.v AS v FROM G ORDER BY 3")
+
+
+@pytest.mark.parametrize("value", ["1e400", "-1e400", "1e30", "'99999999999999999TB'"])
+def test_a_size_setting_out_of_range_is_refused(cur, value):
+    cur.execute("SHOW memory_limit")
+    before = cur.fetchall()
+    with pytest.raises(trdb.ProgrammingError, match="memory_limit"):
+        cur.execute(f"SET memory_limit TO {value}")
+    cur.execute("SHOW memory_limit")
+    assert cur.fetchall() == before
