@@ -21,7 +21,7 @@ from trdb.statements.context import StatementContext
 from trdb.statements.plan_cache import PlanCache
 from trdb.statements.routing import count_params, is_plain_sql, is_trql_only, names_trdb_relation
 from trdb.storage.database import Database
-from trdb.storage.plain_sql import check_plain_sql
+from trdb.storage.plain_sql import check_plain_sql, run_plain_sql
 
 _PARSE_CACHE_SIZE = 512
 _STALE_RETRIES = 3  # a read that met another connection's commit runs again; the last try in a transaction
@@ -54,8 +54,6 @@ class Session:
             self.settings.set(name, value)
         self.db = Database(path, read_only, self.settings.memory_limit)
         try:
-            if not read_only:
-                self.db.execute("SET force_compression = 'uncompressed'")  # ZSTD made tile look-ups slow
             self.pool = self.db.file.pool
             self.catalog = Catalog(self.db)
         except BaseException:
@@ -239,10 +237,10 @@ class Session:
     def _plain_sql(self, text: str, params: Sequence[Any], statement: Optional[ast.Statement] = None) -> Result:
         if self._running is not None and self._running.is_set():
             raise errors.QueryCancelled("the statement was cancelled")
-        check_plain_sql(text)  # plain SQL reads trdb's catalog and settings, never writes them
+        check_plain_sql(text)  # refused before it counts as run: no setting suggested, no commit announced
         self._in_duckdb = True
         try:
-            rows, description, rowcount = self.db.execute_with_description(text, params)
+            rows, description, rowcount = run_plain_sql(self.db, text, params)  # checks again (a cached look-up)
         except errors.ProgrammingError:
             if isinstance(statement, (ast.SetSetting, ast.ResetSetting, ast.ShowSetting)) and \
                     suggest(statement.name, SETTINGS):

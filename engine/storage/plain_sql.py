@@ -1,12 +1,15 @@
-"""Whether plain SQL may run: it may read trdb's `_trdb` schema, never write it or the settings trdb owns."""
+"""Plain SQL passed through to DuckDB: it may read trdb's `_trdb` schema, never write it or the settings trdb owns."""
 from __future__ import annotations
 
 import functools
 import re
+from typing import Any, Sequence
+
 import duckdb
 
 from trdb.errors import ProgrammingError
 from trdb.storage.catalog_store import SCHEMA
+from trdb.storage.database import Database
 
 Kind = duckdb.StatementType
 
@@ -47,6 +50,12 @@ _TARGET = re.compile(rf"(?:INSERT\s+(?:OR\s+(?:REPLACE|IGNORE)\s+)?INTO|CREATE\s
                      rf"(?P<target>{_NAME}(?:\s*\.\s*{_NAME}){{0,2}})(?=\s*\(|\s+[A-Za-z])", re.I)
 _HINT = (f"the {SCHEMA} schema is written only by trdb: SELECT from it freely, and change tensors with trql "
          "(CREATE TENSOR, INSERT INTO, UPDATE, DELETE FROM, DROP TENSOR)")
+
+
+def run_plain_sql(db: Database, text: str, params: Sequence[Any] = ()) -> tuple[list[tuple], Any, int]:
+    """Run plain SQL in DuckDB if check_plain_sql allows it: its rows, cursor description and row count."""
+    check_plain_sql(text)
+    return db.execute_with_description(text, params)
 
 
 @functools.lru_cache(maxsize=512)  # a text allowed once is allowed again: repeated statements skip the parse
