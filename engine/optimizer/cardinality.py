@@ -247,8 +247,9 @@ class Estimator:
     def _UnionAll(self, plan: lp.UnionAll) -> Estimate:
         parts = [self.estimate(p) for p in plan.parts]
         rows = sum(p.rows for p in parts)
-        distinct = tuple(sum(d) if all(d) else None for d in zip(*(p.distinct for p in parts)))
-        return Estimate(rows, max(p.row_bytes for p in parts), distinct)
+        distinct = tuple(sum(d) if all(d) else None for d in zip(*(p.distinct for p in parts))) if parts else \
+            (None,) * len(plan.schema)  # no parts (a gradient with no path to its tensor): nothing is known
+        return Estimate(rows, max((p.row_bytes for p in parts), default=row_bytes(plan.schema)), distinct)
 
     def _Sort(self, plan: lp.Sort) -> Estimate:
         child = self.estimate(plan.input)

@@ -163,3 +163,12 @@ def test_a_size_setting_out_of_range_is_refused(cur, value):
         cur.execute(f"SET memory_limit TO {value}")
     cur.execute("SHOW memory_limit")
     assert cur.fetchall() == before
+
+
+def test_the_gradient_of_a_loss_that_does_not_depend_on_the_tensor_is_zero(cur):
+    cur.execute("CREATE TENSOR f SHAPE (8, 8) TILE (4, 4) FILL ONES; "
+                "CREATE VIEW L AS SELECT SUM(REDUCE_SUM(ONES_LIKE(W.v))) AS v FROM f AS W")
+    cur.execute("SELECT * FROM GRAD(L, f)")
+    assert cur.fetchall() == []   # every tile absent: zeros, as PyTorch gives
+    cur.execute("SELECT * FROM GRAD(L, f)")
+    np.testing.assert_array_equal(cur.fetch_tensor(), np.zeros((8, 8), np.float32))
