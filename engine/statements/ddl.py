@@ -34,7 +34,7 @@ def create_tensor(sc: StatementContext, node: ast.CreateTensor) -> Result:
     check_stored(sc.settings, meta) if maker is not None else check_tile(sc.settings, meta)
     meta = sc.catalog.create_tensor(meta)
     if maker is not None:
-        write_generated(sc.db, meta, maker)
+        write_generated(sc.db, meta, maker, sc.interrupted)
     sc.catalog.refresh_statistics(meta)
     return Result(rowcount=0)
 
@@ -75,7 +75,7 @@ def create_tensor_from(sc: StatementContext, node: ast.CreateTensorFrom) -> Resu
         check_sparse(array, meta.dtype, meta.name)
         write_sparse_matrix(sc.db, meta, array)
     else:
-        write_array(sc.db, meta, array)
+        write_array(sc.db, meta, array, sc.interrupted)
     sc.catalog.refresh_statistics(meta)
     return Result(rowcount=0)
 

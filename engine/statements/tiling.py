@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import itertools
-from typing import Callable, Iterator
+import threading
+from typing import Callable, Iterator, Optional
 
 import numpy as np
 
+from trdb.errors import QueryCancelled
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.statements.value_fit import cast_checked
 from trdb.storage import tile_store
@@ -23,12 +25,16 @@ def tile_slices(meta: TensorMeta, key: tuple[int, ...]) -> tuple[slice, ...]:
     return tuple(slice(k * t, min((k + 1) * t, n)) for k, t, n in zip(key, meta.tile, meta.shape))
 
 
-def write_generated(db: Database, meta: TensorMeta, make_tile: Callable[[tuple[int, ...]], np.ndarray]) -> int:
-    """Write make_tile(key) for every key of the grid (all-zero tiles are skipped). Returns tiles stored."""
+def write_generated(db: Database, meta: TensorMeta, make_tile: Callable[[tuple[int, ...]], np.ndarray],
+                    interrupted: Optional[threading.Event] = None) -> int:
+    """Write make_tile(key) for every key of the grid (all-zero tiles are skipped). Returns tiles stored.
+    Once `interrupted` is set (the statement was cancelled) it stops with QueryCancelled."""
     keys: list[tuple[int, ...]] = []
     tiles: list[np.ndarray] = []
     pending = written = 0
     for key in grid_keys(meta):
+        if interrupted is not None and interrupted.is_set():  # a cheap test: a tile takes microseconds or more
+            raise QueryCancelled(f"the statement was cancelled while it wrote the tiles of {meta.name}")
         tile = make_tile(key)
         keys.append(key)
         tiles.append(tile)
@@ -41,10 +47,11 @@ def write_generated(db: Database, meta: TensorMeta, make_tile: Callable[[tuple[i
     return written
 
 
-def write_array(db: Database, meta: TensorMeta, array: np.ndarray) -> int:
+def write_array(db: Database, meta: TensorMeta, array: np.ndarray,
+                interrupted: Optional[threading.Event] = None) -> int:
     """Tile a dense array of the tensor's shape and store its non-zero tiles; a value the tensor's dtype
     cannot hold (overflow to inf, an integer out of range) is a DataError."""
     def tile(key: tuple[int, ...]) -> np.ndarray:
         where = tile_slices(meta, key)
         return cast_checked(array[where], meta.dtype, meta.name, [s.start for s in where])
-    return write_generated(db, meta, tile)
+    return write_generated(db, meta, tile, interrupted)

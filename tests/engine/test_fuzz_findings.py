@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import trdb
+from trdb.errors import QueryCancelled
 
 G = "CREATE TENSOR G SHAPE (64, 48) TILE (16, 16) FILL RANDOM_NORMAL(0, 1, 1)"
 
@@ -172,3 +173,32 @@ def test_the_gradient_of_a_loss_that_does_not_depend_on_the_tensor_is_zero(cur):
     assert cur.fetchall() == []   # every tile absent: zeros, as PyTorch gives
     cur.execute("SELECT * FROM GRAD(L, f)")
     np.testing.assert_array_equal(cur.fetch_tensor(), np.zeros((8, 8), np.float32))
+
+
+@pytest.mark.parametrize("statement,params", [
+    ("CREATE TENSOR f0 SHAPE (1, 1000000) TILE (2, 1) FILL RANDOM_UNIFORM(-1, 1, 0)", ()),
+    ("CREATE TENSOR f0 FROM ? TILE (1, 1)", (np.ones((1, 1000000), np.float32),)),
+])
+def test_closing_the_cursor_cancels_a_long_fill_and_leaves_no_tensor(con, statement, params):
+    import threading
+    import time
+    cur, raised = con.cursor(), []
+
+    def run():
+        try:
+            cur.execute(statement, params)
+        except trdb.Error as exc:
+            raised.append(exc)
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(0.5)
+    started = time.monotonic()
+    cur.close()
+    thread.join(30)
+    assert not thread.is_alive() and time.monotonic() - started < 5
+    assert len(raised) == 1 and isinstance(raised[0], QueryCancelled), raised
+    other = con.cursor()
+    with pytest.raises(trdb.ProgrammingError, match='"f0" does not exist'):
+        other.execute("SELECT * FROM f0")
+    other.execute("CREATE TENSOR f0 SHAPE (2, 2) TILE (2, 2) FILL ONES")
+    np.testing.assert_array_equal(dense(other, "f0"), np.ones((2, 2), np.float32))
