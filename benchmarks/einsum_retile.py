@@ -4,7 +4,7 @@ A is stored with TILE (2048, 8) and B with TILE (8, 2048): left as they are, the
 outer products of 2048x2048 that the aggregate sums. trdb's tile choice (optimizer/einsum_tiling.py)
 must retile them. Compared: numpy A @ B; trdb with its chosen tiling; trdb with the former rule
 (each index takes the tiling of the largest operand: nothing retiled), run by binding with
-`trdb.planner.einsum.largest_operand_layout` in place of the cost-based choice, inside this script
+`trdb.optimizer.einsum_decomposition.largest_operand_layout` in place of the cost-based choice, inside this script
 only. Every result is checked against numpy; EXPLAIN of the chosen plan is printed.
 
     python benchmarks/einsum_retile.py [--n 2048] [--thin 8] [--repeats 3] [--workers 1,2] [--no-former]
@@ -18,7 +18,7 @@ import numpy as np
 import threadpoolctl
 
 import trdb
-from trdb.planner import einsum as einsum_binding
+from trdb.optimizer import einsum_decomposition as einsum_binding
 
 from timing import best_of, check, print_plans, print_ratios
 

@@ -11,7 +11,7 @@ UPPER = ["api", "session", "statements", "pipeline", "execution", "optimizer", "
 BASE = ["catalog", "storage", "kernels", "config", "errors"]
 TOP_LEVEL = {"__init__": UPPER + BASE, "__main__": UPPER + BASE}
 # Upward imports not yet removed (module, package it imports): the list may only shrink.
-KNOWN_UPWARD = {("planner/binder.py", "autodiff"), ("planner/einsum.py", "optimizer")}
+KNOWN_UPWARD: set = set()
 
 
 def _package(path: Path) -> str:

@@ -11,7 +11,6 @@ from trdb.parser import ast
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 from trdb.planner.expression_binder import BindContext, ExpressionBinder
-from trdb.planner.einsum import bind_einsum
 from trdb.planner.grouping import bind_grouped_select, contains_aggregate
 from trdb.planner.joins import bind_join, join_with_where
 from trdb.planner.naming import output_names
@@ -176,7 +175,7 @@ class Binder:
         if isinstance(item, ast.GradRef):
             return requalify(self.bind_grad(item), item.alias or "grad")
         if isinstance(item, ast.EinsumRef):
-            return bind_einsum(self, item)
+            return self.ctx.expand(item).einsum(self, item)
         if isinstance(item, ast.RetileRef):
             return bind_retile(self, item)
         what = {ast.EinsumRef: "EINSUM", ast.GradRef: "GRAD", ast.RetileRef: "RETILE"}.get(type(item), "this")
@@ -206,8 +205,6 @@ class Binder:
 
     def bind_grad(self, item: ast.GradRef) -> lp.Plan:
         """GRAD(view, param): the gradient of the view's loss as a relation keyed like the parameter."""
-        from trdb.autodiff.gradient import gradient_plan
-
         view = self.catalog.view(item.view)
         if view is None:
             raise self.ctx.fail(item, f'GRAD needs a view holding the loss; "{item.view}" is not a view',
@@ -218,7 +215,7 @@ class Binder:
                                 hint=did_you_mean(item.param, [m.name for m in self.catalog.tensors()]))
         loss = self.bind_view(ast.TableRef(item.view, span=item.span), *view)
         try:
-            return gradient_plan(loss, param)
+            return self.ctx.expand(item).gradient(loss, param)
         except Error as exc:
             raise exc.at(self.ctx.text, item.span.line, item.span.column)
 
@@ -227,7 +224,7 @@ class Binder:
 
         if fold(name) in self.views:
             raise self.ctx.fail(ref, f'view "{name}" refers to itself')
-        view_ctx = BindContext(text, self.ctx.params, self.ctx.workers)
+        view_ctx = BindContext(text, self.ctx.params, self.ctx.workers, self.ctx.expansions)
         try:
             statement = parse(text)
             return Binder(self.catalog, view_ctx, {}, self.views + (fold(name),)).bind_query(statement.query).plan

@@ -8,10 +8,11 @@ import numpy as np
 from trdb.catalog.functions import (NOT_CONST, OPERATORS, Arg, KernelFunction, KernelSignatureError,
                                     function_names, is_aggregate, lookup_function)
 from trdb.catalog.names import did_you_mean, fold
-from trdb.errors import DataError, Error, ProgrammingError
+from trdb.errors import DataError, Error, NotSupportedError, ProgrammingError
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.parser import ast
 from trdb.planner import expressions as bx
+from trdb.planner.expansion import Expansions
 from trdb.planner.types import KeyType, OtherType, ScalarType, Schema, TensorType
 
 ARITHMETIC = ("+", "-", "*", "/", "//", "%")
@@ -22,11 +23,20 @@ class BindContext:
     """What every binder of one statement shares: its text (for carets), its parameters, and the
     number of workers it will run on (EINSUM chooses its tiling for them)."""
 
-    def __init__(self, text: str, params: Sequence[Any], workers: Optional[int] = None):
+    def __init__(self, text: str, params: Sequence[Any], workers: Optional[int] = None,
+                 expansions: Optional[Expansions] = None):
         self.text = text
         self.params = list(params)
         self.workers = workers
+        self.expansions = expansions  # EINSUM and GRAD, from the query pipeline
         self.used_params: set[int] = set()
+
+    def expand(self, node: Any) -> Expansions:
+        """The pipeline's EINSUM and GRAD builders; a binder used outside it cannot bind those."""
+        if self.expansions is None:
+            raise self.fail(node, "EINSUM and GRAD are bound only through the query pipeline",
+                            error=NotSupportedError)
+        return self.expansions
 
     def fail(self, node: Any, message: str, hint: Optional[str] = None, error=ProgrammingError) -> Error:
         span = getattr(node, "span", None)

@@ -1,4 +1,4 @@
-"""Binding EINSUM('spec', X, ...) in FROM: operands retiled to one tile size per letter, then pairwise steps."""
+"""EINSUM in FROM decomposed: operands retiled to one tile size per letter, then pairwise join + aggregate steps."""
 from __future__ import annotations
 
 import math
