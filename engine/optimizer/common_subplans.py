@@ -54,13 +54,6 @@ class _Numbering:
         return signature
 
 
-def _with_children(plan, children: list):
-    if isinstance(plan, lp.UnionAll):
-        return dataclasses.replace(plan, parts=tuple(children))
-    names = [f.name for f in dataclasses.fields(plan) if f.name in _CHILD_FIELDS]
-    return dataclasses.replace(plan, **dict(zip(names, children)))
-
-
 class CarriedWork:
     """The shared subplans' tuples of the last statement, kept for the next while nothing changed.
 
@@ -136,9 +129,7 @@ class SharedWork:
         if number is not None and self.carried is not None and number in self.carried.tuples:
             self.memo[number] = self.carried.tuples[number]  # computed by the previous statement
             return self.memo[number]
-        children = [self._rewrite(child, counts) for child in plan.inputs]
-        changed = any(new is not old for new, old in zip(children, plan.inputs))
-        rebuilt = _with_children(plan, children) if changed else plan
+        rebuilt = lp.with_inputs(plan, [self._rewrite(child, counts) for child in plan.inputs])
         if number is not None and counts[number] > 1 and not isinstance(plan, (lp.Scan, lp.TableScan,
                                                                                   lp.Materialized)):
             self.memo[number] = lp.Materialized(self.run(rebuilt), plan.schema)

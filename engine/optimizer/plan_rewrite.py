@@ -7,24 +7,9 @@ from typing import Callable, Optional
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 
-_CHILD_FIELDS = ("input", "left", "right")
-
-
-def with_inputs(plan: lp.Plan, inputs: list) -> lp.Plan:
-    """The same node over new inputs; the node itself when no input changed (rules keep identity)."""
-    if all(new is old for new, old in zip(inputs, plan.inputs)):
-        return plan
-    if isinstance(plan, lp.UnionAll):
-        return dataclasses.replace(plan, parts=tuple(inputs))
-    if isinstance(plan, lp.Join):
-        left, right = inputs
-        return dataclasses.replace(plan, left=left, right=right, schema=left.schema + right.schema)
-    return dataclasses.replace(plan, input=inputs[0])
-
-
 def transform_up(plan: lp.Plan, rewrite: Callable[[lp.Plan], lp.Plan]) -> lp.Plan:
     """Apply `rewrite` to every node, inputs first."""
-    return rewrite(with_inputs(plan, [transform_up(child, rewrite) for child in plan.inputs]))
+    return rewrite(lp.with_inputs(plan, [transform_up(child, rewrite) for child in plan.inputs]))
 
 
 def map_expr(expr: bx.Bound, rewrite: Callable[[bx.Bound], bx.Bound]) -> bx.Bound:

@@ -1,6 +1,7 @@
 """Logical plan: immutable TRA operators (Scan, Filter, Project, Join, Aggregate, Retile, UnionAll, Sort, Limit)."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional, Union
 
@@ -177,3 +178,19 @@ class Limit:
 
 
 Plan = Union[Scan, TableScan, Materialized, Filter, Project, Join, Aggregate, Retile, UnionAll, Sort, Limit]
+
+
+def with_inputs(plan: "Plan", inputs: list) -> "Plan":
+    """The same node over new inputs; the node itself when no input changed (rewrites keep identity).
+
+    The one place that knows which fields of a node hold its inputs (with `inputs` on each node)."""
+    if all(new is old for new, old in zip(inputs, plan.inputs)):
+        return plan
+    if isinstance(plan, UnionAll):
+        return dataclasses.replace(plan, parts=tuple(inputs))
+    if isinstance(plan, Join):
+        left, right = inputs
+        return dataclasses.replace(plan, left=left, right=right, schema=left.schema + right.schema)
+    if not plan.inputs:
+        raise ValueError(f"{type(plan).__name__} has no inputs to replace")
+    return dataclasses.replace(plan, input=inputs[0])

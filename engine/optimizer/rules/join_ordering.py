@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from trdb.optimizer.cardinality import Estimator
-from trdb.optimizer.plan_rewrite import with_inputs
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 
@@ -62,7 +61,7 @@ class _Orderer:
 
     def _rewrite(self, plan: lp.Plan) -> lp.Plan:
         if not _is_inner(plan):
-            return with_inputs(plan, [self.rewrite(child) for child in plan.inputs])
+            return lp.with_inputs(plan, [self.rewrite(child) for child in plan.inputs])
         leaves: list[lp.Plan] = []
         conditions: list[tuple[int, int]] = []
         _flatten(plan, leaves, conditions, 0)
@@ -79,7 +78,7 @@ class _Orderer:
     def _rebuild(self, plan: lp.Plan) -> lp.Plan:
         """The tree as written, with its non-join inputs rewritten."""
         if _is_inner(plan):
-            return with_inputs(plan, [self._rebuild(child) for child in plan.inputs])
+            return lp.with_inputs(plan, [self._rebuild(child) for child in plan.inputs])
         return self.rewrite(plan)
 
     def _cost(self, plan: lp.Plan) -> float:

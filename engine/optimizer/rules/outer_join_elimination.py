@@ -30,7 +30,6 @@ from typing import Callable
 
 import numpy as np
 
-from trdb.optimizer.plan_rewrite import with_inputs
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 from trdb.planner.types import KeyType
@@ -72,17 +71,17 @@ def _root_test(plan: lp.Plan) -> Droppable:
 
 def _rewrite(plan: lp.Plan, droppable: Droppable) -> lp.Plan:
     if isinstance(plan, (lp.Filter, lp.Sort)):
-        return with_inputs(plan, [_rewrite(plan.input, droppable)])
+        return lp.with_inputs(plan, [_rewrite(plan.input, droppable)])
     if isinstance(plan, lp.Project):
-        return with_inputs(plan, [_rewrite(plan.input, _through_project(plan, droppable))])
+        return lp.with_inputs(plan, [_rewrite(plan.input, _through_project(plan, droppable))])
     if isinstance(plan, lp.Aggregate):
-        return with_inputs(plan, [_rewrite(plan.input, _through_aggregate(plan, droppable))])
+        return lp.with_inputs(plan, [_rewrite(plan.input, _through_aggregate(plan, droppable))])
     if isinstance(plan, lp.UnionAll):
-        return with_inputs(plan, [_rewrite(part, droppable) for part in plan.parts])
+        return lp.with_inputs(plan, [_rewrite(part, droppable) for part in plan.parts])
     if isinstance(plan, lp.Join):
         return _rewrite_join(plan, droppable)
     # Limit counts tuples; Retile re-cuts tiles; leaves have no inputs
-    return with_inputs(plan, [_rewrite(child, _never) for child in plan.inputs])
+    return lp.with_inputs(plan, [_rewrite(child, _never) for child in plan.inputs])
 
 
 def _through_project(plan: lp.Project, droppable: Droppable) -> Droppable:
@@ -111,7 +110,7 @@ def _rewrite_join(plan: lp.Join, droppable: Droppable) -> lp.Plan:
     # goes, at most unmatched partners whose own side is all zeros): each side inherits the test
     left = _rewrite(plan.left, droppable)
     right = _rewrite(plan.right, lambda columns: droppable(frozenset(c + width for c in columns)))
-    rewritten = with_inputs(plan, [left, right])
+    rewritten = lp.with_inputs(plan, [left, right])
     if plan.kind not in ("LEFT", "FULL"):
         return rewritten
     left_tensors = frozenset(i for i, c in enumerate(plan.schema) if i < width and _is_tensor(c.type))

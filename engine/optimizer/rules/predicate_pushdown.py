@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from trdb.optimizer.plan_rewrite import and_all, is_key_predicate, with_inputs
+from trdb.optimizer.plan_rewrite import and_all, is_key_predicate
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 
@@ -19,7 +19,7 @@ def predicate_pushdown(plan: lp.Plan, context) -> lp.Plan:
         below = predicate_pushdown(plan.input, context)
         pushed = _push(below, bx.conjuncts(plan.predicate))
         return plan if _unchanged(pushed, plan) else pushed
-    return with_inputs(plan, [predicate_pushdown(child, context) for child in plan.inputs])
+    return lp.with_inputs(plan, [predicate_pushdown(child, context) for child in plan.inputs])
 
 
 def _unchanged(pushed: lp.Plan, plan: lp.Filter) -> bool:

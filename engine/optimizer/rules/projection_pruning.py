@@ -33,14 +33,7 @@ def _prune(plan: lp.Plan, needed: set) -> tuple[lp.Plan, Mapping]:
 
 
 def _keep_all(plan: lp.Plan) -> lp.Plan:
-    children = [_prune(child, set(range(len(child.schema))))[0] for child in plan.inputs]
-    if all(n is o for n, o in zip(children, plan.inputs)):
-        return plan
-    if isinstance(plan, lp.UnionAll):
-        return dataclasses.replace(plan, parts=tuple(children))
-    if isinstance(plan, lp.Join):
-        return dataclasses.replace(plan, left=children[0], right=children[1])
-    return dataclasses.replace(plan, input=children[0])
+    return lp.with_inputs(plan, [_prune(child, set(range(len(child.schema))))[0] for child in plan.inputs])
 
 
 def _remap(expr: bx.Bound, mapping: Mapping) -> bx.Bound:
