@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from trdb.autodiff import internal_kernels as ik
+from trdb.catalog import einsum_spec
 from trdb.planner.kernel_calls import call, is_tensor
 from trdb.errors import NotSupportedError
 from trdb.planner import expressions as bx
@@ -49,19 +50,9 @@ def _matmul(args, out, u):
     return [_fit(call("MATMUL", u, _swap_last(b)), a), _fit(call("MATMUL", _swap_last(a), u), b)]
 
 
-def _einsum_terms(spec: str, count: int) -> tuple[list[str], str]:
-    spec = spec.replace(" ", "")
-    inputs, _, output = spec.partition("->")
-    terms = inputs.split(",")
-    if "->" not in spec:  # numpy's implicit output: the letters used once, sorted
-        letters = "".join(terms)
-        output = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
-    return terms, output
-
-
 def _einsum(args, out, u):
     spec, operands = args[0].value, args[1:]
-    terms, output = _einsum_terms(spec, len(operands))
+    terms, output = einsum_spec.parse(spec)  # checked when the call was bound
     grads: list[Optional[bx.Bound]] = [None]
     for i, operand in enumerate(operands):
         if len(set(terms[i])) != len(terms[i]):

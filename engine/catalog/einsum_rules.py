@@ -2,14 +2,12 @@
 from __future__ import annotations
 
 import functools
-import string
 
 import opt_einsum
 
+from trdb.catalog import einsum_spec
 from trdb.catalog.kernel_args import Arg, describe_shapes, signature_error
 from trdb.catalog.shape_rules import Shape, size
-
-LETTERS = frozenset(string.ascii_letters)
 
 
 def parse_spec(label: str, spec: object, shapes: list) -> tuple[list[str], str]:
@@ -17,20 +15,10 @@ def parse_spec(label: str, spec: object, shapes: list) -> tuple[list[str], str]:
     if not isinstance(spec, str):
         raise signature_error(label, shapes, f"the spec must be a string constant, got {spec!r} "
                               f"({describe_shapes(shapes)})")
-    text = "".join(spec.split())
-    inputs_text, arrow, output = text.partition("->")
-    bad = sorted((set(inputs_text) - LETTERS - {","}) | (set(output) - LETTERS))
-    if "..." in text or bad:
-        what = "'...' (ellipsis) is not supported" if "..." in text else \
-            f"unexpected characters {''.join(bad)!r}"
-        raise signature_error(label, shapes, f"spec {spec!r}: {what}; use letters, ',' and "
-                              f"'->' ({describe_shapes(shapes)})")
-    inputs = inputs_text.split(",")
-    if not arrow:
-        # numpy's implicit mode: the letters that occur once, in alphabetical order.
-        letters = inputs_text.replace(",", "")
-        output = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
-    return inputs, output
+    try:
+        return einsum_spec.parse(spec)
+    except einsum_spec.SpecError as e:
+        raise signature_error(label, shapes, f"spec {spec!r}: {e} ({describe_shapes(shapes)})") from None
 
 
 def einsum(label: str, args: list[Arg]) -> Shape:
@@ -39,9 +27,9 @@ def einsum(label: str, args: list[Arg]) -> Shape:
     shapes = [a.shape for a in operands]
     spec = args[0].const
     inputs, output = parse_spec(label, spec, shapes)
-    if len(inputs) != len(operands):
-        raise signature_error(label, shapes, f"spec {spec!r} has {len(inputs)} operand terms but "
-                              f"{len(operands)} operands were given ({describe_shapes(shapes)})")
+    problem = einsum_spec.operand_count_problem(inputs, len(operands))
+    if problem:
+        raise signature_error(label, shapes, f"spec {spec!r} {problem} ({describe_shapes(shapes)})")
     sizes: dict[str, int] = {}
     for position, (term, shape) in enumerate(zip(inputs, shapes), start=1):
         rank = 0 if shape is None else len(shape)
@@ -54,18 +42,10 @@ def einsum(label: str, args: list[Arg]) -> Shape:
                 raise signature_error(label, shapes, f"spec {spec!r}: letter {letter!r} is "
                                       f"{sizes[letter]} in one place and {n} in another "
                                       f"({describe_shapes(shapes)})")
-    _check_output(label, spec, output, sizes, shapes)
+    problem = einsum_spec.output_problem(inputs, output)
+    if problem:
+        raise signature_error(label, shapes, f"spec {spec!r}: {problem} ({describe_shapes(shapes)})")
     return tuple(sizes[c] for c in output)
-
-
-def _check_output(label: str, spec: str, output: str, sizes: dict, shapes: list) -> None:
-    repeated = sorted({c for c in output if output.count(c) > 1})
-    unknown = sorted(set(output) - set(sizes))
-    if repeated or unknown:
-        what = f"repeats {''.join(repeated)!r}" if repeated else \
-            f"uses {''.join(unknown)!r} that no operand has"
-        raise signature_error(label, shapes, f"spec {spec!r}: the output {what} "
-                              f"({describe_shapes(shapes)})")
 
 
 def einsum_flops(args: list[Arg]) -> int:

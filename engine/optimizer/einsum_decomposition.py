@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import math
-import string
 from dataclasses import dataclass
 
+from trdb.catalog import einsum_spec
 from trdb.config.settings import Settings
 from trdb.optimizer.einsum_order import contraction_order
 from trdb.optimizer import einsum_tiling
@@ -12,8 +12,6 @@ from trdb.optimizer.einsum_tiling import OperandTiling, choose_tiles
 from trdb.planner import logical as lp
 from trdb.planner.einsum_terms import Layout, Term, contract, finish, operand_term
 from trdb.planner.retile import retile, tensor_columns
-
-LETTERS = frozenset(string.ascii_letters)
 
 
 @dataclass(frozen=True)
@@ -29,24 +27,16 @@ class Operand:
 
 def parse_spec(ctx, item) -> tuple[list[str], str]:
     """The input terms and the output (numpy's implicit output, sorted single letters, without '->')."""
-    text = "".join(item.spec.split())
-    inputs_text, arrow, output = text.partition("->")
-    bad = sorted((set(inputs_text) - LETTERS - {","}) | (set(output) - LETTERS))
-    if "..." in text or bad or "->" in output:
-        what = "'...' (ellipsis) is not supported" if "..." in text else f"unexpected characters {''.join(bad)!r}"
-        raise ctx.fail(item, f"EINSUM spec {item.spec!r}: {what}; use letters, ',' and '->'")
-    inputs = inputs_text.split(",")
-    if not arrow:
-        letters = inputs_text.replace(",", "")
-        output = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
-    if len(inputs) != len(item.operands):
-        raise ctx.fail(item, f"EINSUM spec {item.spec!r} has {len(inputs)} operand terms but "
-                             f"{len(item.operands)} operands were given")
-    repeated = sorted({c for c in output if output.count(c) > 1})
-    unknown = sorted(set(output) - set("".join(inputs)))
-    if repeated or unknown:
-        what = f"repeats {''.join(repeated)!r}" if repeated else f"uses {''.join(unknown)!r} that no operand has"
-        raise ctx.fail(item, f"EINSUM spec {item.spec!r}: the output {what}")
+    try:
+        inputs, output = einsum_spec.parse(item.spec)
+    except einsum_spec.SpecError as e:
+        raise ctx.fail(item, f"EINSUM spec {item.spec!r}: {e}") from None
+    problem = einsum_spec.operand_count_problem(inputs, len(item.operands))
+    if problem:
+        raise ctx.fail(item, f"EINSUM spec {item.spec!r} {problem}")
+    problem = einsum_spec.output_problem(inputs, output)
+    if problem:
+        raise ctx.fail(item, f"EINSUM spec {item.spec!r}: {problem}")
     return inputs, output
 
 
