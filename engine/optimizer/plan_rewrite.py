@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Optional
+from typing import Callable
 
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
@@ -49,12 +49,6 @@ def _reads_tensor(expr: bx.Bound) -> bool:
     if isinstance(expr, bx.ColumnIndex):
         return hasattr(expr.type, "tile")
     return any(_reads_tensor(c) for c in bx.children(expr))
-
-
-def and_all(conditions: list) -> Optional[bx.Bound]:
-    if not conditions:
-        return None
-    return conditions[0] if len(conditions) == 1 else bx.Logical("AND", tuple(conditions))
 
 
 def unique_keys(plan: lp.Plan) -> list[frozenset]:

@@ -104,7 +104,7 @@ def _diagonal_filter(plan: lp.Plan, positions: list[tuple[str, int]]) -> lp.Plan
         first.setdefault(letter, p)
     if not conditions:
         return plan
-    return lp.Filter(plan, conditions[0] if len(conditions) == 1 else bx.Logical("AND", tuple(conditions)))
+    return lp.Filter(plan, bx.conjunction(conditions))
 
 
 def _joined_pair(plan: lp.Plan, a: int, b: int) -> bool:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 from trdb.catalog.functions import KernelFunction
 from trdb.planner.types import ColumnType, KEY, ScalarType
@@ -114,6 +114,13 @@ def conjuncts(expr: Bound) -> list[Bound]:
     if isinstance(expr, Logical) and expr.op == "AND":
         return [c for arg in expr.args for c in conjuncts(arg)]
     return [expr]
+
+
+def conjunction(conditions: list[Bound]) -> Optional[Bound]:
+    """The conditions ANDed together: None for none, the condition itself for one (conjuncts' inverse)."""
+    if not conditions:
+        return None
+    return conditions[0] if len(conditions) == 1 else Logical("AND", tuple(conditions))
 
 
 def shift_columns(expr: Bound, offset: int) -> Bound:

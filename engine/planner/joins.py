@@ -36,12 +36,6 @@ def _split_keys(conditions: list[bx.Bound], left_width: int):
     return tuple(left_keys), tuple(right_keys), residual
 
 
-def _and(conditions: list[bx.Bound]) -> Optional[bx.Bound]:
-    if not conditions:
-        return None
-    return conditions[0] if len(conditions) == 1 else bx.Logical("AND", tuple(conditions))
-
-
 def bind_join(ctx: BindContext, item: ast.JoinRef, left: lp.Plan, right: lp.Plan) -> lp.Plan:
     if item.kind == "RIGHT":
         swapped = bind_join(ctx, ast.JoinRef("LEFT", item.right, item.left, item.condition, item.span), right, left)
@@ -56,7 +50,7 @@ def bind_join(ctx: BindContext, item: ast.JoinRef, left: lp.Plan, right: lp.Plan
     if kind != "INNER" and (residual or not left_keys):
         raise ctx.fail(item, f"a {kind} JOIN needs ON with key equalities only (left.key = right.key AND ...)",
                        error=NotSupportedError)
-    return lp.Join(left, right, kind, left_keys, right_keys, schema, _and(residual))
+    return lp.Join(left, right, kind, left_keys, right_keys, schema, bx.conjunction(residual))
 
 
 def _ast_conjuncts(node: Optional[ast.Expr]) -> list[ast.Expr]:

@@ -7,7 +7,7 @@ import operator
 import numpy as np
 
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
-from trdb.optimizer.plan_rewrite import and_all, map_expr, transform_up
+from trdb.optimizer.plan_rewrite import map_expr, transform_up
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 from trdb.planner.types import TensorType
@@ -28,7 +28,7 @@ def _fold_node(plan: lp.Plan) -> lp.Plan:
     if isinstance(plan, lp.Filter):
         predicate = fold(plan.predicate)
         if predicate is not plan.predicate:  # in a predicate, AND of one condition is the condition
-            predicate = and_all(bx.conjuncts(predicate))
+            predicate = bx.conjunction(bx.conjuncts(predicate))
         if _is_true(predicate):
             return plan.input
         return plan if predicate is plan.predicate else lp.Filter(plan.input, predicate)
@@ -39,7 +39,7 @@ def _fold_node(plan: lp.Plan) -> lp.Plan:
         residual = fold(plan.residual)
         if residual is plan.residual:
             return plan
-        residual = and_all(bx.conjuncts(residual))
+        residual = bx.conjunction(bx.conjuncts(residual))
         return dataclasses.replace(plan, residual=None if _is_true(residual) else residual)
     if isinstance(plan, lp.Aggregate):
         groups = tuple(fold(e) for e in plan.group_by)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from trdb.optimizer.plan_rewrite import and_all, is_key_predicate
+from trdb.optimizer.plan_rewrite import is_key_predicate
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 
@@ -30,7 +30,7 @@ def _unchanged(pushed: lp.Plan, plan: lp.Filter) -> bool:
 
 
 def _filter(plan: lp.Plan, conditions: list) -> lp.Plan:
-    return plan if not conditions else lp.Filter(plan, and_all(conditions))
+    return plan if not conditions else lp.Filter(plan, bx.conjunction(conditions))
 
 
 def _push(plan: lp.Plan, conditions: list) -> lp.Plan:
