@@ -58,7 +58,7 @@ class Differentiator:
     def backward(self, plan: lp.Plan, gradient: Gradient) -> None:
         if not gradient.columns:
             return
-        rule = getattr(self, f"_{type(plan).__name__}", None)
+        rule = lp.handler(self, plan, required=False)
         if rule is None:
             raise NotSupportedError(f"GRAD: {type(plan).__name__} is not differentiable")
         rule(plan, gradient)

@@ -5,6 +5,8 @@ tuple (and its input values) again, however the query rekeyed or dropped keys on
 """
 from __future__ import annotations
 
+import sys
+
 from trdb.catalog.names import fold
 from trdb.errors import NotSupportedError
 from trdb.planner import expressions as bx
@@ -22,7 +24,7 @@ def _keep(schema, extra: list[bx.Bound]) -> tuple[bx.Bound, ...]:
 
 def with_lineage(plan: lp.Plan) -> tuple[lp.Plan, int]:
     """`plan` with its lineage columns appended, and how many there are."""
-    return globals()[f"_{type(plan).__name__}"](plan)
+    return lp.handler(sys.modules[__name__], plan)(plan)
 
 
 def _Scan(plan: lp.Scan):

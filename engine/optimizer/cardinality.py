@@ -155,7 +155,7 @@ class Estimator:
     def estimate(self, plan: lp.Plan) -> Estimate:
         cached = self._memo.get(id(plan))
         if cached is None or cached[0] is not plan:
-            cached = (plan, getattr(self, f"_{type(plan).__name__}")(plan))
+            cached = (plan, lp.handler(self, plan)(plan))
             self._memo[id(plan)] = cached
         return cached[1]
 

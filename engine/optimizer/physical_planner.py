@@ -82,7 +82,7 @@ class PhysicalPlanner:
         key = (id(plan), want)
         cached = self._memo.get(key)
         if cached is None or cached[0] is not plan:  # memoized: join alternatives would otherwise multiply
-            found = getattr(self, f"_{type(plan).__name__}")(plan, want)
+            found = lp.handler(self, plan)(plan, want)
             cached = (plan, found if isinstance(found, list) else [found])
             self._memo[key] = cached
         return cached[1]

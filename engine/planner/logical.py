@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Any, Callable, Optional, Union
 
+from trdb.errors import InternalError
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.planner.expressions import Bound
 from trdb.planner.types import Schema
@@ -194,3 +195,14 @@ def with_inputs(plan: "Plan", inputs: list) -> "Plan":
     if not plan.inputs:
         raise ValueError(f"{type(plan).__name__} has no inputs to replace")
     return dataclasses.replace(plan, input=inputs[0])
+
+
+def handler(visitor: Any, plan: "Plan", required: bool = True) -> Optional[Callable]:
+    """The visitor's method for this node's type (`_Join` for a Join): the one dispatch of every plan
+    visitor (cardinality, physical planning, lineage, gradients). A visitor without one is a bug
+    (InternalError naming both) unless `required` is false (then None)."""
+    method = getattr(visitor, f"_{type(plan).__name__}", None)
+    if method is None and required:
+        name = getattr(visitor, "__name__", type(visitor).__name__)
+        raise InternalError(f"{name} has no rule for the logical operator {type(plan).__name__}")
+    return method
