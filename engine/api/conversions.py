@@ -91,16 +91,16 @@ def result_to_numpy(schema: Optional[Schema], description, rows: Sequence[tuple]
 
 
 def result_to_sparse(schema: Schema, rows: Sequence[tuple], shape: Optional[Sequence[int]] = None,
-                     limit: Optional[int] = None) -> scipy.sparse.csr_matrix:
+                     limits: Optional[dict] = None) -> scipy.sparse.csr_matrix:
     """A 2-d result as one CSR matrix, from the stored values of CSR tiles and the non-zeros of dense ones;
     `shape` as in fetch_tensor (absent trailing tiles are zeros); float16 becomes float32, which scipy has.
-    `limit`: the most bytes the matrix may take."""
+    `limits`: the most bytes the matrix may take (as in assemble)."""
     layout = layout_of(schema, rows, shape)
     if len(layout.shape) != 2:
         raise InterfaceError(f"fetch_sparse() needs a 2-d result, this one has shape {layout.shape}")
     dtype = np.dtype(np.float32) if layout.dtype == np.float16 else np.dtype(layout.dtype)
     stored = sum(_stored(row[layout.value_position]) for row in rows)
-    check_fits("fetch_sparse()", (layout.shape[0] + 1) * 8 + stored * (8 + dtype.itemsize), layout.shape, limit)
+    check_fits("fetch_sparse()", (layout.shape[0] + 1) * 8 + stored * (8 + dtype.itemsize), layout.shape, limits)
     rows_idx, cols_idx, data = [], [], []
     for row in rows:
         start = tile_slices(layout, row)

@@ -6,6 +6,7 @@ from typing import Any, Iterator, Optional, Sequence
 import numpy as np
 
 from trdb import errors
+from trdb.config.settings import physical_memory
 from trdb.api.conversions import result_to_arrow, result_to_numpy, result_to_sparse
 from trdb.kernels.backend import to_host
 from trdb.execution.result import Result, assemble
@@ -188,11 +189,12 @@ class Cursor:
         return result
 
     def _assembled(self, how, result: Result, shape: Optional[Sequence[int]]):
-        """The remaining rows as one array; on an error (too big for memory_limit) they stay to be fetched."""
+        """The remaining rows as one array; on an error (too big to hold) they stay to be fetched."""
         position = self._position
+        limits = {"max_bytes": self.connection._session().settings.max_bytes,
+                  "this machine's memory": physical_memory()}
         try:
-            return how(result.schema, self._take(None, keep_sparse=True), shape,
-                       self.connection._session().settings.memory_limit)
+            return how(result.schema, self._take(None, keep_sparse=True), shape, limits)
         except errors.Error:
             self._position = position
             raise

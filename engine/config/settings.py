@@ -12,6 +12,11 @@ from trdb.config import unit_costs
 from trdb.errors import suggest
 
 
+def physical_memory() -> int:
+    """This machine's memory in bytes (8 GiB when it cannot be read)."""
+    return _physical_memory()
+
+
 def _physical_memory() -> int:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -73,13 +73,15 @@ def tile_slices(layout: TensorLayout, row: tuple) -> tuple:
     return tuple(slice(s, s + n) for s, n in zip(starts, tile_shape))
 
 
-def check_fits(what: str, needed: int, shape: tuple, limit: Optional[int]) -> None:
-    """Refuse, before allocating, a fetched array of `needed` bytes above `limit` (memory_limit) or numpy's."""
-    top = min(limit or sys.maxsize, sys.maxsize)
-    if needed > top or any(n > sys.maxsize for n in shape):
+def check_fits(what: str, needed: int, shape: tuple, limits: Optional[dict] = None) -> None:
+    """Refuse, before allocating, a fetched array of `needed` bytes above the least of `limits` (name: bytes)
+    or above what a numpy array can hold."""
+    name, top = min(((n, b) for n, b in (limits or {}).items() if b), key=lambda item: item[1],
+                    default=("an array can hold", sys.maxsize))
+    if needed > top or needed > sys.maxsize or any(n > sys.maxsize for n in shape):
         raise OperationalError(
             f"{what}: the result of shape {shape} would need {needed} bytes ({_size(needed)}), more than "
-            f"{'memory_limit' if limit and limit < sys.maxsize else 'an array can hold'} ({_size(top)})",
+            f"{name} ({_size(top)})",
             hint="fetchall() returns it tile by tile" + ("" if "sparse" in what else "; fetch_sparse() holds "
                  "only the non-zeros of a 2-d result") + f"; {what[:-1]}shape=...) assembles a smaller shape "
                  "that holds the tiles")
@@ -94,10 +96,10 @@ def _size(count: int) -> str:
 
 
 def assemble(schema: Schema, rows: Sequence[tuple], shape: Optional[Sequence[int]] = None,
-             limit: Optional[int] = None) -> np.ndarray:
-    """The whole result as one dense array; absent tiles are zeros. `limit`: the most bytes it may take."""
+             limits: Optional[dict] = None) -> np.ndarray:
+    """The whole result as one dense array; absent tiles are zeros. `limits`: the most bytes it may take."""
     layout = layout_of(schema, rows, shape)
-    check_fits("fetch_tensor()", math.prod(layout.shape) * np.dtype(layout.dtype).itemsize, layout.shape, limit)
+    check_fits("fetch_tensor()", math.prod(layout.shape) * np.dtype(layout.dtype).itemsize, layout.shape, limits)
     covered = sum(elements(np.shape(row[layout.value_position])) for row in rows)
     distinct = len({tuple(row[p] for p in layout.key_positions) for row in rows}) == len(rows)
     # when dense tiles cover the whole tensor exactly, zero-filling it first is wasted work

@@ -154,7 +154,7 @@ class ExpressionBinder:
             return bx.Logical(node.op, (self.bind(node.left), self.bind(node.right)))
         left, right = self.bind(node.left), self.bind(node.right)
         if isinstance(left.type, TensorType) or isinstance(right.type, TensorType):
-            return self.call(node, OPERATORS[node.op], [left, right])
+            return self.call(node, OPERATORS[node.op], [left, right], (node.left, node.right))
         if node.op in COMPARISONS:
             return self.compare(node.op, (node.left, left), (node.right, right))
         return self.scalar_arith(node, left, right)
@@ -215,15 +215,19 @@ class ExpressionBinder:
         if function is None:
             raise self.ctx.fail(node, f'function "{node.name}" does not exist',
                                 hint=did_you_mean(node.name, function_names()))
-        return self.call(node, function, [self.bind(a) for a in node.args])
+        return self.call(node, function, [self.bind(a) for a in node.args], node.args)
 
     # ------------------------------------------------------------ kernels
 
-    def call(self, node: Any, function: KernelFunction, args: list[bx.Bound]) -> bx.Bound:
+    def call(self, node: Any, function: KernelFunction, args: list[bx.Bound],
+             arg_nodes: Optional[Sequence[ast.Expr]] = None) -> bx.Bound:
         """A kernel call with its result type, or an error naming the function and the shapes."""
         for position in function.const_positions:
             if position < len(args) and not isinstance(args[position], bx.Const):
                 raise self.ctx.fail(node, f"{function.name}: argument {position + 1} must be a constant")
+        for position, arg in enumerate(args):  # a value argument: a tensor or a number, never a str or list
+            if position not in function.const_positions and isinstance(arg, bx.Const):
+                self.check_number(arg_nodes[position] if arg_nodes else node, arg, function.name)
         try:
             result = function.infer([to_arg(a) for a in args])
         except KernelSignatureError as exc:

@@ -63,9 +63,10 @@ def _tile_value(sc: StatementContext, meta: TensorMeta, key: list, value, node: 
         scalar = cast_checked(np.asarray(value), meta.dtype, meta.name)
         return np.full(meta.tile_shape_at(key), scalar) if meta.key_in_range(key) else scalar
     shown = shown or (f"an array of {value.dtype}" if isinstance(value, np.ndarray) else f"a {type(value).__name__}")
+    tile = meta.tile_shape_at(key) if meta.key_in_range(key) else meta.tile
     raise sc.bind.fail(node, f"INSERT INTO {meta.name}: the value of key {tuple(key)} is {shown}, not a tile",
-                       hint=f"pass a numpy array of shape {meta.tile_shape_at(key) if meta.key_in_range(key) else meta.tile}, "
-                            "a 2-d scipy.sparse matrix, or a number that fills the tile")
+                       hint=f"pass a numpy array of shape {tile}, a 2-d scipy.sparse matrix, or a number that "
+                            "fills the tile")
 
 
 def insert_query(sc: StatementContext, node: ast.InsertQuery) -> Result:

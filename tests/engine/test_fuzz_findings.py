@@ -101,7 +101,7 @@ def test_a_fetch_too_big_for_memory_is_refused_before_it_allocates_and_keeps_the
     gcur.execute(query)
     with pytest.raises(trdb.OperationalError, match="would need .* bytes") as caught:
         getattr(gcur, fetch)()
-    assert "fetchall()" in caught.value.hint
+    assert "fetchall()" in caught.value.hint and "memory" in str(caught.value)
     assert len(gcur.fetchall()) in (1, 12)   # the rows are still there
 
 
@@ -202,3 +202,24 @@ def test_closing_the_cursor_cancels_a_long_fill_and_leaves_no_tensor(con, statem
         other.execute("SELECT * FROM f0")
     other.execute("CREATE TENSOR f0 SHAPE (2, 2) TILE (2, 2) FILL ONES")
     np.testing.assert_array_equal(dense(other, "f0"), np.ones((2, 2), np.float32))
+
+
+def test_a_small_memory_limit_does_not_limit_fetches_but_max_bytes_does(gcur):
+    g = dense(gcur)
+    gcur.execute("SET memory_limit TO '1KB'")
+    np.testing.assert_array_equal(dense(gcur), g)
+    gcur.execute("RESET memory_limit")
+    gcur.execute("CREATE TENSOR s SHAPE (4, 4) TILE (4, 4) FILL ONES")
+    gcur.execute("SET max_bytes TO '1KB'")
+    gcur.execute("SELECT * FROM s")
+    with pytest.raises(trdb.OperationalError, match=r"would need 1600 bytes .* more than max_bytes"):
+        gcur.fetch_tensor(shape=(20, 20))
+    np.testing.assert_array_equal(gcur.fetch_tensor(), np.ones((4, 4), np.float32))
+
+
+@pytest.mark.parametrize("query", ["SELECT ? * G.v AS v FROM G", "SELECT G.i AS i, G.j AS j, G.v - ? AS v FROM G",
+                                   "SELECT G.i AS i, G.j AS j, GREATEST(G.v, ?) AS v FROM G"])
+@pytest.mark.parametrize("value", [[1, 2, 3], "x", {"a": 1}])
+def test_a_non_numeric_parameter_of_a_kernel_is_refused_when_bound(gcur, query, value):
+    with pytest.raises(trdb.ProgrammingError, match=f"parameter 1 is a {type(value).__name__}"):
+        gcur.execute(query, (value,))
