@@ -20,7 +20,8 @@ from trdb.planner.expression_binder import BindContext
 from trdb.statements import coo, ddl, dml, inspect, minimize
 from trdb.statements.context import StatementContext
 from trdb.statements.plan_cache import PlanCache
-from trdb.statements.routing import count_params, is_plain_sql, is_trql_only, names_trdb_relation
+from trdb.statements.routing import (Relations, count_params, is_plain_sql, is_trql_only, names_trdb_relation,
+                                     query_relations)
 from trdb.storage.database import Database
 from trdb.storage.plain_sql import check_plain_sql, run_plain_sql
 
@@ -61,7 +62,8 @@ class Session:
             self.db.close()
             raise
         self.aborted = False
-        self._parsed: OrderedDict[str, tuple[ast.Statement, int]] = OrderedDict()  # and its parameter count
+        # text -> the statement, its parameter count and routing's query_relations
+        self._parsed: OrderedDict[str, tuple[ast.Statement, int, Optional[Relations]]] = OrderedDict()
         self.plans = PlanCache()
         self.carried = CarriedWork(lambda: self.settings.memory_limit // 4)
         self.lock = threading.RLock()
@@ -89,14 +91,14 @@ class Session:
 
     def _execute_one(self, text: str, params: Sequence[Any]) -> Result:
         try:
-            statement, expected = self._parse(text)
+            statement, expected, relations = self._parse(text)
         except ParseError as exc:
             return self._fallback(text, params, exc)
         if self.aborted and not isinstance(statement, ast.Rollback):
             raise errors.OperationalError("current transaction is aborted, commands ignored until end of "
                                           "transaction block", hint="ROLLBACK")
         try:
-            return self._dispatch_consistent(statement, text, params, expected)
+            return self._dispatch_consistent(statement, text, params, expected, relations)
         except errors.Error as exc:
             raise self._failed(exc, text)
         except (KeyboardInterrupt, MemoryError, RecursionError):
@@ -105,12 +107,12 @@ class Session:
         except Exception as exc:  # a bug: report it as an InternalError, never a bare traceback
             raise self._failed(errors.InternalError(f"internal error: {type(exc).__name__}: {exc}"), text) from exc
 
-    def _parse(self, text: str) -> tuple[ast.Statement, int]:
-        """The statement and how many parameters it takes, cached by text."""
+    def _parse(self, text: str) -> tuple[ast.Statement, int, Optional[Relations]]:
+        """The statement, how many parameters it takes and what routing needs of it, cached by text."""
         parsed = self._parsed.get(text)
         if parsed is None:
             statement = parse(text)
-            parsed = self._parsed[text] = (statement, count_params(statement))
+            parsed = self._parsed[text] = (statement, count_params(statement), query_relations(statement))
             if len(self._parsed) > _PARSE_CACHE_SIZE:
                 self._parsed.popitem(last=False)
         return parsed
@@ -126,19 +128,20 @@ class Session:
     # ------------------------------------------------------------ dispatch
 
     def _dispatch_consistent(self, statement: ast.Statement, text: str, params: Sequence[Any],
-                             expected: int) -> Result:
+                             expected: int, relations: Optional[Relations]) -> Result:
         """Dispatch; a read that met another connection's commit runs again, the last time inside a
         read transaction (one snapshot throughout)."""
         for _ in range(_STALE_RETRIES - 1):
             try:
-                return self._dispatch(statement, text, params, expected)
+                return self._dispatch(statement, text, params, expected, relations)
             except errors.StaleSnapshot:
                 if self.db.in_transaction:
                     raise
         with self.db.statement(writes=False):
-            return self._dispatch(statement, text, params, expected)
+            return self._dispatch(statement, text, params, expected, relations)
 
-    def _dispatch(self, statement: ast.Statement, text: str, params: Sequence[Any], expected: int) -> Result:
+    def _dispatch(self, statement: ast.Statement, text: str, params: Sequence[Any], expected: int,
+                  relations: Optional[Relations]) -> Result:
         if expected != len(params) and not isinstance(statement, (ast.Begin, ast.Commit, ast.Rollback)):
             raise errors.ProgrammingError(f"the statement has {expected} parameter(s) but {len(params)} "
                                           f"were given")
@@ -146,7 +149,7 @@ class Session:
             return self._transaction(statement)
         if not self.db.explicit_transaction:
             self.catalog.sync()  # another connection may have committed since this one's last statement
-        if is_plain_sql(statement, self.catalog):
+        if is_plain_sql(statement, self.catalog, relations):
             if isinstance(statement, ast.CreateView) and (self.catalog.tensor(statement.name) or
                                                           self.catalog.view(statement.name)):
                 raise errors.IntegrityError(f'a relation named "{statement.name}" already exists')

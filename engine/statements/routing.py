@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from typing import Optional
 
 from trdb.catalog.catalog import Catalog
 from trdb.config.settings import SETTINGS
@@ -15,26 +16,23 @@ def count_params(statement) -> int:
     return len({n.index for n in ast.walk(statement) if isinstance(n, ast.Param)})
 
 
-_RELATIONS_MEMO: dict[int, tuple[object, tuple[frozenset[str], bool]]] = {}
-_MEMO_SIZE = 1024
+Relations = tuple[frozenset[str], bool]  # names a query reads, and whether it has trql-only FROM items
 
 
-def _relations(node) -> tuple[frozenset[str], bool]:
-    """Relation names a query reads (CTE names excluded), and whether it uses trql-only FROM items.
+def query_relations(statement) -> Optional[Relations]:
+    """What routing needs of a query, CREATE VIEW or EXPLAIN of one: the relation names its query reads
+    (CTE names excluded) and whether it uses trql-only FROM items; None for other statements.
 
-    Remembered per query object: the session's parse cache hands the same objects back for a
-    repeated statement, and walking the tree costs as much as running a small plan."""
-    memo = _RELATIONS_MEMO.get(id(node))
-    if memo is not None and memo[0] is node:
-        return memo[1]
-    if len(_RELATIONS_MEMO) >= _MEMO_SIZE:
-        _RELATIONS_MEMO.clear()
-    found = _walk_relations(node)
-    _RELATIONS_MEMO[id(node)] = (node, found)
-    return found
+    The session keeps this with the statement in its parse cache: walking the tree costs as much
+    as running a small plan, so a repeated statement does not walk it again."""
+    while isinstance(statement, ast.Explain):
+        statement = statement.statement
+    if isinstance(statement, (ast.QueryStatement, ast.CreateView)):
+        return _walk_relations(statement.query)
+    return None
 
 
-def _walk_relations(node) -> tuple[frozenset[str], bool]:
+def _walk_relations(node) -> Relations:
     names, ctes, special = set(), set(), False
     for item in ast.walk(node):
         if isinstance(item, ast.TableRef):
@@ -46,8 +44,8 @@ def _walk_relations(node) -> tuple[frozenset[str], bool]:
     return frozenset(names - ctes), special
 
 
-def _reads_only_ordinary_tables(node, catalog: Catalog) -> bool:
-    names, special = _relations(node)
+def _reads_only_ordinary_tables(relations: Relations, catalog: Catalog) -> bool:
+    names, special = relations
     return not special and all(catalog.ordinary_table(n) is not None and not catalog.tensor(n)
                                and not catalog.view(n) for n in names)
 
@@ -56,12 +54,13 @@ def _is_ordinary(name: str, catalog: Catalog) -> bool:
     return catalog.ordinary_table(name) is not None and catalog.tensor(name) is None and catalog.view(name) is None
 
 
-def is_plain_sql(statement, catalog: Catalog) -> bool:
-    """True when DuckDB should run the statement as written (it touches only ordinary tables)."""
+def is_plain_sql(statement, catalog: Catalog, relations: Optional[Relations] = None) -> bool:
+    """True when DuckDB should run the statement as written (it touches only ordinary tables).
+    `relations`: query_relations(statement), when the caller has kept it."""
     if isinstance(statement, (ast.QueryStatement, ast.CreateView)):
-        return _reads_only_ordinary_tables(statement.query, catalog)
+        return _reads_only_ordinary_tables(relations or query_relations(statement), catalog)
     if isinstance(statement, ast.Explain):
-        return is_plain_sql(statement.statement, catalog)
+        return is_plain_sql(statement.statement, catalog, relations)
     if isinstance(statement, (ast.InsertValues, ast.InsertQuery, ast.Update, ast.Delete)):
         return _is_ordinary(statement.table, catalog)
     if isinstance(statement, ast.Describe):
