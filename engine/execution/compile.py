@@ -15,11 +15,6 @@ from trdb.planner import expressions as bx
 Row = tuple
 Compiled = Callable[[Row], Any]
 
-_KEY_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
-            "%": operator.mod}
-_COMPARE_OPS = {"=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le,
-                ">": operator.gt, ">=": operator.ge}
-
 
 def compile_expr(expr: bx.Bound, backend: Backend) -> Compiled:
     compiler = _COMPILERS.get(type(expr))
@@ -72,7 +67,7 @@ _INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 
 
 def _key_arith(expr: bx.KeyArith, backend: Backend) -> Compiled:
-    op = _KEY_OPS[expr.op]
+    op = bx.KEY_OPS[expr.op]
     left, right = compile_expr(expr.left, backend), compile_expr(expr.right, backend)
 
     def run(row: Row) -> Any:
@@ -90,7 +85,7 @@ def _key_arith(expr: bx.KeyArith, backend: Backend) -> Compiled:
 
 
 def _compare(expr: bx.Compare, backend: Backend) -> Compiled:
-    op = _COMPARE_OPS[expr.op]
+    op = bx.COMPARE_OPS[expr.op]
     left, right = compile_expr(expr.left, backend), compile_expr(expr.right, backend)
 
     def run(row: Row) -> Any:

@@ -1,6 +1,7 @@
 """Bound per-tuple expressions: column positions, constants, kernel calls, key arithmetic, predicates."""
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
@@ -33,7 +34,7 @@ class Call:
 
 @dataclass(frozen=True)
 class KeyArith:
-    """Integer arithmetic on keys: + - * // %; NULL propagates."""
+    """Integer arithmetic on keys: + - * // %; NULL propagates. KEY_OPS gives each its Python function."""
 
     op: str
     left: "Bound"
@@ -43,12 +44,19 @@ class KeyArith:
 
 @dataclass(frozen=True)
 class Compare:
-    """= <> < <= > >= on keys and scalars; NULL compares as false."""
+    """= <> < <= > >= on keys and scalars; NULL compares as false. COMPARE_OPS gives each its function."""
 
     op: str
     left: "Bound"
     right: "Bound"
     type: ColumnType = ScalarType(bool)
+
+
+# The one table of each: execution computes with them per tuple, constant folding at plan time.
+KEY_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
+           "%": operator.mod}
+COMPARE_OPS = {"=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le,
+               ">": operator.gt, ">=": operator.ge}
 
 
 @dataclass(frozen=True)

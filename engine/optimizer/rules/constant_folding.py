@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import operator
 
 import numpy as np
 
@@ -12,10 +11,6 @@ from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 from trdb.planner.types import TensorType
 
-_KEY_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
-            "%": operator.mod}
-_COMPARE_OPS = {"=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le,
-                ">": operator.gt, ">=": operator.ge}
 _UNFOLDED = object()  # the expression cannot (or must not) be computed now; leave it to run time
 
 
@@ -91,9 +86,9 @@ def _value(expr: bx.Bound):
     if a is None or b is None:
         return None
     if isinstance(expr, bx.Compare):
-        return bool(_COMPARE_OPS[expr.op](a, b))
+        return bool(bx.COMPARE_OPS[expr.op](a, b))
     if isinstance(expr, bx.KeyArith) and not (expr.op in ("//", "%") and b == 0):
-        value = _KEY_OPS[expr.op](a, b)  # division by zero stays a run-time error
+        value = bx.KEY_OPS[expr.op](a, b)  # division by zero stays a run-time error
         return value if -(2 ** 63) <= value < 2 ** 63 else _UNFOLDED  # and so does leaving BIGINT
     return _UNFOLDED
 
