@@ -33,6 +33,8 @@ def _parse_bytes(value: Any) -> int:
         raise ValueError("expected a size such as 4GB")
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError("expected a finite size such as 4GB")
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError("expected a whole number of bytes, or a size such as 1.5GB")
     if isinstance(value, (int, float)):
         size = int(value)
     else:
@@ -74,6 +76,8 @@ def _parse_count(value: Any) -> int:
         raise ValueError("expected a positive number") from None
     if isinstance(value, bool) or not 1 <= number < 2 ** 63:
         raise ValueError("expected a positive number below 2**63")
+    if number != int(number):
+        raise ValueError("expected a whole number")
     return int(number)
 
 

@@ -79,12 +79,16 @@ def check_fits(what: str, needed: int, shape: tuple, limits: Optional[dict] = No
     name, top = min(((n, b) for n, b in (limits or {}).items() if b), key=lambda item: item[1],
                     default=("an array can hold", sys.maxsize))
     if needed > top or needed > sys.maxsize or any(n > sys.maxsize for n in shape):
-        raise OperationalError(
-            f"{what}: the result of shape {shape} would need {needed} bytes ({_size(needed)}), more than "
-            f"{name} ({_size(top)})",
-            hint="fetchall() returns it tile by tile" + ("" if "sparse" in what else "; fetch_sparse() holds "
-                 "only the non-zeros of a 2-d result") + f"; {what[:-1]}shape=...) assembles a smaller shape "
-                 "that holds the tiles")
+        raise too_big(what, needed, shape, f"{name} ({_size(top)})")
+
+
+def too_big(what: str, needed: int, shape: tuple, limit: str) -> OperationalError:
+    """The error of a fetch whose array would need more than `limit` says."""
+    return OperationalError(
+        f"{what}: the result of shape {shape} would need {needed} bytes ({_size(needed)}), more than {limit}",
+        hint="fetchall() returns it tile by tile" + ("" if "sparse" in what else "; fetch_sparse() holds "
+             "only the non-zeros of a 2-d result") + f"; {what[:-1]}shape=...) assembles a smaller shape "
+             "that holds the tiles")
 
 
 def _size(count: int) -> str:
@@ -105,7 +109,11 @@ def assemble(schema: Schema, rows: Sequence[tuple], shape: Optional[Sequence[int
     # when dense tiles cover the whole tensor exactly, zero-filling it first is wasted work
     exact = distinct and covered == int(np.prod(layout.shape)) and \
         not any(is_sparse(row[layout.value_position]) for row in rows)
-    out = np.empty(layout.shape, dtype=layout.dtype) if exact else np.zeros(layout.shape, dtype=layout.dtype)
+    try:
+        out = np.empty(layout.shape, dtype=layout.dtype) if exact else np.zeros(layout.shape, dtype=layout.dtype)
+    except MemoryError:  # below the limits, yet more than this process may take now (RLIMIT_AS, other use)
+        raise too_big("fetch_tensor()", math.prod(layout.shape) * np.dtype(layout.dtype).itemsize, layout.shape,
+                      "this process can allocate now") from None
     for row in rows:  # `or ...`: out[()] of a 0-d array is a scalar, out[...] a view of it
         _place(out[tile_slices(layout, row) or ...], row[layout.value_position], layout, row)
     return out

@@ -223,3 +223,23 @@ def test_a_small_memory_limit_does_not_limit_fetches_but_max_bytes_does(gcur):
 def test_a_non_numeric_parameter_of_a_kernel_is_refused_when_bound(gcur, query, value):
     with pytest.raises(trdb.ProgrammingError, match=f"parameter 1 is a {type(value).__name__}"):
         gcur.execute(query, (value,))
+
+
+@pytest.mark.parametrize("setting,value", [("max_tuples", "1.5"), ("memory_limit", "1.5")])
+def test_a_fraction_of_a_count_or_a_byte_is_refused(cur, setting, value):
+    with pytest.raises(trdb.ProgrammingError, match="whole number"):
+        cur.execute(f"SET {setting} TO {value}")
+
+
+def test_a_fetch_that_cannot_be_allocated_is_an_operational_error(gcur, monkeypatch):
+    import trdb.execution.result as result
+
+    def refuse(*args, **kwargs):
+        raise MemoryError("no memory")
+    gcur.execute("SELECT * FROM G")
+    monkeypatch.setattr(result.np, "zeros", refuse)
+    monkeypatch.setattr(result.np, "empty", refuse)
+    with pytest.raises(trdb.OperationalError, match="more than this process can allocate now"):
+        gcur.fetch_tensor()
+    monkeypatch.undo()
+    assert len(gcur.fetchall()) == 12
