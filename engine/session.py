@@ -155,7 +155,8 @@ class Session:
                 raise errors.IntegrityError(f'a relation named "{statement.name}" already exists')
             return self._plain_sql(text, params, statement)
         sc = StatementContext(self.db, self.catalog, self.settings, backend_for(self.settings.device),
-                              BindContext(text, params, self.settings.workers, QUERY_EXPANSIONS),
+                              BindContext(text, params, self.settings.workers, QUERY_EXPANSIONS,
+                                          self.settings.memory_limit),
                               self._running or threading.Event(), self.plans, self.carried)
         return self._run(sc, statement)
 
@@ -242,6 +243,7 @@ class Session:
         if self._running is not None and self._running.is_set():
             raise errors.QueryCancelled("the statement was cancelled")
         check_plain_sql(text)  # refused before it counts as run: no setting suggested, no commit announced
+        _check_plain_parameters(params, self.settings.memory_limit)
         self._in_duckdb = True
         try:
             rows, description, rowcount = run_plain_sql(self.db, text, params)  # checks again (a cached look-up)
@@ -290,3 +292,14 @@ class Session:
             if self.db.explicit_transaction:
                 self.rollback()
             self.db.close()
+
+
+def _check_plain_parameters(params: Sequence[Any], memory_limit: int) -> None:
+    """DuckDB turns an array parameter into a LIST value element by element (many times its bytes):
+    one past a sixteenth of memory_limit is refused before DuckDB starts."""
+    for position, value in enumerate(params, 1):
+        size = getattr(value, "nbytes", 0)
+        if isinstance(size, int) and size > memory_limit // 16:
+            raise errors.DataError(f"parameter {position} holds {size:,} bytes, too many for a plain SQL value "
+                                   f"(at most memory_limit / 16 = {memory_limit // 16:,})",
+                                   hint="store it as a tensor (CREATE TENSOR ... FROM ?) or pass it as a table")

@@ -224,7 +224,7 @@ class Binder:
 
         if fold(name) in self.views:
             raise self.ctx.fail(ref, f'view "{name}" refers to itself')
-        view_ctx = BindContext(text, self.ctx.params, self.ctx.workers, self.ctx.expansions)
+        view_ctx = BindContext(text, self.ctx.params, self.ctx.workers, self.ctx.expansions, self.ctx.value_limit)
         try:
             statement = parse(text)
             return Binder(self.catalog, view_ctx, {}, self.views + (fold(name),)).bind_query(statement.query).plan

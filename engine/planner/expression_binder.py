@@ -24,11 +24,12 @@ class BindContext:
     number of workers it will run on (EINSUM chooses its tiling for them)."""
 
     def __init__(self, text: str, params: Sequence[Any], workers: Optional[int] = None,
-                 expansions: Optional[Expansions] = None):
+                 expansions: Optional[Expansions] = None, value_limit: Optional[int] = None):
         self.text = text
         self.params = list(params)
         self.workers = workers
         self.expansions = expansions  # EINSUM and GRAD, from the query pipeline
+        self.value_limit = value_limit  # bytes a parameter used as a value in an expression may hold
         self.used_params: set[int] = set()
 
     def expand(self, node: Any) -> Expansions:
@@ -111,7 +112,14 @@ class ExpressionBinder:
         return constant(node.value)
 
     def _bind_Param(self, node: ast.Param) -> bx.Bound:
-        return constant(self.ctx.param(node))
+        value = self.ctx.param(node)
+        size = getattr(value, "nbytes", 0)
+        if self.ctx.value_limit is not None and isinstance(size, int) and size > self.ctx.value_limit:
+            raise self.ctx.fail(node, f"parameter {node.index + 1} holds {size:,} bytes ({getattr(value, 'shape', '')}), "
+                                      f"more than memory_limit ({self.ctx.value_limit:,} bytes) allows a value in an "
+                                      "expression", hint="store it as a tensor (CREATE TENSOR ... FROM ?) and join it",
+                                error=DataError)
+        return constant(value)
 
     def _bind_ColumnRef(self, node: ast.ColumnRef) -> bx.Bound:
         index = self.resolve(node)

@@ -110,3 +110,22 @@ def test_limit_settings_reject_nonsense(cur, value) -> None:
     for name in ("max_tuples", "max_bytes"):
         with pytest.raises(trdb.ProgrammingError, match=f"setting {name}"):
             cur.execute(f"SET {name} = {value}")
+
+
+def test_a_giant_parameter_is_refused_before_any_kernel_or_duckdb_allocates_it():
+    out = run_guarded("""
+import numpy as np
+cur.execute("CREATE TENSOR G SHAPE (64, 48) TILE (16, 16) FILL RANDOM_NORMAL(0, 1, 1)")
+giant = np.broadcast_to(np.float32(1), (100000, 100000))  # 40 GB claimed, 4 bytes held
+for sql in ("SELECT -? AS v FROM G", "SELECT G.i, G.j, G.v * ? AS v FROM G", "SELECT * FROM G WHERE G.i >= ?",
+            "SELECT 1 + ? AS x"):
+    try:
+        cur.execute(sql, [giant])
+        print("ran")
+    except trdb.DataError as exc:
+        print("DataError", str(exc).splitlines()[0])
+print(cur.execute("SELECT G.i, G.j, G.v * ? AS v FROM G", [np.float32(2)]).fetch_tensor().shape)
+""")
+    lines = out.splitlines()
+    assert len(lines) == 5 and lines[-1] == "(64, 48)", out
+    assert all(line.startswith("DataError parameter 1 holds 40,000,000,000 bytes") for line in lines[:4]), out
