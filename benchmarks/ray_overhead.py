@@ -68,7 +68,7 @@ def pieces(args, fragment) -> list[tuple[str, float]]:
     import ray
     from ray import cloudpickle  # what Ray ships fragments with
 
-    from trdb.execution.ray_cluster import POOL
+    from trdb.execution.ray.cluster import POOL
 
     actor = POOL.actors(args.workers, False)[0]
     ping, _ = best_of(20, lambda: ray.get(actor.ping.remote()))
@@ -86,7 +86,7 @@ def pieces(args, fragment) -> list[tuple[str, float]]:
 
 def last_fragment():
     """A spy on Ray executions: returns a function giving a fragment (operators) the last one shipped."""
-    from trdb.execution.ray_execution import RayExecution
+    from trdb.execution.ray.execution import RayExecution
 
     seen = []
     enter = RayExecution.__enter__

@@ -7,7 +7,7 @@ from typing import Any, Callable
 import numpy as np
 
 from trdb.errors import DataError
-from trdb.execution.inplace import inplace_kernel
+from trdb.execution.operators.inplace import inplace_kernel
 from trdb.kernels.backend import Backend
 from trdb.kernels.sparse import dense
 from trdb.planner import expressions as bx

@@ -4,9 +4,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Callable, Iterator
 
-from trdb.execution.exchange import Channel, produce
+from trdb.execution.exchange.channel import Channel, produce
 from trdb.execution.interpreter import exchange_for, operator_for, router_for
-from trdb.execution.operator import ExecContext, PhysicalOperator, drain
+from trdb.execution.operators.operator import ExecContext, PhysicalOperator, drain
 from trdb.execution.workers import ThreadWorkers, Workers
 from trdb.optimizer.physical_plan import PhysicalNode
 
@@ -14,7 +14,7 @@ from trdb.optimizer.physical_plan import PhysicalNode
 def start_execution(root: PhysicalNode, ctx: ExecContext, settings) -> "Execution":
     """The execution of `root` by the executor the settings name: local threads, or a Ray cluster."""
     if settings.executor == "ray":
-        from trdb.execution.ray_execution import RayExecution  # Ray is optional: imported only when used
+        from trdb.execution.ray.execution import RayExecution  # Ray is optional: imported only when used
 
         return RayExecution(root, ctx, settings)
     return Execution(root, ctx)

@@ -1,6 +1,6 @@
 """The physical plan's interpreter: one table from each operator spec to the Volcano operator that runs it.
 
-Both executors (local threads in executor.py, Ray in ray_execution.py) build their operators here,
+Both executors (local threads in executor.py, Ray in ray/execution.py) build their operators here,
 one instance per partition; a spec with no entry is a broken invariant, not a user error.
 """
 from __future__ import annotations
@@ -8,22 +8,22 @@ from __future__ import annotations
 from typing import Callable
 
 from trdb.errors import InternalError
-from trdb.execution.broadcast import BroadcastExec
-from trdb.execution.exchange import Router
-from trdb.execution.filter import FilterExec
-from trdb.execution.gather import GatherExec
-from trdb.execution.hash_aggregate import HashAggregateExec
-from trdb.execution.hash_join import HashJoinExec
-from trdb.execution.limit import LimitExec
-from trdb.execution.operator import PhysicalOperator
-from trdb.execution.projection import ProjectionExec
-from trdb.execution.repartition import RepartitionExec
-from trdb.execution.retile import RetileExec
-from trdb.execution.rows_scan import RowsScanExec
-from trdb.execution.sort import SortExec
-from trdb.execution.sql_table_scan import SqlTableScanExec
-from trdb.execution.table_scan import TableScanExec
-from trdb.execution.union_all import UnionAllExec
+from trdb.execution.exchange.broadcast import BroadcastExec
+from trdb.execution.exchange.channel import Router
+from trdb.execution.exchange.gather import GatherExec
+from trdb.execution.exchange.repartition import RepartitionExec
+from trdb.execution.operators.filter import FilterExec
+from trdb.execution.operators.hash_aggregate import HashAggregateExec
+from trdb.execution.operators.hash_join import HashJoinExec
+from trdb.execution.operators.limit import LimitExec
+from trdb.execution.operators.operator import PhysicalOperator
+from trdb.execution.operators.projection import ProjectionExec
+from trdb.execution.operators.retile import RetileExec
+from trdb.execution.operators.rows_scan import RowsScanExec
+from trdb.execution.operators.sort import SortExec
+from trdb.execution.operators.sql_table_scan import SqlTableScanExec
+from trdb.execution.operators.table_scan import TableScanExec
+from trdb.execution.operators.union_all import UnionAllExec
 from trdb.optimizer import physical_operators as po
 from trdb.optimizer.physical_plan import PhysicalNode
 

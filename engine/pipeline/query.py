@@ -15,7 +15,7 @@ from typing import Optional
 from trdb.catalog.catalog import Catalog
 from trdb.config.settings import Settings
 from trdb.execution.executor import Execution, start_execution
-from trdb.execution.operator import ExecContext
+from trdb.execution.operators.operator import ExecContext
 from trdb.execution.state import ExecutionState
 from trdb.kernels.backend import Backend
 from trdb.optimizer.common_subplans import CarriedWork, SharedWork

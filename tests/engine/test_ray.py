@@ -85,7 +85,7 @@ def ray_cur(cluster):
 
 
 def _actors() -> list:
-    from trdb.execution.ray_cluster import POOL
+    from trdb.execution.ray.cluster import POOL
     return POOL.actors(2, False)
 
 
@@ -160,7 +160,7 @@ def _tiles(rows) -> dict:
 
 
 def test_fragments_run_in_actor_processes(ray_cur, monkeypatch):
-    from trdb.execution.ray_execution import RayExecution
+    from trdb.execution.ray.execution import RayExecution
     executions = []
     original = RayExecution.__enter__
     monkeypatch.setattr(RayExecution, "__enter__", lambda self: executions.append(self) or original(self))
@@ -219,7 +219,7 @@ def _at_first_feed(monkeypatch, action, worker: int = 1) -> threading.Event:
     The feeding thread waits there, so the statement is still running when the action lands,
     whatever the machine's speed (an action after a fixed sleep missed statements that had ended).
     """
-    from trdb.execution.ray_routing import ActorDestination
+    from trdb.execution.ray.routing import ActorDestination
     done = threading.Event()
     lock = threading.Lock()
     original = ActorDestination._feed

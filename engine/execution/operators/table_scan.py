@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from trdb.storage.tensor_meta import TensorMeta
-from trdb.execution.list_scan import ListScanExec
+from trdb.execution.operators.list_scan import ListScanExec
 
 
 class TableScanExec(ListScanExec):

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from trdb.execution.exchange import ExchangeSourceExec, Router
-from trdb.execution.operator import Batch
+from trdb.execution.exchange.channel import ExchangeSourceExec, Router
+from trdb.execution.operators.operator import Batch
 
 
 def gather_router(batch: Batch, consumers: int) -> Iterable[tuple[int, Batch]]:

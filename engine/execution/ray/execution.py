@@ -19,15 +19,15 @@ from typing import Any, Optional
 import ray
 
 from trdb.errors import NotSupportedError, OperationalError, QueryCancelled
-from trdb.execution.exchange import Channel, POLL_SECONDS
-from trdb.execution.exchange import batch_bytes
+from trdb.execution.exchange.channel import Channel, POLL_SECONDS
+from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.executor import Execution
 from trdb.execution.interpreter import exchange_for, operator_for, router_for
-from trdb.execution.operator import ExecContext, PhysicalOperator
-from trdb.execution.ray_cluster import POOL, connect
-from trdb.execution.ray_inbox import FeedExec, RemoteChannel
-from trdb.execution.ray_routing import FEED_SLOTS, ActorDestination, LocalDestination, Moved, Slots, pieces, settle
-from trdb.execution.ray_worker import FEED_THREADS, RUN_THREADS, preorder
+from trdb.execution.operators.operator import ExecContext, PhysicalOperator
+from trdb.execution.ray.cluster import POOL, connect
+from trdb.execution.ray.inbox import FeedExec, RemoteChannel
+from trdb.execution.ray.routing import FEED_SLOTS, ActorDestination, LocalDestination, Moved, Slots, pieces, settle
+from trdb.execution.ray.worker import FEED_THREADS, RUN_THREADS, preorder
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.optimizer.physical_operators import Exchange, Gather
 from trdb.optimizer.physical_plan import SINGLE, PhysicalNode

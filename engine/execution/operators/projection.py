@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Optional
 
 from trdb.execution.compile import compile_expr
-from trdb.execution.operator import Batch, PhysicalOperator
+from trdb.execution.operators.operator import Batch, PhysicalOperator
 from trdb.planner import expressions as bx
 
 

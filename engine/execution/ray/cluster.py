@@ -12,7 +12,7 @@ from typing import Any
 import ray
 
 from trdb.errors import OperationalError
-from trdb.execution.ray_worker import RayWorker
+from trdb.execution.ray.worker import RayWorker
 
 PING_SECONDS = 10.0     # an actor that does not answer a ping in this time is replaced
 START_SECONDS = 120.0   # how long a new actor may take to start (worker processes, imports)

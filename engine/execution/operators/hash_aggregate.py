@@ -7,9 +7,9 @@ import numpy as np
 
 from trdb.errors import DataError
 from trdb.execution.compile import compile_expr
-from trdb.execution.inplace import FRESH
-from trdb.execution.operator import Batch, PhysicalOperator, batches, drain
-from trdb.execution.product_sum import product_sum_feed
+from trdb.execution.operators.inplace import FRESH
+from trdb.execution.operators.operator import Batch, PhysicalOperator, batches, drain
+from trdb.execution.operators.product_sum import product_sum_feed
 from trdb.kernels import sparse_functions as S
 from trdb.kernels.sparse import add_into, dense, is_sparse, settle
 from trdb.planner import expressions as bx

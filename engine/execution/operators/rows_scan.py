@@ -1,7 +1,7 @@
 """RowsScanExec: tuples already in memory (a shared subplan's result), partitioned like a table scan."""
 from __future__ import annotations
 
-from trdb.execution.list_scan import ListScanExec
+from trdb.execution.operators.list_scan import ListScanExec
 
 
 class RowsScanExec(ListScanExec):

@@ -1,7 +1,7 @@
 """SqlTableScanExec: the rows of an ordinary (plain SQL) table, read through DuckDB."""
 from __future__ import annotations
 
-from trdb.execution.list_scan import ListScanExec
+from trdb.execution.operators.list_scan import ListScanExec
 from trdb.storage.ordinary_tables import read_ordinary_table
 
 

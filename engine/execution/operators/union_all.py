@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from trdb.execution.operator import Batch, PhysicalOperator
+from trdb.execution.operators.operator import Batch, PhysicalOperator
 
 
 class UnionAllExec(PhysicalOperator):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from trdb.execution.compile import compile_predicate
-from trdb.execution.operator import Batch, PhysicalOperator, batches, drain
+from trdb.execution.operators.operator import Batch, PhysicalOperator, batches, drain
 from trdb.kernels.sparse import empty_csr, is_sparse
 from trdb.planner.expressions import Bound
 from trdb.planner.types import Schema, TensorType

@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 import ray
 
-from trdb.execution.exchange import POLL_SECONDS, Channel
-from trdb.execution.operator import Batch
+from trdb.execution.exchange.channel import POLL_SECONDS, Channel
+from trdb.execution.operators.operator import Batch
 from trdb.execution.state import ExecutionState
 
 FEED_SLOTS = 4      # feeds in flight to one consumer partition, from all its producers together

@@ -14,11 +14,11 @@ from typing import Iterator, Optional
 
 import ray
 
-from trdb.execution.exchange import batch_bytes
+from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.interpreter import router_for
-from trdb.execution.operator import Batch, ExecContext, OperatorMetrics, PhysicalOperator
-from trdb.execution import ray_inbox  # the module, not its INBOXES: Ray ships this class by value
-from trdb.execution.ray_routing import pieces
+from trdb.execution.operators.operator import Batch, ExecContext, OperatorMetrics, PhysicalOperator
+from trdb.execution.ray import inbox  # the module, not its INBOXES: Ray ships this class by value
+from trdb.execution.ray.routing import pieces
 from trdb.kernels.placement import backend_for
 from trdb.optimizer.physical_operators import Exchange
 
@@ -51,16 +51,16 @@ class RayWorker:
 
     @ray.method(concurrency_group="control")
     def release(self, execution_id: str) -> None:
-        ray_inbox.INBOXES.release(execution_id)
+        inbox.INBOXES.release(execution_id)
 
     @ray.method(concurrency_group="feed")
     def feed(self, execution_id: str, key: int, partition: int, producers: int, producer: int,
              rows: Optional[Batch], sent: int = 0) -> bool:
-        return ray_inbox.INBOXES.deliver(execution_id, key, partition, producers, producer, rows, sent)
+        return inbox.INBOXES.deliver(execution_id, key, partition, producers, producer, rows, sent)
 
     @ray.method(concurrency_group="run")
     def run(self, execution_id: str, fragment: PhysicalOperator, route: Exchange, consumers: int, device: str):
-        execution = ray_inbox.INBOXES.execution(execution_id)
+        execution = inbox.INBOXES.execution(execution_id)
         if execution is None:
             return  # released before it started: the statement has already ended
         backend = backend_for(device)

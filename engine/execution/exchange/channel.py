@@ -10,7 +10,7 @@ import queue
 import threading
 from typing import Callable, Iterable, Optional
 
-from trdb.execution.operator import Batch, PhysicalOperator
+from trdb.execution.operators.operator import Batch, PhysicalOperator
 from trdb.execution.state import ExecutionState
 from trdb.kernels import sparse
 

@@ -15,8 +15,8 @@ from typing import Optional
 
 import numpy as np
 
-from trdb.execution.operator import Batch, PhysicalOperator, batches, drain
-from trdb.execution.partitioning import partition_of
+from trdb.execution.operators.operator import Batch, PhysicalOperator, batches, drain
+from trdb.execution.exchange.partitioning import partition_of
 from trdb.kernels.sparse import (count_nonzero, is_sparse, make_csr, row_indices, to_host, wants_csr)
 
 

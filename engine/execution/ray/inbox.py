@@ -15,8 +15,8 @@ from typing import Any, Optional
 import numpy as np
 
 from trdb.errors import QueryCancelled
-from trdb.execution.exchange import POLL_SECONDS, QUEUE_BATCHES, ExchangeSourceExec
-from trdb.execution.operator import Batch
+from trdb.execution.exchange.channel import POLL_SECONDS, QUEUE_BATCHES, ExchangeSourceExec
+from trdb.execution.operators.operator import Batch
 from trdb.execution.state import ExecutionState
 
 _RELEASED_KEPT = 1024  # executions remembered as finished, so that a late batch is dropped, not kept

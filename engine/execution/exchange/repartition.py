@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from trdb.execution.exchange import ExchangeSourceExec, Router
-from trdb.execution.operator import Batch
-from trdb.execution.partitioning import partition_of
+from trdb.execution.exchange.channel import ExchangeSourceExec, Router
+from trdb.execution.operators.operator import Batch
+from trdb.execution.exchange.partitioning import partition_of
 
 
 def hash_router(columns: tuple[int, ...]):

@@ -1,0 +1,1 @@
+"""Volcano operators, one per module, and the operator interface they share."""

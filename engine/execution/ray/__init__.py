@@ -1,0 +1,1 @@
+"""The Ray executor: the same physical plan run in Ray actors."""
