@@ -65,7 +65,7 @@ class Differentiator:
 
     # ------------------------------------------------------------ rules
 
-    def _Scan(self, plan: lp.Scan, gradient: Gradient) -> None:
+    def _TensorScan(self, plan: lp.TensorScan, gradient: Gradient) -> None:
         value = len(plan.schema) - 1
         if fold(plan.tensor.name) == fold(self.param.name) and value in gradient.columns:
             exprs = tuple(_index(gradient.plan, n) for n in range(gradient.lineage))

@@ -27,7 +27,7 @@ def with_lineage(plan: lp.Plan) -> tuple[lp.Plan, int]:
     return lp.handler(sys.modules[__name__], plan)(plan)
 
 
-def _Scan(plan: lp.Scan):
+def _TensorScan(plan: lp.TensorScan):
     keys = [bx.ColumnIndex(i, KEY) for i in range(len(plan.tensor.keys))]
     schema = plan.schema + lineage_columns(len(keys))
     return lp.Project(plan, _keep(plan.schema, keys), schema), len(keys)
@@ -107,7 +107,7 @@ def lineage_width(plan: lp.Plan) -> int:
 
 def tensor_sources(plan: lp.Plan) -> list[frozenset[str]]:
     """For each output column, the stored tensors whose values flow into it (folded names)."""
-    if isinstance(plan, lp.Scan):
+    if isinstance(plan, lp.TensorScan):
         return [frozenset({fold(plan.tensor.name)}) if isinstance(c.type, TensorType) else frozenset()
                 for c in plan.schema]
     if isinstance(plan, lp.TableScan):

@@ -17,12 +17,12 @@ from trdb.execution.operators.hash_aggregate import HashAggregateExec
 from trdb.execution.operators.hash_join import HashJoinExec
 from trdb.execution.operators.limit import LimitExec
 from trdb.execution.operators.operator import PhysicalOperator
-from trdb.execution.operators.projection import ProjectionExec
+from trdb.execution.operators.project import ProjectExec
 from trdb.execution.operators.retile import RetileExec
 from trdb.execution.operators.rows_scan import RowsScanExec
 from trdb.execution.operators.sort import SortExec
-from trdb.execution.operators.sql_table_scan import SqlTableScanExec
 from trdb.execution.operators.table_scan import TableScanExec
+from trdb.execution.operators.tensor_scan import TensorScanExec
 from trdb.execution.operators.union_all import UnionAllExec
 from trdb.optimizer import physical_operators as po
 from trdb.optimizer.physical_plan import PhysicalNode
@@ -31,11 +31,11 @@ from trdb.optimizer.physical_plan import PhysicalNode
 # the class of its consumer side, built from (channel, partition, detail), whose `router(spec)`
 # routes its producers' batches.
 OPERATORS: dict[type, Callable] = {
-    po.TensorScan: lambda s, inputs, p: TableScanExec(s.tensor, p, s.partitions, s.columns),
+    po.TensorScan: lambda s, inputs, p: TensorScanExec(s.tensor, p, s.partitions, s.columns),
     po.RowsScan: lambda s, inputs, p: RowsScanExec(s.rows, p, s.partitions, s.columns),
-    po.SqlTableScan: lambda s, inputs, p: SqlTableScanExec(s.table, s.columns),
+    po.TableScan: lambda s, inputs, p: TableScanExec(s.table, s.columns),
     po.Filter: lambda s, inputs, p: FilterExec(inputs[0], s.predicate),
-    po.Projection: lambda s, inputs, p: ProjectionExec(inputs[0], s.exprs),
+    po.Project: lambda s, inputs, p: ProjectExec(inputs[0], s.exprs),
     po.HashJoin: lambda s, inputs, p: HashJoinExec(inputs[0], inputs[1], s.kind, s.left_keys, s.right_keys,
                                                    s.left_schema, s.right_schema, s.residual),
     po.HashAggregate: lambda s, inputs, p: HashAggregateExec(inputs[0], s.group_by, s.calls, s.schema, s.partial),

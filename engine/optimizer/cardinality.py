@@ -163,7 +163,7 @@ class Estimator:
         """The work of running a whole plan on one worker: kernel FLOPs plus a cost per tuple."""
         return self.estimate(plan).cost + sum(self.total_cost(child) for child in plan.inputs)
 
-    def _Scan(self, plan: lp.Scan) -> Estimate:
+    def _TensorScan(self, plan: lp.TensorScan) -> Estimate:
         meta = plan.tensor
         rows = float(meta.tuple_count)
         grid = meta.grid
@@ -174,7 +174,7 @@ class Estimator:
         keys = (1.0,) * len(meta.keys)
         return Estimate(rows, row_bytes(plan.schema, keys + (byte_fill,)), distinct + (None,), fill=keys + (flop_fill,))
 
-    def _Materialized(self, plan: lp.Materialized) -> Estimate:
+    def _RowsScan(self, plan: lp.RowsScan) -> Estimate:
         rows = float(len(plan.rows))
         distinct = tuple(float(len({r[i] for r in plan.rows})) if c.is_key else None
                          for i, c in enumerate(plan.schema))

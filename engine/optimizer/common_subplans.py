@@ -39,7 +39,7 @@ class _Numbering:
         return result
 
     def _signature(self, plan) -> Optional[tuple]:
-        if isinstance(plan, lp.Materialized):
+        if isinstance(plan, lp.RowsScan):
             return ("materialized", id(plan))
         children = [self.number(child) for child in plan.inputs]
         if None in children:
@@ -69,7 +69,7 @@ class CarriedWork:
         self.budget = budget
         self.state: object = None
         self.numbering = _Numbering()
-        self.tuples: dict[int, lp.Materialized] = {}
+        self.tuples: dict[int, lp.RowsScan] = {}
 
     def numbering_for(self, state: object) -> "_Numbering":
         """The numbering to use under `state`; a new state (a write, another backend) forgets everything."""
@@ -77,7 +77,7 @@ class CarriedWork:
             self.state, self.numbering, self.tuples = state, _Numbering(), {}
         return self.numbering
 
-    def keep(self, memo: dict[int, lp.Materialized]) -> None:
+    def keep(self, memo: dict[int, lp.RowsScan]) -> None:
         """Keep a finished statement's shared tuples, if they fit the budget (else none)."""
         size = sum(tile_bytes(value) for m in memo.values() for row in m.rows for value in row)
         self.tuples = dict(memo) if size <= self.budget() else {}
@@ -92,7 +92,7 @@ class SharedWork:
         self.run = run
         self.carried = carried
         self.numbering = carried.numbering_for(state) if carried is not None else _Numbering()
-        self.memo: dict[int, lp.Materialized] = {}
+        self.memo: dict[int, lp.RowsScan] = {}
         self.counts: Counter = Counter()
 
     def finish(self) -> None:
@@ -130,8 +130,8 @@ class SharedWork:
             self.memo[number] = self.carried.tuples[number]  # computed by the previous statement
             return self.memo[number]
         rebuilt = lp.with_inputs(plan, [self._rewrite(child, counts) for child in plan.inputs])
-        if number is not None and counts[number] > 1 and not isinstance(plan, (lp.Scan, lp.TableScan,
-                                                                                  lp.Materialized)):
-            self.memo[number] = lp.Materialized(self.run(rebuilt), plan.schema)
+        if number is not None and counts[number] > 1 and not isinstance(plan, (lp.TensorScan, lp.TableScan,
+                                                                                        lp.RowsScan)):
+            self.memo[number] = lp.RowsScan(self.run(rebuilt), plan.schema)
             return self.memo[number]
         return rebuilt

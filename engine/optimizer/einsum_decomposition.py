@@ -129,7 +129,7 @@ def density(plan: lp.Plan) -> float:
     """The fraction of an operand's tiles that are present, when a stored tensor's statistics tell."""
     while isinstance(plan, (lp.Project, lp.Filter, lp.Retile)):
         plan = plan.input
-    if isinstance(plan, lp.Scan) and plan.tensor.max_tuples:
+    if isinstance(plan, lp.TensorScan) and plan.tensor.max_tuples:
         return min(1.0, plan.tensor.tuple_count / plan.tensor.max_tuples)
     return 1.0
 

@@ -28,7 +28,7 @@ class OperatorSpec:
 class TensorScan(OperatorSpec):
     """A stored tensor's tiles; with `partitions` > 1 each instance reads those that hash (on `columns`) to it."""
 
-    operator: ClassVar[str] = "TableScanExec"
+    operator: ClassVar[str] = "TensorScanExec"
     tensor: TensorMeta
     partitions: int = 1
     columns: tuple[int, ...] = ()
@@ -45,10 +45,10 @@ class RowsScan(OperatorSpec):
 
 
 @dataclass(frozen=True)
-class SqlTableScan(OperatorSpec):
+class TableScan(OperatorSpec):
     """The columns of an ordinary (SQL) table."""
 
-    operator: ClassVar[str] = "SqlTableScanExec"
+    operator: ClassVar[str] = "TableScanExec"
     table: str
     columns: tuple[str, ...]
 
@@ -63,8 +63,8 @@ class Filter(OperatorSpec):
 
 
 @dataclass(frozen=True)
-class Projection(OperatorSpec):
-    operator: ClassVar[str] = "ProjectionExec"
+class Project(OperatorSpec):
+    operator: ClassVar[str] = "ProjectExec"
     exprs: tuple                   # bound expressions, one per output column
 
 

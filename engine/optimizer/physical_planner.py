@@ -107,7 +107,7 @@ class PhysicalPlanner:
 
     # ------------------------------------------------------------ leaves
 
-    def _Scan(self, plan: lp.Scan, want: Want) -> PhysicalNode:
+    def _TensorScan(self, plan: lp.TensorScan, want: Want) -> PhysicalNode:
         keys = tuple(range(len(plan.tensor.keys)))
         estimate = self.estimator.estimate(plan)
         tiles = f"{plan.tensor.name}, tile {list(plan.tensor.tile)}"
@@ -125,7 +125,7 @@ class PhysicalPlanner:
         values = math.prod(estimate.distinct[c] or math.inf for c in want)
         return values >= self.workers
 
-    def _Materialized(self, plan: lp.Materialized, want: Want) -> PhysicalNode:
+    def _RowsScan(self, plan: lp.RowsScan, want: Want) -> PhysicalNode:
         keys = tuple(i for i, c in enumerate(plan.schema) if c.is_key)
         estimate = self.estimator.estimate(plan)
         if self.workers == 1 or not keys:
@@ -136,7 +136,7 @@ class PhysicalPlanner:
                      plan.schema, Partitioning("hash", self.workers, columns), estimate)
 
     def _TableScan(self, plan: lp.TableScan, want: Want) -> PhysicalNode:
-        return _node(po.SqlTableScan(plan.table, plan.columns), plan.table, (), plan.schema, SINGLE,
+        return _node(po.TableScan(plan.table, plan.columns), plan.table, (), plan.schema, SINGLE,
                      self.estimator.estimate(plan))
 
     # ------------------------------------------------------------ per-tuple operators
@@ -160,7 +160,7 @@ class PhysicalPlanner:
             partitioning = replace(partitioning, columns=mapped) if None not in mapped else \
                 Partitioning("any", partitioning.count)
         detail = assignments(plan.exprs, plan.schema, plan.input.schema)
-        return _node(po.Projection(plan.exprs), detail, (child,), plan.schema, partitioning,
+        return _node(po.Project(plan.exprs), detail, (child,), plan.schema, partitioning,
                      self.estimator.estimate(plan))
 
     # ------------------------------------------------------------ join

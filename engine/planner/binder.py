@@ -191,7 +191,7 @@ class Binder:
         if meta is not None:
             key_columns = [Column(k, KEY, alias) for k in meta.keys]
             value = Column(meta.value_name, TensorType(meta.dtype, meta.tile, meta.shape), alias)
-            return lp.Scan(meta, tuple(key_columns) + (value,))
+            return lp.TensorScan(meta, tuple(key_columns) + (value,))
         view = self.catalog.view(ref.name)
         if view is not None:
             return requalify(self.bind_view(ref, *view), alias)

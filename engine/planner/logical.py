@@ -1,4 +1,4 @@
-"""Logical plan: immutable TRA operators (Scan, Filter, Project, Join, Aggregate, Retile, UnionAll, Sort, Limit)."""
+"""Logical plan: immutable TRA operators (TensorScan, TableScan, RowsScan, Filter, Project, Join, Aggregate, Retile, UnionAll, Sort, Limit)."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,7 +12,7 @@ from trdb.planner.types import Schema
 
 
 @dataclass(frozen=True)
-class Scan:
+class TensorScan:
     """All tuples of a stored tensor relation: its keys, then its tile."""
 
     tensor: TensorMeta
@@ -37,7 +37,7 @@ class TableScan:
 
 
 @dataclass(frozen=True, eq=False)
-class Materialized:
+class RowsScan:
     """Tuples already computed in this statement (a shared subplan), scanned again."""
 
     rows: list
@@ -178,7 +178,7 @@ class Limit:
         return (self.input,)
 
 
-Plan = Union[Scan, TableScan, Materialized, Filter, Project, Join, Aggregate, Retile, UnionAll, Sort, Limit]
+Plan = Union[TensorScan, TableScan, RowsScan, Filter, Project, Join, Aggregate, Retile, UnionAll, Sort, Limit]
 
 
 def with_inputs(plan: "Plan", inputs: list) -> "Plan":

@@ -69,7 +69,7 @@ def test_dot_commands_change_the_runner(runner):
 def test_explain_prefixes_queries_only(runner):
     run_command(runner, ".explain on")
     assert runner.run_script("CREATE TENSOR A SHAPE (2, 2) TILE (1, 2) FILL ONES; SELECT A.i, A.v FROM A;") == 0
-    assert "TableScanExec(A" in runner.out.getvalue()
+    assert "TensorScanExec(A" in runner.out.getvalue()
 
 
 def test_schema_tables_and_help(runner):

@@ -131,7 +131,7 @@ def test_explain_shows_the_cheaper_order(cur):
     lines = [r[0] for r in cur.execute("EXPLAIN SELECT * FROM EINSUM('ij,jk,kl->il', A, B, C)").fetchall()]
     text = "\n".join(lines)
     assert text.count("HashJoinExec") == 2 and "HashAggregateExec(group by [i, l]: SUM" not in text
-    depth = {name: next(len(l) - len(l.lstrip()) for l in lines if f"TableScanExec({name}" in l) for name in "ABC"}
+    depth = {name: next(len(l) - len(l.lstrip()) for l in lines if f"TensorScanExec({name}" in l) for name in "ABC"}
     assert depth["B"] == depth["C"] > depth["A"]  # B and C contracted first: a 4x4 intermediate
     assert "HashAggregateExec(group by [j]: SUM(EINSUM('jk,kl->jl'" in text or \
         "HashAggregateExec(group by []: SUM(EINSUM('jk,kl->jl'" in text

@@ -136,4 +136,4 @@ def test_a_leaf_is_not_hashed_on_a_key_with_fewer_values_than_workers(parallel):
     parallel.execute("CREATE TENSOR X SHAPE (512, 1024) TILE (128, 1024) FILL ONES")  # X.j is always 0; A is broadcast
     plan = "\n".join(r[0] for r in parallel.execute(
         "EXPLAIN SELECT A.i, X.j, SUM(MATMUL(A.v, X.v)) AS v FROM A JOIN X ON A.j = X.i GROUP BY A.i, X.j"))
-    assert "hash: j)" not in plan.split("TableScanExec(X")[1].split("\n")[0]
+    assert "hash: j)" not in plan.split("TensorScanExec(X")[1].split("\n")[0]

@@ -46,8 +46,8 @@ def test_sparse_kernels_cost_their_non_zeros(tensors):
 
 def test_csr_tiles_weigh_their_non_zeros(tensors):
     cur, density = tensors
-    dense = _estimate(cur, "SELECT * FROM D", "TableScanExec", "bytes")
-    sparse = _estimate(cur, "SELECT * FROM S", "TableScanExec", "bytes")
+    dense = _estimate(cur, "SELECT * FROM D", "TensorScanExec", "bytes")
+    sparse = _estimate(cur, "SELECT * FROM S", "TensorScanExec", "bytes")
     assert sparse < 5 * density * dense
 
 
@@ -57,7 +57,7 @@ def test_absent_tiles_are_not_counted(cur):
     cur.execute("CREATE TENSOR B FROM ? TILE (256, 256)", [block])
     cur.execute("CREATE TENSOR X FROM ? TILE (256, 32)", [np.ones((1024, 32), np.float32)])
     cur.execute("SET workers = 1")
-    assert _estimate(cur, "SELECT * FROM B", "TableScanExec", "tuples") == 1
+    assert _estimate(cur, "SELECT * FROM B", "TensorScanExec", "tuples") == 1
 
 
 def test_distinct_keys_are_counted_and_estimate_groups(cur):

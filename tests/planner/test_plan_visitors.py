@@ -19,8 +19,8 @@ from trdb.planner import logical as lp
 OPERATORS = typing.get_args(lp.Plan)
 VISITORS = {"cardinality": Estimator, "physical planning": PhysicalPlanner, "lineage": lineage}
 # Operators a visitor never meets: gradients (and so lineage) are built before shared subplans become
-# Materialized tuples.
-NEVER_MET = {"lineage": {"Materialized"}}
+# RowsScan leaves (tuples already computed).
+NEVER_MET = {"lineage": {"RowsScan"}}
 
 
 @pytest.mark.parametrize("visitor", list(VISITORS), ids=list(VISITORS))
@@ -33,7 +33,7 @@ def test_each_visitor_has_a_rule_for_every_logical_operator(visitor):
 def test_gradients_have_rules_for_the_operators_a_loss_is_made_of():
     """The rest (Sort, Limit, ...) are not differentiable: GRAD says so (NotSupportedError)."""
     differentiable = [op.__name__ for op in OPERATORS if hasattr(Differentiator, f"_{op.__name__}")]
-    assert {"Scan", "Filter", "Project", "Join", "Aggregate", "UnionAll"} <= set(differentiable)
+    assert {"TensorScan", "Filter", "Project", "Join", "Aggregate", "UnionAll"} <= set(differentiable)
 
 
 def test_a_visitor_without_a_rule_is_an_internal_error_naming_both():

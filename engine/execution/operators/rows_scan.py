@@ -1,4 +1,4 @@
-"""RowsScanExec: tuples already in memory (a shared subplan's result), partitioned like a table scan."""
+"""RowsScanExec: tuples already in memory (a shared subplan's result), partitioned like a tensor scan."""
 from __future__ import annotations
 
 from trdb.execution.operators.list_scan import ListScanExec

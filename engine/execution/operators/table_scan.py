@@ -1,16 +1,15 @@
-"""TableScanExec: the tuples of a stored tensor relation, read through the buffer pool."""
+"""TableScanExec: the rows of an ordinary (plain SQL) table, read through DuckDB."""
 from __future__ import annotations
 
-from trdb.storage.tensor_meta import TensorMeta
 from trdb.execution.operators.list_scan import ListScanExec
+from trdb.storage.ordinary_tables import read_ordinary_table
 
 
 class TableScanExec(ListScanExec):
-    def __init__(self, tensor: TensorMeta, partition: int = 0, partitions: int = 1, columns: tuple[int, ...] = ()):
-        super().__init__(partition, partitions, columns)
-        self.tensor = tensor
+    def __init__(self, table: str, columns: tuple[str, ...]):
+        super().__init__()
+        self.table = table
+        self.columns_read = columns
 
     def _load(self) -> list:
-        keys, tiles = self.ctx.catalog.tiles(self.tensor)
-        asarray = self.ctx.backend.asarray
-        return [tuple(k) + (asarray(t),) for k, t in zip(keys.tolist(), tiles)]
+        return read_ordinary_table(self.ctx.catalog.db, self.table, self.columns_read)

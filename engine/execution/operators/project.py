@@ -1,4 +1,4 @@
-"""ProjectionExec: rekeys and per-tuple kernels, each output column one compiled expression."""
+"""ProjectExec: rekeys and per-tuple kernels, each output column one compiled expression."""
 from __future__ import annotations
 
 from typing import Optional
@@ -8,7 +8,7 @@ from trdb.execution.operators.operator import Batch, PhysicalOperator
 from trdb.planner import expressions as bx
 
 
-class ProjectionExec(PhysicalOperator):
+class ProjectExec(PhysicalOperator):
     def __init__(self, child: PhysicalOperator, exprs: tuple[bx.Bound, ...]):
         super().__init__()
         self.children = (child,)
