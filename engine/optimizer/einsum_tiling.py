@@ -115,9 +115,9 @@ def assignment_cost(operands: tuple, terms: tuple, output: str, size: dict, tile
         if not needs_retile(operand, tiles, size):
             densities.append(operand.density)
             continue
-        old_tiles = operand.density * math.prod(math.ceil(size[c] / t) for c, t in zip(operand.term, operand.tile))
+        old_tiles = operand.density * math.prod(math.ceil(size[c] / max(t, 1)) for c, t in zip(operand.term, operand.tile))
         density = retiled_density(operand, tiles, size)
-        new_tiles = density * math.prod(math.ceil(size[c] / tiles[c]) for c in operand.term)
+        new_tiles = density * math.prod(math.ceil(size[c] / max(tiles[c], 1)) for c in operand.term)
         data = operand.density * math.prod(size[c] for c in operand.term) * operand.itemsize
         total += RETILE_COST + RETILE_BYTE_COST * data + TUPLE_COST_FLOPS * (old_tiles + new_tiles)
         if workers > 1:

@@ -119,6 +119,8 @@ class ExpressionBinder:
                                       f"more than memory_limit ({self.ctx.value_limit:,} bytes) allows a value in an "
                                       "expression", hint="store it as a tensor (CREATE TENSOR ... FROM ?) and join it",
                                 error=DataError)
+        if hasattr(value, "tocsr") and not isinstance(value, np.ndarray):
+            value = value.tocsr()  # a scipy.sparse value of any format is a CSR tile, as tiles are
         return constant(value)
 
     def _bind_ColumnRef(self, node: ast.ColumnRef) -> bx.Bound:

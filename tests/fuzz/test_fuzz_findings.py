@@ -243,3 +243,18 @@ def test_a_fetch_that_cannot_be_allocated_is_an_operational_error(gcur, monkeypa
         gcur.fetch_tensor()
     monkeypatch.undo()
     assert len(gcur.fetchall()) == 12
+
+
+def test_a_sparse_parameter_of_any_format_is_taken_as_a_csr_value_or_refused_clearly(cur):
+    import scipy.sparse as sp
+    cur.execute("CREATE TENSOR f2 SHAPE (32, 24) TILE (16, 12) FILL ONES")
+    value = sp.coo_matrix(np.eye(16, 12, dtype=np.float32))
+    with pytest.raises(trdb.ProgrammingError, match="takes numbers; parameter 1 is a csr_matrix"):
+        cur.execute("SELECT A0.i AS i, A0.j AS j, A0.v * ? AS v FROM f2 AS A0", [value])
+    try:  # was an InternalError: a COO value has no CSR arrays
+        cur.execute("CREATE TENSOR f4 AS SELECT A0.i AS i, A0.j AS j, ? AS v FROM f2 AS A0 WHERE A0.i BETWEEN -5 "
+                    "AND 4611686018427387904", [value])
+    except trdb.Error as exc:
+        assert not isinstance(exc, trdb.InternalError), exc
+    else:
+        assert cur.execute("SELECT * FROM f4").fetch_tensor().sum() == 4 * 12
