@@ -28,7 +28,6 @@ import scipy.sparse
 import threadpoolctl
 
 import trdb
-
 from timing import best_of, check
 
 QUERY = "SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i GROUP BY A.i, B.j"

@@ -18,7 +18,6 @@ import opt_einsum
 import threadpoolctl
 
 import trdb
-
 from timing import best_of, print_plans, print_ratios
 
 SPEC = "nd,dh,nm,mf,fh->nm"

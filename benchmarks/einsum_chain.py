@@ -19,7 +19,6 @@ import numpy as np
 import threadpoolctl
 
 import trdb
-
 from timing import best_of, best_of_alternating, check
 
 CHOSEN = "SELECT * FROM EINSUM('ij,jk,kl->il', A, B, C)"

@@ -18,9 +18,8 @@ import numpy as np
 import threadpoolctl
 
 import trdb
-from trdb.optimizer import einsum_decomposition as einsum_binding
-
 from timing import best_of, check, print_plans, print_ratios
+from trdb.optimizer import einsum_decomposition as einsum_binding
 
 QUERY = "SELECT * FROM EINSUM('ij,jk->ik', A, B)"
 

@@ -13,7 +13,6 @@ import time
 import numpy as np
 
 import trdb
-
 from timing import best_of
 
 QUERY = "SELECT A.i, A.j, SIGMOID(A.v * 2 + 1) AS v FROM A"

@@ -36,10 +36,8 @@ import scipy.sparse
 import threadpoolctl
 
 sys.path.insert(0, str(Path(__file__).parent))
-from load_graph import power_law_graph  # noqa: E402
-
 import trdb  # noqa: E402
-
+from load_graph import power_law_graph  # noqa: E402
 from timing import best_of, check  # noqa: E402
 
 QUERY = "SELECT A.i, X.j, SUM(MATMUL(A.v, X.v)) AS v FROM A JOIN X ON A.j = X.i GROUP BY A.i, X.j"

@@ -29,8 +29,8 @@ import pyarrow.parquet as pq
 import scipy.sparse
 
 import trdb
-
 from timing import best_of
+
 
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -17,7 +17,6 @@ import time
 import numpy as np
 
 import trdb
-
 from timing import best_of
 
 

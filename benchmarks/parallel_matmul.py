@@ -14,7 +14,6 @@ import numpy as np
 import threadpoolctl
 
 import trdb
-
 from timing import best_of
 
 QUERY = "SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i GROUP BY A.i, B.j"

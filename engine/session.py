@@ -20,8 +20,14 @@ from trdb.planner.expression_binder import BindContext
 from trdb.statements import coo, ddl, dml, inspect, minimize
 from trdb.statements.context import StatementContext
 from trdb.statements.plan_cache import PlanCache
-from trdb.statements.routing import (Relations, count_params, is_plain_sql, is_trql_only, names_trdb_relation,
-                                     query_relations)
+from trdb.statements.routing import (
+    Relations,
+    count_params,
+    is_plain_sql,
+    is_trql_only,
+    names_trdb_relation,
+    query_relations,
+)
 from trdb.storage.database import Database
 from trdb.storage.plain_sql import check_plain_sql, run_plain_sql
 

@@ -17,7 +17,6 @@ Keys print as integers, tiles as `(shape)[values]` (row-major, `%.6g`), other va
 """
 from __future__ import annotations
 
-
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional

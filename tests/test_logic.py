@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from logic_runner import run_file, logic_files
+from logic_runner import logic_files, run_file
 
 SQL_ROOT = Path(__file__).parent / "sql"
 WORKER_COUNTS = [int(w) for w in os.environ.get("TRDB_TEST_WORKERS", "1,2").split(",")]

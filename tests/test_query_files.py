@@ -89,7 +89,8 @@ def check_attention(con, stdout):
     np.testing.assert_allclose(tensor(con, "O"), weights @ (X @ Wv), rtol=1e-4, atol=1e-5)
 
 
-CHECKS = {"attention": check_attention, "block_sparse": check_block_sparse, "pagerank": check_pagerank, "tiled_matmul": check_tiled_matmul, "linear_regression": check_linear_regression,
+CHECKS = {"attention": check_attention, "block_sparse": check_block_sparse, "pagerank": check_pagerank,
+          "tiled_matmul": check_tiled_matmul, "linear_regression": check_linear_regression,
           "logistic_regression": check_logistic_regression, "mlp": check_mlp,
           "graph_convolution": check_graph_convolution}
 

@@ -6,10 +6,10 @@ from typing import Any, Iterator, Optional, Sequence
 import numpy as np
 
 from trdb import errors
-from trdb.config.settings import physical_memory
 from trdb.api.conversions import result_to_arrow, result_to_numpy, result_to_sparse
-from trdb.kernels.backend import to_host
+from trdb.config.settings import physical_memory
 from trdb.execution.result import Result, assemble
+from trdb.kernels.backend import to_host
 from trdb.planner.types import Column
 
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trdb.autodiff.derivatives import backpropagate
-from trdb.planner.kernel_calls import call
 from trdb.autodiff.lineage import lineage_columns, lineage_width, tensor_sources, with_lineage
 from trdb.catalog.names import fold
-from trdb.storage.tensor_meta import TensorMeta
 from trdb.errors import NotSupportedError, ProgrammingError
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
+from trdb.planner.kernel_calls import call
 from trdb.planner.types import KEY, Column, ScalarType, TensorType
+from trdb.storage.tensor_meta import TensorMeta
 
 
 @dataclass(frozen=True)

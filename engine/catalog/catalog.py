@@ -6,14 +6,14 @@ from typing import Optional
 import numpy as np
 
 from trdb.catalog.names import did_you_mean, fold
-from trdb.storage.tensor_meta import TensorMeta
 from trdb.errors import DataError, IntegrityError, ProgrammingError, StaleSnapshot
 from trdb.storage import catalog_store, tile_store
-from trdb.storage.ordinary_tables import ordinary_tables
 from trdb.storage.buffer_pool import TensorTiles
 from trdb.storage.catalog_format import ensure_schema
 from trdb.storage.catalog_validation import DamagedTensor
 from trdb.storage.database import Database
+from trdb.storage.ordinary_tables import ordinary_tables
+from trdb.storage.tensor_meta import TensorMeta
 
 
 class Catalog:

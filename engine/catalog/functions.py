@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from typing import Optional
 
-from trdb.catalog import einsum_rules, shape_rules as rules
+from trdb.catalog import einsum_rules
+from trdb.catalog import shape_rules as rules
 from trdb.catalog.kernel_args import NOT_CONST, Arg, KernelSignatureError
 from trdb.catalog.kernel_function import KernelFunction
-from trdb.kernels import functions as K, sparse_functions as S
+from trdb.kernels import functions as K
+from trdb.kernels import sparse_functions as S
 
 __all__ = ["NOT_CONST", "Arg", "KernelSignatureError", "KernelFunction", "OPERATORS",
            "lookup_function", "function_names", "is_aggregate"]

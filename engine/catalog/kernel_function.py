@@ -5,8 +5,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy
 
-from trdb.catalog.kernel_args import (NOT_CONST, Arg, KernelSignatureError, describe_shapes,
-                                      signature_error)
+from trdb.catalog.kernel_args import NOT_CONST, Arg, KernelSignatureError, describe_shapes, signature_error
 from trdb.catalog.shape_rules import FlopRule, ShapeRule
 from trdb.errors import DataError
 from trdb.kernels.backend import Backend

@@ -7,9 +7,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from trdb.errors import ProgrammingError
 from trdb.config import unit_costs
-from trdb.errors import suggest
+from trdb.errors import ProgrammingError, suggest
 
 
 def physical_memory() -> int:

@@ -11,7 +11,6 @@ from typing import Any
 
 import opt_einsum
 
-
 # ---- elementwise operators -------------------------------------------------------------------
 
 def add(xp, a, b):

@@ -5,11 +5,11 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
+from trdb.config.unit_costs import ELEMENT_COST, SPARSE_FLOP_COST, TUPLE_COST_FLOPS
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 from trdb.planner.expression_binder import to_arg
 from trdb.planner.types import Schema, TensorType
-from trdb.config.unit_costs import ELEMENT_COST, SPARSE_FLOP_COST, TUPLE_COST_FLOPS
 from trdb.storage.ordinary_tables import estimated_rows
 
 KEY_BYTES = 8

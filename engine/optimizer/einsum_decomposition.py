@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from trdb.catalog import einsum_spec
 from trdb.config.settings import Settings
-from trdb.optimizer.einsum_order import contraction_order
 from trdb.optimizer import einsum_tiling
+from trdb.optimizer.einsum_order import contraction_order
 from trdb.optimizer.einsum_tiling import OperandTiling, choose_tiles
 from trdb.planner import logical as lp
 from trdb.planner.einsum_terms import Layout, Term, contract, finish, operand_term

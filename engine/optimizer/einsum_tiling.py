@@ -24,8 +24,8 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from trdb.optimizer.einsum_order import best_path
 from trdb.config.unit_costs import EXCHANGE_BYTE_COST, RETILE_BYTE_COST, RETILE_COST, TUPLE_COST_FLOPS
+from trdb.optimizer.einsum_order import best_path
 
 SMALLEST_SPLIT = 64        # powers of two from here are candidate tile sizes
 EXHAUSTIVE = 1024          # assignments tried exhaustively; beyond, coordinate descent

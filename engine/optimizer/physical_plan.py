@@ -4,9 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from trdb.config.unit_costs import EXCHANGE_BYTE_COST, TUPLE_COST_FLOPS
 from trdb.optimizer.cardinality import Estimate
 from trdb.optimizer.physical_operators import Exchange, OperatorSpec
-from trdb.config.unit_costs import EXCHANGE_BYTE_COST, TUPLE_COST_FLOPS
 from trdb.planner.types import Schema
 
 

@@ -12,8 +12,8 @@ from dataclasses import replace
 from typing import Optional
 
 from trdb.errors import InternalError
-from trdb.optimizer.aggregation import final_calls, splittable
 from trdb.optimizer import physical_operators as po
+from trdb.optimizer.aggregation import final_calls, splittable
 from trdb.optimizer.cardinality import Estimate, Estimator
 from trdb.optimizer.physical_plan import SINGLE, Partitioning, PhysicalNode
 from trdb.planner import expressions as bx

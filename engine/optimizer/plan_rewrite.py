@@ -7,6 +7,7 @@ from typing import Callable
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 
+
 def transform_up(plan: lp.Plan, rewrite: Callable[[lp.Plan], lp.Plan]) -> lp.Plan:
     """Apply `rewrite` to every node, inputs first."""
     return rewrite(lp.with_inputs(plan, [transform_up(child, rewrite) for child in plan.inputs]))

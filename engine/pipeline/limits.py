@@ -4,9 +4,9 @@ from __future__ import annotations
 import math
 from typing import Any, Iterator
 
-from trdb.storage.tensor_meta import TensorMeta
 from trdb.errors import OperationalError
 from trdb.optimizer.physical_plan import PhysicalNode
+from trdb.storage.tensor_meta import TensorMeta
 
 
 def _size(count: float) -> str:

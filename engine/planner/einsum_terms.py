@@ -4,9 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from trdb.planner.kernel_calls import call
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
+from trdb.planner.kernel_calls import call
 from trdb.planner.types import KEY, Column, TensorType
 
 

@@ -5,8 +5,16 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from trdb.catalog.functions import (NOT_CONST, OPERATORS, Arg, KernelFunction, KernelSignatureError,
-                                    function_names, is_aggregate, lookup_function)
+from trdb.catalog.functions import (
+    NOT_CONST,
+    OPERATORS,
+    Arg,
+    KernelFunction,
+    KernelSignatureError,
+    function_names,
+    is_aggregate,
+    lookup_function,
+)
 from trdb.catalog.names import did_you_mean, fold
 from trdb.errors import DataError, Error, NotSupportedError, ProgrammingError
 from trdb.kernels.numpy_backend import NUMPY_BACKEND

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 from trdb.catalog.functions import KernelFunction
-from trdb.planner.types import ColumnType, KEY, ScalarType
+from trdb.planner.types import KEY, ColumnType, ScalarType
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Logical plan: immutable TRA operators (TensorScan, TableScan, RowsScan, Filter, Project, Join, Aggregate, Retile, UnionAll, Sort, Limit)."""
+"""Logical plan: immutable TRA operators (scans, Filter, Project, Join, Aggregate, Retile, UnionAll, Sort, Limit)."""
 from __future__ import annotations
 
 import dataclasses
@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
 
 from trdb.errors import InternalError
-from trdb.storage.tensor_meta import TensorMeta
 from trdb.planner.expressions import Bound
 from trdb.planner.types import Schema
+from trdb.storage.tensor_meta import TensorMeta
 
 
 @dataclass(frozen=True)

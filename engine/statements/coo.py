@@ -9,15 +9,18 @@ from typing import Any, Iterator, Optional
 import pyarrow as pa
 
 from trdb.catalog.names import did_you_mean, fold
-from trdb.storage.tensor_meta import TensorMeta, clamp_tile, parse_dtype, validate_layout
 from trdb.errors import DataError, OperationalError, ProgrammingError, QueryCancelled
 from trdb.execution.result import Result
 from trdb.parser import ast
-from trdb.statements.context import StatementContext
-from trdb.statements.coo_tiles import format_number as _number, write_entries
 from trdb.pipeline.limits import check_tile
+from trdb.statements.context import StatementContext
+from trdb.statements.coo_tiles import format_number as _number
+from trdb.statements.coo_tiles import write_entries
 from trdb.storage import coo_staging
-from trdb.storage.coo_staging import FLOAT_TYPES as _FLOAT_TYPES, INTEGER_TYPES as _INTEGER_TYPES, EntrySource
+from trdb.storage.coo_staging import FLOAT_TYPES as _FLOAT_TYPES
+from trdb.storage.coo_staging import INTEGER_TYPES as _INTEGER_TYPES
+from trdb.storage.coo_staging import EntrySource
+from trdb.storage.tensor_meta import TensorMeta, clamp_tile, parse_dtype, validate_layout
 
 _PARQUET = (".parquet", ".parq", ".pq")
 _CSV = (".csv", ".tsv", ".txt", ".csv.gz", ".tsv.gz", ".csv.zst")

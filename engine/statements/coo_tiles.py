@@ -14,12 +14,12 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse
 
-from trdb.storage.tensor_meta import TensorMeta
-from trdb.errors import DataError
 from trdb.config.unit_costs import CSR_MAX_DENSITY
+from trdb.errors import DataError
 from trdb.statements import tiling
 from trdb.storage import tile_store
 from trdb.storage.database import Database
+from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_codec import CSR32, CSR64, DENSE, binary_array, csr_sections, little_endian
 
 

@@ -1,24 +1,23 @@
 """CREATE TENSOR (SHAPE/FILL, FROM array or .npy, AS query), CREATE VIEW, DROP."""
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 
-from trdb.storage.tensor_meta import TensorMeta, clamp_tile, parse_dtype, validate_layout
-from trdb.errors import DataError, OperationalError, ProgrammingError
+from trdb.errors import ProgrammingError
 from trdb.execution.result import Result
 from trdb.parser import ast
+from trdb.pipeline.limits import check_stored, check_tile
 from trdb.statements.context import StatementContext
 from trdb.statements.coo_tiles import write_sparse_matrix
 from trdb.statements.fill import fill_maker
-from trdb.pipeline.limits import check_stored, check_tile
 from trdb.statements.materialize import store_rows
 from trdb.statements.minimize import drop_optimizer_state
 from trdb.statements.npy_files import check_storable, load_npy
 from trdb.statements.tiling import write_array, write_generated
 from trdb.statements.value_fit import check_sparse
+from trdb.storage.tensor_meta import TensorMeta, clamp_tile, parse_dtype, validate_layout
 
 
 def create_tensor(sc: StatementContext, node: ast.CreateTensor) -> Result:

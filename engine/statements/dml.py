@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from trdb.storage.tensor_meta import TensorMeta
 from trdb.errors import IntegrityError, NotSupportedError, ProgrammingError
 from trdb.execution.result import Result
 from trdb.kernels.sparse import is_sparse
@@ -12,6 +11,7 @@ from trdb.statements.context import StatementContext
 from trdb.statements.materialize import check_tiles, rows_to_tiles
 from trdb.statements.value_fit import cast_checked
 from trdb.storage import tile_store
+from trdb.storage.tensor_meta import TensorMeta
 
 
 def _write(sc: StatementContext, meta: TensorMeta, keys: np.ndarray, tiles: list, what: str) -> None:

@@ -5,9 +5,9 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from trdb.storage.tensor_meta import TensorMeta
 from trdb.errors import DataError, ProgrammingError
 from trdb.statements.tiling import tile_slices
+from trdb.storage.tensor_meta import TensorMeta
 
 TileMaker = Callable[[tuple[int, ...]], np.ndarray]
 _ARITY = {"ZEROS": (0, 0), "ONES": (0, 0), "CONSTANT": (1, 1), "IDENTITY": (0, 0),

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from trdb.errors import NotSupportedError
 from trdb.execution.explain import explain_lines, rule_timings
+from trdb.execution.result import Result
 from trdb.kernels.placement import backend_for
 from trdb.optimizer.driver import RuleContext
-from trdb.execution.result import Result
 from trdb.parser import ast
 from trdb.planner.types import Column, ScalarType
 from trdb.statements.context import StatementContext

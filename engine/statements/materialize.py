@@ -5,13 +5,13 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from trdb.storage.tensor_meta import TensorMeta, validate_layout
 from trdb.errors import DataError, IntegrityError, ProgrammingError
 from trdb.execution.result import Result, layout_of
 from trdb.kernels.backend import to_host
 from trdb.kernels.sparse import is_sparse
-from trdb.storage import tile_store
 from trdb.statements.context import StatementContext
+from trdb.storage import tile_store
+from trdb.storage.tensor_meta import TensorMeta, validate_layout
 
 
 def result_columns(result: Result, what: str) -> tuple[list[int], int]:

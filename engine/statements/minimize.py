@@ -14,7 +14,6 @@ from typing import Callable
 import numpy as np
 
 from trdb.catalog.names import did_you_mean
-from trdb.storage.tensor_meta import TensorMeta
 from trdb.errors import DataError, ProgrammingError
 from trdb.execution.result import Result
 from trdb.kernels.backend import to_host
@@ -24,6 +23,7 @@ from trdb.planner.types import Column, ScalarType
 from trdb.statements.context import StatementContext
 from trdb.storage import tile_store
 from trdb.storage.adam_state import drop_adam_step, read_adam_step, write_adam_step
+from trdb.storage.tensor_meta import TensorMeta
 
 _DEFAULTS = {"optimizer": "sgd", "learning_rate": None, "steps": 100, "beta1": 0.9, "beta2": 0.999,
              "epsilon": 1e-8}

@@ -5,8 +5,8 @@ import re
 from typing import Optional
 
 from trdb.catalog.catalog import Catalog
-from trdb.config.settings import SETTINGS
 from trdb.catalog.names import fold
+from trdb.config.settings import SETTINGS
 from trdb.parser import ast
 
 _TRQL_ONLY = re.compile(r"^\s*(CREATE\s+(OR\s+REPLACE\s+)?TENSOR|DROP\s+TENSOR|MINIMIZE|SHOW\s+TENSORS)\b", re.I)

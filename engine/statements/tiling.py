@@ -8,10 +8,10 @@ from typing import Callable, Iterator, Optional
 import numpy as np
 
 from trdb.errors import QueryCancelled
-from trdb.storage.tensor_meta import TensorMeta
 from trdb.statements.value_fit import cast_checked
 from trdb.storage import tile_store
 from trdb.storage.database import Database
+from trdb.storage.tensor_meta import TensorMeta
 
 CHUNK_BYTES = 256 << 20  # tiles are written in chunks so memory stays bounded for large tensors
 CHUNK_TILES = 1 << 16  # and in chunks of tiles: millions of tiny tiles cost far more than their bytes

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import json
 
-from trdb.storage.tensor_meta import TensorMeta
 from trdb.errors import DataError
 from trdb.storage.catalog_format import SCHEMA
 from trdb.storage.catalog_validation import CatalogRow, DamagedTensor, tensor_from_row
 from trdb.storage.database import Database
+from trdb.storage.tensor_meta import TensorMeta
 
 _TENSOR_COLUMNS = ("name, keys, value_name, dtype, shape, tile, tile_table, tuple_count, nnz, csr_tuples, csr_nnz, "
                    "distinct_keys, data_version")

@@ -8,8 +8,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from trdb.storage.tensor_meta import DTYPES, TensorMeta
 from trdb.errors import DataError
+from trdb.storage.tensor_meta import DTYPES, TensorMeta
 
 INT64_MAX = 2**63 - 1
 TILE_TABLE = re.compile(r"_trdb\.tiles_[0-9]{1,18}")

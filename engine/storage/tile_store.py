@@ -6,10 +6,10 @@ from typing import Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
-from trdb.storage.tensor_meta import TensorMeta
 from trdb.kernels.sparse import stored_form
 from trdb.storage.database import Database
 from trdb.storage.sql_text import quote_dotted
+from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_codec import DENSE, decode_tiles, encode_tiles
 
 

@@ -17,8 +17,8 @@ import pytest
 import scipy.sparse
 
 import trdb
-from trdb.kernels.sparse import is_sparse
 from trdb.config.unit_costs import CSR_MAX_DENSITY
+from trdb.kernels.sparse import is_sparse
 from trdb.storage.tile_codec import CSR32, DENSE
 
 T = 16

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import trdb
-from trdb.optimizer.driver import RULE_NAMES
 from trdb.config.unit_costs import MIN_PARALLEL_COST
+from trdb.optimizer.driver import RULE_NAMES
 
 
 def worker_threads() -> list[threading.Thread]:

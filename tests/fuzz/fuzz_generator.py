@@ -420,7 +420,6 @@ class Generator:
         return Case(text, self.params_for(text), kind="select")
 
     def create_tensor(self):
-        r = self.r
         rank = self.pick((0, 1, 2, 2, 2, 3, 3, 4))
         hostile = self.chance(0.25)
         shape = self.int_tuple(rank, hostile=hostile)

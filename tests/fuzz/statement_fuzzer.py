@@ -191,8 +191,9 @@ class SeedRun:
     """One seed: a fresh database, the guards, `count` statements, the guards checked."""
 
     def __init__(self, seed, report: Report, watchdog: Watchdog, files: dict, extreme: bool, log):
-        import trdb
         from fuzz_generator import Generator, Schema
+
+        import trdb
 
         self.trdb, self.seed, self.report, self.watchdog, self.log = trdb, seed, report, watchdog, log
         self.con = trdb.connect(memory_limit="1GB", workers=2)

@@ -47,9 +47,10 @@ def test_the_generator_is_deterministic_and_never_names_a_guard_as_a_target():
 
 def test_the_checks_can_fail(tmp_path):
     """A guard written behind the fuzzer's back, a raw exception and an InternalError are all findings."""
-    import trdb
     from fuzz_generator import Case
     from statement_fuzzer import Report, SeedRun
+
+    import trdb
 
     report = Report(tmp_path / "report.json")
     with open(tmp_path / "log.jsonl", "w") as log:

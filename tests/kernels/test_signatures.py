@@ -4,8 +4,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trdb.catalog.functions import (OPERATORS, Arg, KernelFunction, KernelSignatureError,
-                                    function_names, is_aggregate, lookup_function)
+from trdb.catalog.functions import (
+    OPERATORS,
+    Arg,
+    KernelFunction,
+    KernelSignatureError,
+    function_names,
+    is_aggregate,
+    lookup_function,
+)
 from trdb.errors import DataError, NotSupportedError
 from trdb.kernels.cupy_backend import CUPY_BACKEND
 from trdb.kernels.numpy_backend import NUMPY_BACKEND

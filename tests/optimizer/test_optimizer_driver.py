@@ -14,7 +14,7 @@ from trdb.parser import parse
 from trdb.planner import logical as lp
 from trdb.planner.binder import Binder
 from trdb.planner.expression_binder import BindContext
-from trdb.planner.types import Column, KEY
+from trdb.planner.types import KEY, Column
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ import re
 
 import numpy as np
 
-import trdb
 from trdb.pipeline.query import Pipeline
 
 MLP = [

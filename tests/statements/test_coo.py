@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse
 
 import trdb
-from trdb.statements import coo, tiling
+from trdb.statements import tiling
 
 SHAPE, TILE = (23, 17), (5, 4)  # ragged edge tiles on both axes
 

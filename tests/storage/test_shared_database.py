@@ -4,8 +4,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest

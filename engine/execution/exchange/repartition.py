@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Iterable
 
 from trdb.execution.exchange.channel import ExchangeSourceExec, Router
-from trdb.execution.operators.operator import Batch
 from trdb.execution.exchange.partitioning import partition_of
+from trdb.execution.operators.operator import Batch
 
 
 def hash_router(columns: tuple[int, ...]):

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from trdb.execution.operators.operator import BATCH_SIZE, Batch, PhysicalOperator
 from trdb.execution.exchange.partitioning import partition_of
+from trdb.execution.operators.operator import BATCH_SIZE, Batch, PhysicalOperator
 
 
 class ListScanExec(PhysicalOperator):

@@ -15,9 +15,9 @@ from typing import Optional
 
 import numpy as np
 
-from trdb.execution.operators.operator import Batch, PhysicalOperator, batches, drain
 from trdb.execution.exchange.partitioning import partition_of
-from trdb.kernels.sparse import (count_nonzero, is_sparse, make_csr, row_indices, to_host, wants_csr)
+from trdb.execution.operators.operator import Batch, PhysicalOperator, batches, drain
+from trdb.kernels.sparse import count_nonzero, is_sparse, make_csr, row_indices, to_host, wants_csr
 
 
 class RetileExec(PhysicalOperator):

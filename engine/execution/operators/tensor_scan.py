@@ -1,8 +1,8 @@
 """TensorScanExec: the tuples of a stored tensor relation, read through the buffer pool."""
 from __future__ import annotations
 
-from trdb.storage.tensor_meta import TensorMeta
 from trdb.execution.operators.list_scan import ListScanExec
+from trdb.storage.tensor_meta import TensorMeta
 
 
 class TensorScanExec(ListScanExec):

@@ -19,8 +19,7 @@ from typing import Any, Optional
 import ray
 
 from trdb.errors import NotSupportedError, OperationalError, QueryCancelled
-from trdb.execution.exchange.channel import Channel, POLL_SECONDS
-from trdb.execution.exchange.channel import batch_bytes
+from trdb.execution.exchange.channel import POLL_SECONDS, Channel, batch_bytes
 from trdb.execution.executor import Execution
 from trdb.execution.interpreter import exchange_for, operator_for, router_for
 from trdb.execution.operators.operator import ExecContext, PhysicalOperator
