@@ -1,14 +1,12 @@
 """HashAggregateExec: groups by key expressions; SUM, AVG, MIN, MAX elementwise over tiles (dense or CSR); COUNT(*)."""
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from trdb.errors import DataError
 from trdb.execution.compile import compile_expr
 from trdb.execution.operators.inplace import FRESH
-from trdb.execution.operators.operator import Batch, PhysicalOperator, batches, drain
+from trdb.execution.operators.operator import BlockingOperator, PhysicalOperator, drain
 from trdb.execution.operators.product_sum import product_sum_feed
 from trdb.kernels import sparse_functions as S
 from trdb.kernels.sparse import add_into, dense, is_sparse, settle
@@ -87,7 +85,7 @@ def _empty(column_type, xp):
     return None
 
 
-class HashAggregateExec(PhysicalOperator):
+class HashAggregateExec(BlockingOperator):
     def __init__(self, child: PhysicalOperator, group_by: tuple, calls: tuple[AggregateCall, ...], schema: Schema,
                  partial: bool = False):
         super().__init__()
@@ -97,15 +95,7 @@ class HashAggregateExec(PhysicalOperator):
         self.calls = calls
         self.schema = schema
 
-    def _open(self) -> None:
-        self._batches = None
-
-    def _next(self) -> Optional[Batch]:
-        if self._batches is None:
-            self._batches = batches(self._aggregate())
-        return next(self._batches, None)
-
-    def _aggregate(self) -> list:
+    def _compute(self) -> list:
         backend = self.ctx.backend
         xp = backend.xp
         keys = [compile_expr(g, backend) for g in self.group_by]

@@ -76,6 +76,26 @@ class PhysicalOperator:
         pass
 
 
+class BlockingOperator(PhysicalOperator):
+    """An operator that reads all its input before its first output (aggregate, sort, retile):
+    subclasses say how to compute the result (`_compute`); it is handed out in batches. The one
+    place where such operators hold their state, so a spilling path goes here."""
+
+    def _open(self) -> None:
+        self._batches: Optional[Iterator[Batch]] = None
+
+    def _next(self) -> Optional[Batch]:
+        if self._batches is None:
+            self._batches = batches(self._compute())
+        return next(self._batches, None)
+
+    def _compute(self) -> list:
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        self._batches = None
+
+
 def drain(operator: PhysicalOperator) -> Iterator[tuple]:
     """Every tuple an (opened) operator produces."""
     while True:

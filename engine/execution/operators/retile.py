@@ -16,11 +16,11 @@ from typing import Optional
 import numpy as np
 
 from trdb.execution.exchange.partitioning import partition_of
-from trdb.execution.operators.operator import Batch, PhysicalOperator, batches, drain
+from trdb.execution.operators.operator import BlockingOperator, PhysicalOperator, drain
 from trdb.kernels.sparse import count_nonzero, is_sparse, make_csr, row_indices, to_host, wants_csr
 
 
-class RetileExec(PhysicalOperator):
+class RetileExec(BlockingOperator):
     """Input tuples: `key_count` keys, then the tile; output: one key per tile axis, then the new tile.
 
     `old_tile` is the input's nominal tile (keys map to its leading axes; an axis without a key is
@@ -40,15 +40,7 @@ class RetileExec(PhysicalOperator):
         self.extent = extent
         self.dtype = dtype
 
-    def _open(self) -> None:
-        self._batches = None
-
-    def _next(self) -> Optional[Batch]:
-        if self._batches is None:
-            self._batches = batches(self._retile())
-        return next(self._batches, None)
-
-    def _retile(self) -> list:
+    def _compute(self) -> list:
         tiles = {}
         for row in drain(self.children[0]):
             key = tuple(row[:self.key_count]) + (0,) * (len(self.new_tile) - self.key_count)
