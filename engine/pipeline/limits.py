@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 from trdb.errors import OperationalError
 from trdb.optimizer.physical_plan import PhysicalNode
@@ -31,8 +31,9 @@ def check_tile(settings: Any, meta: TensorMeta) -> None:
                       "memory_limit", _size(settings.memory_limit))
 
 
-def check_stored(settings: Any, meta: TensorMeta) -> None:
-    """A tensor about to be written densely (FILL, FROM array): its tuples and bytes within the limits."""
+def check_stored(settings: Any, meta: TensorMeta, free_disk: Optional[int] = None) -> None:
+    """A tensor about to be written densely (FILL, FROM array): its tuples and bytes within the limits,
+    and within `free_disk`, the bytes free where the database file is (None: a database in memory)."""
     check_tile(settings, meta)
     tuples = meta.max_tuples
     if tuples > settings.max_tuples:
@@ -42,6 +43,10 @@ def check_stored(settings: Any, meta: TensorMeta) -> None:
     if total > settings.max_bytes:
         raise _refuse(f"tensor {meta.name} of SHAPE {tuple(meta.shape)} ({meta.dtype})", _size(total),
                       "max_bytes", _size(settings.max_bytes))
+    if free_disk is not None and total > free_disk:
+        raise OperationalError(f"tensor {meta.name} of SHAPE {tuple(meta.shape)} ({meta.dtype}) is estimated at "
+                               f"{_size(total)}, more than the {_size(free_disk)} free on the database's disk",
+                               hint="free disk space, or make the tensor smaller")
 
 
 def _nodes(node: PhysicalNode) -> Iterator[PhysicalNode]:

@@ -1,6 +1,8 @@
 """One connection's DuckDB connection: every query fully fetched, DuckDB errors mapped to trdb's, transactions."""
 from __future__ import annotations
 
+import os
+import shutil
 import threading
 from contextlib import contextmanager, suppress
 from typing import Any, Iterator, Optional, Sequence
@@ -74,6 +76,15 @@ class Database:
     @property
     def read_only(self) -> bool:
         return self.file.read_only
+
+    def free_disk(self) -> Optional[int]:
+        """Bytes free on the disk that holds the database file (None for a database in memory)."""
+        if self.path is None:
+            return None
+        try:
+            return shutil.disk_usage(os.path.dirname(os.path.abspath(self.path))).free
+        except OSError:
+            return None
 
     # ------------------------------------------------------------ queries
 

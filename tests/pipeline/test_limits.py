@@ -129,3 +129,16 @@ print(cur.execute("SELECT G.i, G.j, G.v * ? AS v FROM G", [np.float32(2)]).fetch
     lines = out.splitlines()
     assert len(lines) == 5 and lines[-1] == "(64, 48)", out
     assert all(line.startswith("DataError parameter 1 holds 40,000,000,000 bytes") for line in lines[:4]), out
+
+
+def test_a_fill_larger_than_the_free_disk_is_refused_before_it_writes(tmp_path, monkeypatch):
+    import collections
+    import shutil
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(1 << 40, (1 << 40) - (100 << 20), 100 << 20))
+    con = trdb.connect(str(tmp_path / "full.trdb"))
+    with pytest.raises(trdb.OperationalError, match=r"estimated at 381 MiB, more than the 100 MiB free"):
+        con.execute("CREATE TENSOR T SHAPE (10000, 10000) TILE (1000, 1000) FILL ONES")
+    assert con.execute("SHOW TENSORS").fetchall() == []
+    con.execute("CREATE TENSOR S SHAPE (100, 100) TILE (50, 50) FILL ONES")  # small enough
+    con.close()
