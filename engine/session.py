@@ -141,7 +141,7 @@ class Session:
             try:
                 return self._dispatch(statement, text, params, expected, relations)
             except errors.StaleSnapshot:
-                if self.db.in_transaction:
+                if self.db.in_transaction or _writes(statement):  # writes read in their own transaction
                     raise
         with self.db.statement(writes=False):
             return self._dispatch(statement, text, params, expected, relations)
@@ -298,6 +298,11 @@ class Session:
             if self.db.explicit_transaction:
                 self.rollback()
             self.db.close()
+
+
+def _writes(statement: ast.Statement) -> bool:
+    """Whether a statement changes the database (its work then runs in transactions of its own)."""
+    return type(statement) in _WRITES or isinstance(statement, ast.Minimize)
 
 
 def _check_plain_parameters(params: Sequence[Any], memory_limit: int) -> None:
