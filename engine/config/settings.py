@@ -5,7 +5,7 @@ import math
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from trdb.config import unit_costs
 from trdb.errors import ProgrammingError, suggest
@@ -174,6 +174,7 @@ class Settings:
 
     def __init__(self) -> None:
         self._values: dict[str, Any] = {}
+        self._snapshot: Optional[tuple] = None
         for name in SETTINGS:
             self.reset(name)
 
@@ -188,13 +189,16 @@ class Settings:
         return setting
 
     def snapshot(self) -> tuple:
-        """Every value in force, hashable: what a cached plan was chosen under."""
-        return tuple(sorted((name, value) for name, value in self._values.items()))
+        """Every value in force, hashable: what a cached plan was chosen under (kept until a change)."""
+        if self._snapshot is None:
+            self._snapshot = tuple(sorted((name, value) for name, value in self._values.items()))
+        return self._snapshot
 
     def set(self, name: str, value: Any) -> None:
         setting = self.declared(name)
         try:
             self._values[setting.name] = setting.parse(value)
+            self._snapshot = None
         except ValueError as exc:
             raise ProgrammingError(f"invalid value {value!r} for setting {setting.name}: {exc}") from None
 
@@ -203,9 +207,11 @@ class Settings:
         env = os.environ.get(f"TRDB_{setting.name.upper()}")
         if env is None:
             self._values[setting.name] = setting.default()
+            self._snapshot = None
             return
         try:
             self._values[setting.name] = setting.parse(env)
+            self._snapshot = None
         except ValueError as exc:
             raise ProgrammingError(f"invalid TRDB_{setting.name.upper()}={env!r}: {exc}") from None
 

@@ -88,9 +88,11 @@ class Pipeline:
             optimized = optimize(plan, self.settings, self.catalog, context=rules)
             return plan_physical(optimized, self.settings.workers, self.catalog, self.settings.min_parallel_cost)
 
-    def execute(self, node: PhysicalNode) -> tuple[list[tuple], Execution]:
-        """Run a physical plan to the end; the execution is returned for its metrics."""
-        check_plan(self.settings, node)
+    def execute(self, node: PhysicalNode, checked: bool = False) -> tuple[list[tuple], Execution]:
+        """Run a physical plan to the end; the execution is returned for its metrics. `checked`: the
+        plan passed `check_plan` under these settings already (a cached plan: its key holds them)."""
+        if not checked:
+            check_plan(self.settings, node)
         execution = start_execution(node, ExecContext(self.backend, self.catalog, ExecutionState(self.interrupted)),
                                     self.settings)
         with execution, nesting_guard():

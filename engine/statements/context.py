@@ -91,7 +91,7 @@ class StatementContext:
             if self.plans and not run.rewritten:  # shared subplans' tuples are this run's only
                 self.plans.put(key, CachedPlan(run.main.node, plan.schema))
             return Result(rows=run.rows, schema=plan.schema, rowcount=len(run.rows))
-        rows = self.execute_physical(cached.node)[0]
+        rows = self.pipeline.execute(cached.node, checked=True)[0]
         return Result(rows=rows, schema=cached.schema, rowcount=len(rows))
 
     def _plan_key(self) -> Optional[tuple]:
