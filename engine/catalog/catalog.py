@@ -9,7 +9,7 @@ from trdb.catalog.names import did_you_mean, fold
 from trdb.errors import DataError, IntegrityError, ProgrammingError, StaleSnapshot
 from trdb.storage import catalog_store, tile_store
 from trdb.storage.buffer_pool import TensorTiles
-from trdb.storage.catalog_format import ensure_schema
+from trdb.storage.catalog_format import ensure_schema, schema_exists
 from trdb.storage.catalog_validation import DamagedTensor
 from trdb.storage.database import Database
 from trdb.storage.ordinary_tables import ordinary_tables
@@ -43,10 +43,11 @@ class Catalog:
             self._load(generation)
 
     def _load(self, generation: int) -> None:
-        tensors, damaged = catalog_store.load_tensors(self.db)
+        present = schema_exists(self.db)  # a read-only database trdb never wrote has no catalog
+        tensors, damaged = catalog_store.load_tensors(self.db) if present else ([], [])
         self._tensors = {fold(m.name): m for m in tensors}
         self._damaged: dict[str, DamagedTensor] = {fold(d.name): d for d in damaged}
-        self._views = {fold(n): (n, q) for n, q in catalog_store.load_views(self.db).items()}
+        self._views = {fold(n): (n, q) for n, q in (catalog_store.load_views(self.db) if present else {}).items()}
         self._ordinary: Optional[dict[str, list[tuple[str, str]]]] = None
         self.generation = generation
 

@@ -17,7 +17,7 @@ FORMAT_VERSION = 2
 
 def ensure_schema(db: Database) -> None:
     """Create the catalog of a new database, or upgrade an older one; refuse one from a newer trdb."""
-    if not db.execute("SELECT 1 FROM information_schema.schemata WHERE schema_name = ?", [SCHEMA]):
+    if not schema_exists(db):
         if not db.read_only:
             with db.statement():
                 _create(db)
@@ -35,6 +35,11 @@ def ensure_schema(db: Database) -> None:
             for version in range(found + 1, FORMAT_VERSION + 1):
                 _MIGRATIONS[version](db)
             _set_version(db, FORMAT_VERSION)
+
+
+def schema_exists(db: Database) -> bool:
+    """Whether trdb's catalog schema is there (a read-only database trdb never wrote has none)."""
+    return bool(db.execute("SELECT 1 FROM information_schema.schemata WHERE schema_name = ?", [SCHEMA]))
 
 
 def stored_version(db: Database) -> int:

@@ -13,10 +13,6 @@ _TENSOR_COLUMNS = ("name, keys, value_name, dtype, shape, tile, tile_table, tupl
                    "distinct_keys, data_version")
 
 
-def schema_exists(db: Database) -> bool:
-    return bool(db.execute("SELECT 1 FROM information_schema.schemata WHERE schema_name = ?", [SCHEMA]))
-
-
 def new_tile_table_name(db: Database) -> str:
     table_id = db.execute(f"SELECT nextval('{SCHEMA}.tile_table_ids')")[0][0]
     return f"{SCHEMA}.tiles_{table_id}"
@@ -29,8 +25,6 @@ def new_data_version(db: Database) -> int:
 
 def load_tensors(db: Database) -> tuple[list[TensorMeta], list[DamagedTensor]]:
     """Every tensor of the catalog, checked: the sound ones, and the damaged ones with what is wrong."""
-    if not schema_exists(db):
-        return [], []
     tables = _tile_tables(db)
     sound, damaged = [], []
     for row in db.execute(f"SELECT {_TENSOR_COLUMNS} FROM {SCHEMA}.tensors"):
@@ -65,8 +59,6 @@ def delete_tensor(db: Database, name: str) -> None:
 
 
 def load_views(db: Database) -> dict[str, str]:
-    if not schema_exists(db):
-        return {}
     return {str(name): query for name, query in db.execute(f"SELECT name, query FROM {SCHEMA}.views")
             if name is not None and isinstance(query, str)}
 
