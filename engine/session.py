@@ -29,7 +29,7 @@ from trdb.statements.routing import (
     query_relations,
 )
 from trdb.storage.database import Database
-from trdb.storage.plain_sql import check_plain_sql, run_plain_sql
+from trdb.storage.plain_sql import check_plain_parameters, check_plain_sql, run_plain_sql
 
 _PARSE_CACHE_SIZE = 512
 _STALE_RETRIES = 3  # a read that met another connection's commit runs again; the last try in a transaction
@@ -249,7 +249,7 @@ class Session:
         if self._running is not None and self._running.is_set():
             raise errors.QueryCancelled("the statement was cancelled")
         check_plain_sql(text)  # refused before it counts as run: no setting suggested, no commit announced
-        _check_plain_parameters(params, self.settings.memory_limit)
+        check_plain_parameters(params, self.settings.memory_limit)
         self._in_duckdb = True
         try:
             rows, description, rowcount = run_plain_sql(self.db, text, params)  # checks again (a cached look-up)
@@ -303,14 +303,3 @@ class Session:
 def _writes(statement: ast.Statement) -> bool:
     """Whether a statement changes the database (its work then runs in transactions of its own)."""
     return type(statement) in _WRITES or isinstance(statement, ast.Minimize)
-
-
-def _check_plain_parameters(params: Sequence[Any], memory_limit: int) -> None:
-    """DuckDB turns an array parameter into a LIST value element by element (many times its bytes):
-    one past a sixteenth of memory_limit is refused before DuckDB starts."""
-    for position, value in enumerate(params, 1):
-        size = getattr(value, "nbytes", 0)
-        if isinstance(size, int) and size > memory_limit // 16:
-            raise errors.DataError(f"parameter {position} holds {size:,} bytes, too many for a plain SQL value "
-                                   f"(at most memory_limit / 16 = {memory_limit // 16:,})",
-                                   hint="store it as a tensor (CREATE TENSOR ... FROM ?) or pass it as a table")

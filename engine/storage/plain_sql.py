@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 import duckdb
 
-from trdb.errors import ProgrammingError
+from trdb.errors import DataError, ProgrammingError
 from trdb.storage.catalog_store import SCHEMA
 from trdb.storage.database import Database
 
@@ -193,3 +193,13 @@ def _first_words(body: str, count: int = 2) -> str:
 def _unquote(name: str) -> str:
     return name[1:-1].replace('""', '"') if name.startswith('"') else name
 
+
+def check_plain_parameters(params: Sequence[Any], memory_limit: int) -> None:
+    """DuckDB turns an array parameter into a LIST value element by element (many times its bytes):
+    one past a sixteenth of memory_limit is refused before DuckDB starts."""
+    for position, value in enumerate(params, 1):
+        size = getattr(value, "nbytes", 0)
+        if isinstance(size, int) and size > memory_limit // 16:
+            raise DataError(f"parameter {position} holds {size:,} bytes, too many for a plain SQL value "
+                            f"(at most memory_limit / 16 = {memory_limit // 16:,})",
+                            hint="store it as a tensor (CREATE TENSOR ... FROM ?) or pass it as a table")
