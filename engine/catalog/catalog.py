@@ -98,9 +98,6 @@ class Catalog:
     def tensors(self) -> list[TensorMeta]:
         return sorted(self._tensors.values(), key=lambda m: fold(m.name))
 
-    def damaged(self) -> list[DamagedTensor]:
-        return sorted(self._damaged.values(), key=lambda d: fold(d.name))
-
     def views(self) -> list[tuple[str, str]]:
         return sorted(self._views.values(), key=lambda v: fold(v[0]))
 
