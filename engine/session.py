@@ -62,6 +62,8 @@ class Session:
             self.settings.set(name, value)
         self.db = Database(path, read_only, self.settings.memory_limit)
         try:
+            self.settings.share(self.db.file.shared_settings, frozenset(n.lower() for n in (settings or {})))
+            self.db.file.apply_settings()
             self.pool = self.db.file.pool
             self.catalog = Catalog(self.db)
         except BaseException:
@@ -173,7 +175,7 @@ class Session:
             return minimize.minimize(sc, statement, self._step)
         if type(statement) in _READS:
             result = _READS[type(statement)](sc, statement)
-            self.pool.resize(self.settings.memory_limit)
+            self.db.file.apply_settings()
             return result
         handler = _WRITES.get(type(statement))
         if handler is None:

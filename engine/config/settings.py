@@ -156,7 +156,11 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "the Ray cluster of the 'ray' executor: host:port, 'auto', or '' (a running local cluster, "
             "else a new one)"),
     Setting("memory_limit", lambda: int(_physical_memory() * 0.8), _parse_bytes,
-            "memory for cached tiles and operator state"),
+            "memory for the whole database (every connection): cached tiles, operator state, "
+            "exchange queues, results and DuckDB's own; operators spill to temp_directory beyond it"),
+    Setting("temp_directory", lambda: "", str,
+            "where operators spill ('' : beside the database file, or the system's temp directory "
+            "for a database in memory); database-wide"),
     Setting("max_tuples", lambda: 16_000_000, _parse_count,
             "statements estimated to produce more tuples than this are refused before they run"),
     Setting("max_bytes", lambda: 1 << 40, _parse_bytes,
@@ -169,14 +173,32 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
 )}
 
 
+DATABASE_WIDE = frozenset({"memory_limit", "temp_directory"})  # one value per database, as DuckDB's global settings
+
+
 class Settings:
-    """The values in force for one connection: defaults, then TRDB_<NAME> variables, then SET."""
+    """The values in force for one connection: defaults, then TRDB_<NAME> variables, then SET.
+    The DATABASE_WIDE ones live in a dict every connection to one database shares (see `share`)."""
 
     def __init__(self) -> None:
         self._values: dict[str, Any] = {}
+        self._shared: Optional[dict[str, Any]] = None
         self._snapshot: Optional[tuple] = None
         for name in SETTINGS:
             self.reset(name)
+
+    def share(self, shared: dict[str, Any], given: frozenset = frozenset()) -> None:
+        """Use the database's values of the DATABASE_WIDE settings: the first connection's values start
+        them; a later connection's `given` ones (passed to connect) change them for every connection."""
+        for name in DATABASE_WIDE:
+            if name not in shared or name in given:
+                shared[name] = self._values[name]
+            self._values.pop(name, None)
+        self._shared = shared
+        self._snapshot = None
+
+    def _store(self, name: str) -> dict[str, Any]:
+        return self._shared if self._shared is not None and name in DATABASE_WIDE else self._values
 
     @staticmethod
     def declared(name: str) -> Setting:
@@ -192,12 +214,14 @@ class Settings:
         """Every value in force, hashable: what a cached plan was chosen under (kept until a change)."""
         if self._snapshot is None:
             self._snapshot = tuple(sorted((name, value) for name, value in self._values.items()))
-        return self._snapshot
+        if self._shared is None:
+            return self._snapshot
+        return self._snapshot + tuple(sorted(self._shared.items()))
 
     def set(self, name: str, value: Any) -> None:
         setting = self.declared(name)
         try:
-            self._values[setting.name] = setting.parse(value)
+            self._store(setting.name)[setting.name] = setting.parse(value)
             self._snapshot = None
         except ValueError as exc:
             raise ProgrammingError(f"invalid value {value!r} for setting {setting.name}: {exc}") from None
@@ -206,23 +230,27 @@ class Settings:
         setting = self.declared(name)
         env = os.environ.get(f"TRDB_{setting.name.upper()}")
         if env is None:
-            self._values[setting.name] = setting.default()
+            self._store(setting.name)[setting.name] = setting.default()
             self._snapshot = None
             return
         try:
-            self._values[setting.name] = setting.parse(env)
+            self._store(setting.name)[setting.name] = setting.parse(env)
             self._snapshot = None
         except ValueError as exc:
             raise ProgrammingError(f"invalid TRDB_{setting.name.upper()}={env!r}: {exc}") from None
 
     def get(self, name: str) -> Any:
-        return self._values[self.declared(name).name]
+        name = self.declared(name).name
+        return self._store(name)[name]
 
     def items(self) -> list[tuple[str, Any]]:
-        return sorted(self._values.items())
+        return sorted({**self._values, **(self._shared or {})}.items())
 
     def __getattr__(self, name: str) -> Any:
         values = self.__dict__.get("_values")
         if values is not None and name in values:
             return values[name]
+        shared = self.__dict__.get("_shared")
+        if shared is not None and name in shared:
+            return shared[name]
         raise AttributeError(name)

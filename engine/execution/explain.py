@@ -30,6 +30,12 @@ def _actuals(node: PhysicalNode, execution: Execution) -> str:
     tuples = sum(op.metrics.tuples for op in operators)
     seconds = max((op.metrics.seconds for op in operators), default=0.0)
     text = f"actual tuples={tuples} time={seconds * 1000:.2f}ms"
+    memory = sum(op.metrics.peak_memory for op in operators)
+    spilled = sum(op.metrics.spilled_bytes for op in operators)
+    if memory:
+        text += f" memory={_quantity(memory)}B"
+    if spilled:
+        text += f" spilled={_quantity(spilled)}B"
     channel = execution.channels.get(id(node))
     if channel is not None:
         text += f" moved={channel.tuples} tuples/{_quantity(channel.bytes)}B"

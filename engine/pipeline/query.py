@@ -93,7 +93,9 @@ class Pipeline:
         plan passed `check_plan` under these settings already (a cached plan: its key holds them)."""
         if not checked:
             check_plan(self.settings, node)
-        execution = start_execution(node, ExecContext(self.backend, self.catalog, ExecutionState(self.interrupted)),
+        database = self.catalog.db.file
+        execution = start_execution(node, ExecContext(self.backend, self.catalog, ExecutionState(self.interrupted),
+                                                      database.memory, database.spill),
                                     self.settings)
         with execution, nesting_guard():
             rows = list(execution.rows())

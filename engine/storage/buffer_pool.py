@@ -1,4 +1,7 @@
-"""The buffer pool: decoded tiles of whole tensors kept in memory, least recently used evicted first."""
+"""The buffer pool: decoded tiles of whole tensors kept in memory, least recently used evicted first.
+
+Its bytes are reserved from the database's memory manager; when an operator needs memory the
+budget does not have, the pool gives back its least recently used tensors first (`shrink`)."""
 from __future__ import annotations
 
 import threading
@@ -8,6 +11,7 @@ from typing import Callable
 import numpy as np
 
 from trdb.kernels.sparse import nbytes
+from trdb.storage.memory import MemoryManager
 
 TensorTiles = tuple[np.ndarray, list]  # keys (n x m), read-only tiles (dense arrays or CSR tiles)
 TileVersion = tuple[str, int]  # a tile table and the data version of its contents
@@ -21,8 +25,9 @@ class BufferPool:
     snapshot names, and a write only makes older versions unreachable (they are dropped or evicted).
     """
 
-    def __init__(self, limit_bytes: int):
-        self.limit_bytes = limit_bytes
+    def __init__(self, memory: MemoryManager):
+        self.memory = memory
+        memory.add_shrinker(self.shrink)
         self._entries: OrderedDict[TileVersion, tuple[TensorTiles, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
@@ -51,12 +56,20 @@ class BufferPool:
         tiles = load()
         size = sum(nbytes(t) for t in tiles[1]) + tiles[0].nbytes
         with self._lock:
-            if size <= self.limit_bytes:
-                self._drop(key)
+            self._drop(key)
+        if size <= self.memory.budget // 2 and self.memory.try_reserve(size):
+            with self._lock:
                 self._entries[key] = (tiles, size)
                 self._bytes += size
-                self._evict()
         return tiles
+
+    def would_keep(self, size: int) -> bool:
+        """Whether a tensor of `size` decoded bytes is small enough to be read whole and kept."""
+        return size <= self.memory.budget // 2
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes
 
     def invalidate(self, table: str) -> None:
         """A write replaced the table's contents: its cached versions will not be read again (soon)."""
@@ -64,17 +77,23 @@ class BufferPool:
             for key in [k for k in self._entries if k[0] == table]:
                 self._drop(key)
 
-    def resize(self, limit_bytes: int) -> None:
+    def shrink(self, wanted: int) -> int:
+        """Give back at least `wanted` bytes (least recently used first, while there are any); returns them."""
+        freed = 0
         with self._lock:
-            self.limit_bytes = limit_bytes
-            self._evict()
+            while freed < wanted and self._entries:
+                _, (_, size) = self._entries.popitem(last=False)
+                self._bytes -= size
+                freed += size
+        self.memory.release(freed)
+        return freed
+
+    def fit(self) -> None:
+        """After the budget shrank: give back what the budget no longer covers."""
+        self.shrink(self.memory.reserved - self.memory.budget)
 
     def _drop(self, key: TileVersion) -> None:
         entry = self._entries.pop(key, None)
         if entry is not None:
             self._bytes -= entry[1]
-
-    def _evict(self) -> None:
-        while self._bytes > self.limit_bytes and self._entries:
-            _, (_, size) = self._entries.popitem(last=False)
-            self._bytes -= size
+            self.memory.release(entry[1])

@@ -1,4 +1,5 @@
-"""One database per file per process: the DuckDB instance, buffer pool and commit counter every connection shares."""
+"""One database per file per process: the DuckDB instance, memory budget, buffer pool, spill directory and
+commit counter every connection shares."""
 from __future__ import annotations
 
 import os
@@ -10,6 +11,8 @@ import duckdb
 
 from trdb import errors
 from trdb.storage.buffer_pool import BufferPool
+from trdb.storage.memory import MemoryManager, duckdb_bytes
+from trdb.storage.spill import SpillDirectory, default_directory
 
 _OPEN: dict[str, "DatabaseFile"] = {}
 _OPEN_LOCK = threading.Lock()
@@ -31,7 +34,11 @@ class DatabaseFile:
         except duckdb.Error as exc:
             raise errors.OperationalError(f"cannot open database {path!r}: {_reason(exc)}",
                                           hint=_open_hint(exc, read_only)) from None
-        self.pool = BufferPool(memory_limit)
+        self.memory = MemoryManager(memory_limit)
+        self.pool = BufferPool(self.memory)
+        self.shared_settings: dict = {}  # the database-wide settings (config.settings.DATABASE_WIDE)
+        self.spill = SpillDirectory(default_directory(path))
+        self._duckdb_limits: tuple = ()
         self.write_lock = threading.RLock()
         self.generation = 0
         self._generation_changed = threading.Condition()
@@ -56,6 +63,27 @@ class DatabaseFile:
                     hint="open every connection to one file in the same mode, or close the others first")
             instance._connections += 1
             return instance
+
+    def apply_settings(self) -> None:
+        """Put the database-wide settings in force: the memory budget (and DuckDB's part of it, which
+        also spills to temp_directory), the spill directory; leftovers of crashed processes are removed."""
+        limit = self.shared_settings.get("memory_limit", self.memory.limit)
+        directory = self.shared_settings.get("temp_directory") or default_directory(self.path)
+        self.memory.resize(limit)
+        self.pool.fit()
+        if directory != self.spill.root:
+            self.spill.close()
+            self.spill = SpillDirectory(directory)
+        limits = (duckdb_bytes(self.memory.limit), os.path.join(self.spill.root, "duckdb"))
+        if limits != self._duckdb_limits:
+            self._duckdb_limits = limits
+            self.spill.remove_leftovers()
+            try:
+                self.root.execute(f"SET memory_limit = '{limits[0]}B'")
+                if not self.read_only:
+                    self.root.execute("SET temp_directory = ?", [limits[1]])
+            except duckdb.Error as exc:
+                raise errors.OperationalError(f"cannot apply memory_limit or temp_directory: {_reason(exc)}") from None
 
     def connection(self) -> duckdb.DuckDBPyConnection:
         """A new DuckDB connection to this instance: its own transaction, shared data."""
@@ -101,6 +129,7 @@ class DatabaseFile:
             self.root.close()
         except duckdb.Error:
             pass
+        self.spill.close()
 
 
 def _reason(exc: duckdb.Error) -> str:

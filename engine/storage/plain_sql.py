@@ -20,7 +20,8 @@ OWNED_SETTINGS = {
     "threads": "SET workers = 4 sets how many threads trdb runs",
     "worker_threads": "SET workers = 4 sets how many threads trdb runs",
     "force_compression": "trdb stores its tiles uncompressed for fast look-ups",
-    "temp_directory": "trdb chooses where DuckDB spills",
+    "temp_directory": "SET temp_directory = '/path' sets where trdb and DuckDB spill",
+    "max_temp_directory_size": "trdb bounds what DuckDB spills",
     "default_order": "trdb reads its tiles in ascending key order",
 }
 _DEFAULT_SCHEMA_SETTINGS = ("schema", "search_path")

@@ -129,7 +129,7 @@ REFUSED = [
     "SET threads = 1",
     "RESET worker_threads",
     "SET force_compression = 'zstd'",
-    "SET temp_directory = '/tmp/elsewhere'",
+    "SET max_temp_directory_size = '1GB'",
     "SET default_order = 'DESC'",
 ]
 

@@ -7,6 +7,8 @@ from typing import Any, Iterator, Optional
 
 from trdb.execution.state import ExecutionState
 from trdb.kernels.backend import Backend
+from trdb.storage.memory import MemoryManager, Reservation, default_manager
+from trdb.storage.spill import SpillDirectory, SpillFile, default_directory
 
 Batch = list  # a list of tuples: keys as Python ints (None on an outer join's missing side), tiles as arrays
 BATCH_SIZE = 64
@@ -19,15 +21,24 @@ class ExecContext:
     backend: Backend
     catalog: Any
     state: ExecutionState = field(default_factory=ExecutionState)
+    memory: MemoryManager = field(default_factory=default_manager)  # the database's budget
+    spill: Optional[SpillDirectory] = None                          # where operators spill beyond it
 
     def check_cancelled(self) -> None:
         self.state.raise_if_cancelled()
+
+    def spill_file(self, purpose: str) -> SpillFile:
+        if self.spill is None:
+            self.spill = SpillDirectory(default_directory(None))
+        return self.spill.new_file(purpose)
 
 
 @dataclass
 class OperatorMetrics:
     tuples: int = 0
     seconds: float = 0.0
+    peak_memory: int = 0     # the most bytes the operator's reservation held
+    spilled_bytes: int = 0   # bytes it wrote to spill files
 
 
 class PhysicalOperator:
@@ -42,6 +53,21 @@ class PhysicalOperator:
     @property
     def name(self) -> str:
         return type(self).__name__
+
+    def reservation(self, minimum: int = 0) -> Reservation:
+        """This operator's share of the memory budget (for state that grows with its input); its peak and
+        spill are reported by EXPLAIN ANALYZE. Release it in `_close`, through `release_reservation`."""
+        reservation = self.ctx.memory.reservation(self.name, minimum)
+        self._reservations = getattr(self, "_reservations", []) + [reservation]
+        return reservation
+
+    def release_reservations(self) -> None:
+        for reservation in getattr(self, "_reservations", ()):
+            self.metrics.peak_memory = max(self.metrics.peak_memory, reservation.peak)
+            self.metrics.spilled_bytes += reservation.spilled
+            reservation.spilled = 0
+            reservation.release_all()
+        self._reservations = []
 
     def open(self, ctx: ExecContext) -> None:
         self.ctx = ctx
@@ -63,6 +89,7 @@ class PhysicalOperator:
         try:
             self._close()
         finally:
+            self.release_reservations()
             for child in self.children:
                 child.close()
 

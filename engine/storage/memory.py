@@ -1,0 +1,154 @@
+"""The memory manager: one budget (memory_limit) per database that caches and operators reserve bytes from.
+
+Every holder of memory that grows with the data (the buffer pool, a hash join's build side, a hash
+aggregate's groups, a sort's runs, a spool, a result buffer, a write batch) takes a `Reservation`
+and asks it for bytes before it holds them. A request the budget cannot cover is first met by
+shrinking caches (the buffer pool gives back its least recently used tensors); when that is not
+enough it is refused, and the operator spills to disk instead of growing. Each reservation may
+always hold its `minimum` (one tile and one kernel's working set), so every operator can make
+progress however small the budget: the documented floor of memory use is a minimum per worker.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Callable, Optional
+
+MIN_LIMIT = 16 << 20                # the smallest memory_limit trdb runs under
+DUCKDB_SHARE = 4                    # DuckDB's own memory limit: a quarter of the budget ...
+DUCKDB_MIN, DUCKDB_MAX = 32 << 20, 4 << 30   # ... within these bounds
+
+
+def duckdb_bytes(limit: int) -> int:
+    """The part of `limit` DuckDB itself may use (its buffer manager, while it reads and writes tiles)."""
+    return max(DUCKDB_MIN, min(DUCKDB_MAX, limit // DUCKDB_SHARE))
+
+
+class MemoryManager:
+    """Bytes reserved against one limit, shared by every connection and worker of one database."""
+
+    def __init__(self, limit: int):
+        self._lock = threading.Lock()
+        self._reserved = 0
+        self._shrinkers: list[Callable[[int], int]] = []
+        self.peak = 0
+        self.limit = 0
+        self.resize(limit)
+
+    def resize(self, limit: int) -> None:
+        """A new memory_limit; what DuckDB takes of it is not available to trdb's reservations."""
+        with self._lock:
+            self.limit = max(int(limit), MIN_LIMIT)
+
+    @property
+    def budget(self) -> int:
+        """The bytes trdb's own reservations share: the limit less DuckDB's part."""
+        return max(self.limit - duckdb_bytes(self.limit), MIN_LIMIT // 2)
+
+    @property
+    def reserved(self) -> int:
+        return self._reserved
+
+    def available(self) -> int:
+        return max(0, self.budget - self._reserved)
+
+    def add_shrinker(self, shrink: Callable[[int], int]) -> None:
+        """A cache that can give memory back: `shrink(n)` frees about n bytes it holds, returns how many."""
+        self._shrinkers.append(shrink)
+
+    def try_reserve(self, nbytes: int) -> bool:
+        """Reserve `nbytes` if the budget (after shrinking caches) has room; False, reserving nothing, if not."""
+        if nbytes <= 0:
+            return True
+        if self._take(nbytes):
+            return True
+        for shrink in self._shrinkers:
+            shrink(nbytes - self.available())
+            if self._take(nbytes):
+                return True
+        return False
+
+    def force_reserve(self, nbytes: int) -> None:
+        """Reserve even past the budget: a reservation's guaranteed minimum (progress beats the limit)."""
+        with self._lock:
+            self._reserved += max(0, nbytes)
+            self.peak = max(self.peak, self._reserved)
+
+    def release(self, nbytes: int) -> None:
+        with self._lock:
+            self._reserved = max(0, self._reserved - max(0, nbytes))
+
+    def _take(self, nbytes: int) -> bool:
+        with self._lock:
+            if self._reserved + nbytes > self.budget:
+                return False
+            self._reserved += nbytes
+            self.peak = max(self.peak, self._reserved)
+            return True
+
+    def reservation(self, name: str, minimum: int = 0) -> "Reservation":
+        return Reservation(self, name, minimum)
+
+
+class Reservation:
+    """One holder's share of the budget: grows on request, may be refused, and is given back at close.
+
+    `minimum` bytes are always granted (even past the budget), so a holder of one tile can always go on.
+    `peak` and `spilled` are what EXPLAIN ANALYZE reports for the operator that holds it.
+    """
+
+    def __init__(self, manager: MemoryManager, name: str, minimum: int = 0):
+        self.manager, self.name, self.minimum = manager, name, max(0, minimum)
+        self.held = 0
+        self.peak = 0
+        self.spilled = 0
+
+    def try_grow(self, nbytes: int) -> bool:
+        """Hold `nbytes` more if the budget allows (below the minimum it always does)."""
+        if nbytes <= 0:
+            return True
+        if self.held + nbytes <= self.minimum:
+            self.manager.force_reserve(nbytes)
+        elif not self.manager.try_reserve(nbytes):
+            return False
+        self.held += nbytes
+        self.peak = max(self.peak, self.held)
+        return True
+
+    def grow(self, nbytes: int) -> None:
+        """Hold `nbytes` more whatever the budget says (what is already in memory and cannot be spilled)."""
+        if nbytes > 0:
+            self.manager.force_reserve(nbytes)
+            self.held += nbytes
+            self.peak = max(self.peak, self.held)
+
+    def shrink(self, nbytes: int) -> None:
+        nbytes = min(max(0, nbytes), self.held)
+        self.manager.release(nbytes)
+        self.held -= nbytes
+
+    def release_all(self) -> None:
+        self.shrink(self.held)
+
+    def note_spilled(self, nbytes: int) -> None:
+        self.spilled += nbytes
+
+    def __enter__(self) -> "Reservation":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release_all()
+
+
+def unlimited() -> MemoryManager:
+    """A manager that never refuses: for code run outside a database (tests of single operators)."""
+    return MemoryManager(1 << 62)
+
+
+_DEFAULT: Optional[MemoryManager] = None
+
+
+def default_manager() -> MemoryManager:
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = unlimited()
+    return _DEFAULT

@@ -1,0 +1,93 @@
+"""The memory manager, spill files and the database-wide memory settings."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse
+
+import trdb
+from trdb.storage.memory import MemoryManager, duckdb_bytes
+from trdb.storage.spill import SpillDirectory
+
+
+def test_reservations_share_one_budget_and_the_minimum_is_always_granted():
+    manager = MemoryManager(256 << 20)
+    budget = manager.budget
+    assert budget == (256 << 20) - duckdb_bytes(256 << 20)
+    first, second = manager.reservation("a"), manager.reservation("b", minimum=1 << 20)
+    assert first.try_grow(budget - 100)
+    assert not first.try_grow(200)
+    assert second.try_grow(1 << 20)  # its minimum, past the budget
+    assert not second.try_grow(1)
+    first.release_all()
+    assert second.try_grow(1000) and manager.reserved == (1 << 20) + 1000
+    second.release_all()
+    assert manager.reserved == 0 and first.peak == budget - 100
+
+
+def test_a_refused_request_first_shrinks_the_caches():
+    manager = MemoryManager(256 << 20)
+    cache = manager.reservation("cache")
+    assert cache.try_grow(manager.budget)
+
+    def shrink(wanted):
+        freed = min(wanted, cache.held)
+        cache.shrink(freed)
+        return freed
+    manager.add_shrinker(shrink)
+    assert manager.reservation("operator").try_grow(10 << 20)
+    assert cache.held == manager.budget - (10 << 20)
+
+
+def test_spill_files_hold_tiles_keys_and_scalars_as_written(tmp_path):
+    directory = SpillDirectory(str(tmp_path / "spill"))
+    rows = [(k, None if k % 2 else k * 3, np.arange(6, dtype=np.float32).reshape(2, 3) + k,
+             scipy.sparse.csr_array(np.eye(4) * k), np.float64(k / 2), 1.5, True) for k in range(300)]
+    spill = directory.new_file("test")
+    spill.write(rows[:100])
+    spill.write(rows[100:])
+    back = [row for batch in spill.batches(batch_bytes=1000) for row in batch]
+    assert len(back) == 300
+    for row, again in zip(rows, back):
+        assert row[:2] == again[:2] and row[5:] == again[5:]
+        assert again[2].dtype == np.float32 and np.array_equal(row[2], again[2])
+        assert np.array_equal(row[3].toarray(), again[3].toarray())
+        assert type(again[4]) is np.float64 and again[4] == row[4]
+    spill.remove()
+    directory.close()
+    assert not os.path.exists(tmp_path / "spill")
+
+
+def test_leftover_spill_directories_of_ended_processes_are_removed(tmp_path):
+    root = tmp_path / "spill"
+    child = subprocess.run([sys.executable, "-c", f"""
+from trdb.storage.spill import SpillDirectory
+f = SpillDirectory({str(root)!r}).new_file("x"); f.write([(1, 2)]); f.finish()
+import os; os._exit(0)  # no clean-up: as after kill -9
+"""], check=True)
+    assert child.returncode == 0 and len(os.listdir(root)) == 1
+    SpillDirectory(str(root)).remove_leftovers()
+    assert not os.path.exists(root)
+
+
+def test_memory_limit_and_temp_directory_are_database_wide(tmp_path):
+    path = str(tmp_path / "db.trdb")
+    first = trdb.connect(path)
+    second = trdb.connect(path)
+    first.execute("SET memory_limit = '300MB'")
+    first.execute(f"SET temp_directory = '{tmp_path / 'spill'}'")
+    assert second.execute("SHOW memory_limit").fetchone()[0] == first.execute("SHOW memory_limit").fetchone()[0]
+    assert second.execute("SHOW temp_directory").fetchone()[0] == str(tmp_path / "spill")
+    second.execute("SET workers = 1")  # a connection's own setting
+    assert first.execute("SHOW workers").fetchone()[0] != 1 or os.cpu_count() == 1
+    assert first._session().db.file.memory.limit == 300_000_000
+    first.close()
+    second.close()
+
+
+@pytest.mark.parametrize("value", ["0", "-1MB", "lots"])
+def test_a_bad_memory_limit_is_refused(value):
+    with trdb.connect() as con, pytest.raises(trdb.ProgrammingError):
+        con.execute(f"SET memory_limit = '{value}'")
