@@ -82,7 +82,7 @@ def test_memory_limit_and_temp_directory_are_database_wide(tmp_path):
     assert second.execute("SHOW temp_directory").fetchone()[0] == str(tmp_path / "spill")
     second.execute("SET workers = 1")  # a connection's own setting
     assert first.execute("SHOW workers").fetchone()[0] != 1 or os.cpu_count() == 1
-    assert first._session().db.file.memory.limit == 300_000_000
+    assert first._session().db.file.memory.limit == 300 << 20
     first.close()
     second.close()
 
