@@ -13,9 +13,9 @@ from __future__ import annotations
 import threading
 from typing import Callable, Optional
 
-MIN_LIMIT = 16 << 20                # the smallest memory_limit trdb runs under
 DUCKDB_SHARE = 4                    # DuckDB's own memory limit: a quarter of the budget ...
-DUCKDB_MIN, DUCKDB_MAX = 32 << 20, 4 << 30   # ... within these bounds
+DUCKDB_MIN, DUCKDB_MAX = 32 << 20, 4 << 30   # ... within these bounds (DuckDB needs its minimum however small
+                                             # the budget: below 64 MB, DuckDB's 32 MB come on top of trdb's half)
 
 
 def duckdb_bytes(limit: int) -> int:
@@ -37,12 +37,12 @@ class MemoryManager:
     def resize(self, limit: int) -> None:
         """A new memory_limit; what DuckDB takes of it is not available to trdb's reservations."""
         with self._lock:
-            self.limit = max(int(limit), MIN_LIMIT)
+            self.limit = max(int(limit), 1)
 
     @property
     def budget(self) -> int:
         """The bytes trdb's own reservations share: the limit less DuckDB's part."""
-        return max(self.limit - duckdb_bytes(self.limit), MIN_LIMIT // 2)
+        return max(self.limit - duckdb_bytes(self.limit), self.limit // 2)
 
     @property
     def reserved(self) -> int:
