@@ -11,6 +11,7 @@ ELEMENT_COST = 100.0          # one element of a kernel result written and summe
 RETILE_COST = 3e7             # one Retile operator: reads all before it writes, Python loops: ~0.3 ms
 RETILE_BYTE_COST = 10.0       # one byte copied into a new tile: ~0.1 ns
 EXCHANGE_BYTE_COST = 5.0      # one byte moved between workers
+SPILL_BYTE_COST = 10.0        # one byte an operator spills: written to temp_directory and read back (~1 GB/s each way)
 CSR_MAX_DENSITY = 0.1         # a 2-d tile with at most this fraction of non-zeros is stored and computed as CSR
 SPARSE_FLOP_COST = 4.0        # one multiply-add of a sparse kernel, per non-zero, against a dense BLAS FLOP
 MIN_PARALLEL_COST = 4e8       # plans estimated below ~4 ms of one core run on one worker: starting

@@ -22,6 +22,8 @@ def _estimates(node: PhysicalNode) -> str:
     parts.append(f"bytes={_quantity(node.estimate.bytes)}")
     if node.exchange is not None:
         parts.append(f"moves={_quantity(node.moved_bytes)}B")
+    if node.spill:
+        parts.append(f"spill={_quantity(node.spill)}B")
     return "est. " + " ".join(parts)
 
 

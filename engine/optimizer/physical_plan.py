@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from trdb.config.unit_costs import EXCHANGE_BYTE_COST, TUPLE_COST_FLOPS
+from trdb.config.unit_costs import EXCHANGE_BYTE_COST, SPILL_BYTE_COST, TUPLE_COST_FLOPS
 from trdb.optimizer.cardinality import Estimate
 from trdb.optimizer.physical_operators import Exchange, OperatorSpec
 from trdb.planner.types import Schema
@@ -39,7 +39,8 @@ class PhysicalNode:
 
     An exchange node (its spec an `Exchange`) runs its child as producers, one per child instance,
     and has one consumer instance per partition of its own. `cost` is the estimated bytes moved by
-    the exchanges in this subtree.
+    the exchanges in this subtree, plus its expected spill in exchange-byte equivalents; `spill` is
+    the bytes this operator is expected to spill (its state does not fit its share of memory_limit).
     """
 
     spec: OperatorSpec
@@ -49,6 +50,7 @@ class PhysicalNode:
     partitioning: Partitioning
     estimate: Estimate
     cost: float = 0.0
+    spill: float = 0.0
 
     @property
     def operator(self) -> str:
@@ -69,7 +71,7 @@ class PhysicalNode:
         """This operator's estimated cost alone (config/unit_costs.py): FLOPs and written elements,
         tuples, bytes moved."""
         if self.exchange is None:
-            return self.estimate.cost
+            return self.estimate.cost + self.spill * SPILL_BYTE_COST
         # an exchange shares its input's estimate: its own cost is passing the tuples and moving them
         return self.estimate.rows * TUPLE_COST_FLOPS + self.moved_bytes * EXCHANGE_BYTE_COST
 

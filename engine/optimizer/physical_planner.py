@@ -11,6 +11,7 @@ import math
 from dataclasses import replace
 from typing import Optional
 
+from trdb.config.unit_costs import EXCHANGE_BYTE_COST, SPILL_BYTE_COST
 from trdb.errors import InternalError
 from trdb.optimizer import physical_operators as po
 from trdb.optimizer.aggregation import final_calls, splittable
@@ -31,7 +32,7 @@ def plan_physical(plan: lp.Plan, workers: int = 1, catalog=None, min_parallel_co
     estimator = Estimator(catalog)
     if workers > 1 and estimator.total_cost(plan) < min_parallel_cost:
         workers = 1
-    planner = PhysicalPlanner(max(1, workers), estimator)
+    planner = PhysicalPlanner(max(1, workers), estimator, _memory_budget(catalog))
     root = planner.gather(planner.build(plan, None))
     check_instances(root)
     return root
@@ -47,10 +48,17 @@ def check_instances(node: PhysicalNode) -> None:
         check_instances(child)
 
 
+def _memory_budget(catalog) -> float:
+    """The bytes operators of the catalog's database may hold (its memory manager's budget)."""
+    database = getattr(catalog, "db", None)
+    return float(database.file.memory.budget) if database is not None else math.inf
+
+
 def _node(spec: po.OperatorSpec, detail: str, children: tuple, schema, partitioning: Partitioning,
-          estimate: Estimate) -> PhysicalNode:
-    node = PhysicalNode(spec, detail, children, schema, partitioning, estimate)
-    return replace(node, cost=sum(c.cost for c in children) + node.moved_bytes)
+          estimate: Estimate, spill: float = 0.0) -> PhysicalNode:
+    node = PhysicalNode(spec, detail, children, schema, partitioning, estimate, spill=spill)
+    own = node.moved_bytes + spill * SPILL_BYTE_COST / EXCHANGE_BYTE_COST
+    return replace(node, cost=sum(c.cost for c in children) + own)
 
 
 def _names(schema, positions) -> str:
@@ -58,9 +66,10 @@ def _names(schema, positions) -> str:
 
 
 class PhysicalPlanner:
-    def __init__(self, workers: int, estimator: Estimator):
+    def __init__(self, workers: int, estimator: Estimator, memory_budget: float = math.inf):
         self.workers = workers
         self.estimator = estimator
+        self.memory_share = memory_budget / max(1, workers)  # the operators of all workers run at once
         self._memo: dict[tuple, tuple[lp.Plan, list[PhysicalNode]]] = {}
         self._sizes: dict[int, tuple[PhysicalNode, int]] = {}
 
@@ -76,6 +85,13 @@ class PhysicalPlanner:
             cached = (node, 1 + sum(self._size(c) for c in node.children))
             self._sizes[id(node)] = cached
         return cached[1]
+
+    def spill(self, state: PhysicalNode, spilled: float, instances: int) -> float:
+        """Expected bytes an operator spills (written, then read back): `spilled` bytes in all, when the
+        state it holds (the estimated output of node `state`, spread over `instances`) exceeds its share."""
+        held = state.estimate.bytes / max(1, instances) if state.partitioning.kind != "replicated" \
+            else state.estimate.bytes
+        return 2.0 * spilled if held > self.memory_share else 0.0
 
     def candidates(self, plan: lp.Plan, want: Want) -> list[PhysicalNode]:
         """Alternative plans (join strategies) kept apart until an operator above can tell which is cheaper."""
@@ -183,7 +199,9 @@ class PhysicalPlanner:
                                                for l, r in zip(plan.left_keys, plan.right_keys)) or "cross")
         spec = po.HashJoin(plan.kind, plan.left_keys, plan.right_keys, plan.left.schema, plan.right.schema,
                            plan.residual)
-        return _node(spec, detail, (left, right), plan.schema, partitioning, self.estimator.estimate(plan))
+        # a build side that does not fit: both inputs go to partition files (a grace hash join)
+        spill = self.spill(right, left.estimate.bytes + right.estimate.bytes, partitioning.count)
+        return _node(spec, detail, (left, right), plan.schema, partitioning, self.estimator.estimate(plan), spill)
 
     def _co_partitioned(self, plan: lp.Join) -> PhysicalNode:
         if not plan.left_keys:
@@ -257,7 +275,10 @@ class PhysicalPlanner:
             ", ".join(f"{c.function}({render(c.arg, inputs) if c.arg is not None else '*'})" for c in plan.calls)
         estimate = self.estimator.estimate(plan)
         spec = po.HashAggregate(plan.group_by, plan.calls, plan.schema, phase.startswith("partial"))
-        return _node(spec, detail, (child,), plan.schema, partitioning, estimate)
+        groups = PhysicalNode(spec, detail, (), plan.schema, partitioning, estimate)
+        # groups that do not fit: partial sums spill, about one per input tuple at worst
+        spill = self.spill(groups, child.estimate.bytes, partitioning.count)
+        return _node(spec, detail, (child,), plan.schema, partitioning, estimate, spill)
 
     def _two_phase(self, plan: lp.Aggregate, child: PhysicalNode, estimate: Estimate) -> PhysicalNode:
         count = child.partitioning.count
@@ -285,8 +306,9 @@ class PhysicalPlanner:
             child = self.broadcast(self.build(plan.input, None))
             partitioning = Partitioning("hash", count, tuple(range(len(plan.tile))))
         spec = po.Retile(keys, source.tile, plan.tile, value.extent, value.dtype, count)
+        spill = self.spill(child, child.estimate.bytes, count)  # it holds its input until it has read it all
         return _node(spec, f"{list(source.tile)} -> {list(plan.tile)}", (child,), plan.schema, partitioning,
-                     self.estimator.estimate(plan))
+                     self.estimator.estimate(plan), spill)
 
     def _UnionAll(self, plan: lp.UnionAll, want: Want) -> PhysicalNode:
         parts = [self.build(p, None) for p in plan.parts]
@@ -301,8 +323,9 @@ class PhysicalPlanner:
         child = self.gather(self.build(plan.input, None))
         positions = tuple(k.index for k in plan.keys)
         detail = ", ".join(f"{plan.schema[p].name}{' DESC' if d else ''}" for p, d in zip(positions, plan.descending))
+        spill = self.spill(child, child.estimate.bytes, 1)  # sorted runs, merged
         return _node(po.Sort(positions, plan.descending), detail, (child,), plan.schema, SINGLE,
-                     self.estimator.estimate(plan))
+                     self.estimator.estimate(plan), spill)
 
     def _Limit(self, plan: lp.Limit, want: Want) -> PhysicalNode:
         child = self.gather(self.build(plan.input, None))
