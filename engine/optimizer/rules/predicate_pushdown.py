@@ -53,11 +53,17 @@ def _into_filter(plan: lp.Filter, movable: list, stay: list) -> lp.Plan:
 
 
 def _into_project(plan: lp.Project, movable: list, stay: list) -> lp.Plan:
+    return _through_columns(plan, plan.exprs, movable, stay)
+
+
+def _through_columns(plan, sources: tuple, movable: list, stay: list) -> lp.Plan:
+    """Conditions moved below a Project or Aggregate whose output column c is `sources[c]`: those that
+    read only columns passed through unchanged (input columns) are rewritten onto the input."""
     down, keep = [], []
     for condition in movable:
-        sources = [plan.exprs[c] for c in bx.columns_used(condition)]
-        if all(isinstance(e, bx.ColumnIndex) for e in sources):
-            down.append(bx.remap_columns(condition, {c: plan.exprs[c].index for c in bx.columns_used(condition)}))
+        used = bx.columns_used(condition)
+        if used and all(c < len(sources) and isinstance(sources[c], bx.ColumnIndex) for c in used):
+            down.append(bx.remap_columns(condition, {c: sources[c].index for c in used}))
         else:
             keep.append(condition)
     if not down:
@@ -101,17 +107,7 @@ def _key_pair(condition: bx.Bound, width: int):
 
 
 def _into_aggregate(plan: lp.Aggregate, movable: list, stay: list) -> lp.Plan:
-    groups = len(plan.group_by)
-    down, keep = [], []
-    for condition in movable:
-        used = bx.columns_used(condition)
-        if groups and all(c < groups and isinstance(plan.group_by[c], bx.ColumnIndex) for c in used):
-            down.append(bx.remap_columns(condition, {c: plan.group_by[c].index for c in used}))
-        else:
-            keep.append(condition)
-    if not down:
-        return _filter(plan, movable + stay)
-    return _filter(dataclasses.replace(plan, input=_push(plan.input, down)), keep + stay)
+    return _through_columns(plan, plan.group_by, movable, stay)
 
 
 def _into_sort(plan: lp.Sort, movable: list, stay: list) -> lp.Plan:
