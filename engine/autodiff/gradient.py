@@ -35,6 +35,40 @@ def _index(plan: lp.Plan, position: int) -> bx.ColumnIndex:
     return bx.ColumnIndex(position, plan.schema[position].type)
 
 
+def _match(left: lp.Plan, right: lp.Plan, left_keys: tuple[int, ...], right_keys: tuple[int, ...]) -> lp.Plan:
+    """Left and right tuples whose keys are equal or both NULL (IS NOT DISTINCT FROM), side by side.
+
+    Lineage and group keys are NULL where an outer join found no partner; such a tuple still has a
+    gradient, which an equi-join (NULL never equals NULL) would lose. Each key becomes two that are
+    never NULL: COALESCE(k, 0) and COALESCE(k * 0, 1), equal exactly when the keys are not distinct.
+    """
+    if not (_outer_join_below(left) or _outer_join_below(right)):  # no NULL key can occur
+        return lp.Join(left, right, "INNER", left_keys, right_keys, left.schema + right.schema)
+    left_safe, left_new = _null_safe_keys(left, left_keys)
+    right_safe, right_new = _null_safe_keys(right, right_keys)
+    joined = lp.Join(left_safe, right_safe, "INNER", left_new, right_new, left_safe.schema + right_safe.schema)
+    kept = list(range(len(left.schema))) + [len(left_safe.schema) + i for i in range(len(right.schema))]
+    return lp.Project(joined, tuple(_index(joined, i) for i in kept), left.schema + right.schema)
+
+
+def _outer_join_below(plan: lp.Plan) -> bool:
+    if isinstance(plan, lp.Join) and plan.kind != "INNER":
+        return True
+    return any(_outer_join_below(child) for child in plan.inputs)
+
+
+def _null_safe_keys(plan: lp.Plan, keys: tuple[int, ...]) -> tuple[lp.Plan, tuple[int, ...]]:
+    extra: list[bx.Bound] = []
+    for key in keys:
+        column = _index(plan, key)
+        extra += [bx.Coalesce((column, bx.Const(0, KEY))),
+                  bx.Coalesce((bx.KeyArith("*", column, bx.Const(0, KEY)), bx.Const(1, KEY)))]
+    exprs = tuple(_index(plan, i) for i in range(len(plan.schema))) + tuple(extra)
+    schema = plan.schema + lineage_columns(len(extra), start=1000)
+    width = len(plan.schema)
+    return lp.Project(plan, exprs, schema), tuple(range(width, width + len(extra)))
+
+
 def _gradient_plan(source: lp.Plan, lineage: list[bx.Bound], grads: dict[int, bx.Bound]) -> Gradient:
     order = sorted(grads)
     exprs = tuple(lineage) + tuple(grads[c] for c in order)
@@ -87,8 +121,7 @@ class Differentiator:
             return
         inner, count = with_lineage(plan.input)
         width = len(plan.input.schema)
-        joined = lp.Join(inner, gradient.plan, "INNER", tuple(range(width, width + count)), tuple(range(count)),
-                         inner.schema + gradient.plan.schema)
+        joined = _match(inner, gradient.plan, tuple(range(width, width + count)), tuple(range(count)))
         offset = len(inner.schema)
         grads: dict[int, bx.Bound] = {}
         for column, position in gradient.columns.items():
@@ -128,16 +161,14 @@ class Differentiator:
         keyed = lp.Project(inner, tuple(_index(inner, i) for i in range(len(inner.schema))) + plan.group_by,
                            inner.schema + lineage_columns(groups, count))
         group_keys = tuple(range(len(inner.schema), len(keyed.schema)))
-        joined = lp.Join(keyed, gradient.plan, "INNER", group_keys, tuple(range(groups)),
-                         keyed.schema + gradient.plan.schema)
+        joined = _match(keyed, gradient.plan, group_keys, tuple(range(groups)))
         grad_offset, forward_offset = len(keyed.schema), len(keyed.schema) + len(gradient.plan.schema)
         with_forward = any(plan.calls[c - groups].function in ("AVG", "MIN", "MAX") for c in gradient.columns)
         if with_forward:
             # their derivatives need the group's forward result (the extreme value, the count)
             forward = lp.Aggregate(plan.input, plan.group_by, plan.calls + (lp.AggregateCall("COUNT", None),),
                                    plan.schema + (Column("_count", ScalarType(int)),))
-            joined = lp.Join(joined, forward, "INNER", group_keys, tuple(range(groups)),
-                             joined.schema + forward.schema)
+            joined = _match(joined, forward, group_keys, tuple(range(groups)))
         grads: dict[int, bx.Bound] = {}
         for column, position in gradient.columns.items():
             call_spec = plan.calls[column - groups]
