@@ -36,17 +36,20 @@ def _swap_last(x: bx.Bound) -> bx.Bound:
     return call("TRANSPOSE", x, *axes)
 
 
+_BATCH_LETTERS = "abcdefghij"  # batch axes of a MATMUL operand in the EINSUMs of its derivative
+
+
 def _matmul(args, out, u):
     a, b = args
     ra, rb = len(a.type.tile), len(b.type.tile)
     if ra == 1 and rb == 1:
         return [call("*", u, b), call("*", u, a)]
-    if ra == 1 and rb == 2:
-        return [call("MATMUL", b, u), call("EINSUM", "k,n->kn", a, u)]
-    if ra == 2 and rb == 1:
-        return [call("EINSUM", "m,k->mk", u, b), call("MATMUL", _swap_last(a), u)]
-    if ra == 1 or rb == 1:
-        raise NotSupportedError("GRAD: MATMUL of a vector and a batch of matrices is not differentiable yet")
+    if ra == 1:  # k @ (batch..., k, n) -> (batch..., n)
+        batch = _BATCH_LETTERS[:rb - 2]
+        return [call("EINSUM", f"{batch}kn,{batch}n->k", b, u), call("EINSUM", f"k,{batch}n->{batch}kn", a, u)]
+    if rb == 1:  # (batch..., m, k) @ k -> (batch..., m)
+        batch = _BATCH_LETTERS[:ra - 2]
+        return [call("EINSUM", f"{batch}m,k->{batch}mk", u, b), call("EINSUM", f"{batch}mk,{batch}m->k", a, u)]
     return [_fit(call("MATMUL", u, _swap_last(b)), a), _fit(call("MATMUL", _swap_last(a), u), b)]
 
 
