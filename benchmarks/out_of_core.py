@@ -208,8 +208,8 @@ def child(spec: dict) -> dict:
         setup(cur, spec)
         con.close()
         return {"ok": True}
-    target = {"load": "A", "fill": "F", "elementwise": "B", "transpose_add": "C", "matmul": "R", "coo": "E"}.get(
-        spec["case"], "") + spec["suffix"]
+    made = {"load": "A", "fill": "F", "elementwise": "B", "transpose_add": "C", "matmul": "R", "coo": "E"}
+    target = made[spec["case"]] + spec["suffix"] if spec["case"] in made else ""
     sql, params, check = statement(spec, target)
     if target:
         cur.execute(f"DROP TENSOR IF EXISTS {target}")
