@@ -1,44 +1,79 @@
-"""HashAggregateExec: groups by key expressions; SUM, AVG, MIN, MAX elementwise over tiles (dense or CSR); COUNT(*)."""
+"""HashAggregateExec: groups by keys; SUM, AVG, MIN, MAX over tiles (dense or CSR), COUNT(*); partial states spill."""
 from __future__ import annotations
+
+import math
+from typing import Iterable, Iterator, Optional
 
 import numpy as np
 
 from trdb.errors import DataError
 from trdb.execution.compile import compile_expr
 from trdb.execution.operators.inplace import FRESH
-from trdb.execution.operators.operator import BlockingOperator, PhysicalOperator, drain
+from trdb.execution.operators.operator import BlockingOperator, PhysicalOperator
 from trdb.execution.operators.product_sum import product_sum_feed
 from trdb.kernels import sparse_functions as S
-from trdb.kernels.sparse import add_into, dense, is_sparse, settle
+from trdb.kernels.numpy_backend import NUMPY_BACKEND
+from trdb.kernels.sparse import add_into, dense, is_sparse, nbytes, settle
 from trdb.planner import expressions as bx
 from trdb.planner.logical import AggregateCall
 from trdb.planner.types import Schema, TensorType
+from trdb.storage.spill import READ_BATCH_BYTES
+
+PARTITIONS = 8            # spill files per spill (each is merged on its own, so 1/8 of the groups at a time)
+MAX_DEPTH = 3             # a partition whose merge is refused is split again this many times, then merged anyway
+GROUP_BYTES = 200         # a group's dict entry, key and accumulator objects, besides its tiles
+MIN_READ_BYTES = 64 << 10  # spilled states are read back in batches of at least this many tile bytes
+
+
+class Growth:
+    """Bytes the groups grew by since the operator last asked its reservation for them. Counted where
+    a tile is first held or replaced by a bigger one (a CSR sum), never per row of a dense sum."""
+
+    __slots__ = ("bytes",)
+
+    def __init__(self):
+        self.bytes = 0
 
 
 class Accumulator:
-    """The running state of one aggregate call in one group."""
+    """The running state of one aggregate call in one group: `value` (a tile or scalar) and `count`."""
 
-    __slots__ = ("function", "value", "count")
+    __slots__ = ("function", "value", "count", "growth")
 
-    def __init__(self, function: str):
+    def __init__(self, function: str, growth: Optional[Growth] = None):
         self.function = function
         self.value = None
         self.count = 0
+        self.growth = growth
 
     def add(self, value, xp, owned: bool = False) -> None:
         """Fold in one tile; `owned`: it is a fresh kernel result that no one else holds (not copied)."""
         self.count += 1
-        if self.function == "COUNT" or value is None:
-            return
-        if self.value is None:
+        if self.function != "COUNT" and value is not None:
+            self._fold(value, xp, owned)
+
+    def absorb(self, value, count: int, xp) -> None:
+        """Fold in another state of this call (a partial result read back from a spill file; owned)."""
+        self.count += count
+        if self.function != "COUNT" and value is not None:
+            self._fold(value, xp, True)
+
+    def _fold(self, value, xp, owned: bool) -> None:
+        acc = self.value
+        if acc is None:
             copy = not owned and hasattr(value, "copy") and getattr(value, "ndim", 0)
             self.value = value.copy() if copy else value
+            if self.growth is not None:
+                self.growth.bytes += nbytes(self.value)
             return
         try:
-            self.value = self._combine(self.value, value, xp)
+            combined = self._combine(acc, value, xp)
         except ValueError:
             raise DataError(f"{self.function}: tiles of one group have shapes "
-                            f"{np.shape(self.value)} and {np.shape(value)}") from None
+                            f"{np.shape(acc)} and {np.shape(value)}") from None
+        if combined is not acc and self.growth is not None and (is_sparse(combined) or is_sparse(acc)):
+            self.growth.bytes += nbytes(combined) - nbytes(acc)  # a CSR sum grows; a dense one stays in place
+        self.value = combined
 
     def _combine(self, acc, value, xp):
         if np.shape(acc) != np.shape(value):
@@ -86,6 +121,10 @@ def _empty(column_type, xp):
 
 
 class HashAggregateExec(BlockingOperator):
+    """Groups in a hash table while its reservation grows; when refused, the partial states spill to
+    PARTITIONS files by a hash of the group key, and each file is merged on its own at the end (split
+    again with another hash seed when its merge is refused too). Output streams, group by group."""
+
     def __init__(self, child: PhysicalOperator, group_by: tuple, calls: tuple[AggregateCall, ...], schema: Schema,
                  partial: bool = False):
         super().__init__()
@@ -95,23 +134,122 @@ class HashAggregateExec(BlockingOperator):
         self.calls = calls
         self.schema = schema
 
-    def _compute(self) -> list:
+    def _compute(self) -> Iterator[tuple]:
         backend = self.ctx.backend
-        xp = backend.xp
         keys = [compile_expr(g, backend) for g in self.group_by]
         feeds = [self._feed(c, backend) for c in self.calls]
+        self._growth = Growth()
+        self._memory = self.reservation(self._minimum())
         groups: dict[tuple, list[Accumulator]] = {}
-        for row in drain(self.children[0]):
-            key = tuple(k(row) for k in keys)
-            accumulators = groups.get(key)
-            if accumulators is None:
-                accumulators = groups[key] = [Accumulator(c.function) for c in self.calls]
-            for accumulator, feed in zip(accumulators, feeds):
-                feed(accumulator, row)
-        if not groups and not self.group_by and not self.partial:
-            groups[()] = [Accumulator(c.function) for c in self.calls]
+        partitions = None
+        child, new_group = self.children[0], self._new_group
+        while (batch := child.next_batch()) is not None:
+            for row in batch:
+                key = tuple(k(row) for k in keys)
+                accumulators = groups.get(key)
+                if accumulators is None:
+                    accumulators = groups[key] = new_group()
+                for accumulator, feed in zip(accumulators, feeds):
+                    feed(accumulator, row)
+            if not self._fits():
+                partitions = self._spill(groups, partitions, seed=0)
+        if partitions is None:
+            if not groups and not self.group_by and not self.partial:
+                groups[()] = new_group()
+            return self._results(groups)
+        return self._merge_all(self._spill(groups, partitions, seed=0), depth=0)
+
+    def _new_group(self) -> list[Accumulator]:
+        self._growth.bytes += GROUP_BYTES
+        return [Accumulator(c.function, self._growth) for c in self.calls]
+
+    def _minimum(self) -> int:
+        """One tile's working set: each call's accumulator tile and the tile coming in."""
         types = [c.type for c in self.schema[len(self.group_by):]]
-        return [key + tuple(a.result(t, xp) for a, t in zip(accs, types)) for key, accs in groups.items()]
+        tiles = sum(math.prod(t.tile) * np.dtype(t.dtype).itemsize for t in types if isinstance(t, TensorType))
+        return 2 * tiles + GROUP_BYTES * PARTITIONS
+
+    def _fits(self, force: bool = False) -> bool:
+        """Whether the reservation covers what the groups grew by (`force`: it must, past the budget)."""
+        grown, self._growth.bytes = self._growth.bytes, 0
+        if force:
+            self._memory.grow(grown)
+            return True
+        return self._memory.try_grow(grown)
+
+    def _results(self, groups: dict) -> Iterator[tuple]:
+        """The final rows of the groups held, streamed; their memory is given back after the last."""
+        xp = self.ctx.backend.xp
+        types = [c.type for c in self.schema[len(self.group_by):]]
+        for key, accumulators in groups.items():
+            yield key + tuple(a.result(t, xp) for a, t in zip(accumulators, types))
+        groups.clear()
+        self._memory.release_all()
+
+    # ---------------------------------------------------------------- spilling
+
+    def _spill(self, groups: dict, partitions: Optional[list], seed: int) -> list:
+        """Write the groups' partial states (key, then value and count per call) to the partition files;
+        the groups are forgotten and their memory given back."""
+        partitions = partitions or [self.spill_file("aggregate") for _ in range(PARTITIONS)]
+        states = (key + tuple(x for a in accumulators for x in (a.value, a.count))
+                  for key, accumulators in groups.items())
+        self._write(states, partitions, seed)
+        groups.clear()
+        self._memory.release_all()
+        return partitions
+
+    def _write(self, states: Iterable[tuple], partitions: list, seed: int) -> None:
+        """Append state rows to the partition their key hashes to under `seed` (files closed after:
+        no write buffers are held between spills)."""
+        width = len(self.group_by)
+        buckets: list[list] = [[] for _ in partitions]
+        for state in states:
+            buckets[hash((seed, state[:width])) % len(partitions)].append(state)
+        for bucket, partition in zip(buckets, partitions):
+            if bucket:
+                self._memory.note_spilled(partition.write(bucket))
+                partition.finish()
+
+    def _merge_all(self, partitions: list, depth: int) -> Iterator[tuple]:
+        for partition in partitions:
+            yield from self._merge(partition, depth)
+            partition.remove()  # its disk space back now, not at close
+
+    def _merge(self, partition, depth: int) -> Iterator[tuple]:
+        """The final rows of one partition's groups: their spilled states combined."""
+        groups: dict[tuple, list[Accumulator]] = {}
+        batches = partition.batches(min(READ_BATCH_BYTES, max(self._memory.minimum, MIN_READ_BYTES)))
+        for batch in batches:
+            for state in batch:
+                self._absorb(groups, state)
+            if not self._fits(force=depth >= MAX_DEPTH or len(groups) <= 1):
+                yield from self._repartition(groups, batches, depth + 1)
+                return
+        yield from self._results(groups)
+
+    def _repartition(self, groups: dict, rest: Iterator[list], depth: int) -> Iterator[tuple]:
+        """A partition too large to merge: what is merged so far and the rest split again (another seed)."""
+        partitions = self._spill(groups, None, seed=depth)
+        for batch in rest:
+            self._write(batch, partitions, seed=depth)
+        yield from self._merge_all(partitions, depth)
+
+    def _absorb(self, groups: dict, state: tuple) -> None:
+        width, xp = len(self.group_by), self.ctx.backend.xp
+        key = state[:width]
+        accumulators = groups.get(key)
+        if accumulators is None:
+            accumulators = groups[key] = self._new_group()
+        for n, accumulator in enumerate(accumulators):
+            value = state[width + 2 * n]
+            accumulator.absorb(self._on_device(value), state[width + 2 * n + 1], xp)
+
+    def _on_device(self, value):
+        """A tile read back from a spill file (host memory) on the backend the query runs on."""
+        if self.ctx.backend is NUMPY_BACKEND or not (isinstance(value, np.ndarray) or is_sparse(value)):
+            return value
+        return self.ctx.backend.asarray(value)
 
     @staticmethod
     def _feed(call: AggregateCall, backend):

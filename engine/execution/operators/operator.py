@@ -1,9 +1,10 @@
 """The Volcano operator interface (open / next_batch / close) and the context operators run in."""
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 from trdb.execution.state import ExecutionState
 from trdb.kernels.backend import Backend
@@ -105,22 +106,50 @@ class PhysicalOperator:
 
 class BlockingOperator(PhysicalOperator):
     """An operator that reads all its input before its first output (aggregate, sort, retile):
-    subclasses say how to compute the result (`_compute`); it is handed out in batches. The one
-    place where such operators hold their state, so a spilling path goes here."""
+    subclasses say how to compute the result (`_compute`: a list of rows, or an iterator that streams
+    them, e.g. merged back from spill files); it is handed out in batches. Spill files made through
+    `spill_file` are removed at close whatever happened (end, LIMIT, error, cancellation)."""
 
     def _open(self) -> None:
         self._batches: Optional[Iterator[Batch]] = None
+        self._spill_files: list[SpillFile] = []
 
     def _next(self) -> Optional[Batch]:
         if self._batches is None:
-            self._batches = batches(self._compute())
+            rows = self._compute()
+            self._batches = batches(rows) if isinstance(rows, list) else self._streamed(iter(rows))
         return next(self._batches, None)
 
-    def _compute(self) -> list:
+    @staticmethod
+    def _streamed(rows: Iterator[tuple]) -> Iterator[Batch]:
+        try:
+            while batch := list(itertools.islice(rows, BATCH_SIZE)):
+                yield batch
+        finally:
+            close = getattr(rows, "close", None)
+            if close is not None:  # a generator: its clean-up (spill files) runs now
+                close()
+
+    def _compute(self) -> Iterable[tuple]:
         raise NotImplementedError
 
+    def spill_file(self, purpose: str) -> SpillFile:
+        """A new spill file that lives until this operator closes."""
+        spill = self.ctx.spill_file(purpose)
+        self._spill_files.append(spill)
+        return spill
+
     def _close(self) -> None:
-        self._batches = None
+        output, self._batches = self._batches, None
+        try:
+            if output is not None:
+                output.close()  # a streaming _compute's own clean-up runs now, not at garbage collection
+        except ValueError:
+            pass  # still running in another thread (a cancellation): the files go below all the same
+        finally:
+            files, self._spill_files = getattr(self, "_spill_files", []), []
+            for spill in files:
+                spill.remove()
 
 
 def drain(operator: PhysicalOperator) -> Iterator[tuple]:

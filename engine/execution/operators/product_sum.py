@@ -42,6 +42,8 @@ def _accumulate(accumulator, a, b, xp) -> bool:
         if not matmul_add_into(target, a, b):
             return False
         accumulator.value = target
+        if accumulator.growth is not None:
+            accumulator.growth.bytes += target.nbytes
     elif not matmul_add_into(accumulator.value, a, b):
         return False
     accumulator.count += 1

@@ -7,17 +7,23 @@ repartition would place them), so the copying is shared among the workers.
 Dense tiles are copied overlap by overlap; when CSR tiles are among the input, the non-zeros of
 every tile are gathered as coordinates and bucketed into the new tiles instead, which are built
 CSR or dense as their density says, so a sparse matrix is never densified on the way.
+
+When its reservation is refused, the tiles held are written, in key order, as a sorted run; at the
+end the runs are merged and the new tiles are cut one new tile row at a time, holding only the old
+tiles that overlap that row.
 """
 from __future__ import annotations
 
 import itertools
-from typing import Optional
+from typing import Iterable, Iterator, Optional
 
 import numpy as np
 
+from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.exchange.partitioning import partition_of
-from trdb.execution.operators.operator import BlockingOperator, PhysicalOperator, drain
-from trdb.kernels.sparse import count_nonzero, is_sparse, make_csr, row_indices, to_host, wants_csr
+from trdb.execution.operators.operator import BlockingOperator, PhysicalOperator
+from trdb.execution.operators.sort import merge_runs, on_backend, write_run
+from trdb.kernels.sparse import count_nonzero, is_sparse, make_csr, nbytes, row_indices, to_host, wants_csr
 
 
 class RetileExec(BlockingOperator):
@@ -40,24 +46,89 @@ class RetileExec(BlockingOperator):
         self.extent = extent
         self.dtype = dtype
 
-    def _compute(self) -> list:
-        tiles = {}
-        for row in drain(self.children[0]):
-            key = tuple(row[:self.key_count]) + (0,) * (len(self.new_tile) - self.key_count)
-            tiles[key] = row[self.key_count]
-        if not tiles:
-            return []
-        extent = self._extent(tiles)
-        if any(is_sparse(t) for t in tiles.values()):
-            return self._retile_entries(tiles, extent)
+    def _compute(self) -> Iterable[tuple]:
+        self._memory = memory = self.reservation()
+        tiles, runs, seen = {}, [], None  # seen: (extent, any CSR) of the tiles spilled so far
+        width = len(self.new_tile) - self.key_count
+        child = self.children[0]
+        while (batch := child.next_batch()) is not None:
+            for row in batch:
+                tiles[tuple(row[:self.key_count]) + (0,) * width] = row[self.key_count]
+            size = batch_bytes(batch)
+            if memory.try_grow(size):
+                continue
+            if not self.key_count:
+                memory.grow(size)  # one tile in all: nothing to spill
+                continue
+            seen = self._spill_run(tiles, runs, seen)
+        if not runs:
+            if not tiles:
+                return []
+            return self._retile(tiles, self._extent(tiles), any(is_sparse(t) for t in tiles.values()))
+        extent, sparse = self._spill_run(tiles, runs, seen)
+        merged = merge_runs(runs, lambda row: row[:-1], self.spill_file, memory)
+        return self._retile_rows(on_backend(self.ctx.backend, merged), extent, sparse)
+
+    def _retile(self, tiles: dict, extent: tuple, sparse: bool, row: Optional[int] = None) -> list:
+        """The new tiles cut from `tiles` (those in new tile row `row` only, if given), in key order."""
+        if sparse:
+            return self._retile_entries(tiles, extent, row)
+        xp = self.ctx.backend.xp
+        cut = ((new, self._cut(new, tiles, extent, xp)) for new in sorted(self._wanted(tiles, row)))
+        return [new + (tile,) for new, tile in cut if count_nonzero(tile)]  # an all-zero tile stays absent
+
+    def _wanted(self, tiles: dict, row: Optional[int]) -> set:
+        """The keys of the new tiles the old tiles overlap (in new tile row `row`, if given) that are this instance's."""
         wanted = set()
         for key, tile in tiles.items():
             ranges = [range(k * t // n, max(k * t, k * t + s - 1) // n + 1)
                       for k, t, n, s in zip(key, self._old(tile), self.new_tile, tile.shape)]
+            if row is not None:
+                ranges[0] = range(row, row + 1) if row in ranges[0] else range(0)
             wanted.update(key for key in itertools.product(*ranges) if self._mine(key))
-        xp = self.ctx.backend.xp
-        cut = ((new, self._cut(new, tiles, extent, xp)) for new in sorted(wanted))
-        return [new + (tile,) for new, tile in cut if count_nonzero(tile)]  # an all-zero tile stays absent
+        return wanted
+
+    # ---------------------------------------------------------------- spilling
+
+    def _spill_run(self, tiles: dict, runs: list, seen: Optional[tuple]) -> tuple:
+        """Write the tiles held, in key order, as one more run; returns what is known of all tiles spilled:
+        the extent (where unknown: the largest seen) and whether any is CSR."""
+        extent = self._extent(tiles) if tiles else tuple(e or 0 for e in self.extent)
+        sparse = any(is_sparse(t) for t in tiles.values())
+        if seen is not None:
+            extent, sparse = tuple(map(max, extent, seen[0])), sparse or seen[1]
+        runs.append(write_run(self.spill_file, self._memory, (key + (tiles[key],) for key in sorted(tiles))))
+        tiles.clear()
+        self._memory.release_all()
+        return extent, sparse
+
+    def _retile_rows(self, rows: Iterator[tuple], extent: tuple, sparse: bool) -> Iterator[tuple]:
+        """The new tiles, one new tile row at a time, from old tiles in key order: only the old tiles
+        that overlap the current row are held (a window moving down the first axis)."""
+        window: dict[tuple, object] = {}
+        pending, row = next(rows, None), 0
+        while pending is not None or window:
+            if not window:
+                row = self._rows_of(pending[:-1], pending[-1]).start
+            while pending is not None and self._rows_of(pending[:-1], pending[-1]).start <= row:
+                self._hold(window, pending[:-1], pending[-1])
+                pending = next(rows, None)
+            yield from self._retile(window, extent, sparse, row)
+            for key in [k for k, t in window.items() if self._rows_of(k, t).stop <= row + 1]:
+                self._memory.shrink(nbytes(window.pop(key)))
+            row += 1
+
+    def _hold(self, window: dict, key: tuple, tile) -> None:
+        """An old tile joins the window (the working set: held whatever the budget says)."""
+        if key in window:
+            self._memory.shrink(nbytes(window[key]))  # a later tile under one key replaces it, as in memory
+        window[key] = tile
+        self._memory.grow(nbytes(tile))
+
+    def _rows_of(self, key: tuple, tile) -> range:
+        """The new tile rows (first axis) an old tile overlaps."""
+        k, t, n, s = key[0], self._old(tile)[0], self.new_tile[0], tile.shape[0]
+        return range(k * t // n, max(k * t, k * t + s - 1) // n + 1)
 
     def _mine(self, key: tuple) -> bool:
         """Whether the new tile under `key` is this instance's to cut."""
@@ -96,9 +167,12 @@ class RetileExec(BlockingOperator):
                 tile[tuple(slice(l - o, h - o) for l, h, o in zip(lo, hi, origin))]
         return out
 
-    def _retile_entries(self, tiles: dict, extent: tuple) -> list:
+    def _retile_entries(self, tiles: dict, extent: tuple, row: Optional[int] = None) -> list:
         """The new tiles of 2-d input holding CSR tiles: non-zeros gathered, sorted by new tile and position."""
         rows, cols, values = self._entries(tiles)
+        if row is not None:
+            kept = rows // self.new_tile[0] == row
+            rows, cols, values = rows[kept], cols[kept], values[kept]
         keys = [rows // self.new_tile[0], cols // self.new_tile[1]]
         local = [rows % self.new_tile[0], cols % self.new_tile[1]]
         order = np.lexsort([local[1], local[0], keys[1], keys[0]])
