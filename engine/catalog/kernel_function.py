@@ -7,6 +7,7 @@ import numpy
 
 from trdb.catalog.kernel_args import NOT_CONST, Arg, KernelSignatureError, describe_shapes, signature_error
 from trdb.catalog.shape_rules import FlopRule, ShapeRule
+from trdb.catalog.shape_rules import elementwise as elementwise_rule
 from trdb.errors import DataError
 from trdb.kernels.backend import Backend
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
@@ -40,6 +41,7 @@ class KernelFunction:
         self._sparse_impl = sparse or densified(impl)
         self.keeps_sparse = sparse is not None  # CSR arguments cost their non-zeros, not their tiles
         self._shape_rule = shape_rule
+        self.elementwise = shape_rule is elementwise_rule
         self._flop_rule = flop_rule
         self._dtypes: dict = {}  # probe results: a kernel's dtype depends only on the key below
         self._shapes_seen: dict = {}  # run-time shape rule results by argument shapes and scalars

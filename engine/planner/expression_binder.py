@@ -252,8 +252,32 @@ class ExpressionBinder:
             raise self.ctx.fail(node, str(exc)) from None
         if all(isinstance(a, bx.Const) for a in args) and not any(isinstance(a.type, TensorType) for a in args):
             return self._fold(node, function, args)
+        self._check_extents(node, function, args, arg_nodes)
         extent = self._extent(function, args, result.shape)
         return bx.Call(function, tuple(args), TensorType(np.dtype(result.dtype), tuple(result.shape or ()), extent))
+
+    def _check_extents(self, node: Any, function: KernelFunction, args: list[bx.Bound],
+                       arg_nodes: Optional[Sequence[ast.Expr]]) -> None:
+        """Tiles that line up while the whole tensors do not (A is 1000x800, C is 1000x600, joined on A.j =
+        C.i): edge tiles would not fit at run time, or a product would silently cover only the overlap."""
+        tensors = [a for a in args if isinstance(a.type, TensorType)]
+        if len(tensors) < 2 or any(None in a.type.extent for a in tensors) or _padded(function, tensors):
+            return
+        try:
+            function.infer([to_arg(a, as_extent=True) for a in args])
+        except KernelSignatureError as exc:
+            shapes = ", ".join(f"{self._text(arg_nodes[i]) if arg_nodes else f'operand {i + 1}'} is "
+                               f"{'x'.join(map(str, a.type.extent)) or 'a scalar'}"
+                               for i, a in enumerate(args) if isinstance(a.type, TensorType))
+            reason = str(exc).split(": ", 1)[-1]
+            raise self.ctx.fail(node, f"{function.name}: the whole tensors do not line up ({shapes}): {reason}",
+                                hint="join the keys of axes that have the same size") from None
+
+    def _text(self, node: Any) -> str:
+        span = getattr(node, "span", None)
+        if span is None or span.end <= span.start:
+            return "an operand"
+        return self.ctx.text[span.start:span.end]
 
     def _fold(self, node: Any, function: KernelFunction, args: list[bx.Bound]) -> bx.Bound:
         try:
@@ -274,6 +298,19 @@ class ExpressionBinder:
             except KernelSignatureError:
                 pass
         return (None,) * rank
+
+
+def _padded(function: KernelFunction, tensors: list[bx.Bound]) -> bool:
+    """An elementwise kernel of whole tensors that differ only on axes cut into whole tiles of one size:
+    their tiles line up, and where one has no tile (beyond its edge) the tile is zeros, as an outer
+    join pads (A (4x4) FULL JOIN B (4x2) sums to 4x4)."""
+    if not function.elementwise:
+        return False
+    tiles = {a.type.tile for a in tensors}
+    if len(tiles) != 1:
+        return False
+    tile = next(iter(tiles))
+    return all(all(e % t == 0 for e, t in zip(a.type.extent, tile) if t) for a in tensors)
 
 
 def is_key_like(expr: bx.Bound) -> bool:

@@ -111,9 +111,9 @@ def test_bad_layouts(loaded):
         loaded.execute("INSERT INTO A VALUES (5, 0, ?)", [np.ones((4, 4), np.float32)])
 
 
-def test_internal_failures_are_wrapped_and_connection_survives(loaded):
+def test_tensors_whose_edge_tiles_cannot_meet_are_refused_when_bound_and_connection_survives(loaded):
     loaded.execute("CREATE TENSOR B SHAPE (6, 6) TILE (4, 4) FILL ONES")
-    with pytest.raises(trdb.DataError, match=r"operator \*: shapes \(4, 4\) and \([24], [24]\) do not broadcast"):
+    with pytest.raises(trdb.ProgrammingError, match=r"\*: the whole tensors do not line up"):
         loaded.execute("SELECT A.i, A.j, A.v * B.v FROM A JOIN B ON A.i = B.i AND A.j = B.j")
     still_usable(loaded)
 
