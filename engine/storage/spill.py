@@ -134,7 +134,7 @@ class SpillFile:
         """Append rows; returns the bytes written. A full disk is an OperationalError."""
         try:
             if self._out is None:
-                self._out = open(self.path, "ab", buffering=1 << 20)
+                self._out = open(self.path, "ab", buffering=1 << 18)
             written = 0
             for row in rows:
                 written += _write_row(self._out, row)
@@ -158,7 +158,7 @@ class SpillFile:
         self.finish()
         if not self.rows:
             return
-        with open(self.path, "rb", buffering=1 << 20) as source:
+        with open(self.path, "rb", buffering=1 << 18) as source:
             batch, size = [], 0
             for _ in range(self.rows):
                 row, row_bytes = _read_row(source, self.path)
