@@ -269,7 +269,7 @@ def duckdb_child(spec: dict) -> dict:
                                       for i in range(grid) for j in range(grid)))
     else:  # a new connection's Arrow read of the BLOB column, and numpy's sum of squares per tile
         con, total = duckdb.connect(path, read_only=True), 0.0
-        reader = con.execute("SELECT k0, k1, v FROM t").to_arrow_reader(64)
+        reader = con.sql("SELECT k0, k1, v FROM t").to_arrow_reader(64)
         for batch in reader:
             for blob in batch.column(2).to_pylist():
                 tile = np.frombuffer(blob, np.float32)
