@@ -145,8 +145,10 @@ class Differentiator:
         lineage = [_index(source, start + n) for n in range(count)]
         part = _gradient_plan(source, lineage, {c: _index(source, p) for c, p in columns.items()})
         present = part.plan
-        if count:  # the missing side of an outer join has NULL lineage and no gradient
-            present = lp.Filter(present, bx.IsNullTest(_index(present, 0), negated=True))
+        if count:  # the missing side of an outer join has NULL lineage and no gradient; a side that is
+            # there may have some NULL lineage (its own outer join's missing side), never all of it
+            present = lp.Filter(present, bx.IsNullTest(bx.Coalesce(tuple(_index(present, n) for n in range(count))),
+                                                       negated=True))
         calls = tuple(lp.AggregateCall("SUM", _index(present, p)) for p in sorted(part.columns.values()))
         groups = tuple(_index(present, n) for n in range(count))
         summed = lp.Aggregate(present, groups, calls, present.schema)
