@@ -1,14 +1,16 @@
 """The PEP 249 (DB-API 2.0) Connection and Cursor, with tensor extensions (fetch_tensor, fetch_arrow...)."""
 from __future__ import annotations
 
-from typing import Any, Iterator, Optional, Sequence
+import weakref
+from typing import Any, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
 from trdb import errors
 from trdb.api.conversions import result_to_arrow, result_to_numpy, result_to_sparse
 from trdb.config.settings import physical_memory
-from trdb.execution.result import Result, assemble
+from trdb.execution.result import Result, assemble, check_result_fits
+from trdb.execution.spool import RowSpool
 from trdb.kernels.backend import to_host
 from trdb.planner.types import Column
 
@@ -52,6 +54,50 @@ def _describe(column: Column) -> tuple:
     return (column.name, str(column.type), None, None, None, None, column.is_key)
 
 
+CURSOR_BATCH_BYTES = 4 << 20  # a spilled result is read back about this many tile bytes at a time
+
+
+class RowReader:
+    """The rows of a result in order, from a list by slicing, from a spilled spool a bounded batch at a time."""
+
+    def __init__(self, rows: Union[list, RowSpool]):
+        self.rows = rows
+        self.position = 0
+        self._batches: Optional[Iterator[list]] = None
+        self._pending: list = []
+
+    def take(self, count: Optional[int]) -> list:
+        if not isinstance(self.rows, RowSpool):
+            end = len(self.rows) if count is None else min(len(self.rows), self.position + count)
+            taken = self.rows[self.position:end]
+        else:
+            taken = self._take_spooled(len(self.rows) - self.position if count is None else count)
+        self.position += len(taken)
+        return taken
+
+    def _take_spooled(self, count: int) -> list:
+        if self._batches is None:
+            self._batches = self.rows.batches(CURSOR_BATCH_BYTES)
+        taken = []
+        while len(taken) < count:
+            if not self._pending:
+                self._pending = next(self._batches, [])
+                if not self._pending:
+                    break
+            part = self._pending[:count - len(taken)]
+            self._pending = self._pending[len(part):]
+            taken.extend(part)
+        return taken
+
+    def rewind(self, position: int) -> None:
+        """Back to `position` (a fetch that failed leaves its rows to be fetched)."""
+        if isinstance(self.rows, RowSpool) and position != self.position:
+            self._batches, self._pending, self.position = None, [], 0
+            while self.position < position:
+                self.take(min(position - self.position, 1024))
+        self.position = position
+
+
 class Cursor:
     """A PEP 249 cursor; rows are tuples of Python ints (keys) and numpy arrays (tiles)."""
 
@@ -59,7 +105,7 @@ class Cursor:
         self.connection = connection
         self.arraysize = 1
         self._result: Optional[Result] = None
-        self._position = 0
+        self._reader = RowReader([])
         self._rowcount = -1
         self._closed = False
         self._running = False
@@ -87,13 +133,13 @@ class Cursor:
         if parameters is not None and (isinstance(parameters, (str, bytes, dict)) or
                                        not isinstance(parameters, Sequence)):
             raise errors.ProgrammingError("parameters must be a sequence (paramstyle is qmark: ?)")
-        self._result = None
+        self._forget_result()
         self._running = True
         try:
             result = self.connection._session().execute(operation, tuple(parameters or ()))
         finally:
             self._running = False
-        self._result, self._position = result, 0
+        self._result, self._reader = result, RowReader(result.rows)
         self._rowcount = result.rowcount
         return self
 
@@ -120,7 +166,7 @@ class Cursor:
         if self._running and self.connection._live is not None:
             self.connection._live.cancel()
         self._closed = True
-        self._result = None
+        self._forget_result()
 
     def setinputsizes(self, sizes: Any) -> None:
         pass
@@ -152,12 +198,12 @@ class Cursor:
     def fetch_tensor(self, shape: Optional[Sequence[int]] = None) -> np.ndarray:
         """The remaining rows assembled into one dense array (keys -> leading axes; absent tiles are zeros)."""
         result = self._tensor_result("fetch_tensor")
-        return self._assembled(assemble, result, shape)
+        return self._assembled("fetch_tensor()", assemble, result, shape)
 
     def fetch_sparse(self, shape: Optional[Sequence[int]] = None):
         """The remaining rows of a 2-d result as a scipy.sparse CSR matrix (`shape` as in fetch_tensor)."""
         result = self._tensor_result("fetch_sparse")
-        return self._assembled(result_to_sparse, result, shape)
+        return self._assembled("fetch_sparse()", result_to_sparse, result, shape)
 
     def fetch_arrow(self):
         """The remaining rows as a pyarrow Table: key columns and a fixed_shape_tensor column."""
@@ -170,6 +216,12 @@ class Cursor:
         return result_to_numpy(result.schema, result.description, self._take(None))
 
     # ------------------------------------------------------------ internals
+
+    def _forget_result(self) -> None:
+        """The result is done with: its memory goes back to the budget, its spill file is removed."""
+        if self._result is not None:
+            self._result.close()
+        self._result, self._reader = None, RowReader([])
 
     def _check_open(self) -> None:
         if self._closed:
@@ -188,23 +240,22 @@ class Cursor:
             raise errors.InterfaceError(f"{what}(): the result is not a tensor relation")
         return result
 
-    def _assembled(self, how, result: Result, shape: Optional[Sequence[int]]):
+    def _assembled(self, what: str, how, result: Result, shape: Optional[Sequence[int]]):
         """The remaining rows as one array; on an error (too big to hold) they stay to be fetched."""
-        position = self._position
-        limits = {"max_bytes": self.connection._session().settings.max_bytes,
-                  "this machine's memory": physical_memory()}
+        settings = self.connection._session().settings
+        check_result_fits(what, result, settings.memory_limit)
+        position = self._reader.position
+        limits = {"max_bytes": settings.max_bytes, "this machine's memory": physical_memory()}
         try:
             return how(result.schema, self._take(None, keep_sparse=True), shape, limits)
         except errors.Error:
-            self._position = position
+            self._reader.rewind(position)
             raise
 
     def _take(self, count: Optional[int], keep_sparse: bool = False) -> list[tuple]:
         """The next rows with host values; CSR tiles stay CSR (scipy) with `keep_sparse`, else become numpy."""
-        result = self._require_result("fetch")
-        end = len(result.rows) if count is None else min(len(result.rows), self._position + max(count, 0))
-        rows = result.rows[self._position:end]
-        self._position = end
+        self._require_result("fetch")
+        rows = self._reader.take(None if count is None else max(count, 0))
         return [tuple(to_host(v, keep_sparse) for v in row) for row in rows]
 
 
@@ -223,6 +274,7 @@ class Connection:
 
         self.database = database
         self._live = Session(database, settings, read_only)
+        self._cursors: weakref.WeakSet = weakref.WeakSet()  # their results are forgotten when the connection closes
 
     def _session(self):
         if self._live is None:
@@ -231,7 +283,9 @@ class Connection:
 
     def cursor(self) -> Cursor:
         self._session()
-        return Cursor(self)
+        cursor = Cursor(self)
+        self._cursors.add(cursor)
+        return cursor
 
     def execute(self, operation: str, parameters: Optional[Sequence[Any]] = None) -> Cursor:
         """A shortcut, as in sqlite3 and DuckDB: a new cursor that has run the statement."""
@@ -244,6 +298,8 @@ class Connection:
         self._session().rollback()
 
     def close(self) -> None:
+        for cursor in list(getattr(self, "_cursors", ())):
+            cursor._forget_result()
         if self._live is not None:
             self._live.close()
             self._live = None

@@ -4,11 +4,12 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import numpy as np
 
 from trdb.errors import DataError, InterfaceError, OperationalError
+from trdb.execution.spool import RowSpool
 from trdb.kernels.sparse import elements, is_sparse, scatter_into
 from trdb.planner.types import Schema, TensorType
 
@@ -17,10 +18,37 @@ from trdb.planner.types import Schema, TensorType
 class Result:
     """What a statement returns: rows with a schema (tensor queries) or DuckDB's description."""
 
-    rows: list = field(default_factory=list)
+    rows: Union[list, RowSpool] = field(default_factory=list)  # a RowSpool when the rows spilled
     schema: Optional[Schema] = None
     description: Optional[list] = None
     rowcount: int = -1
+    spool: Optional[RowSpool] = field(default=None, repr=False, compare=False)  # holds the rows' memory
+
+    @property
+    def spilled(self) -> bool:
+        return self.spool is not None and self.spool.spilled
+
+    def close(self) -> None:
+        """Forget the rows: their memory is given back and their spill file removed."""
+        if self.spool is not None:
+            self.spool.close()
+            self.spool = None
+        self.rows = []
+
+
+FETCH_FLOOR = 32 << 20  # an array this small is always assembled, however small memory_limit (tests spill with KBs)
+
+
+def check_result_fits(what: str, result: Result, memory_limit: int) -> None:
+    """Refuse at once (before reading it back) to assemble a spilled result whose tiles alone exceed memory_limit."""
+    limit = max(memory_limit, FETCH_FLOOR)
+    if result.spilled and result.spool.nbytes > limit:
+        needed = result.spool.nbytes
+        raise OperationalError(
+            f"{what}: the result holds {needed} bytes of tiles ({_size(needed)}), more than memory_limit "
+            f"({_size(memory_limit)}), so it cannot be assembled into one array",
+            hint="fetchmany() reads it a few tiles at a time; CREATE TENSOR ... AS keeps it in the database; "
+                 "or raise memory_limit")
 
 
 @dataclass(frozen=True)

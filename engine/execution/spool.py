@@ -1,77 +1,108 @@
 """A spool: tuples kept in memory while the memory budget allows, the rest in a spill file, read back in order.
 
 What holds tuples for later (a query's result before the cursor takes it, a shared subplan's
-tuples, a hash join's partitions) appends them to a spool. While its reservation grows, they stay
-in a list; the first refused request sends that tuple and every later one to a spill file, so the
-order is kept. `contents()` is a plain list when nothing spilled (the common, fast case), else the
-spool itself, which reads back batch by batch and can be read any number of times.
+tuples) appends them to a spool. While its reservation grows, they stay in a list; the first
+refused request sends that batch and every later one to a spill file, so the order is kept.
+`contents()` is a plain list when nothing spilled (the common, fast case), else the spool itself,
+which reads back batch by batch and can be read any number of times. The spool holds its memory
+until it is closed or dropped (a finalizer gives the memory back and removes the file then too).
 """
 from __future__ import annotations
 
+import weakref
 from typing import Callable, Iterable, Iterator, Optional, Union
 
+from trdb.errors import InternalError
 from trdb.execution.exchange.channel import batch_bytes
 from trdb.storage.memory import Reservation
 from trdb.storage.spill import READ_BATCH_BYTES, SpillFile
 
+MEMORY_BATCH = 64  # tuples per batch read back from memory
+
 
 class RowSpool:
-    def __init__(self, reservation: Reservation, new_file: Callable[[], SpillFile]):
+    def __init__(self, reservation: Reservation, new_file: Callable[[], SpillFile], max_memory: Optional[int] = None):
         self.reservation = reservation
+        self.max_memory = max_memory  # past this many bytes in memory it spills, even where the budget has room
         self._new_file = new_file
         self._rows: list = []
-        self._file: Optional[SpillFile] = None
+        self._files: list[SpillFile] = []  # at most one; a list so that the finalizer sees it once made
         self._count = 0
+        self._closed = False
+        self._release = weakref.finalize(self, _forget, reservation, self._files)
 
     def append_batch(self, batch: list) -> None:
         if not batch:
             return
         self._count += len(batch)
-        if self._file is None and self.reservation.try_grow(batch_bytes(batch)):
+        if not self._files and self._room_for(batch_bytes(batch)):
             self._rows.extend(batch)
             return
-        if self._file is None:
-            self._file = self._new_file()
-        self.reservation.note_spilled(self._file.write(batch))
+        if not self._files:
+            self._files.append(self._new_file())
+        self.reservation.note_spilled(self._files[0].write(batch))
+
+    def _room_for(self, size: int) -> bool:
+        if self.max_memory is not None and self.reservation.held + size > self.max_memory:
+            return False
+        return self.reservation.try_grow(size)
 
     def extend(self, batches: Iterable[list]) -> "RowSpool":
         for batch in batches:
             self.append_batch(batch)
-        if self._file is not None:
-            self._file.finish()
+        if self._files:
+            self._files[0].finish()
         return self
 
     @property
     def spilled(self) -> bool:
-        return self._file is not None
+        return bool(self._files)
+
+    @property
+    def nbytes(self) -> int:
+        """The tuples' size: the bytes held in memory plus those written to the spill file."""
+        return self.reservation.held + (self._files[0].bytes if self._files else 0)
 
     def contents(self) -> Union[list, "RowSpool"]:
         """A list when every tuple is in memory, else this spool (iterable, sized, `batches()`)."""
-        return self._rows if self._file is None else self
+        return self._rows if not self._files else self
 
     def __len__(self) -> int:
         return self._count
 
     def batches(self, batch_bytes_wanted: int = READ_BATCH_BYTES) -> Iterator[list]:
-        for start in range(0, len(self._rows), 64):
-            yield self._rows[start:start + 64]
-        if self._file is not None:
-            yield from self._file.batches(batch_bytes_wanted)
+        self._check_open()
+        rows = self._rows
+        for start in range(0, len(rows), MEMORY_BATCH):
+            yield rows[start:start + MEMORY_BATCH]
+        if self._files:
+            yield from self._files[0].batches(batch_bytes_wanted)
 
     def __iter__(self) -> Iterator[tuple]:
-        for batch in self.batches():
-            yield from batch
+        if not self._files:
+            self._check_open()
+            return iter(self._rows)
+        return (row for batch in self.batches() for row in batch)
+
+    def _check_open(self) -> None:
+        if self._closed:  # a silent empty read would be a wrong result
+            raise InternalError("a spool was read after it was closed")
 
     def close(self) -> None:
         """Forget the tuples: the spill file is removed and the memory given back."""
-        if self._file is not None:
-            self._file.remove()
-            self._file = None
+        self._closed = True
         self._rows = []
-        self.reservation.release_all()
+        self._release()
 
 
-def row_batches(rows: Union[list, RowSpool], size: int = 64) -> Iterator[list]:
+def _forget(reservation: Reservation, files: list) -> None:
+    for spill in files:
+        spill.remove()
+    files.clear()
+    reservation.release_all()
+
+
+def row_batches(rows: Union[list, RowSpool], size: int = MEMORY_BATCH) -> Iterator[list]:
     """Batches of a list or a spool alike (for consumers that take either)."""
     if isinstance(rows, RowSpool):
         yield from rows.batches()

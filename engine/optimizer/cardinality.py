@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Optional
 
@@ -118,6 +119,25 @@ def _distinct_of(expr: bx.Bound, distinct: tuple) -> Optional[float]:
     return None
 
 
+_DISTINCT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # per spool: a spilled one is read once
+
+
+def _distinct_keys(plan: lp.RowsScan) -> tuple:
+    """Distinct values per key column of computed tuples (a list, or a spool: read in one pass, remembered)."""
+    known = _DISTINCT.get(plan.rows) if not isinstance(plan.rows, list) else None
+    if known is None:
+        keys = [i for i, c in enumerate(plan.schema) if c.is_key]
+        seen: list[set] = [set() for _ in keys]
+        for row in plan.rows:
+            for values, i in zip(seen, keys):
+                values.add(row[i])
+        counts = dict(zip(keys, seen))
+        known = tuple(float(len(counts[i])) if i in counts else None for i in range(len(plan.schema)))
+        if not isinstance(plan.rows, list):
+            _DISTINCT[plan.rows] = known
+    return known
+
+
 def selectivity(predicate: bx.Bound, distinct: tuple) -> float:
     """Fraction of tuples a predicate keeps (independence between conjuncts assumed)."""
     result = 1.0
@@ -175,10 +195,7 @@ class Estimator:
         return Estimate(rows, row_bytes(plan.schema, keys + (byte_fill,)), distinct + (None,), fill=keys + (flop_fill,))
 
     def _RowsScan(self, plan: lp.RowsScan) -> Estimate:
-        rows = float(len(plan.rows))
-        distinct = tuple(float(len({r[i] for r in plan.rows})) if c.is_key else None
-                         for i, c in enumerate(plan.schema))
-        return Estimate(rows, row_bytes(plan.schema), distinct)
+        return Estimate(float(len(plan.rows)), row_bytes(plan.schema), _distinct_keys(plan))
 
     def _TableScan(self, plan: lp.TableScan) -> Estimate:
         rows = DEFAULT_TABLE_ROWS

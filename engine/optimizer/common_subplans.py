@@ -2,8 +2,8 @@
 
 Gradient plans repeat their forward pass (every derivative rule re-reads its operator's input);
 so may views used twice. Repeated subplans are found by hash-consing (equal subplans get one
-number, computed bottom-up, so each node is hashed once), run once, their tuples kept in memory,
-and each occurrence replaced by a scan of those tuples.
+number, computed bottom-up, so each node is hashed once), run once, their tuples kept in a spool
+(in memory while the budget allows, else spilled), and each occurrence replaced by a scan of those tuples.
 """
 from __future__ import annotations
 
@@ -60,7 +60,9 @@ class CarriedWork:
     Separate statements often repeat a computation: `GRAD(loss, W1)` then `GRAD(loss, W2)` both
     run the forward pass. The numbering lives as long as the state it was made for (the catalog
     version and the backend), so a later statement finds an earlier one's subplans by number.
-    Only tuples within `budget` bytes are kept, and only the last statement's.
+    Only tuples within `budget` bytes are kept, and only the last statement's. The spools that hold
+    them keep the memory they reserved from the database's budget; one that was refused (it spilled)
+    is not carried, and what is not carried gives its memory back as it is dropped.
     """
 
     MAX_SUBPLANS = 20_000  # numbered subplans before the numbering starts over (it holds them alive)
@@ -78,16 +80,28 @@ class CarriedWork:
         return self.numbering
 
     def keep(self, memo: dict[int, lp.RowsScan]) -> None:
-        """Keep a finished statement's shared tuples, if they fit the budget (else none)."""
-        size = sum(tile_bytes(value) for m in memo.values() for row in m.rows for value in row)
-        self.tuples = dict(memo) if size <= self.budget() else {}
+        """Keep a finished statement's shared tuples, if they are all in memory and fit the budget (else none)."""
+        sizes = [_held_bytes(m.rows) for m in memo.values()]
+        self.tuples = dict(memo) if None not in sizes and sum(sizes) <= self.budget() else {}
+
+    def discard(self, rows: list) -> None:
+        """Forget the carried tuples held in `rows` (spools of a statement that failed)."""
+        gone = {id(r) for r in rows}
+        self.tuples = {n: m for n, m in self.tuples.items() if id(m.rows) not in gone}
+
+
+def _held_bytes(rows) -> Optional[int]:
+    """The bytes a shared subplan's tuples hold in memory; None when they spilled (the budget refused them)."""
+    if isinstance(rows, list):
+        return sum(tile_bytes(value) for row in rows for value in row)
+    return None if rows.spilled else rows.nbytes
 
 
 class SharedWork:
     """Tuples of repeated subplans, computed once by `run` and reused (within a statement or a step,
     and from the previous statement through `carried`)."""
 
-    def __init__(self, run: Callable[[lp.Plan], list], carried: Optional[CarriedWork] = None,
+    def __init__(self, run: Callable[[lp.Plan], object], carried: Optional[CarriedWork] = None,
                  state: object = None):
         self.run = run
         self.carried = carried

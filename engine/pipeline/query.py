@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Optional
+from itertools import islice
+from typing import Iterator, Optional, Union
 
 from trdb.catalog.catalog import Catalog
 from trdb.config.settings import Settings
 from trdb.execution.executor import Execution, start_execution
-from trdb.execution.operators.operator import ExecContext
+from trdb.execution.operators.operator import BATCH_SIZE, ExecContext
+from trdb.execution.spool import RowSpool
 from trdb.execution.state import ExecutionState
 from trdb.kernels.backend import Backend
 from trdb.optimizer.common_subplans import CarriedWork, SharedWork
@@ -28,6 +30,8 @@ from trdb.pipeline.nesting import nesting_guard
 from trdb.planner import logical as lp
 from trdb.planner.binder import Binder, BoundQuery
 from trdb.planner.expression_binder import BindContext
+
+SPOOL_SHARE = 4  # a result or shared subplan holds at most 1/SPOOL_SHARE of the memory budget in memory
 
 
 @dataclass
@@ -44,7 +48,8 @@ class QueryRun:
 
     shared: list[Stage] = field(default_factory=list)
     main: Optional[Stage] = None
-    rows: list = field(default_factory=list)
+    rows: Union[list, RowSpool] = field(default_factory=list)  # a list, or the spool when the result spilled
+    spool: Optional[RowSpool] = None  # holds the result's memory (and spill file) until closed or dropped
     rewritten: bool = False  # shared tuples (run now, or carried from the last statement) are in the plan
 
 
@@ -59,6 +64,7 @@ class Pipeline:
     interrupted: threading.Event
     carried: Optional[CarriedWork] = None
     _run: Optional[QueryRun] = None  # the run that shared subplans met now are recorded in
+    _shared_spools: list = field(default_factory=list)  # this statement's shared subplans' tuples
 
     # ------------------------------------------------------------ stages
 
@@ -88,18 +94,26 @@ class Pipeline:
             optimized = optimize(plan, self.settings, self.catalog, context=rules)
             return plan_physical(optimized, self.settings.workers, self.catalog, self.settings.min_parallel_cost)
 
-    def execute(self, node: PhysicalNode, checked: bool = False) -> tuple[list[tuple], Execution]:
-        """Run a physical plan to the end; the execution is returned for its metrics. `checked`: the
-        plan passed `check_plan` under these settings already (a cached plan: its key holds them)."""
+    def execute(self, node: PhysicalNode, checked: bool = False) -> tuple[RowSpool, Execution]:
+        """Run a physical plan to the end; its tuples go to a spool (spilled past the memory budget), the
+        execution is returned for its metrics. `checked`: the plan passed `check_plan` under these
+        settings already (a cached plan: its key holds them)."""
         if not checked:
             check_plan(self.settings, node)
         database = self.catalog.db.file
         execution = start_execution(node, ExecContext(self.backend, self.catalog, ExecutionState(self.interrupted),
                                                       database.memory, database.spill),
                                     self.settings)
-        with execution, nesting_guard():
-            rows = list(execution.rows())
-        return rows, execution
+        # a spool keeps at most a share of the budget, so that the operators running beside it keep room
+        spool = RowSpool(database.memory.reservation("tuples"), lambda: database.spill.new_file("tuples"),
+                         database.memory.budget // SPOOL_SHARE)
+        try:
+            with execution, nesting_guard():
+                spool.extend(_in_batches(execution.rows()))
+        except BaseException:
+            spool.close()  # a failed or cancelled statement leaves no spill file behind
+            raise
+        return spool, execution
 
     # ------------------------------------------------------------ the whole path
 
@@ -107,6 +121,14 @@ class Pipeline:
             execute: bool = True, rules: Optional[RuleContext] = None) -> QueryRun:
         """Shared subplans, then the plan itself: planned, and run unless `execute` is false."""
         shared = shared or self.shared_work()
+        try:
+            return self._run_with(plan, shared, keep_zero_tuples, execute, rules)
+        except BaseException:
+            self.discard_shared()
+            raise
+
+    def _run_with(self, plan: lp.Plan, shared: SharedWork, keep_zero_tuples: bool, execute: bool,
+                  rules: Optional[RuleContext]) -> QueryRun:
         run, outer = QueryRun(), self._run
         self._run = run
         try:
@@ -117,14 +139,28 @@ class Pipeline:
         node = self.physical(rewritten, keep_zero_tuples, rules)
         run.main = Stage(node)
         if execute:
-            run.rows, run.main.execution = self.execute(node)
+            run.spool, run.main.execution = self.execute(node)
+            run.rows = run.spool.contents()
             shared.finish()
         return run
 
-    def _shared_rows(self, plan: lp.Plan) -> list:
+    def discard_shared(self) -> None:
+        """The statement failed: its shared subplans' tuples are forgotten now (memory, spill files), not carried."""
+        if self.carried is not None:
+            self.carried.discard(self._shared_spools)
+        for spool in self._shared_spools:
+            spool.close()
+        self._shared_spools = []
+
+    def _shared_rows(self, plan: lp.Plan) -> RowSpool:
         # a shared subplan's tuples are read by plans its optimization does not see: keep them all
         stage = Stage(self.physical(plan, keep_zero_tuples=True))
-        rows, stage.execution = self.execute(stage.node)
+        spool, stage.execution = self.execute(stage.node)
+        self._shared_spools.append(spool)
         if self._run is not None:
             self._run.shared.append(stage)
-        return rows
+        return spool
+
+
+def _in_batches(rows: Iterator[tuple]) -> Iterator[list]:
+    return iter(lambda: list(islice(rows, BATCH_SIZE)), [])

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from trdb.catalog.catalog import Catalog
 from trdb.config.settings import Settings
 from trdb.execution.executor import Execution
 from trdb.execution.result import Result
+from trdb.execution.spool import RowSpool
 from trdb.kernels.backend import Backend
 from trdb.optimizer.common_subplans import CarriedWork, SharedWork
 from trdb.optimizer.driver import RuleContext
@@ -61,14 +62,16 @@ class StatementContext:
                  rules: Optional[RuleContext] = None) -> PhysicalNode:
         return self.pipeline.physical(plan, keep_zero_tuples, rules)
 
-    def execute_physical(self, node: PhysicalNode) -> tuple[list[tuple], Execution]:
-        return self.pipeline.execute(node)
+    def execute_physical(self, node: PhysicalNode) -> tuple[Union[list, RowSpool], Execution]:
+        """The tuples of a physical plan (a list, or a spool when they spilled) and its execution."""
+        spool, execution = self.pipeline.execute(node)
+        return spool.contents(), execution
 
     def run_plan(self, plan: lp.Plan, shared: Optional[SharedWork] = None,
                  keep_zero_tuples: bool = False) -> Result:
         """Run a logical plan; subplans it repeats (or that `shared` already computed) run once."""
-        rows = self.pipeline.run(plan, shared, keep_zero_tuples).rows
-        return Result(rows=rows, schema=plan.schema, rowcount=len(rows))
+        run = self.pipeline.run(plan, shared, keep_zero_tuples)
+        return Result(rows=run.rows, schema=plan.schema, rowcount=len(run.rows), spool=run.spool)
 
     def shared_work(self) -> SharedWork:
         return self.pipeline.shared_work()
@@ -90,9 +93,9 @@ class StatementContext:
             run = self.pipeline.run(plan)
             if self.plans and not run.rewritten:  # shared subplans' tuples are this run's only
                 self.plans.put(key, CachedPlan(run.main.node, plan.schema))
-            return Result(rows=run.rows, schema=plan.schema, rowcount=len(run.rows))
-        rows = self.pipeline.execute(cached.node, checked=True)[0]
-        return Result(rows=rows, schema=cached.schema, rowcount=len(rows))
+            return Result(rows=run.rows, schema=plan.schema, rowcount=len(run.rows), spool=run.spool)
+        spool = self.pipeline.execute(cached.node, checked=True)[0]
+        return Result(rows=spool.contents(), schema=cached.schema, rowcount=len(spool), spool=spool)
 
     def _plan_key(self) -> Optional[tuple]:
         if self.plans is None:

@@ -1,13 +1,18 @@
-"""HashJoinExec: equi-join on keys (inner, left, full); the missing side's tiles are zero tiles (CSR for a CSR partner)."""
+"""HashJoinExec: equi-join on keys (inner, left, full); partitioned through spill files (grace) when the build side is big."""
 from __future__ import annotations
 
-from typing import Callable, Optional
+import math
+from typing import Callable, Iterator, Optional
+
+import numpy as np
 
 from trdb.execution.compile import compile_predicate
-from trdb.execution.operators.operator import Batch, PhysicalOperator, batches, drain
+from trdb.execution.exchange.channel import batch_bytes
+from trdb.execution.operators.operator import Batch, PhysicalOperator, batches
 from trdb.kernels.sparse import empty_csr, is_sparse
 from trdb.planner.expressions import Bound
 from trdb.planner.types import Schema, TensorType
+from trdb.storage.spill import SpillFile
 
 
 class MissingSide:
@@ -40,8 +45,37 @@ def _zero_like(partner, dtype, zeros):
     return zeros(partner.shape, dtype)
 
 
+PARTITIONS = 8                # spill files per level of a grace join
+MAX_LEVELS = 4                # repartitioning levels; past them a partition is held whatever the budget says
+READ_BATCH_BYTES = 1 << 20    # tiles per batch read back from a partition file
+
+
+def _key_function(positions: tuple[int, ...]) -> Callable[[tuple], tuple]:
+    if len(positions) == 1:
+        (only,) = positions
+        return lambda row: (row[only],)
+    return lambda row: tuple(row[p] for p in positions)
+
+
+def _grace_partition(key: tuple, level: int) -> int:
+    """The partition file of a key at a level of a grace join. Not the exchanges' `partition_of`: a
+    worker's keys all share their partition_of residue, and would crowd into a few files; the level
+    seeds Python's (well mixed, for ints deterministic) tuple hash, so each level splits anew."""
+    return hash((level,) + key) % PARTITIONS
+
+
+def _row_minimum(schema: Schema) -> int:
+    """The bytes of one tuple at the nominal tile size: what a join may always hold, however small the budget."""
+    return sum(math.prod(c.type.tile) * np.dtype(c.type.dtype).itemsize if c.is_tensor else 8 for c in schema)
+
+
 class HashJoinExec(PhysicalOperator):
-    """Builds a hash table on the right input, probes it with the left."""
+    """Builds a hash table on the right input, probes it with the left.
+
+    The build side reserves its bytes as it grows. When the budget refuses, the join turns into a
+    grace hash join: the build tuples, then the probe tuples, go to PARTITIONS spill files by a hash
+    of the key, and each pair of files is joined in turn; a partition whose build side still does not
+    fit is split again with another hash seed (one level deeper)."""
 
     def __init__(self, left: PhysicalOperator, right: PhysicalOperator, kind: str,
                  left_keys: tuple[int, ...], right_keys: tuple[int, ...],
@@ -54,52 +88,172 @@ class HashJoinExec(PhysicalOperator):
         self.residual = residual
 
     def _open(self) -> None:
-        self._table: dict[tuple, list[tuple]] = {}
-        right_key = self._key_function(self.right_keys)
-        for row in drain(self.children[1]):
-            key = right_key(row)
-            if None not in key:
-                self._table.setdefault(key, []).append(row)
-        self._matched: set[int] = set()
         self._residual = compile_predicate(self.residual, self.ctx.backend) if self.residual is not None else None
         self._missing_left = MissingSide(self.left_schema, self.right_schema, self.ctx.backend)
         self._missing_right = MissingSide(self.right_schema, self.left_schema, self.ctx.backend)
-        self._left_key = self._key_function(self.left_keys)
-        self._tail = None
-
-    @staticmethod
-    def _key_function(positions: tuple[int, ...]):
-        return lambda row: tuple(row[p] for p in positions)
+        self._left_key, self._right_key = _key_function(self.left_keys), _key_function(self.right_keys)
+        self._memory = self.reservation(_row_minimum(self.right_schema))
+        self._files: list[SpillFile] = []
+        table = self._build()
+        self._output = self._in_memory(table) if table is not None else self._grace()
 
     def _next(self) -> Optional[Batch]:
-        while self._tail is None:
-            batch = self.children[0].next_batch()
-            if batch is None:
-                self._tail = batches(self._unmatched_right()) if self.kind == "FULL" else iter(())
-                break
-            out = self._probe(batch)
-            if out:
-                return out
-        return next(self._tail, None)
+        return next(self._output, None)
 
-    def _probe(self, batch: Batch) -> Batch:
+    def _close(self) -> None:
+        self._output = None
+        for spill in self._files:
+            spill.remove()
+        self._files = []
+
+    # ------------------------------------------------------------ in memory
+
+    def _build(self) -> Optional[dict]:
+        """The build side's hash table, or None when the budget refused it (its tuples went to partition files)."""
+        table: dict[tuple, list[tuple]] = {}
+        right_key, child = self._right_key, self.children[1]
+        while (batch := child.next_batch()) is not None:
+            if not self._memory.try_grow(batch_bytes(batch)):
+                self._partition_build(table, batch)
+                return None
+            for row in batch:
+                key = right_key(row)
+                if None not in key:
+                    table.setdefault(key, []).append(row)
+        return table
+
+    def _in_memory(self, table: dict) -> Iterator[Batch]:
+        matched: set[int] = set()
+        child = self.children[0]
+        while (batch := child.next_batch()) is not None:
+            out = self._probe(batch, table, matched)
+            if out:
+                yield out
+        if self.kind == "FULL":
+            yield from batches(self._unmatched_right(table, matched))
+
+    def _probe(self, batch: Batch, table: dict, matched: set) -> Batch:
         out = []
+        left_key, residual, kind = self._left_key, self._residual, self.kind
         for row in batch:
-            partners = self._table.get(self._left_key(row), ())
+            partners = table.get(left_key(row), ())
             joined = [row + partner for partner in partners]
-            if self._residual is not None:
-                joined = [r for r in joined if self._residual(r)]
-            if self.kind == "FULL":
-                self._matched.update(id(p) for p in partners)
-            if not joined and self.kind in ("LEFT", "FULL"):
+            if residual is not None:
+                joined = [r for r in joined if residual(r)]
+            if kind == "FULL":
+                matched.update(id(p) for p in partners)
+            if not joined and kind in ("LEFT", "FULL"):
                 joined = [row + self._missing_right(row)]
             out.extend(joined)
         return out
 
-    def _unmatched_right(self) -> list:
-        return [self._missing_left(row) + row for rows in self._table.values() for row in rows
-                if id(row) not in self._matched]
+    def _unmatched_right(self, table: dict, matched: set) -> list:
+        return [self._missing_left(row) + row for rows in table.values() for row in rows if id(row) not in matched]
 
-    def _close(self) -> None:
-        self._table = {}
-        self._matched = set()
+    # ------------------------------------------------------------ grace
+
+    def _partition_build(self, table: dict, refused: Batch) -> None:
+        """The tuples held so far, the refused batch and the rest of the build side, into partition files."""
+        self._build_files = self._new_files("join-build")
+        held = [row for rows in table.values() for row in rows]
+        table.clear()
+        self._memory.release_all()
+        self._write_partitioned(self._build_files, held, self._right_key, 1)
+        self._write_partitioned(self._build_files, refused, self._right_key, 1)
+        while (batch := self.children[1].next_batch()) is not None:
+            self._write_partitioned(self._build_files, batch, self._right_key, 1)
+        for spill in self._build_files:
+            spill.finish()
+
+    def _grace(self) -> Iterator[Batch]:
+        probe_files = self._new_files("join-probe")
+        while (batch := self.children[0].next_batch()) is not None:
+            # a NULL key has no partner: such a tuple is answered now, not spilled
+            no_key = self._write_partitioned(probe_files, batch, self._left_key, 1)
+            if no_key and self.kind in ("LEFT", "FULL"):
+                yield [row + self._missing_right(row) for row in no_key]
+        for spill in probe_files:
+            spill.finish()
+        yield from self._join_partitions(self._build_files, probe_files, 1)
+
+    def _join_partitions(self, builds: list[SpillFile], probes: list[SpillFile], level: int) -> Iterator[Batch]:
+        for build, probe in zip(builds, probes):
+            self.ctx.check_cancelled()
+            if probe.rows or (build.rows and self.kind == "FULL"):
+                yield from self._join_partition(build, probe, level)
+            build.remove()
+            probe.remove()
+
+    def _join_partition(self, build: SpillFile, probe: SpillFile, level: int) -> Iterator[Batch]:
+        # a partition of a few tuples is held whatever the budget: splitting it further gains nothing
+        forced = level > MAX_LEVELS or build.bytes <= PARTITIONS * self._memory.minimum
+        table, held = self._load(build, forced)
+        if table is None:
+            yield from self._repartitioned(build, probe, level + 1)
+            return
+        matched: set[int] = set()
+        for batch in probe.batches(READ_BATCH_BYTES):
+            out = self._probe(batch, table, matched)
+            if out:
+                yield out
+        if self.kind == "FULL":
+            yield from batches(self._unmatched_right(table, matched))
+        self._memory.shrink(held)
+
+    def _load(self, build: SpillFile, forced: bool) -> tuple[Optional[dict], int]:
+        """A partition's hash table and the bytes it holds; (None, 0) when the budget refuses it."""
+        table: dict[tuple, list[tuple]] = {}
+        held, right_key = 0, self._right_key
+        for batch in build.batches(READ_BATCH_BYTES):
+            size = batch_bytes(batch)
+            if forced:
+                self._memory.grow(size)
+            elif not self._memory.try_grow(size):
+                self._memory.shrink(held)
+                return None, 0
+            held += size
+            for row in batch:
+                table.setdefault(right_key(row), []).append(row)
+        return table, held
+
+    def _repartitioned(self, build: SpillFile, probe: SpillFile, level: int) -> Iterator[Batch]:
+        """A partition too large for the budget, split by another hash of its keys and joined part by part."""
+        builds = self._split(build, self._right_key, level, "join-build")
+        if max(spill.rows for spill in builds) == build.rows:
+            # every tuple went to one part: one key holds them all, and no hash will split it
+            for spill in builds:
+                spill.remove()
+            yield from self._join_partition(build, probe, MAX_LEVELS + 1)
+            return
+        probes = self._split(probe, self._left_key, level, "join-probe")
+        yield from self._join_partitions(builds, probes, level)
+
+    def _split(self, source: SpillFile, key: Callable[[tuple], tuple], level: int, purpose: str) -> list[SpillFile]:
+        parts = self._new_files(purpose)
+        for batch in source.batches(READ_BATCH_BYTES):
+            self.ctx.check_cancelled()
+            self._write_partitioned(parts, batch, key, level)
+        for spill in parts:
+            spill.finish()
+        return parts
+
+    def _write_partitioned(self, files: list[SpillFile], rows: list, key: Callable[[tuple], tuple],
+                           level: int) -> list:
+        """Each tuple to the file of its key's hash at `level` (the level seeds the hash); returns those with a NULL key."""
+        parts: list[list] = [[] for _ in files]
+        no_key = []
+        for row in rows:
+            value = key(row)
+            if None in value:
+                no_key.append(row)
+            else:
+                parts[_grace_partition(value, level)].append(row)
+        for spill, part in zip(files, parts):
+            if part:
+                self._memory.note_spilled(spill.write(part))
+        return no_key
+
+    def _new_files(self, purpose: str) -> list[SpillFile]:
+        files = [self.ctx.spill_file(purpose) for _ in range(PARTITIONS)]
+        self._files.extend(files)
+        return files
