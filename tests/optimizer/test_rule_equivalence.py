@@ -56,7 +56,7 @@ QUERIES = [
     "SELECT S.j, SUM(A.v * S.v) AS v FROM A JOIN S ON A.j = S.j GROUP BY S.j",
     "SELECT A.j, SUM(S.v * A.v) AS v, SUM(A.v) AS w FROM S JOIN A ON S.j = A.j GROUP BY A.j",
     "SELECT M.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN M ON A.i = M.i JOIN B ON A.j = B.i GROUP BY M.i, B.j",
-    "SELECT SUM(A.v * M.v) AS v FROM A JOIN M ON A.i = M.i",
+    "SELECT SUM(TRANSPOSE(A.v) * M.v) AS v FROM A JOIN M ON A.i = M.i",
     "SELECT D.i, SUM(D.v) AS v FROM D JOIN M ON D.i = M.i GROUP BY D.i",
     "SELECT D.i, D.j, SUM(D.v) AS v FROM D JOIN S ON D.j = S.j GROUP BY D.i, D.j",
     "SELECT M.i, SUM(A.v) AS v, COUNT(*) AS n FROM A JOIN M ON A.i = M.i GROUP BY M.i",
