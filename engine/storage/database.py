@@ -32,6 +32,9 @@ _ERROR_MAP = (
 
 def translate(exc: duckdb.Error) -> errors.Error:
     """A DuckDB exception as the matching PEP 249 class of trdb, message kept."""
+    if "out of memory" in str(exc).lower() or isinstance(exc, getattr(duckdb, "OutOfMemoryException", ())):
+        return errors.OperationalError(f"DuckDB ran out of the memory trdb gives it: {exc}",
+                                       hint="raise memory_limit (DuckDB gets a quarter of it, at least 32 MB)")
     if isinstance(exc, duckdb.TransactionException) and ("conflict" in str(exc).lower() or
                                                           "failed to commit" in str(exc).lower()):
         return errors.TransactionConflict(

@@ -81,7 +81,11 @@ class DatabaseFile:
             try:
                 self.root.execute(f"SET memory_limit = '{limits[0]}B'")
                 if not self.read_only:
+                    os.makedirs(limits[1], mode=0o700, exist_ok=True)  # DuckDB makes only the last folder
                     self.root.execute("SET temp_directory = ?", [limits[1]])
+            except OSError as exc:
+                raise errors.OperationalError(f"cannot use temp_directory {self.spill.root!r}: {exc.strerror}",
+                                              hint="SET temp_directory to a writable directory") from None
             except duckdb.Error as exc:
                 raise errors.OperationalError(f"cannot apply memory_limit or temp_directory: {_reason(exc)}") from None
 

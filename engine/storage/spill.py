@@ -49,7 +49,7 @@ class SpillDirectory:
         self.files_written = 0
 
     def remove_leftovers(self) -> None:
-        """Remove spill directories whose process has ended (a crash), then the root if it is empty."""
+        """Remove spill directories whose process has ended (a crash)."""
         try:
             names = os.listdir(self.root)
         except OSError:
@@ -58,7 +58,6 @@ class SpillDirectory:
             pid = _pid_of(name)
             if pid is not None and not _alive(pid):
                 shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
-        _remove_if_empty(self.root)
 
     def new_file(self, purpose: str) -> "SpillFile":
         return SpillFile(os.path.join(self._directory(), f"{purpose}-{secrets.token_hex(6)}.spill"))
@@ -76,11 +75,13 @@ class SpillDirectory:
             return self._own
 
     def close(self) -> None:
-        """Remove this process's directory (its files are gone already unless a statement failed badly)."""
+        """Remove this process's directory (its files are gone already unless a statement failed badly),
+        then DuckDB's folder and the root when nothing else is in them (the database is closing)."""
         with self._lock:
             if self._own is not None:
                 shutil.rmtree(self._own, ignore_errors=True)
                 self._own = None
+        _remove_if_empty(os.path.join(self.root, "duckdb"))
         _remove_if_empty(self.root)
 
 

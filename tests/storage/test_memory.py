@@ -69,7 +69,7 @@ import os; os._exit(0)  # no clean-up: as after kill -9
 """], check=True)
     assert child.returncode == 0 and len(os.listdir(root)) == 1
     SpillDirectory(str(root)).remove_leftovers()
-    assert not os.path.exists(root)
+    assert os.listdir(root) == []
 
 
 def test_memory_limit_and_temp_directory_are_database_wide(tmp_path):
@@ -91,3 +91,12 @@ def test_memory_limit_and_temp_directory_are_database_wide(tmp_path):
 def test_a_bad_memory_limit_is_refused(value):
     with trdb.connect() as con, pytest.raises(trdb.ProgrammingError):
         con.execute(f"SET memory_limit = '{value}'")
+
+
+def test_duckdb_spills_into_the_default_temp_directory_of_a_file_database(tmp_path):
+    path = str(tmp_path / "db.trdb")
+    with trdb.connect(path) as con:
+        con.execute("SET memory_limit = '16MB'")
+        con.execute("CREATE TENSOR A SHAPE (2048, 2048) TILE (256, 256) FILL ONES")
+        assert con.execute("SELECT SUM(REDUCE_SUM(A.v)) FROM A").fetchone()[0] == 2048 * 2048
+    assert not os.path.exists(path + ".tmp")  # removed with the database's last connection
