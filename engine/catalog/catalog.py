@@ -14,6 +14,7 @@ from trdb.storage.catalog_validation import DamagedTensor
 from trdb.storage.database import Database
 from trdb.storage.ordinary_tables import ordinary_tables
 from trdb.storage.tensor_meta import TensorMeta
+from trdb.storage.tile_store import TileIndex
 
 
 class Catalog:
@@ -179,12 +180,47 @@ class Catalog:
 
     def _read_tiles(self, meta: TensorMeta) -> TensorTiles:
         keys, tiles = tile_store.read_tiles(self.db, meta)
+        self._check_snapshot()
+        _check_keys(meta, keys)
+        return keys, tiles
+
+    def streams(self, meta: TensorMeta) -> bool:
+        """Whether a scan should read the tensor in bounded batches: too large for the buffer pool to keep."""
+        return not self.pool.would_keep(tile_store.estimated_size(meta))
+
+    def tile_index(self, meta: TensorMeta, partition: int = 0, partitions: int = 1,
+                   columns: tuple[int, ...] = ()) -> tuple[TileIndex, np.ndarray]:
+        """Where the tiles of one partition (those whose key columns `columns` hash to it) are stored, and
+        each one's decoded bytes, with the keys checked as a whole read checks them (a duplicate key
+        hashes to one partition, so the partitions' checks together cover the tensor)."""
+        index = tile_store.tile_index(self.db, meta, self._partition_filter(meta, partition, partitions, columns))
+        self._check_snapshot()
+        order = tile_store.key_order(index.keys)
+        _check_keys(meta, index.keys if order is None else index.keys[order])
+        return index, tile_store.decoded_sizes(meta, index)
+
+    def tile_rows(self, meta: TensorMeta, index: TileIndex, start: int, stop: int, partition: int = 0,
+                  partitions: int = 1, columns: tuple[int, ...] = ()) -> TensorTiles:
+        """The tiles of rows start..stop-1 of a partition's `index` (one bounded read), sorted by key."""
+        where = self._partition_filter(meta, partition, partitions, columns)
+        keys, tiles = tile_store.read_tile_rows(self.db, meta, int(index.rowids[start]), int(index.rowids[stop - 1]),
+                                                where)
+        self._check_snapshot()
+        if len(keys) != stop - start:  # the rows moved under the index: a write this snapshot should not see
+            raise StaleSnapshot("the database changed while the statement read it")
+        return keys, tiles
+
+    @staticmethod
+    def _partition_filter(meta: TensorMeta, partition: int, partitions: int, columns: tuple[int, ...]) -> Optional[str]:
+        if partitions <= 1:
+            return None
+        return tile_store.partition_filter(meta, columns, partitions, partition)
+
+    def _check_snapshot(self) -> None:
         if not self.db.in_transaction and self.db.file.generation != self.generation:
             # read outside a transaction while another connection committed: the tiles may be newer
             # than the version this statement's catalog names, so they are not used (nor cached)
             raise StaleSnapshot("the database changed while the statement read it")
-        _check_keys(meta, keys)
-        return keys, tiles
 
     def tile_nonzeros(self, meta: TensorMeta):
         """Per stored tile: keys (n x m, sorted), non-zeros and format (storage.tile_codec DENSE/CSR32/CSR64)."""

@@ -1,6 +1,8 @@
 """Tile tables: one DuckDB table per tensor relation with BIGINT keys, non-zeros, format and a BLOB tile."""
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
@@ -8,9 +10,10 @@ import pyarrow as pa
 
 from trdb.kernels.sparse import stored_form
 from trdb.storage.database import Database
+from trdb.storage.key_hash import partition_sql
 from trdb.storage.sql_text import quote_dotted
 from trdb.storage.tensor_meta import TensorMeta
-from trdb.storage.tile_codec import DENSE, decode_tiles, encode_tiles
+from trdb.storage.tile_codec import CSR64, DENSE, csr_sections, decode_tiles, encode_tiles
 
 
 def key_columns(count: int) -> list[str]:
@@ -58,11 +61,21 @@ def insert_encoded(db: Database, meta: TensorMeta, keys: Sequence[np.ndarray], n
 def read_tiles(db: Database, meta: TensorMeta, where: Optional[str] = None,
                params: Sequence = ()) -> tuple[np.ndarray, list]:
     """Keys (n x m int64, sorted) and read-only tiles (dense or CSR) of a tensor, optionally filtered by SQL on k0.."""
+    return sorted_by_key(*_read(db, meta, f" WHERE {where}" if where else "", params))
+
+
+def read_tile_rows(db: Database, meta: TensorMeta, first: int, last: int,
+                   where: Optional[str] = None) -> tuple[np.ndarray, list]:
+    """Keys and tiles of the rows with `first` <= rowid <= `last` (and `where`), sorted by key: one bounded
+    read of a streamed scan (DuckDB pushes a rowid range into its scan, so each read costs its own rows)."""
+    clause = f" WHERE rowid BETWEEN {int(first)} AND {int(last)}" + (f" AND {where}" if where else "")
+    return sorted_by_key(*_read(db, meta, clause))
+
+
+def _read(db: Database, meta: TensorMeta, clause: str, params: Sequence = ()) -> tuple[np.ndarray, list]:
+    # unordered: DuckDB sorting the rows would copy every tile once more; the keys are sorted in numpy
     names = key_columns(len(meta.keys))
-    select = ", ".join(names + ["fmt", "nnz", "v"])
-    order = f" ORDER BY {', '.join(names)}" if names else ""
-    clause = f" WHERE {where}" if where else ""
-    table = db.arrow(f"SELECT {select} FROM {_table(meta)}{clause}{order}", params)
+    table = db.arrow(f"SELECT {', '.join(names + ['fmt', 'nnz', 'v'])} FROM {_table(meta)}{clause}", params)
     keys = _keys(table, names)
     shapes = [meta.tile_shape_at(k) for k in keys.tolist()]
     return keys, decode_tiles(table.column("v"), meta.dtype, shapes, table.column("fmt").to_numpy(),
@@ -73,6 +86,77 @@ def _keys(table: pa.Table, names: list[str]) -> np.ndarray:
     keys = np.column_stack([table.column(n).to_numpy() for n in names]) if names else \
         np.zeros((table.num_rows, 0), dtype=np.int64)
     return keys.astype(np.int64, copy=False).reshape(table.num_rows, len(names))
+
+
+def sorted_by_key(keys: np.ndarray, tiles: list) -> tuple[np.ndarray, list]:
+    """Keys and tiles in key order (the tiles are views: only the list is reordered)."""
+    order = key_order(keys)
+    if order is None:
+        return keys, tiles
+    return keys[order], [tiles[i] for i in order.tolist()]
+
+
+def key_order(keys: np.ndarray) -> Optional[np.ndarray]:
+    """The permutation that sorts the key rows; None when they are in order already."""
+    if len(keys) < 2 or keys.shape[1] == 0:
+        return None
+    order = np.lexsort(keys.T[::-1])
+    return None if np.array_equal(order, np.arange(len(keys))) else order
+
+
+@dataclass(frozen=True)
+class TileIndex:
+    """Where a tensor's stored tiles are, in storage order, for a scan that reads them in bounded batches."""
+
+    rowids: np.ndarray     # DuckDB's row ids, ascending
+    keys: np.ndarray       # n x m
+    nonzeros: np.ndarray
+    formats: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.rowids)
+
+    @property
+    def nbytes(self) -> int:
+        return self.rowids.nbytes + self.keys.nbytes + self.nonzeros.nbytes + self.formats.nbytes
+
+
+def tile_index(db: Database, meta: TensorMeta, where: Optional[str] = None) -> TileIndex:
+    """Row ids, keys, non-zeros and formats of the stored tiles (or of those `where` selects): no tile is read."""
+    names = key_columns(len(meta.keys))
+    clause = f" WHERE {where}" if where else ""
+    table = db.arrow(f"SELECT rowid, {', '.join(names + ['nnz', 'fmt'])} FROM {_table(meta)}{clause} ORDER BY rowid")
+    counts = [table.column(name).fill_null(-1).to_numpy().astype(np.int64, copy=False) for name in ("nnz", "fmt")]
+    return TileIndex(table.column("rowid").to_numpy().astype(np.int64, copy=False), _keys(table, names), *counts)
+
+
+def partition_filter(meta: TensorMeta, columns: Sequence[int], partitions: int, partition: int) -> str:
+    """The WHERE condition that selects the tiles whose key columns `columns` hash to `partition`."""
+    names = key_columns(len(meta.keys))
+    return partition_sql([names[c] for c in columns], partitions, partition)
+
+
+def decoded_sizes(meta: TensorMeta, index: TileIndex) -> np.ndarray:
+    """The bytes each indexed tile takes decoded (its keys must be inside the grid: checked before; a
+    tampered nnz or format only misjudges a read's size, and decoding the tile reports it)."""
+    item = np.dtype(meta.dtype).itemsize
+    keyed = zip(meta.tile, meta.shape[:len(meta.keys)])
+    dims = [np.minimum(t, n - index.keys[:, d] * t) for d, (t, n) in enumerate(keyed)]
+    dims += [np.full(len(index), t, dtype=np.int64) for t in meta.tile[len(dims):]]
+    elements = np.prod(np.stack(dims), axis=0) if dims else np.ones(len(index), dtype=np.int64)
+    rows = dims[0] if dims else np.ones(len(index), dtype=np.int64)
+    width = np.where(index.formats == CSR64, 8, 4)
+    sparse = sum(csr_sections(index.nonzeros, rows, item, width))
+    return np.where(index.formats == DENSE, elements * item, sparse).astype(np.int64)
+
+
+def estimated_size(meta: TensorMeta) -> int:
+    """The bytes a tensor takes decoded, from its catalog statistics (an upper bound: edge tiles are smaller)."""
+    item = np.dtype(meta.dtype).itemsize
+    rows = meta.tile[0] if meta.tile else 1
+    dense = meta.dense_tuples * math.prod(meta.tile) * item
+    sparse = meta.csr_nnz * (item + 8) + meta.csr_tuples * (rows + 1) * 8
+    return int(dense + sparse + meta.tuple_count * len(meta.keys) * 8)
 
 
 def tile_nonzeros(db: Database, meta: TensorMeta) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

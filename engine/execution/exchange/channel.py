@@ -3,89 +3,163 @@
 Producers run a plan fragment in a worker and route each batch to consumer queues; a consumer
 reads its queue until every producer has finished. The first error anywhere is kept in the
 execution state, cancels everything, and is what every consumer raises.
+
+A queue is bounded in batches and in bytes: a producer waits while its consumer's queue holds its
+byte share, and the bytes queued are reserved from the database's memory budget. An empty queue
+always takes one batch, however large, so a batch beyond the share slows its exchange down but
+never stops it.
 """
 from __future__ import annotations
 
-import queue
 import threading
+from collections import deque
 from typing import Callable, Iterable, Optional
 
 from trdb.execution.operators.operator import Batch, PhysicalOperator
 from trdb.execution.state import ExecutionState
 from trdb.kernels import sparse
+from trdb.storage.memory import MemoryManager, Reservation
 
-QUEUE_BATCHES = 8          # bounded queues: a fast producer waits for its consumers
+QUEUE_BATCHES = 8          # bounded queues: a fast producer waits for its consumers ...
+QUEUE_BYTES = 64 << 20     # ... and while a queue holds this many bytes ...
+QUEUE_SHARE = 8            # ... or its part of 1/QUEUE_SHARE of the memory budget, if less
 POLL_SECONDS = 0.05        # how often a blocked put/get looks at the cancellation flag
 _DONE = object()
 
 Router = Callable[[Batch, int], Iterable[tuple[int, Batch]]]
 
 
+def row_bytes(row: tuple) -> int:
+    """The bytes a tuple holds: its tiles' sizes (a CSR tile's three arrays), 8 for any other value."""
+    return sum(sparse.nbytes(v) if sparse.is_sparse(v) else getattr(v, "nbytes", 8) for v in row)
+
+
 def batch_bytes(batch: Batch) -> int:
-    """The bytes a batch moves: its tiles' sizes (a CSR tile's three arrays), 8 for any other value."""
-    return sum(sparse.nbytes(v) if sparse.is_sparse(v) else getattr(v, "nbytes", 8) for row in batch for v in row)
+    """The bytes a batch moves."""
+    return sum(row_bytes(row) for row in batch)
 
 
 class Channel:
-    """M bounded queues fed by `producers` producer instances."""
+    """M queues, bounded in batches and bytes, fed by `producers` producer instances."""
 
-    def __init__(self, consumers: int, producers: int, state: ExecutionState):
-        self.queues = [queue.Queue(QUEUE_BATCHES) for _ in range(consumers)]
+    def __init__(self, consumers: int, producers: int, state: ExecutionState,
+                 memory: Optional[MemoryManager] = None):
+        self.queues: list[deque] = [deque() for _ in range(consumers)]   # (batch, bytes) pairs
+        self.queued = [0] * consumers        # bytes in each queue
+        self.peaks = [0] * consumers         # the most bytes each queue held, for EXPLAIN ANALYZE
+        self.closed = [False] * consumers    # a closed consumer's batches are dropped
         self.waiting = [producers] * consumers
         self.state = state
+        self.share = QUEUE_BYTES
         self.tuples = 0
         self.bytes = 0
-        self._lock = threading.Lock()
+        self._memory: Optional[Reservation] = None
+        self._changed = threading.Condition()
+        if memory is not None:
+            self.use_memory(memory)
 
-    def put(self, partition: int, item) -> None:
-        target = self.queues[partition]
-        while True:
-            try:
-                target.put(item, timeout=POLL_SECONDS)
-                return
-            except queue.Full:
+    def use_memory(self, memory: MemoryManager) -> None:
+        """Reserve the queued bytes from `memory` (the database's budget), which also sizes each queue's share."""
+        with self._changed:
+            if self._memory is None:
+                self._memory = memory.reservation("exchange")
+                self.share = max(1, min(QUEUE_BYTES, memory.budget // (QUEUE_SHARE * len(self.queues))))
+
+    def put(self, partition: int, item, size: Optional[int] = None) -> None:
+        """Queue a batch for a consumer, waiting while its queue is full."""
+        size = batch_bytes(item) if size is None else size
+        with self._changed:
+            while not self._admits(partition, size):
+                self._changed.wait(POLL_SECONDS)
                 self.state.raise_if_cancelled()
+            if self.closed[partition]:
+                return
+            self._append(partition, item, size)
 
-    def account(self, batch: Batch, copies: int) -> None:
-        size = batch_bytes(batch)
-        with self._lock:
+    def _admits(self, partition: int, size: int) -> bool:
+        """Whether a batch of `size` bytes may join the queue now (then its bytes are reserved)."""
+        queue = self.queues[partition]
+        if self.closed[partition]:
+            return True
+        if not queue:  # always one batch, or a batch larger than the share would wait for ever
+            if self._memory is not None:
+                self._memory.grow(size)
+            return True
+        if len(queue) >= QUEUE_BATCHES or self.queued[partition] + size > self.share:
+            return False
+        return self._memory is None or self._memory.try_grow(size)
+
+    def _append(self, partition: int, item, size: int) -> None:
+        self.queues[partition].append((item, size))
+        self.queued[partition] += size
+        self.peaks[partition] = max(self.peaks[partition], self.queued[partition])
+        self._changed.notify_all()
+
+    def account(self, batch: Batch, copies: int, size: Optional[int] = None) -> None:
+        size = batch_bytes(batch) if size is None else size
+        with self._changed:
             self.tuples += len(batch) * copies
             self.bytes += size * copies
 
     def producer_done(self) -> None:
-        for partition in range(len(self.queues)):
-            try:
-                self.put(partition, _DONE)
-            except BaseException:
-                return  # cancelled: consumers stop on the flag, not on the markers
+        """A producer has ended: its marker joins every queue without waiting for room."""
+        with self._changed:
+            for queue in self.queues:
+                queue.append((_DONE, 0))
+            self._changed.notify_all()
 
     def get(self, partition: int) -> Optional[Batch]:
-        source = self.queues[partition]
-        while self.waiting[partition]:
-            try:
-                item = source.get(timeout=POLL_SECONDS)
-            except queue.Empty:
-                self.state.raise_if_cancelled()
-                continue
-            if item is _DONE:
-                self.waiting[partition] -= 1
-                continue
-            return item
+        with self._changed:
+            while True:
+                item = self._pop(partition)
+                if item is _DONE:
+                    self.waiting[partition] -= 1
+                elif item is not None:
+                    return item
+                elif not self.waiting[partition]:
+                    break
+                else:
+                    self._changed.wait(POLL_SECONDS)
+                    self.state.raise_if_cancelled()
         self.state.raise_if_failed()  # a producer that failed also signs off: its error must not be lost
         return None
+
+    def _pop(self, partition: int):
+        queue = self.queues[partition]
+        if not queue:
+            return None
+        item, size = queue.popleft()
+        self._give_back(partition, size)
+        return item
+
+    def _give_back(self, partition: int, size: int) -> None:
+        self.queued[partition] -= size
+        if self._memory is not None:
+            self._memory.shrink(size)
+        self._changed.notify_all()
+
+    def close_partition(self, partition: int) -> None:
+        """The consumer of `partition` has closed: what waits for it is dropped, and so is what comes later."""
+        with self._changed:
+            self.closed[partition] = True
+            dropped = sum(size for _, size in self.queues[partition])
+            self.queues[partition].clear()
+            self._give_back(partition, dropped)
 
 
 def produce(operator: PhysicalOperator, ctx, channel: Channel, route: Router, consumers: int) -> None:
     """A producer's whole life in its worker: run the fragment, route its batches, then sign off."""
     try:
+        channel.use_memory(ctx.memory)
         operator.open(ctx)
         while True:
             batch = operator.next_batch()
             if batch is None:
                 break
             for partition, rows in route(batch, consumers):
-                channel.account(rows, 1)
-                channel.put(partition, rows)
+                size = batch_bytes(rows)
+                channel.account(rows, 1, size)
+                channel.put(partition, rows, size)
     except BaseException as exc:  # the first error cancels the whole execution
         ctx.state.fail(exc)
     finally:
@@ -112,3 +186,9 @@ class ExchangeSourceExec(PhysicalOperator):
 
     def _next(self) -> Optional[Batch]:
         return self.channel.get(self.partition)
+
+    def _close(self) -> None:
+        close = getattr(self.channel, "close_partition", None)  # a Ray actor's inbox has its own bounds
+        if close is not None:
+            close(self.partition)
+            self.metrics.peak_memory = max(self.metrics.peak_memory, self.channel.peaks[self.partition])

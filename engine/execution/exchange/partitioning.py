@@ -1,7 +1,9 @@
-"""Which partition a key tuple belongs to: the one function scans and repartitions share."""
+"""Which partition a key tuple belongs to: the one function scans, repartitions and Ray routing share."""
 from __future__ import annotations
+
+from trdb.storage.key_hash import key_hash
 
 
 def partition_of(key: tuple, partitions: int) -> int:
-    # hash() of a tuple of Python ints is deterministic (no string hashing involved)
-    return hash(key) % partitions
+    # the same hash a partitioned scan computes in SQL (storage.key_hash), so both place a key alike
+    return key_hash(key) % partitions
