@@ -38,6 +38,8 @@ class Record:
 
 
 def format_value(value) -> str:
+    if isinstance(value, np.generic) and not isinstance(value, np.bool_):
+        value = np.asarray(value)  # a 0-d tensor value comes back as a numpy scalar of its dtype
     if isinstance(value, np.ndarray):
         shape = ",".join(str(n) for n in value.shape)
         values = " ".join(_number(v) for v in value.ravel().tolist())

@@ -8,7 +8,7 @@ import pyarrow as pa
 import scipy.sparse
 
 from trdb.errors import DataError, InterfaceError
-from trdb.execution.result import check_fits, layout_of, tile_slices
+from trdb.execution.result import check_fits, check_unique_keys, layout_of, tile_slices
 from trdb.kernels.sparse import is_sparse, row_indices
 from trdb.planner.types import Schema
 
@@ -96,6 +96,7 @@ def result_to_sparse(schema: Schema, rows: Sequence[tuple], shape: Optional[Sequ
     `shape` as in fetch_tensor (absent trailing tiles are zeros); float16 becomes float32, which scipy has.
     `limits`: the most bytes the matrix may take (as in assemble)."""
     layout = layout_of(schema, rows, shape)
+    check_unique_keys(rows, layout.key_positions)
     if len(layout.shape) != 2:
         raise InterfaceError(f"fetch_sparse() needs a 2-d result, this one has shape {layout.shape}")
     dtype = np.dtype(np.float32) if layout.dtype == np.float16 else np.dtype(layout.dtype)

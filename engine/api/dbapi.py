@@ -256,7 +256,18 @@ class Cursor:
         """The next rows with host values; CSR tiles stay CSR (scipy) with `keep_sparse`, else become numpy."""
         self._require_result("fetch")
         rows = self._reader.take(None if count is None else max(count, 0))
-        return [tuple(to_host(v, keep_sparse) for v in row) for row in rows]
+        if keep_sparse:
+            return [tuple(to_host(v, True) for v in row) for row in rows]
+        return [tuple(_user_value(v) for v in row) for row in rows]
+
+
+def _user_value(value: Any) -> Any:
+    """A value as fetchone/fetchall give it: a 0-d tensor is a numpy scalar of its dtype (np.float32(16.0)),
+    which keeps the dtype `description` reports and sits in a pandas column as a number."""
+    value = to_host(value)
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return value[()]
+    return value
 
 
 class Connection:

@@ -79,6 +79,18 @@ def layout_of(schema: Schema, rows: Sequence[tuple], shape: Optional[Sequence[in
     return TensorLayout(keys, values[0], column_type.dtype, tile, tuple(int(n) for n in shape))
 
 
+def check_unique_keys(rows: Sequence[tuple], keys: tuple[int, ...]) -> None:
+    """One tile per key: a result with two tuples under one key has no single tensor to assemble."""
+    seen: set = set()
+    for row in rows:
+        key = tuple(row[k] for k in keys)
+        if key in seen:
+            count = sum(tuple(r[k] for k in keys) == key for r in rows)
+            raise DataError(f"the result has {count} tuples under key {key}: it is not one tensor",
+                            hint="did you forget SUM(...) with GROUP BY?")
+        seen.add(key)
+
+
 def _shape_from_data(rows, keys, value, tile, extent) -> tuple[int, ...]:
     shape = [e or 0 for e in extent]
     pad = len(tile) - np.ndim(rows[0][value]) if rows else 0
@@ -131,6 +143,7 @@ def assemble(schema: Schema, rows: Sequence[tuple], shape: Optional[Sequence[int
              limits: Optional[dict] = None) -> np.ndarray:
     """The whole result as one dense array; absent tiles are zeros. `limits`: the most bytes it may take."""
     layout = layout_of(schema, rows, shape)
+    check_unique_keys(rows, layout.key_positions)
     check_fits("fetch_tensor()", math.prod(layout.shape) * np.dtype(layout.dtype).itemsize, layout.shape, limits)
     covered = sum(elements(np.shape(row[layout.value_position])) for row in rows)
     distinct = len({tuple(row[p] for p in layout.key_positions) for row in rows}) == len(rows)

@@ -92,9 +92,10 @@ class Accumulator:
             return 0  # the final step of a two-phase COUNT over no tuples
         if self.value is None:
             return _empty(column_type, xp)
-        if self.function == "AVG":
-            return S.divide(xp, self.value, self.count)
-        return self.value
+        value = S.divide(xp, self.value, self.count) if self.function == "AVG" else self.value
+        # numpy gives 0-d sums as numpy scalars; a 0-d tile stays a 0-d array of its dtype, so that the
+        # kernels after it treat it as a tensor (NEP 50: it keeps float32), not as a weak Python number
+        return xp.asarray(value) if isinstance(value, np.generic) else value
 
 
 def _sum(acc, value, xp):

@@ -1,0 +1,49 @@
+"""Values keep the dtype `description` reports, 0-d results assemble, and duplicate keys are refused by fetches."""
+import numpy as np
+import pytest
+
+import trdb
+
+
+@pytest.fixture
+def con():
+    con = trdb.connect(workers=1)
+    con.execute("CREATE TENSOR A (i, j) SHAPE (8, 8) TILE (4, 4) FILL ONES")
+    con.execute("CREATE TENSOR B (i, j) SHAPE (8, 8) TILE (4, 4) FILL ONES")
+    con.execute("CREATE TENSOR H (i, j) SHAPE (8, 8) TILE (4, 4) DTYPE float16 FILL ONES")
+    yield con
+    con.close()
+
+
+@pytest.mark.parametrize("expression, value", [("SUM(REDUCE_SUM(A.v))", 64), ("SUM(REDUCE_SUM(A.v)) / 16", 4),
+                                               ("AVG(REDUCE_SUM(A.v)) * 2", 32), ("2 * SUM(REDUCE_SUM(A.v)) + 1", 129)])
+def test_a_0_d_tensor_column_is_a_numpy_scalar_of_its_dtype(con, expression, value):
+    cursor = con.execute(f"SELECT {expression} AS s FROM A")
+    assert cursor.description[0][1] == "TENSOR(float32, [])"
+    (got,) = cursor.fetchone()
+    assert type(got) is np.float32 and got == value
+
+
+def test_float16_stays_float16(con):
+    (got,) = con.execute("SELECT SUM(REDUCE_SUM(H.v)) * 2 AS s FROM H").fetchone()
+    assert type(got) is np.float16 and got == 128
+
+
+def test_fetch_tensor_of_a_0_d_result_is_a_0_d_array(con):
+    total = con.execute("SELECT SUM(REDUCE_SUM(A.v)) AS s FROM A").fetch_tensor()
+    assert isinstance(total, np.ndarray) and total.shape == () and total.dtype == np.float32 and total == 64
+
+
+def test_rows_make_numeric_pandas_columns(con):
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.DataFrame(con.execute("SELECT A.i, A.j, REDUCE_SUM(A.v) AS s FROM A").fetchall())
+    assert [str(t) for t in frame.dtypes] == ["int64", "int64", "float32"]
+
+
+@pytest.mark.parametrize("fetch", ["fetch_tensor", "fetch_sparse"])
+def test_a_result_with_duplicate_keys_is_not_one_tensor(con, fetch):
+    cursor = con.execute("SELECT A.i, B.j, MATMUL(A.v, B.v) AS v FROM A JOIN B ON A.j = B.i")
+    with pytest.raises(trdb.DataError, match=r"2 tuples under key \(0, 0\)") as caught:
+        getattr(cursor, fetch)()
+    assert "did you forget SUM(...) with GROUP BY?" in str(caught.value)
+    assert len(cursor.fetchall()) == 8  # the rows are still there to be read
