@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import numpy as np
-
 from test_gradients import check, load, rand
 
 A0, X0 = rand(4, 3, 5), rand(5)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from test_gradients import check, load, rand
 
 W0, X0 = rand(4, 4), rand(4, 4)

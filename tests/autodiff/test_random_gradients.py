@@ -1,10 +1,11 @@
 """GRAD of random composed queries (joins, outer joins, filters, rekeys, kernels, aggregates, CTEs, absent
 tiles) against float64 central differences of the same loss, along a random direction.
 
-Each seed takes the query of tests/random_queries.py, wraps it as a scalar loss
-`SUM(SUMSQ(f.v)) FROM (query) AS f` (through a view for odd seeds, of a UNION ALL for every third), and for every stored tensor the loss depends on checks
-<GRAD(loss, T), D> against (loss(T + eps D) - loss(T - eps D)) / 2 eps, with D random on T's present
-tiles (perturbing an absent tile would make it present, which changes the query, not the value).
+Each seed takes the query of tests/random_queries.py and wraps it as a scalar loss
+`SUM(SUMSQ(f.v)) FROM (query) AS f` (through a view for odd seeds, of a UNION ALL for every
+third); for every stored tensor T the loss depends on, it checks <GRAD(loss, T), D> against
+(loss(T + eps D) - loss(T - eps D)) / 2 eps, with D random on T's present tiles (perturbing an
+absent tile would make it present, which changes the query, not the value).
 Run a longer sweep by hand with `TRDB_GRADIENT_SEEDS=2000 pytest tests/autodiff/test_random_gradients.py`.
 """
 from __future__ import annotations
