@@ -6,6 +6,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
+import numpy as np
 import pyarrow as pa
 
 from trdb.catalog.names import did_you_mean, fold
@@ -22,6 +23,10 @@ from trdb.storage.coo_staging import INTEGER_TYPES as _INTEGER_TYPES
 from trdb.storage.coo_staging import EntrySource
 from trdb.storage.tensor_meta import TensorMeta, clamp_tile, parse_dtype, validate_layout
 
+# Entries of one batch: about 32 bytes each as read, and as many again while duplicates are summed
+# and tiles built; 64 MB batches cost one DuckDB range read each (zone maps skip the rest of the table).
+ENTRY_BATCH_BYTES = 64 << 20
+_ENTRY_BYTES = 64
 _PARQUET = (".parquet", ".parq", ".pq")
 _CSV = (".csv", ".tsv", ".txt", ".csv.gz", ".tsv.gz", ".csv.zst")
 
@@ -56,11 +61,36 @@ def create_tensor_from_coo(sc: StatementContext, node: ast.CreateTensorFromCoo) 
     _validate(sc, node, columns)
     meta = sc.catalog.create_tensor(TensorMeta(node.name, keys, "v", dtype, tuple(node.shape), tile, ""))
     exact = columns[-1].type in _INTEGER_TYPES | {"BOOLEAN"} and dtype.kind in "biu"
-    entries = coo_staging.read_staged_entries(sc.db, meta, exact)
-    coo_staging.drop_staged_entries(sc.db)
-    write_entries(sc.db, meta, entries)
+    try:
+        coo_staging.sort_staged_entries(sc.db, meta, exact)
+        _write_sorted(sc, meta)
+    finally:
+        coo_staging.drop_staged_entries(sc.db)
     sc.catalog.refresh_statistics(meta)
     return Result(rowcount=0)
+
+
+def _write_sorted(sc: StatementContext, meta: TensorMeta) -> None:
+    """Build and write the tiles from the sorted entries, a batch of whole tiles at a time (duplicates of one
+    coordinate are in one tile, so each batch sums its own)."""
+    places, counts = coo_staging.staged_tile_counts(sc.db)
+    per_batch = max(1, min(ENTRY_BATCH_BYTES, sc.db.file.memory.budget // 8) // _ENTRY_BYTES)
+    for first, last in entry_batches(counts, per_batch):
+        if sc.interrupted.is_set():
+            raise QueryCancelled(f"the statement was cancelled while it wrote the tiles of {meta.name}")
+        write_entries(sc.db, meta, coo_staging.read_sorted_entries(sc.db, meta, places[first], places[last]))
+
+
+def entry_batches(counts: np.ndarray, per_batch: int) -> list[tuple[int, int]]:
+    """Ranges (first, last) of tiles holding about `per_batch` entries each; a larger tile is a batch alone."""
+    edges, total = [0], 0
+    for index, count in enumerate(counts.tolist()):
+        if total and total + count > per_batch:
+            edges.append(index)
+            total = 0
+        total += count
+    edges.append(len(counts))
+    return [(lo, hi - 1) for lo, hi in zip(edges[:-1], edges[1:]) if hi > lo]
 
 
 # ------------------------------------------------------------ the source and its columns

@@ -1,22 +1,26 @@
-"""INSERT, UPDATE and DELETE on tensor relations: each computed as a query, then applied to the tiles."""
+"""INSERT, UPDATE and DELETE on tensor relations: each computed as a query, then applied to the tiles in batches."""
 from __future__ import annotations
 
 import numpy as np
 
 from trdb.errors import IntegrityError, NotSupportedError, ProgrammingError
 from trdb.execution.result import Result
+from trdb.execution.spool import row_batches
 from trdb.kernels.sparse import is_sparse
 from trdb.parser import ast
 from trdb.statements.context import StatementContext
-from trdb.statements.materialize import check_tiles, rows_to_tiles
+from trdb.statements.materialize import check_tiles, write_result
+from trdb.statements.tiling import CHUNK_BYTES
 from trdb.statements.value_fit import cast_checked
 from trdb.storage import tile_store
 from trdb.storage.tensor_meta import TensorMeta
+from trdb.storage.tile_writer import TileWriter
 
 
 def _write(sc: StatementContext, meta: TensorMeta, keys: np.ndarray, tiles: list, what: str) -> None:
     tiles = check_tiles(meta, keys, tiles, what)
-    tile_store.write_tiles(sc.db, meta, keys, tiles)
+    with TileWriter(sc.db, meta, CHUNK_BYTES) as writer:
+        writer.add_all(keys, tiles)
     sc.catalog.refresh_statistics(meta)
 
 
@@ -72,13 +76,9 @@ def _tile_value(sc: StatementContext, meta: TensorMeta, key: list, value, node: 
 def insert_query(sc: StatementContext, node: ast.InsertQuery) -> Result:
     meta = sc.catalog.require_tensor(node.table)
     result = sc.run_query(node.query)
-    key_array, tiles = rows_to_tiles(result, f"INSERT INTO {meta.name}")
-    if key_array.shape[1] != len(meta.keys):
-        raise ProgrammingError(f"INSERT INTO {meta.name}: the query gives {key_array.shape[1]} keys, "
-                               f"{meta.name} has {len(meta.keys)}")
-    _reject_existing(sc, meta, key_array)
-    _write(sc, meta, key_array, tiles, f"INSERT INTO {meta.name}")
-    return Result(rowcount=len(tiles))
+    count = write_result(sc, meta, result, f"INSERT INTO {meta.name}", lambda keys: _reject_existing(sc, meta, keys))
+    sc.catalog.refresh_statistics(meta)
+    return Result(rowcount=count)
 
 
 def _target_select(meta: TensorMeta, alias: str, items: tuple, from_items: tuple, where) -> ast.Query:
@@ -98,12 +98,11 @@ def update(sc: StatementContext, node: ast.Update) -> Result:
     value = ast.SelectItem(node.assignments[0].expr, meta.value_name)
     # a computed zero tile replaces the stored one, an absent tuple leaves it: both must stay apart
     result = sc.run_query(_target_select(meta, alias, (value,), node.from_items, node.where), keep_zero_tuples=True)
-    key_array, tiles = rows_to_tiles(result, f"UPDATE {meta.name}")
-    tiles = check_tiles(meta, key_array, tiles, f"UPDATE {meta.name}")
-    tile_store.delete_tiles(sc.db, meta, key_array)
-    tile_store.write_tiles(sc.db, meta, key_array, tiles)
+    # each batch's old tiles are deleted before its new ones are held: DuckDB keeps only the deleted row ids
+    # as undo data, and the new tiles are inserted batch by batch
+    count = write_result(sc, meta, result, f"UPDATE {meta.name}", lambda keys: tile_store.delete_tiles(sc.db, meta, keys))
     sc.catalog.refresh_statistics(meta)
-    return Result(rowcount=len(tiles))
+    return Result(rowcount=count)
 
 
 def delete(sc: StatementContext, node: ast.Delete) -> Result:
@@ -113,8 +112,10 @@ def delete(sc: StatementContext, node: ast.Delete) -> Result:
         tile_store.delete_tiles(sc.db, meta)
     else:
         result = sc.run_query(_target_select(meta, node.alias or meta.name, (), (), node.where))
-        key_array = np.array(result.rows, dtype=np.int64).reshape(len(result.rows), len(meta.keys))
-        count = len(key_array)
-        tile_store.delete_tiles(sc.db, meta, key_array)
+        count = 0
+        for batch in row_batches(result.rows):
+            key_array = np.array(batch, dtype=np.int64).reshape(len(batch), len(meta.keys))
+            tile_store.delete_tiles(sc.db, meta, key_array)
+            count += len(key_array)
     sc.catalog.refresh_statistics(meta)
     return Result(rowcount=count)

@@ -1,17 +1,26 @@
-"""Storing query results as tiles: CREATE TENSOR ... AS, INSERT ... query, checked against the layout."""
+"""Storing query results as tiles: CREATE TENSOR ... AS, INSERT ... query, checked against the layout.
+
+A result is consumed batch by batch (it may be a spool larger than memory) and written through a
+TileWriter; keys are checked across batches (in range, unique: the set of keys seen is small
+beside the tiles), and a failure in a later batch rolls back the whole statement.
+"""
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import numpy as np
 
 from trdb.errors import DataError, IntegrityError, ProgrammingError
-from trdb.execution.result import Result, layout_of
+from trdb.execution.result import Result, TensorLayout, layout_of
+from trdb.execution.spool import row_batches
 from trdb.kernels.backend import to_host
 from trdb.kernels.sparse import is_sparse
 from trdb.statements.context import StatementContext
-from trdb.storage import tile_store
+from trdb.statements.tiling import CHUNK_BYTES
 from trdb.storage.tensor_meta import TensorMeta, validate_layout
+from trdb.storage.tile_writer import TileWriter
+
+BeforeWrite = Callable[[np.ndarray], None]
 
 
 def result_columns(result: Result, what: str) -> tuple[list[int], int]:
@@ -24,9 +33,11 @@ def result_columns(result: Result, what: str) -> tuple[list[int], int]:
     return keys, tensors[0]
 
 
-def check_tiles(meta: TensorMeta, keys: np.ndarray, tiles: Sequence, what: str) -> list:
-    """Every key in range, unique, every tile (dense or CSR) of the shape the layout gives that key; tiles cast to dtype."""
-    seen: set[tuple] = set()
+def check_tiles(meta: TensorMeta, keys: np.ndarray, tiles: Sequence, what: str,
+                seen: Optional[set] = None) -> list:
+    """Every key in range, unique (also among the keys in `seen`, which grows), every tile (dense or CSR) of
+    the shape the layout gives that key; tiles cast to dtype."""
+    seen = set() if seen is None else seen
     checked = []
     for key, tile in zip(map(tuple, keys.tolist()), tiles):
         if not meta.key_in_range(key):
@@ -45,16 +56,17 @@ def check_tiles(meta: TensorMeta, keys: np.ndarray, tiles: Sequence, what: str) 
     return checked
 
 
-def rows_to_tiles(result: Result, what: str) -> tuple[np.ndarray, list]:
-    """Keys (sorted, so that checks and errors do not depend on the order workers produced them) and host
-    tiles: numpy arrays, CSR tiles kept CSR."""
+def tile_batches(result: Result, what: str) -> Iterator[tuple[np.ndarray, list]]:
+    """The result as batches of keys (sorted within a batch, so that checks and errors do not depend on the
+    order workers produced them there) and host tiles: numpy arrays, CSR tiles kept CSR."""
     keys, value = result_columns(result, what)
-    rows = [([row[k] for k in keys], row[value]) for row in result.rows]
-    if any(k is None for key, _ in rows for k in key):
-        raise DataError(f"{what}: a result key is NULL (from an outer join?); use COALESCE on keys")
-    rows.sort(key=lambda r: r[0])
-    key_array = np.array([key for key, _ in rows], dtype=np.int64).reshape(len(rows), len(keys))
-    return key_array, [_host_tile(tile) for _, tile in rows]
+    for batch in row_batches(result.rows):
+        rows = [([row[k] for k in keys], row[value]) for row in batch]
+        if any(k is None for key, _ in rows for k in key):
+            raise DataError(f"{what}: a result key is NULL (from an outer join?); use COALESCE on keys")
+        rows.sort(key=lambda r: r[0])
+        key_array = np.array([key for key, _ in rows], dtype=np.int64).reshape(len(rows), len(keys))
+        yield key_array, [_host_tile(tile) for _, tile in rows]
 
 
 def _host_tile(tile):
@@ -62,10 +74,40 @@ def _host_tile(tile):
     return tile if is_sparse(tile) else np.asarray(tile)
 
 
+def write_result(sc: StatementContext, meta: TensorMeta, result: Result, what: str,
+                 before_write: Optional[BeforeWrite] = None) -> int:
+    """Check and write a result's tiles batch by batch; `before_write(keys)` runs for each batch before its
+    tiles are held (INSERT refuses stored keys, UPDATE deletes them). Returns the tuples written."""
+    seen: set[tuple] = set()
+    count = 0
+    with TileWriter(sc.db, meta, CHUNK_BYTES) as writer:
+        for keys, tiles in tile_batches(result, what):
+            if keys.shape[1] != len(meta.keys):
+                raise ProgrammingError(f"{what}: the query gives {keys.shape[1]} keys, "
+                                       f"{meta.name} has {len(meta.keys)}")
+            tiles = check_tiles(meta, keys, tiles, what, seen)
+            if before_write is not None:
+                before_write(keys)
+            writer.add_all(keys, tiles)
+            count += len(tiles)
+    return count
+
+
+def result_layout(result: Result) -> TensorLayout:
+    """The layout of a whole result, found batch by batch (each batch's extent, the largest wins)."""
+    layout = None
+    for batch in row_batches(result.rows):
+        found = layout_of(result.schema, batch)
+        if layout is not None:
+            found = layout_of(result.schema, [], tuple(max(a, b) for a, b in zip(layout.shape, found.shape)))
+        layout = found
+    return layout if layout is not None else layout_of(result.schema, [])
+
+
 def store_rows(sc: StatementContext, name: str, key_names: Optional[Sequence[str]], result: Result) -> TensorMeta:
     """CREATE TENSOR name AS: a new tensor laid out as the result says (keys -> leading axes)."""
     keys, value = result_columns(result, "CREATE TENSOR ... AS")
-    layout = layout_of(result.schema, result.rows)
+    layout = result_layout(result)
     column = result.schema[value]
     if len(layout.tile) != len(column.type.tile):
         raise ProgrammingError(f"CREATE TENSOR ... AS: {len(keys)} key columns but the tiles are "
@@ -75,7 +117,5 @@ def store_rows(sc: StatementContext, name: str, key_names: Optional[Sequence[str
         raise ProgrammingError(f"CREATE TENSOR {name} ({', '.join(names)}): the query gives {len(keys)} keys")
     meta = sc.catalog.create_tensor(TensorMeta(name, names, column.name, column.type.dtype, layout.shape,
                                                layout.tile, ""))
-    key_array, tiles = rows_to_tiles(result, "CREATE TENSOR ... AS")
-    tiles = check_tiles(meta, key_array, tiles, f"CREATE TENSOR {name} AS")
-    tile_store.write_tiles(sc.db, meta, key_array, tiles)
+    write_result(sc, meta, result, f"CREATE TENSOR {name} AS")
     return sc.catalog.refresh_statistics(meta)

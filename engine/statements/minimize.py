@@ -21,9 +21,11 @@ from trdb.kernels.sparse import dense
 from trdb.parser import ast
 from trdb.planner.types import Column, ScalarType
 from trdb.statements.context import StatementContext
+from trdb.statements.tiling import CHUNK_BYTES
 from trdb.storage import tile_store
 from trdb.storage.adam_state import drop_adam_step, read_adam_step, write_adam_step
 from trdb.storage.tensor_meta import TensorMeta
+from trdb.storage.tile_writer import TileWriter
 
 _DEFAULTS = {"optimizer": "sgd", "learning_rate": None, "steps": 100, "beta1": 0.9, "beta2": 0.999,
              "epsilon": 1e-8}
@@ -151,7 +153,9 @@ def _replace_tiles(sc: StatementContext, meta: TensorMeta, keys: list[tuple], ti
     meta = sc.catalog.require_tensor(meta.name)
     key_array = np.array(keys, dtype=np.int64).reshape(len(keys), len(meta.keys))
     tile_store.delete_tiles(sc.db, meta, key_array)
-    tile_store.write_tiles(sc.db, meta, key_array, [np.asarray(t, dtype=meta.dtype) for t in tiles])
+    with TileWriter(sc.db, meta, CHUNK_BYTES) as writer:  # inserted a batch at a time, each cast as it goes in
+        for key, tile in zip(keys, tiles):
+            writer.add(key, np.asarray(tile, dtype=meta.dtype))
     sc.catalog.refresh_statistics(meta)
 
 

@@ -1,7 +1,8 @@
-"""Cutting dense arrays into tiles and generating FILL tiles, written in bounded chunks."""
+"""Cutting dense arrays into tiles and generating FILL tiles, written in bounded batches."""
 from __future__ import annotations
 
 import itertools
+import mmap
 import threading
 from typing import Callable, Iterator, Optional
 
@@ -9,12 +10,11 @@ import numpy as np
 
 from trdb.errors import QueryCancelled
 from trdb.statements.value_fit import cast_checked
-from trdb.storage import tile_store
 from trdb.storage.database import Database
 from trdb.storage.tensor_meta import TensorMeta
+from trdb.storage.tile_writer import BATCH_BYTES, TileWriter
 
-CHUNK_BYTES = 256 << 20  # tiles are written in chunks so memory stays bounded for large tensors
-CHUNK_TILES = 1 << 16  # and in chunks of tiles: millions of tiny tiles cost far more than their bytes
+CHUNK_BYTES = BATCH_BYTES  # the bytes of one write batch (tests make it tiny to get many batches)
 
 
 def grid_keys(meta: TensorMeta) -> Iterator[tuple[int, ...]]:
@@ -26,32 +26,59 @@ def tile_slices(meta: TensorMeta, key: tuple[int, ...]) -> tuple[slice, ...]:
 
 
 def write_generated(db: Database, meta: TensorMeta, make_tile: Callable[[tuple[int, ...]], np.ndarray],
-                    interrupted: Optional[threading.Event] = None) -> int:
+                    interrupted: Optional[threading.Event] = None,
+                    after_batch: Optional[Callable[[], None]] = None) -> int:
     """Write make_tile(key) for every key of the grid (all-zero tiles are skipped). Returns tiles stored.
     Once `interrupted` is set (the statement was cancelled) it stops with QueryCancelled."""
-    keys: list[tuple[int, ...]] = []
-    tiles: list[np.ndarray] = []
-    pending = written = 0
-    for key in grid_keys(meta):
-        if interrupted is not None and interrupted.is_set():  # a cheap test: a tile takes microseconds or more
-            raise QueryCancelled(f"the statement was cancelled while it wrote the tiles of {meta.name}")
-        tile = make_tile(key)
-        keys.append(key)
-        tiles.append(tile)
-        pending += tile.nbytes
-        if pending >= CHUNK_BYTES or len(tiles) >= CHUNK_TILES:
-            written += tile_store.write_tiles(db, meta, np.array(keys, dtype=np.int64), tiles)
-            keys, tiles, pending = [], [], 0
-    if tiles:
-        written += tile_store.write_tiles(db, meta, np.array(keys, dtype=np.int64), tiles)
-    return written
+    with TileWriter(db, meta, CHUNK_BYTES, after_batch) as writer:
+        for key in grid_keys(meta):
+            if interrupted is not None and interrupted.is_set():  # a cheap test: a tile takes microseconds or more
+                raise QueryCancelled(f"the statement was cancelled while it wrote the tiles of {meta.name}")
+            writer.add(key, make_tile(key))
+    return writer.written
 
 
 def write_array(db: Database, meta: TensorMeta, array: np.ndarray,
                 interrupted: Optional[threading.Event] = None) -> int:
     """Tile a dense array of the tensor's shape and store its non-zero tiles; a value the tensor's dtype
-    cannot hold (overflow to inf, an integer out of range) is a DataError."""
+    cannot hold (overflow to inf, an integer out of range) is a DataError. A memory-mapped array is read
+    tile by tile and its pages are let go after each batch, so it is never resident whole."""
     def tile(key: tuple[int, ...]) -> np.ndarray:
         where = tile_slices(meta, key)
         return cast_checked(array[where], meta.dtype, meta.name, [s.start for s in where])
-    return write_generated(db, meta, tile, interrupted)
+    return write_generated(db, meta, tile, interrupted, _page_dropper(array))
+
+
+def _page_dropper(array: np.ndarray) -> Optional[Callable[[], None]]:
+    """For an array over a file mapping (np.load(mmap_mode='r'), np.memmap): a function that lets the
+    pages read so far go. They stay in the page cache, but no longer count as this process's memory;
+    without it, reading a mapped file larger than memory_limit leaves it all resident."""
+    mapping = _mapping_of(array)
+    if mapping is None or not hasattr(mapping, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
+        return None
+
+    def drop() -> None:
+        try:
+            mapping.madvise(mmap.MADV_DONTNEED)  # a read-only or clean mapping: the data stays in the file
+        except (OSError, ValueError):  # closed, or a platform that refuses: only memory use suffers
+            pass
+    return drop if _read_only(mapping) else None
+
+
+def _mapping_of(array) -> Optional[mmap.mmap]:
+    """The mmap object under an array and its views, if there is one."""
+    base = array
+    while base is not None and not isinstance(base, mmap.mmap):
+        base = getattr(base, "base", None)
+    return base
+
+
+def _read_only(mapping: mmap.mmap) -> bool:
+    """Dropping pages of a private writable mapping would lose changes made through it: only read-only ones."""
+    try:
+        mapping[:0] = b""  # writes nothing; raises TypeError on a read-only mapping
+    except TypeError:
+        return True
+    except ValueError:  # closed
+        return False
+    return False
