@@ -48,6 +48,7 @@ class TensorScanExec(ListScanExec):
             memory.grow(int(sizes[start:stop].sum()))
             keys, tiles = catalog.tile_rows(self.tensor, index, start, stop, *where)
             yield from bounded_batches(self._tuples(keys, tiles))
+        memory.release_all()  # exhausted: the operators above it (a join's partitions) get the room now
 
     def read_bytes(self) -> int:
         return max(1, min(READ_BYTES, self.ctx.memory.budget // READ_SHARE))

@@ -60,7 +60,8 @@ class RayExecution(Execution):
         self._tasks: list[tuple[str, Any]] = []
         self._fragments = [0] * len(self.actors)  # per actor, checked against its threads
         self._inboxes = [0] * len(self.actors)
-        self._leaf_ctx = ExecContext(NUMPY_BACKEND, ctx.catalog, ctx.state)  # scans hand host arrays to actors
+        # scans hand host arrays to actors; they read within the database's memory budget
+        self._leaf_ctx = ExecContext(NUMPY_BACKEND, ctx.catalog, ctx.state, ctx.memory, ctx.spill)
 
     def __enter__(self) -> "RayExecution":
         try:
