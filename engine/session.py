@@ -74,6 +74,7 @@ class Session:
         self._parsed: OrderedDict[str, tuple[ast.Statement, int, Optional[Relations]]] = OrderedDict()
         self.plans = PlanCache()
         self.carried = CarriedWork(lambda: self.settings.memory_limit // 4)
+        self.db.file.memory.add_shrinker(self.carried.shrink)  # carried work gives way when memory is short
         self.lock = threading.RLock()
         self._running: Optional[threading.Event] = None
         self._in_duckdb = False
@@ -299,6 +300,8 @@ class Session:
         with self.lock:
             if self.db.explicit_transaction:
                 self.rollback()
+            self.db.file.memory.remove_shrinker(self.carried.shrink)
+            self.carried.shrink(0)
             self.db.close()
 
 

@@ -84,6 +84,13 @@ class CarriedWork:
         sizes = [_held_bytes(m.rows) for m in memo.values()]
         self.tuples = dict(memo) if None not in sizes and sum(sizes) <= self.budget() else {}
 
+    def shrink(self, wanted: int) -> int:
+        """Another reservation needs memory: forget every carried tuple (a statement still reading them keeps
+        them until it ends, then their spools give their memory back). Returns the bytes they held."""
+        held = sum(_held_bytes(m.rows) or 0 for m in self.tuples.values())
+        self.tuples = {}
+        return held
+
     def discard(self, rows: list) -> None:
         """Forget the carried tuples held in `rows` (spools of a statement that failed)."""
         gone = {id(r) for r in rows}

@@ -53,7 +53,10 @@ class MemoryManager:
 
     def add_shrinker(self, shrink: Callable[[int], int]) -> None:
         """A cache that can give memory back: `shrink(n)` frees about n bytes it holds, returns how many."""
-        self._shrinkers.append(shrink)
+        self._shrinkers = self._shrinkers + [shrink]  # a new list: a reservation may be iterating the old one
+
+    def remove_shrinker(self, shrink: Callable[[int], int]) -> None:
+        self._shrinkers = [s for s in self._shrinkers if s != shrink]
 
     def try_reserve(self, nbytes: int) -> bool:
         """Reserve `nbytes` if the budget (after shrinking caches) has room; False, reserving nothing, if not."""

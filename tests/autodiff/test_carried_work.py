@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from mlp_views import create_mlp_views
+import trdb
 from trdb.pipeline.query import Pipeline
 
 RNG = np.random.default_rng(3)
@@ -76,3 +77,20 @@ def test_results_stay_right_after_a_failed_statement(mlp, shared_runs):
     with pytest.raises(Exception):
         cur.execute("SELECT * FROM GRAD(loss, missing)")
     np.testing.assert_allclose(grad(cur, "W2"), expected["W2"], rtol=1e-10)
+
+
+def test_carried_work_gives_way_when_another_reservation_needs_the_memory():
+    con = trdb.connect(workers=1)
+    con.execute("CREATE TENSOR X SHAPE (64, 32) TILE (16, 16) FILL RANDOM_NORMAL(0, 1, 1)")
+    con.execute("CREATE TENSOR W SHAPE (32, 8) TILE (16, 8) FILL RANDOM_NORMAL(0, 1, 2)")
+    con.execute("CREATE VIEW h AS SELECT X.i, W.j, SUM(MATMUL(X.v, W.v)) AS v FROM X JOIN W ON X.j = W.i GROUP BY X.i, W.j")
+    con.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(RELU(h.v))) AS v FROM h")
+    con.execute("SELECT * FROM GRAD(loss, W)").fetchall()
+    session = con._session()
+    assert session.carried.tuples
+    memory = session.db.file.memory
+    other = memory.reservation("another connection's join")
+    other.try_grow(memory.budget)  # all of it: the buffer pool and then the carried tuples give way
+    assert not session.carried.tuples
+    other.release_all()
+    con.close()
