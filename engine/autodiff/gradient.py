@@ -104,6 +104,8 @@ class Differentiator:
         if fold(plan.tensor.name) == fold(self.param.name) and value in gradient.columns:
             exprs = tuple(_index(gradient.plan, n) for n in range(gradient.lineage))
             grad = _index(gradient.plan, gradient.columns[value])
+            if grad.type.dtype != self.param.dtype:  # a float64 operand made it float64: it is the parameter's
+                grad = call("CAST", grad, self.param.dtype.name)
             self.contributions.append(lp.Project(gradient.plan, exprs + (grad,), self.result_schema()))
 
     def _TableScan(self, plan: lp.TableScan, gradient: Gradient) -> None:
@@ -235,7 +237,4 @@ def _sum_contributions(differentiator: Differentiator) -> lp.Plan:
     union = parts[0] if len(parts) == 1 else lp.UnionAll(tuple(parts), schema)
     keys = tuple(bx.ColumnIndex(i, KEY) for i in range(len(schema) - 1))
     total = lp.Aggregate(union, keys, (lp.AggregateCall("SUM", bx.ColumnIndex(len(keys), schema[-1].type)),), schema)
-    grad = bx.ColumnIndex(len(keys), schema[-1].type)
-    if differentiator.param.dtype != schema[-1].type.dtype:
-        grad = call("CAST", grad, differentiator.param.dtype.name)
-    return lp.Project(total, keys + (grad,), schema)
+    return lp.Project(total, keys + (bx.ColumnIndex(len(keys), schema[-1].type),), schema)

@@ -47,3 +47,12 @@ def test_a_result_with_duplicate_keys_is_not_one_tensor(con, fetch):
         getattr(cursor, fetch)()
     assert "did you forget SUM(...) with GROUP BY?" in str(caught.value)
     assert len(cursor.fetchall()) == 8  # the rows are still there to be read
+
+
+def test_a_gradient_has_its_parameters_dtype(con):
+    con.execute("CREATE TENSOR W (i, j) SHAPE (4, 4) TILE (2, 2) FILL RANDOM_NORMAL(0, 1, 1)")
+    con.execute("CREATE TENSOR X (i, j) SHAPE (4, 4) TILE (2, 2) DTYPE float64 FILL RANDOM_NORMAL(0, 1, 2)")
+    con.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(W.v - X.v)) AS v FROM W JOIN X ON W.i = X.i AND W.j = X.j")
+    cursor = con.execute("SELECT * FROM GRAD(loss, W)")
+    assert cursor.description[-1][1] == "TENSOR(float32, [2, 2])"
+    assert {row[-1].dtype for row in cursor.fetchall()} == {np.dtype(np.float32)}
