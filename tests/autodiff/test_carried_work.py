@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mlp_views import create_mlp_views
 import trdb
+from mlp_views import create_mlp_views
 from trdb.pipeline.query import Pipeline
 
 RNG = np.random.default_rng(3)
