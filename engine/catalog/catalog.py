@@ -203,8 +203,7 @@ class Catalog:
                   partitions: int = 1, columns: tuple[int, ...] = ()) -> TensorTiles:
         """The tiles of rows start..stop-1 of a partition's `index` (one bounded read), sorted by key."""
         where = self._partition_filter(meta, partition, partitions, columns)
-        keys, tiles = tile_store.read_tile_rows(self.db, meta, int(index.rowids[start]), int(index.rowids[stop - 1]),
-                                                where)
+        keys, tiles = tile_store.read_tile_rows(self.db, meta, index, start, stop, where)
         self._check_snapshot()
         if len(keys) != stop - start:  # the rows moved under the index: a write this snapshot should not see
             raise StaleSnapshot("the database changed while the statement read it")

@@ -10,6 +10,7 @@ import numpy as np
 
 from trdb.errors import DataError
 from trdb.storage.tensor_meta import DTYPES, TensorMeta
+from trdb.storage.tile_parts import part_number
 
 INT64_MAX = 2**63 - 1
 TILE_TABLE = re.compile(r"_trdb\.tiles_[0-9]{1,18}")
@@ -77,9 +78,15 @@ def _tile_table(name: Any, key_count: int, tile_tables: dict[str, dict[str, tupl
     """A tile table's name is spliced into SQL: only trdb's own pattern, naming a table of the right columns."""
     if not isinstance(name, str) or not TILE_TABLE.fullmatch(name):
         raise DataError(f"the tile table {name!r} is not a name trdb gives")
-    columns = tile_tables.get(name)
-    if columns is None:
+    if name not in tile_tables:
         raise DataError(f"its tile table {name} is missing")
+    for table, columns in tile_tables.items():  # the table and its further parts (tile_parts)
+        if table == name or part_number(name, table) is not None:
+            _check_columns(table, columns, key_count)
+    return name
+
+
+def _check_columns(name: str, columns: dict[str, tuple[str, bool]], key_count: int) -> None:
     wanted = {f"k{d}": "BIGINT" for d in range(key_count)} | {"nnz": "BIGINT", "v": "BLOB"}
     for column, data_type in wanted.items():
         found = columns.get(column)
@@ -87,7 +94,6 @@ def _tile_table(name: Any, key_count: int, tile_tables: dict[str, dict[str, tupl
             raise DataError(f"its tile table {name} has no NOT NULL {data_type} column {column}")
     if "fmt" not in columns:
         raise DataError(f"its tile table {name} has no fmt column")
-    return name
 
 
 def _json_list(text: Any, field: str, valid) -> list:
