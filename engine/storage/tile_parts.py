@@ -37,26 +37,37 @@ def part_number(table: str, name: str) -> Optional[int]:
 
 def parts(db: Database, table: str) -> list[str]:
     """The tables that hold a tensor's tiles (`table` is the catalog's `schema.name`), in part order."""
+    return list(stored_rows(db, table))
+
+
+def stored_rows(db: Database, table: str) -> dict[str, int]:
+    """Each part's rows as DuckDB stores them, deleted ones included (they stay until the table is rewritten)."""
     schema, name = table.split(".", 1)
-    rows = db.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
-                      "AND schema_name = ? AND starts_with(table_name, ?)", [schema, name + "_p"])
-    numbers = sorted(n for n in (part_number(name, row[0]) for row in rows) if n is not None)
-    return [table] + [part_name(table, n) for n in numbers]
+    rows = db.execute("SELECT table_name, estimated_size FROM duckdb_tables() WHERE database_name = "
+                      "current_database() AND schema_name = ? AND (table_name = ? OR starts_with(table_name, ?))",
+                      [schema, name, name + "_p"])
+    found = {0 if t == name else part_number(name, t): int(n or 0) for t, n in rows}
+    numbers = sorted(n for n in found if n is not None and n > 0)
+    return {part_name(table, n): found[n] for n in [0] + numbers if n in found} or {table: 0}
 
 
 @dataclass
 class Appender:
-    """Where a transaction's writes to one tensor go: its parts and the bytes each holds now."""
+    """Where a transaction's writes to one tensor go: its parts, the bytes each holds now, and which take
+    more. A part takes appends when it holds no deleted rows (DuckDB would rewrite them with the new ones,
+    all in memory) or was created by this transaction; a new part is made when none has room."""
 
     transaction: int
     tables: list[str]
     sizes: list[int]
-    numbers: list[int] = field(default_factory=list)
+    open: list[bool]
+    created: set = field(default_factory=set)
+    stale: bool = False
 
     def target(self, nbytes: int, limit: int) -> Optional[int]:
-        """The first part with room for `nbytes` more (an empty one takes any size); None: a new part."""
-        for position, held in enumerate(self.sizes):
-            if held == 0 or held + nbytes <= limit:
+        """The first open part with room for `nbytes` more (an empty one takes any size); None: a new part."""
+        for position, (held, open_) in enumerate(zip(self.sizes, self.open)):
+            if open_ and (held == 0 or held + nbytes <= limit):
                 return position
         return None
 
@@ -64,32 +75,48 @@ class Appender:
 # per connection, per tile table: the appender of its current transaction (stale once the transaction ends)
 _APPENDERS: "weakref.WeakKeyDictionary[Database, dict[str, Appender]]" = weakref.WeakKeyDictionary()
 
+Measure = Callable[[list[str]], tuple[list[int], list[int]]]  # tables -> (live bytes, live rows) per part
 
-def appender(db: Database, table: str, sizes: Callable[[list[str]], list[int]]) -> Appender:
-    """The appender of this transaction for `table`; `sizes(tables)` measures each part when first needed."""
+
+def appender(db: Database, table: str, measure: Measure) -> Appender:
+    """The appender of this transaction for `table`; `measure(tables)` gives each part's bytes and rows."""
     transaction = db.execute("SELECT txid_current()")[0][0]
     known = _APPENDERS.setdefault(db, {})
     found = known.get(table)
-    if found is None or found.transaction != transaction:
-        tables = parts(db, table)
-        numbers = [0] + [part_number(table, t) or 0 for t in tables[1:]]
-        found = known[table] = Appender(transaction, tables, sizes(tables), numbers)
+    if found is None or found.transaction != transaction or found.stale:
+        created = found.created if found is not None and found.transaction == transaction else set()
+        stored = stored_rows(db, table)
+        tables = list(stored)
+        sizes, rows = measure(tables)
+        open_ = [t in created or stored[t] == r for t, r in zip(tables, rows)]
+        found = known[table] = Appender(transaction, tables, sizes, open_, created)
     return found
 
 
 def forget(db: Database, table: str) -> None:
     """The parts of `table` changed other than by appending (deletes, drops): measure them again."""
-    known = _APPENDERS.get(db)
-    if known is not None:
-        known.pop(table, None)
+    found = _APPENDERS.get(db, {}).get(table)
+    if found is not None:
+        found.stale = True
+
+
+def created(db: Database, table: str, part: str) -> None:
+    """This transaction created `part` of `table` (afresh): it takes appends, whatever DuckDB counts."""
+    found = _APPENDERS.get(db, {}).get(table)
+    transaction = db.execute("SELECT txid_current()")[0][0]
+    if found is None or found.transaction != transaction:
+        found = _APPENDERS.setdefault(db, {})[table] = Appender(transaction, [], [], [], set(), stale=True)
+    found.created.add(part)
+    found.stale = True
 
 
 def new_part(db: Database, found: Appender, create: Callable[[str], None]) -> int:
     """Create the next part (by `create(name)`) and return its position in the appender."""
-    number = max(found.numbers) + 1
-    name = part_name(found.tables[0], number)
+    numbers = [0] + [part_number(found.tables[0], t) or 0 for t in found.tables[1:]]
+    name = part_name(found.tables[0], max(numbers) + 1)
     create(name)
     found.tables.append(name)
     found.sizes.append(0)
-    found.numbers.append(number)
+    found.open.append(True)
+    found.created.add(name)
     return len(found.tables) - 1

@@ -94,11 +94,12 @@ def _run_length(sizes: np.ndarray, limit: int) -> int:
     return max(1, int(np.searchsorted(np.cumsum(sizes), limit, side="right")))
 
 
-def _part_sizes(db: Database, meta: TensorMeta, tables: list[str]) -> list[int]:
-    """The bytes each part holds now, from its small columns (no tile is read)."""
+def _part_sizes(db: Database, meta: TensorMeta, tables: list[str]) -> tuple[list[int], list[int]]:
+    """The bytes and the rows each part holds now, from its small columns (no tile is read)."""
     index = _index(db, meta, tables, None)
     sizes = np.maximum(decoded_sizes(meta, index), 0)
-    return [int(sizes[lo:hi].sum()) for lo, hi in zip(index.starts[:-1], index.starts[1:])]
+    ranges = list(zip(index.starts[:-1].tolist(), index.starts[1:].tolist()))
+    return [int(sizes[lo:hi].sum()) for lo, hi in ranges], [hi - lo for lo, hi in ranges]
 
 
 def _append(db: Database, table: str, data: pa.Table) -> None:
@@ -258,14 +259,26 @@ def delete_tiles(db: Database, meta: TensorMeta, keys: Optional[np.ndarray] = No
     tables = tile_parts.parts(db, meta.table)
     tile_parts.forget(db, meta.table)
     if keys is None or not names:
-        for table in tables[1:]:
-            db.execute(f"DROP TABLE {quote_dotted(table)}")
-        db.execute(f"DELETE FROM {quote_dotted(tables[0])}")
-        return
-    doomed = pa.table({n: pa.array(np.asarray(keys, dtype=np.int64)[:, d]) for d, n in enumerate(names)})
-    statements = "; ".join(f"DELETE FROM {quote_dotted(t)} WHERE ({', '.join(names)}) IN "
-                           f"(SELECT ({', '.join(names)}) FROM _trdb_doomed)" for t in tables)
-    db.register_and_run("_trdb_doomed", doomed, statements)
+        emptied = tables
+    else:
+        doomed = pa.table({n: pa.array(np.asarray(keys, dtype=np.int64)[:, d]) for d, n in enumerate(names)})
+        statements = "; ".join(f"DELETE FROM {quote_dotted(t)} WHERE ({', '.join(names)}) IN "
+                               f"(SELECT ({', '.join(names)}) FROM _trdb_doomed)" for t in tables)
+        db.register_and_run("_trdb_doomed", doomed, statements)
+        counts = db.execute(" UNION ALL ".join(f"SELECT {i}, count(*) FROM {quote_dotted(t)}"
+                                               for i, t in enumerate(tables)))
+        emptied = [tables[i] for i, count in sorted(counts) if count == 0]
+    _renew(db, meta, emptied)
+
+
+def _renew(db: Database, meta: TensorMeta, emptied: list[str]) -> None:
+    """Parts without live tiles are dropped, the first made anew: DuckDB keeps deleted rows in a table until
+    it rewrites it, and rewriting them together with new ones could take more than its memory."""
+    for table in emptied:
+        db.execute(f"DROP TABLE {quote_dotted(table)}")
+        if table == meta.table:
+            create_tile_table(db, table, len(meta.keys))
+            tile_parts.created(db, meta.table, table)
 
 
 def existing_keys(db: Database, meta: TensorMeta, keys: np.ndarray) -> list[tuple[int, ...]]:

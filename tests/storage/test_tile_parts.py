@@ -166,6 +166,7 @@ BIG = textwrap.dedent("""
     con.execute("SET memory_limit = '128MB'")
     con.execute("CREATE TENSOR A (i, j) SHAPE (8192, 8192) TILE (1024, 1024) FILL RANDOM_NORMAL(0, 1, 7)")
     total = con.execute("SELECT SUM(SUMSQ(A.v)) FROM A").fetchall()[0][0]
+    written = [l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]
     con.execute("UPDATE A SET v = A.v * 2")
     doubled = con.execute("SELECT SUM(SUMSQ(A.v)) FROM A").fetchall()[0][0]
     parts = con._session().db.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE 'tiles%'")[0][0]
@@ -176,16 +177,16 @@ BIG = textwrap.dedent("""
         for b in range(8):
             tile = (np.random.default_rng([7, a, b]).standard_normal((1024, 1024)) * 1 + 0).astype(np.float32)
             expected += float(np.square(tile, dtype=np.float64).sum())
-    print(total, doubled, expected, int(hwm) << 10, parts)
+    print(total, doubled, expected, int(written) << 10, int(hwm) << 10, parts)
 """)
 
 
 def test_a_tensor_larger_than_duckdbs_memory_commits(tmp_path):
     done = subprocess.run([sys.executable, "-c", BIG, str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    total, doubled, expected, peak, parts = done.stdout.split()[-5:]
+    total, doubled, expected, peak, updated, parts = done.stdout.split()[-6:]
     assert float(total) == pytest.approx(float(expected), rel=1e-5)
     assert float(doubled) == pytest.approx(4 * float(expected), rel=1e-5)
     assert int(peak) < (128 << 20) + (400 << 20), f"peak resident memory {int(peak) >> 20} MB"
+    assert int(updated) < (128 << 20) + (600 << 20), f"peak resident memory {int(updated) >> 20} MB after UPDATE"
     assert int(parts) > 1
-    print(f"256 MiB at memory_limit 128MB: {parts} parts, peak RSS {int(peak) >> 20} MB")
