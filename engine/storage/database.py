@@ -116,7 +116,8 @@ class Database:
         self.register_and_run("_trdb_incoming", data, f"INSERT INTO {table} SELECT * FROM _trdb_incoming")
 
     def register_and_run(self, name: str, data: pa.Table, sql: str) -> list[tuple]:
-        """Run SQL that reads the Arrow table `data` under the view name `name`."""
+        """Run SQL that reads the Arrow table `data` under the view name `name` (small tables: the view and
+        its data live until COMMIT, see `append_arrow`)."""
         with self._lock, self._translated():
             self._con.register(name, data)
             try:
@@ -124,6 +125,16 @@ class Database:
             finally:
                 with suppress(duckdb.Error):  # fails in a transaction the query just aborted
                     self._con.unregister(name)
+
+    def append_arrow(self, table: str, data: pa.Table) -> None:
+        """Append an Arrow table's rows to `table` (a quoted name) by column name.
+
+        Through a relation, not a registered view: DuckDB keeps a dropped view (and the Arrow data it
+        holds) until COMMIT, so a long write would hold every batch it inserted (measured: 584 MB against
+        342 MB peak for 256 MB written with DuckDB at 64 MB, as fast)."""
+        with self._lock, self._translated():
+            self._con.from_arrow(data).query("_trdb_incoming", f"INSERT INTO {table} BY NAME "
+                                                               "SELECT * FROM _trdb_incoming")
 
     def interrupt(self) -> None:
         self._con.interrupt()
