@@ -1,12 +1,12 @@
 """SortExec past its memory budget: sorted runs spilled, then merged in the in-memory sort's order (stable)."""
-import os
 
 import numpy as np
 import pytest
 
 import trdb
+from spilling import run_operator, spill_files
 from trdb.execution.operators import sort
-from trdb.execution.operators.operator import ExecContext, drain
+from trdb.execution.operators.operator import ExecContext
 from trdb.execution.operators.rows_scan import RowsScanExec
 from trdb.execution.operators.sort import SortExec
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
@@ -23,15 +23,7 @@ def _rows(count=1500):
 
 
 def _run(operator, memory, tmp_path):
-    operator.open(ExecContext(NUMPY_BACKEND, None, memory=memory, spill=SpillDirectory(str(tmp_path / "spill"))))
-    try:
-        return list(drain(operator))
-    finally:
-        operator.close()
-
-
-def _spill_files(root) -> list:
-    return [name for _, _, names in os.walk(root) for name in names]
+    return run_operator(operator, memory, tmp_path / "spill")
 
 
 @pytest.mark.parametrize("descending", [(False, False), (True, False), (False, True), (True, True)])
@@ -43,7 +35,7 @@ def test_the_external_sort_gives_the_in_memory_order(descending, tmp_path):
     assert [r[:3] for r in got] == [r[:3] for r in expected]
     assert all(np.array_equal(a[3], b[3]) for a, b in zip(got, expected))
     assert operator.metrics.spilled_bytes > 0
-    assert not _spill_files(tmp_path / "spill")
+    assert not spill_files(tmp_path / "spill")
 
 
 def test_numpy_is_the_oracle_of_the_order(tmp_path):
@@ -60,7 +52,7 @@ def test_many_runs_merge_in_several_passes(tmp_path, monkeypatch):
     expected = _run(SortExec(RowsScanExec(rows), (1, 0), (False, True)), unlimited(), tmp_path)
     got = _run(SortExec(RowsScanExec(rows), (1, 0), (False, True)), MemoryManager(64 << 10), tmp_path)
     assert [r[:3] for r in got] == [r[:3] for r in expected]
-    assert not _spill_files(tmp_path / "spill")
+    assert not spill_files(tmp_path / "spill")
 
 
 def test_closing_during_the_merge_removes_the_runs(tmp_path):
@@ -68,9 +60,9 @@ def test_closing_during_the_merge_removes_the_runs(tmp_path):
     operator.open(ExecContext(NUMPY_BACKEND, None, memory=MemoryManager(64 << 10),
                               spill=SpillDirectory(str(tmp_path / "spill"))))
     assert operator.next_batch()  # as under a LIMIT: the first rows, then close
-    assert _spill_files(tmp_path / "spill")
+    assert spill_files(tmp_path / "spill")
     operator.close()
-    assert not _spill_files(tmp_path / "spill")
+    assert not spill_files(tmp_path / "spill")
 
 
 # ---------------------------------------------------------------- through SQL
@@ -90,4 +82,4 @@ def test_order_by_spills_and_keeps_the_order(tmp_path):
             assert all(np.array_equal(v, a[i * 4:i * 4 + 4, j * 8:j * 8 + 8]) for i, j, v in rows)
         plan = [line[0] for line in cur.execute(f"EXPLAIN ANALYZE {query} LIMIT 3").fetchall()]
         assert "spilled=" in next(line for line in plan if "SortExec" in line)
-        assert not _spill_files(tmp_path / "spill")
+        assert not spill_files(tmp_path / "spill")

@@ -8,6 +8,7 @@ import pytest
 import scipy.sparse
 
 import trdb
+from spilling import spill_files
 from trdb.execution.operators import hash_join
 from trdb.execution.operators.hash_join import HashJoinExec
 from trdb.execution.operators.operator import ExecContext, drain
@@ -120,9 +121,9 @@ def test_joins_under_a_tiny_memory_limit_match_those_without(tensors, tmp_path, 
     cur.execute(f"SET temp_directory = '{tmp_path / 'spill'}'")
     for query, answer in zip(QUERIES, expected):
         assert _answer(cur, query) == answer, query
-        assert not [f for f in _spill_files(tmp_path / "spill") if "join-" in f]  # the result's may stay
+        assert not [f for f in spill_files(tmp_path / "spill") if "join-" in f]  # the result's may stay
     cur.execute("SELECT 1 AS x")  # a new result: the last one's spill goes
-    assert _spill_files(tmp_path / "spill") == []
+    assert spill_files(tmp_path / "spill") == []
 
 
 def test_explain_analyze_shows_what_the_join_spilled(tensors, tmp_path):
@@ -132,13 +133,6 @@ def test_explain_analyze_shows_what_the_join_spilled(tensors, tmp_path):
     lines = [row[0] for row in cur.execute("EXPLAIN ANALYZE " + QUERIES[0]).fetchall()]
     join = next(line for line in lines if "HashJoinExec" in line)
     assert "spilled=" in join.split("actual")[1]
-
-
-def _spill_files(root) -> list:
-    """The spill files left under a temp_directory (DuckDB's own directory aside)."""
-    if not os.path.exists(root):
-        return []
-    return [os.path.join(d, f) for d, _, files in os.walk(root) if "duckdb" not in d for f in files]
 
 
 def test_a_failed_join_leaves_no_spill_file(tensors, tmp_path, monkeypatch):
@@ -153,4 +147,4 @@ def test_a_failed_join_leaves_no_spill_file(tensors, tmp_path, monkeypatch):
     monkeypatch.setattr(HashJoinExec, "_join_partitions", failing)
     with pytest.raises(trdb.Error):
         cur.execute(QUERIES[0])
-    assert _spill_files(tmp_path / "spill") == []
+    assert spill_files(tmp_path / "spill") == []

@@ -1,14 +1,14 @@
 """HashAggregateExec past its memory budget: partial states spill to partitions and merge to the in-memory results."""
-import os
 
 import numpy as np
 import pytest
 import scipy.sparse
 
 import trdb
+from spilling import run_operator, spill_files
 from trdb.execution.operators import hash_aggregate
 from trdb.execution.operators.hash_aggregate import HashAggregateExec
-from trdb.execution.operators.operator import ExecContext, drain
+from trdb.execution.operators.operator import ExecContext
 from trdb.execution.operators.rows_scan import RowsScanExec
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.planner import expressions as bx
@@ -31,17 +31,7 @@ def _aggregate(rows, dtype=np.float64):
 
 
 def _run(operator, memory, tmp_path):
-    spill = SpillDirectory(str(tmp_path / "spill"))
-    operator.open(ExecContext(NUMPY_BACKEND, None, memory=memory, spill=spill))
-    try:
-        rows = list(drain(operator))
-    finally:
-        operator.close()
-    return rows, spill
-
-
-def _spill_files(root) -> list:
-    return [name for _, _, names in os.walk(root) for name in names]
+    return run_operator(operator, memory, tmp_path / "spill")
 
 
 def _dense_rows(groups=40, per_group=6):
@@ -73,19 +63,18 @@ def _assert_same(expected: list, got: list) -> None:
 @pytest.mark.parametrize("make_rows", [_dense_rows, _sparse_rows], ids=["dense", "csr"])
 def test_spilled_groups_merge_to_the_in_memory_results(make_rows, tmp_path):
     rows = make_rows()
-    expected, _ = _run(_aggregate(rows), unlimited(), tmp_path)
+    expected = _run(_aggregate(rows), unlimited(), tmp_path)
     operator = _aggregate(rows)
-    got, spill = _run(operator, MemoryManager(64 << 10), tmp_path)
+    got = _run(operator, MemoryManager(64 << 10), tmp_path)
     _assert_same(expected, got)
     assert operator.metrics.spilled_bytes > 0
     assert operator.metrics.peak_memory <= (32 << 10) + operator._minimum()
-    assert not _spill_files(tmp_path / "spill")
-    spill.close()
+    assert not spill_files(tmp_path / "spill")
 
 
 def test_numpy_is_the_oracle_of_the_spilled_aggregate(tmp_path):
     rows = _dense_rows(groups=30, per_group=5)
-    got, _ = _run(_aggregate(rows), MemoryManager(64 << 10), tmp_path)
+    got = _run(_aggregate(rows), MemoryManager(64 << 10), tmp_path)
     for group, total, mean, low, high, count in got:
         tiles = np.stack([r[2] for r in rows if r[0] == group])
         assert count == 5
@@ -100,35 +89,35 @@ def test_a_partition_too_large_to_merge_is_split_again(tmp_path, monkeypatch):
     monkeypatch.setattr(HashAggregateExec, "_repartition",
                         lambda self, groups, rest, depth: splits.append(depth) or split(self, groups, rest, depth))
     rows = _dense_rows(groups=120, per_group=3)
-    expected, _ = _run(_aggregate(rows), unlimited(), tmp_path)
-    got, _ = _run(_aggregate(rows), MemoryManager(64 << 10), tmp_path)
+    expected = _run(_aggregate(rows), unlimited(), tmp_path)
+    got = _run(_aggregate(rows), MemoryManager(64 << 10), tmp_path)
     _assert_same(expected, got)
     assert splits and max(splits) >= 2
-    assert not _spill_files(tmp_path / "spill")
+    assert not spill_files(tmp_path / "spill")
 
 
 def test_output_order_is_deterministic(tmp_path):
     rows = _dense_rows()
-    first, _ = _run(_aggregate(rows), MemoryManager(64 << 10), tmp_path)
-    second, _ = _run(_aggregate(rows), MemoryManager(64 << 10), tmp_path)
+    first = _run(_aggregate(rows), MemoryManager(64 << 10), tmp_path)
+    second = _run(_aggregate(rows), MemoryManager(64 << 10), tmp_path)
     assert [r[0] for r in first] == [r[0] for r in second]
 
 
-def test_closing_early_removes_the_spill_files(tmp_path):
+def test_closing_early_removes_thespill_files(tmp_path):
     operator = _aggregate(_dense_rows(groups=300, per_group=2))  # more groups than one output batch
     operator.open(ExecContext(NUMPY_BACKEND, None, memory=MemoryManager(64 << 10),
                               spill=SpillDirectory(str(tmp_path / "spill"))))
     assert operator.next_batch()  # the input has spilled, the merge is under way
-    assert _spill_files(tmp_path / "spill")
+    assert spill_files(tmp_path / "spill")
     operator.close()
-    assert not _spill_files(tmp_path / "spill")
+    assert not spill_files(tmp_path / "spill")
 
 
-def test_a_failure_while_merging_removes_the_spill_files(tmp_path):
+def test_a_failure_while_merging_removes_thespill_files(tmp_path):
     rows = _dense_rows() + [(3, 99, np.ones((4, 4)))]  # a tile of another shape: a DataError in the merge
     with pytest.raises(trdb.DataError):
         _run(_aggregate(rows), MemoryManager(64 << 10), tmp_path)
-    assert not _spill_files(tmp_path / "spill")
+    assert not spill_files(tmp_path / "spill")
 
 
 # ---------------------------------------------------------------- through SQL
@@ -169,7 +158,7 @@ def test_group_by_over_dense_tiles_spills_with_the_in_memory_results(con, tmp_pa
         assert np.array_equal(low, blocks[i].min(1)) and np.array_equal(high, blocks[i].max(1))
     plan = _explain(cur, query + " LIMIT 2")
     assert "spilled=" in next(line for line in plan.splitlines() if "HashAggregateExec" in line)
-    assert not _spill_files(tmp_path / "spill")
+    assert not spill_files(tmp_path / "spill")
 
 
 def test_group_by_over_csr_tiles_spills_with_the_in_memory_results(con, tmp_path):
@@ -183,7 +172,7 @@ def test_group_by_over_csr_tiles_spills_with_the_in_memory_results(con, tmp_path
     _assert_same(expected, got)
     assert "spilled=" in next(line for line in _explain(cur, query + " LIMIT 1").splitlines()
                               if "HashAggregateExec" in line)
-    assert not _spill_files(tmp_path / "spill")
+    assert not spill_files(tmp_path / "spill")
 
 
 def test_a_spilled_matmul_equals_numpy(con, tmp_path):
@@ -202,4 +191,4 @@ def test_a_spilled_matmul_equals_numpy(con, tmp_path):
         assert np.allclose(tile, product[i * 8:i * 8 + 8, j * 8:j * 8 + 8])
     assert "spilled=" in next(line for line in _explain(cur, query + " LIMIT 1").splitlines()
                               if "HashAggregateExec" in line)
-    assert not _spill_files(tmp_path / "spill")
+    assert not spill_files(tmp_path / "spill")

@@ -1,12 +1,12 @@
 """RetileExec past its memory budget: tiles spilled as sorted runs, then cut one new tile row at a time."""
-import os
 
 import numpy as np
 import pytest
 import scipy.sparse
 
 import trdb
-from trdb.execution.operators.operator import ExecContext, drain
+from spilling import run_operator, spill_files
+from trdb.execution.operators.operator import ExecContext
 from trdb.execution.operators.retile import RetileExec
 from trdb.execution.operators.rows_scan import RowsScanExec
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
@@ -33,15 +33,7 @@ def _retile(rows, new, extent, partition=0, partitions=1):
 
 
 def _run(operator, memory, tmp_path):
-    operator.open(ExecContext(NUMPY_BACKEND, None, memory=memory, spill=SpillDirectory(str(tmp_path / "spill"))))
-    try:
-        return list(drain(operator))
-    finally:
-        operator.close()
-
-
-def _spill_files(root) -> list:
-    return [name for _, _, names in os.walk(root) for name in names]
+    return run_operator(operator, memory, tmp_path / "spill")
 
 
 def _assemble(rows, new, shape) -> np.ndarray:
@@ -77,7 +69,7 @@ def test_a_spilled_retile_cuts_the_in_memory_tiles(sparse, new, extent, tmp_path
         assert np.array_equal(_assemble([have], new, matrix.shape), _assemble([want], new, matrix.shape))
     assert np.array_equal(_assemble(got, new, matrix.shape), matrix)
     assert operator.metrics.spilled_bytes > 0
-    assert not _spill_files(tmp_path / "spill")
+    assert not spill_files(tmp_path / "spill")
 
 
 def test_each_partition_cuts_its_share_when_spilled(tmp_path):
@@ -92,9 +84,9 @@ def test_closing_during_the_output_removes_the_runs(tmp_path):
     operator.open(ExecContext(NUMPY_BACKEND, None, memory=MemoryManager(64 << 10),
                               spill=SpillDirectory(str(tmp_path / "spill"))))
     assert operator.next_batch()
-    assert _spill_files(tmp_path / "spill")
+    assert spill_files(tmp_path / "spill")
     operator.close()
-    assert not _spill_files(tmp_path / "spill")
+    assert not spill_files(tmp_path / "spill")
 
 
 def test_retile_through_sql_spills_with_the_same_tiles(tmp_path):
@@ -112,4 +104,4 @@ def test_retile_through_sql_spills_with_the_same_tiles(tmp_path):
         assert np.array_equal(_assemble(rows, (12, 20), a.shape), a)
         plan = [line[0] for line in cur.execute(f"EXPLAIN ANALYZE {query} LIMIT 1").fetchall()]
         assert "spilled=" in next(line for line in plan if "RetileExec" in line)
-        assert not _spill_files(tmp_path / "spill")
+        assert not spill_files(tmp_path / "spill")
