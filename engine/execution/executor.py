@@ -44,6 +44,10 @@ class Execution:
     def rows(self) -> Iterator[tuple]:
         return drain(self._operator)
 
+    def batches(self) -> Iterator[list]:
+        """The root's batches as its operators made them (bounded in bytes where tiles are large)."""
+        return iter(self._operator.next_batch, None)
+
     def __exit__(self, *exc) -> None:
         try:
             if self._operator is not None:

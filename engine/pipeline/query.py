@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from itertools import islice
-from typing import Iterator, Optional, Union
+from typing import Optional, Union
 
 from trdb.catalog.catalog import Catalog
 from trdb.config.settings import Settings
 from trdb.execution.executor import Execution, start_execution
-from trdb.execution.operators.operator import BATCH_SIZE, ExecContext
+from trdb.execution.operators.operator import ExecContext
 from trdb.execution.spool import RowSpool
 from trdb.execution.state import ExecutionState
 from trdb.kernels.backend import Backend
@@ -109,7 +108,7 @@ class Pipeline:
                          database.memory.budget // SPOOL_SHARE)
         try:
             with execution, nesting_guard():
-                spool.extend(_in_batches(execution.rows()))
+                spool.extend(execution.batches())
         except BaseException:
             spool.close()  # a failed or cancelled statement leaves no spill file behind
             raise
@@ -160,7 +159,3 @@ class Pipeline:
         if self._run is not None:
             self._run.shared.append(stage)
         return spool
-
-
-def _in_batches(rows: Iterator[tuple]) -> Iterator[list]:
-    return iter(lambda: list(islice(rows, BATCH_SIZE)), [])

@@ -95,14 +95,14 @@ def test_fetch_tensor_of_a_small_spilled_result_is_right(small):
 
 def test_a_failed_or_cancelled_statement_leaves_no_spill_file(small, monkeypatch):
     cur, spill = small
-    original = Execution.rows
+    original = Execution.batches
 
     def cancelled_midway(self):
-        for n, row in enumerate(original(self)):
-            if n == 200:
+        for n, batch in enumerate(original(self)):
+            if n == 1:
                 raise QueryCancelled("the statement was cancelled")
-            yield row
-    monkeypatch.setattr(Execution, "rows", cancelled_midway)
+            yield batch
+    monkeypatch.setattr(Execution, "batches", cancelled_midway)
     with pytest.raises(QueryCancelled):
         cur.execute(QUERY)
     assert spill_files(spill) == []
@@ -111,6 +111,10 @@ def test_a_failed_or_cancelled_statement_leaves_no_spill_file(small, monkeypatch
 def test_the_memory_of_a_result_goes_back_when_the_cursor_closes(small):
     cur, spill = small
     memory = cur.connection._session().db.file.memory
+    cur.execute("SET memory_limit = '4MB'")  # room for the result beside the operators still running
+    warm = cur.connection.cursor()
+    warm.execute("SELECT A.i, A.j, A.v FROM A WHERE A.i = 1").fetchall()  # A is in the buffer pool now
+    warm.close()
     before = memory.reserved
     cur.execute("SELECT A.i, A.j, A.v FROM A WHERE A.i = 0")  # small: held in memory
     assert memory.reserved > before
