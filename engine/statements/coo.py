@@ -61,11 +61,11 @@ def create_tensor_from_coo(sc: StatementContext, node: ast.CreateTensorFromCoo) 
     _validate(sc, node, columns)
     meta = sc.catalog.create_tensor(TensorMeta(node.name, keys, "v", dtype, tuple(node.shape), tile, ""))
     exact = columns[-1].type in _INTEGER_TYPES | {"BOOLEAN"} and dtype.kind in "biu"
-    try:
-        coo_staging.sort_staged_entries(sc.db, meta, exact)
-        _write_sorted(sc, meta)
-    finally:
-        coo_staging.drop_staged_entries(sc.db)
+    # not in a `finally`: after a failure the statement's transaction is rolled back, the temporary tables
+    # with it, and dropping them in the aborted transaction would fail and hide the error that counts
+    coo_staging.sort_staged_entries(sc.db, meta, exact)
+    _write_sorted(sc, meta)
+    coo_staging.drop_staged_entries(sc.db)
     sc.catalog.refresh_statistics(meta)
     return Result(rowcount=0)
 
