@@ -112,6 +112,16 @@ def read_tiles(db: Database, meta: TensorMeta, where: Optional[str] = None,
     return sorted_by_key(*_read(db, meta, f" WHERE {where}" if where else "", params))
 
 
+def read_tiles_at(db: Database, meta: TensorMeta, keys: np.ndarray) -> tuple[np.ndarray, list]:
+    """The tiles stored under `keys` (a few: one bounded read), sorted by key."""
+    names = key_columns(len(meta.keys))
+    if not names:  # one tile under the empty key
+        return read_tiles(db, meta)
+    wanted = " OR ".join("(" + " AND ".join(f"{n} = {int(k)}" for n, k in zip(names, row)) + ")"
+                         for row in np.asarray(keys, dtype=np.int64).tolist())
+    return read_tiles(db, meta, wanted or "false")
+
+
 def read_tile_rows(db: Database, meta: TensorMeta, index: "TileIndex", start: int, stop: int,
                     where: Optional[str] = None) -> tuple[np.ndarray, list]:
     """Keys and tiles of rows start..stop-1 of `index` (and `where`), sorted by key: one bounded read of a
