@@ -38,7 +38,7 @@ class DatabaseFile:
         self.pool = BufferPool(self.memory)
         self.shared_settings: dict = {}  # the database-wide settings (config.settings.DATABASE_WIDE)
         self.spill = SpillDirectory(default_directory(path))
-        self._duckdb_limits: tuple = ()
+        self._duckdb_limits: tuple = (None, None)
         self.write_lock = threading.RLock()
         self.generation = 0
         self._generation_changed = threading.Condition()
@@ -75,19 +75,30 @@ class DatabaseFile:
             self.spill.close()
             self.spill = SpillDirectory(directory)
         limits = (duckdb_bytes(self.memory.limit), os.path.join(self.spill.root, "duckdb"))
-        if limits != self._duckdb_limits:
-            self._duckdb_limits = limits
-            self.spill.remove_leftovers()
-            try:
+        if limits == self._duckdb_limits:
+            return
+        old, self._duckdb_limits = self._duckdb_limits, limits
+        self.spill.remove_leftovers()
+        try:
+            if old[:1] != limits[:1]:
                 self.root.execute(f"SET memory_limit = '{limits[0]}B'")
-                if not self.read_only:
-                    os.makedirs(limits[1], mode=0o700, exist_ok=True)  # DuckDB makes only the last folder
-                    self.root.execute("SET temp_directory = ?", [limits[1]])
-            except OSError as exc:
-                raise errors.OperationalError(f"cannot use temp_directory {self.spill.root!r}: {exc.strerror}",
-                                              hint="SET temp_directory to a writable directory") from None
-            except duckdb.Error as exc:
-                raise errors.OperationalError(f"cannot apply memory_limit or temp_directory: {_reason(exc)}") from None
+            if old[1:] != limits[1:] and not self.read_only:
+                os.makedirs(limits[1], mode=0o700, exist_ok=True)  # DuckDB makes only the last folder
+                self._point_duckdb_at(limits[1])
+        except OSError as exc:
+            raise errors.OperationalError(f"cannot use temp_directory {self.spill.root!r}: {exc.strerror}",
+                                          hint="SET temp_directory to a writable directory") from None
+        except duckdb.Error as exc:
+            raise errors.OperationalError(f"cannot apply memory_limit or temp_directory: {_reason(exc)}") from None
+
+    def _point_duckdb_at(self, folder: str) -> None:
+        try:
+            self.root.execute("SET temp_directory = ?", [folder])
+        except duckdb.Error as exc:
+            if "after the current one has been used" not in str(exc):
+                raise
+            # DuckDB keeps the folder it has started spilling to until the database closes; trdb's own
+            # spill files go to the new temp_directory at once
 
     def connection(self) -> duckdb.DuckDBPyConnection:
         """A new DuckDB connection to this instance: its own transaction, shared data."""

@@ -100,3 +100,14 @@ def test_duckdb_spills_into_the_default_temp_directory_of_a_file_database(tmp_pa
         con.execute("CREATE TENSOR A SHAPE (2048, 2048) TILE (256, 256) FILL ONES")
         assert con.execute("SELECT SUM(REDUCE_SUM(A.v)) FROM A").fetchone()[0] == 2048 * 2048
     assert not os.path.exists(path + ".tmp")  # removed with the database's last connection
+
+
+def test_temp_directory_can_change_after_duckdb_has_spilled(tmp_path):
+    path = str(tmp_path / "db.trdb")
+    with trdb.connect(path) as con:
+        con.execute("SET memory_limit = '16MB'")
+        con.execute("CREATE TENSOR A SHAPE (2048, 2048) TILE (256, 256) FILL ONES")
+        con.execute("SET memory_limit = '64MB'")  # DuckDB's folder is set again only when it changes
+        con.execute(f"SET temp_directory = '{tmp_path / 'elsewhere'}'")  # DuckDB keeps its own: no error
+        con.execute("SET memory_limit = '16KB'")
+        assert con.execute("SELECT A.i, SUM(REDUCE_SUM(A.v)) AS v FROM A GROUP BY A.i").fetchall()
