@@ -252,20 +252,20 @@ class ExpressionBinder:
             raise self.ctx.fail(node, str(exc)) from None
         if all(isinstance(a, bx.Const) for a in args) and not any(isinstance(a.type, TensorType) for a in args):
             return self._fold(node, function, args)
-        self._check_extents(node, function, args, arg_nodes)
-        extent = self._extent(function, args, result.shape)
+        extent = self._checked_extent(node, function, args, result.shape, arg_nodes)
         return bx.Call(function, tuple(args), TensorType(np.dtype(result.dtype), tuple(result.shape or ()), extent))
 
-    def _check_extents(self, node: Any, function: KernelFunction, args: list[bx.Bound],
-                       arg_nodes: Optional[Sequence[ast.Expr]]) -> None:
-        """Tiles that line up while the whole tensors do not (A is 1000x800, C is 1000x600, joined on A.j =
-        C.i): edge tiles would not fit at run time, or a product would silently cover only the overlap."""
-        tensors = [a for a in args if isinstance(a.type, TensorType)]
-        if len(tensors) < 2 or any(None in a.type.extent for a in tensors) or _padded(function, tensors):
-            return
+    def _checked_extent(self, node: Any, function: KernelFunction, args: list[bx.Bound], tile: Optional[tuple],
+                        arg_nodes: Optional[Sequence[ast.Expr]]) -> tuple:
+        """The result's extent; tensors whose tiles line up while the whole tensors do not (A is 1000x800,
+        C is 1000x600, joined on A.j = C.i) are refused: edge tiles would not fit at run time, or a product
+        would silently cover only the overlap."""
         try:
-            function.infer([to_arg(a, as_extent=True) for a in args])
+            return self._extent(function, args, tile, strict=True)
         except KernelSignatureError as exc:
+            tensors = [a for a in args if isinstance(a.type, TensorType)]
+            if len(tensors) < 2 or _padded(function, tensors):
+                return (None,) * len(tile or ())
             shapes = ", ".join(f"{self._text(arg_nodes[i]) if arg_nodes else f'operand {i + 1}'} is "
                                f"{'x'.join(map(str, a.type.extent)) or 'a scalar'}"
                                for i, a in enumerate(args) if isinstance(a.type, TensorType))
@@ -286,8 +286,9 @@ class ExpressionBinder:
             raise self.ctx.fail(node, f"{function.name}: {exc}") from None
 
     @staticmethod
-    def _extent(function: KernelFunction, args: list[bx.Bound], tile: Optional[tuple]) -> tuple:
-        """Logical extent of the result: the same shape rule applied to the arguments' extents."""
+    def _extent(function: KernelFunction, args: list[bx.Bound], tile: Optional[tuple], strict: bool = False) -> tuple:
+        """Logical extent of the result: the same shape rule applied to the arguments' extents (None where
+        unknown). `strict`: extents the rule refuses raise its KernelSignatureError."""
         rank = len(tile or ())
         known = all(None not in a.type.extent for a in args if isinstance(a.type, TensorType))
         if known:
@@ -296,7 +297,8 @@ class ExpressionBinder:
                 if shape is not None and len(shape) == rank:
                     return tuple(shape)
             except KernelSignatureError:
-                pass
+                if strict:
+                    raise
         return (None,) * rank
 
 
