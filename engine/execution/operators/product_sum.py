@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from trdb.execution.compile import compile_expr
+from trdb.execution.work import charge, counted, kernel_work
 from trdb.kernels.backend import Backend
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.kernels.sparse import is_sparse, matmul_add_into
@@ -24,13 +25,15 @@ def product_sum_feed(function: str, arg: Optional[bx.Bound], backend: Backend) -
             or arg.function.name != "MATMUL" or len(arg.args) != 2:
         return None
     left, right = (compile_expr(a, backend) for a in arg.args)
-    call, xp = arg.function.call, backend.xp
+    function, xp = arg.function, backend.xp
+    call = counted(function, lambda values: function.call(backend, values))
 
     def feed(accumulator, row: tuple) -> None:
         a, b = left(row), right(row)
         if is_sparse(a) and _accumulate(accumulator, a, b, xp):
+            charge(*kernel_work(function, (a, b), accumulator.value))
             return
-        accumulator.add(call(backend, [a, b]), xp, owned=True)
+        accumulator.add(call([a, b]), xp, owned=True)
     return feed
 
 
