@@ -19,13 +19,13 @@ import numpy as np
 import threadpoolctl
 
 import trdb
-from timing import best_of, best_of_alternating, check
+from timing import best_of, best_of_alternating, check, product_bound
 
 CHOSEN = "SELECT * FROM EINSUM('ij,jk,kl->il', A, B, C)"
 LEFT_TO_RIGHT = "SELECT * FROM EINSUM('ik,kl->il', EINSUM('ij,jk->ik', A, B), C)"
 
 
-def time_trdb(A, B, C, t: int, workers: str, numpy_opt, args, expected) -> dict[str, float]:
+def time_trdb(A, B, C, t: int, workers: str, numpy_opt, args, expected, bound) -> dict[str, float]:
     """trdb's chosen order, taking turns with numpy's optimized einsum, and trdb left to right, with the
     operands stored in tiles of t along n."""
     m = A.shape[1]
@@ -38,8 +38,8 @@ def time_trdb(A, B, C, t: int, workers: str, numpy_opt, args, expected) -> dict[
     paired = best_of_alternating(args.repeats, {"numpy": numpy_opt,
                                                 "chosen": lambda: cur.execute(CHOSEN).fetch_tensor()})
     forced, result = best_of(3, lambda: cur.execute(LEFT_TO_RIGHT).fetch_tensor())
-    check("trdb left to right", result, expected)
-    check("trdb chosen order", paired["chosen"][1], expected)
+    check("trdb left to right", result, expected, bound)
+    check("trdb chosen order", paired["chosen"][1], expected, bound)
     con.close()
     return {"numpy": paired["numpy"][0], "chosen": paired["chosen"][0], "forced": forced}
 
@@ -59,10 +59,13 @@ def main() -> None:
     rng = np.random.default_rng(0)
     A, B, C = (rng.standard_normal(s, dtype=np.float32) for s in [(n, m), (m, n), (n, m)])
     expected = A.astype(np.float64) @ (B.astype(np.float64) @ C.astype(np.float64))
+    # either order's float32 error: the bound of its first product carried through the second, plus the second's
+    bound = np.maximum(product_bound(A, B) @ np.abs(C) + product_bound(A @ B, C),
+                       np.abs(A) @ product_bound(B, C) + product_bound(A, B @ C))
     numpy_opt = lambda: np.einsum("ij,jk,kl->il", A, B, C, optimize=True)  # noqa: E731
-    check("numpy einsum optimize=True", numpy_opt(), expected)
+    check("numpy einsum optimize=True", numpy_opt(), expected, bound)
     numpy_forced, result = best_of(3, lambda: (A @ B) @ C)
-    check("numpy (A @ B) @ C", result, expected)
+    check("numpy (A @ B) @ C", result, expected, bound)
     print(f"# A {n}x{m}, B {m}x{n}, C {n}x{m}, float32; tiles t x {m} / {m} x t")
     print(f"# trdb's chosen order and numpy.einsum(optimize=True) take turns, best of {args.repeats} each;")
     print(f"# left to right (numpy (A @ B) @ C: {numpy_forced:.4f} s) best of 3")
@@ -70,7 +73,7 @@ def main() -> None:
           f"{'l-to-r s':>9} {'l-to-r/trdb':>12}")
     for t in (int(x) for x in args.tiles.split(",")):
         for workers in args.workers.split(","):
-            times = time_trdb(A, B, C, t, workers, numpy_opt, args, expected)
+            times = time_trdb(A, B, C, t, workers, numpy_opt, args, expected, bound)
             print(f"{t:>5} {workers:>7} {times['numpy']:12.5f} {times['chosen']:9.5f} "
                   f"{times['chosen'] / times['numpy']:11.2f} {times['forced']:9.4f} "
                   f"{times['forced'] / times['chosen']:12.1f}")

@@ -38,7 +38,7 @@ import threadpoolctl
 sys.path.insert(0, str(Path(__file__).parent))
 import trdb  # noqa: E402
 from load_graph import power_law_graph  # noqa: E402
-from timing import best_of, check  # noqa: E402
+from timing import best_of, check, product_bound  # noqa: E402
 
 QUERY = "SELECT A.i, X.j, SUM(MATMUL(A.v, X.v)) AS v FROM A JOIN X ON A.j = X.i GROUP BY A.i, X.j"
 DEFAULT_TILE = 25_000
@@ -57,7 +57,8 @@ def arguments() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def run_trdb(graph, X: np.ndarray, reference: np.ndarray, t: int, repeats: int) -> list[tuple[str, float, str]]:
+def run_trdb(graph, X: np.ndarray, reference: np.ndarray, bound: np.ndarray, t: int,
+             repeats: int) -> list[tuple[str, float, str]]:
     """Load A and X with TILE t, then time the query + fetch_tensor at workers 1 and 2."""
     n, f = X.shape
     con = trdb.connect()
@@ -72,7 +73,7 @@ def run_trdb(graph, X: np.ndarray, reference: np.ndarray, t: int, repeats: int) 
     for workers in (1, 2):
         cur.execute(f"SET workers = {workers}")
         seconds, got = best_of(repeats, lambda: cur.execute(QUERY).fetch_tensor(shape=(n, f)))
-        check(f"trdb t={t} workers={workers}", got, reference)
+        check(f"trdb t={t} workers={workers}", got, reference, bound)
         query_s, _ = best_of(repeats, lambda: cur.execute(QUERY).fetchall())
         results.append((f"trdb TILE ({t}, {t}) workers={workers}", seconds,
                         f"query {query_s:.3f} s + fetch_tensor {max(seconds - query_s, 0):.3f} s"))
@@ -99,12 +100,13 @@ def main() -> None:
     print(f"# graph: {n:,} nodes, {args.edges:,} edges, {csr.nnz:,} distinct non-zeros; X {n:,} x {f} float32\n")
 
     scipy_s, expected = best_of(args.repeats, lambda: csr @ X)
-    reference = (csr.astype(np.float64) @ X.astype(np.float64)).astype(np.float32)
-    check("scipy", np.asarray(expected), reference)
+    reference = csr.astype(np.float64) @ X.astype(np.float64)
+    bound = product_bound(csr, X)
+    check("scipy", np.asarray(expected), reference, bound)
 
     results: list[tuple[str, float, str]] = [("scipy CSR @ X", scipy_s, "")]
     for t in [int(s) for s in args.tiles.split(",") if s.strip()]:
-        results += run_trdb(graph, X, reference, t, args.repeats)
+        results += run_trdb(graph, X, reference, bound, t, args.repeats)
 
     print(f"\n{'system':<34} {'seconds':>9} {'x / scipy':>10}")
     for name, seconds, note in results:

@@ -25,6 +25,7 @@ import pyarrow as pa
 import threadpoolctl
 
 import trdb
+from timing import timed_runs
 
 TRDB_QUERY = "SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i GROUP BY A.i, B.j"
 DUCKDB_QUERY = "SELECT a.i, b.j, SUM(a.value * b.value) AS value FROM a JOIN b ON a.j = b.i GROUP BY a.i, b.j"
@@ -90,13 +91,8 @@ def check(name: str, n: int, result: np.ndarray, reference: np.ndarray, limit: f
 
 
 def best_of(run: Callable[[], object], repeats: int) -> tuple[float, list[float], object]:
-    """One warm-up run, then `repeats` timed runs; the best time, all times and the last output."""
-    output = run()
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        output = run()
-        times.append(time.perf_counter() - started)
+    """One warm-up run, then `repeats` timed runs (timing.timed_runs); the best time, all times and the last output."""
+    times, output = timed_runs(repeats, run)
     return min(times), times, output
 
 

@@ -1,34 +1,63 @@
-"""What the benchmark scripts share: the best of a few timed runs after a warm-up, and result checks."""
+"""What the benchmark scripts share: timed runs (a warm-up, then the best of a few, each after an untimed
+`before` that drops carried work), and result checks against a float64 reference with float32 error bounds.
+
+What stays warm across timed runs of trdb unless `before` says otherwise: the buffer pool (decoded
+input tiles), the plan cache and the kernel caches; the previous statement's shared subplans (the
+forward pass of a gradient) are dropped by any write, which is why gradient benchmarks write first.
+"""
 from __future__ import annotations
 
 import math
 import time
-from typing import Callable
+from typing import Callable, Optional, Union
 
 import numpy as np
 
+FLOAT32_UNIT_ROUNDOFF = float(np.finfo(np.float32).eps) / 2
 
-def best_of(repeats: int, run: Callable[[], object], warmup: bool = True) -> tuple[float, object]:
-    """One untimed warm-up run (caches, page faults, BLAS start-up), then the best of `repeats` timed runs
-    and the last run's output."""
-    best, result = math.inf, None
+
+def timed_runs(repeats: int, run: Callable[[], object], warmup: bool = True,
+               before: Optional[Callable[[], object]] = None) -> tuple[list[float], object]:
+    """Every timed run's seconds and the last output: one untimed warm-up run (caches, page faults, BLAS
+    start-up), then `repeats` timed runs, each after an untimed call of `before` (a write that drops the
+    work a statement carries to the next)."""
+    result, times = None, []
     if warmup:
+        if before is not None:
+            before()
         result = run()
     for _ in range(repeats):
+        if before is not None:
+            before()
         started = time.perf_counter()
         result = run()
-        best = min(best, time.perf_counter() - started)
-    return best, result
+        times.append(time.perf_counter() - started)
+    return times, result
 
 
-def best_of_alternating(repeats: int, runs: dict[str, Callable[[], object]]) -> dict[str, tuple[float, object]]:
+def best_of(repeats: int, run: Callable[[], object], warmup: bool = True,
+            before: Optional[Callable[[], object]] = None) -> tuple[float, object]:
+    """The best of `timed_runs` and the last run's output."""
+    times, result = timed_runs(repeats, run, warmup, before)
+    return min(times, default=math.inf), result
+
+
+def best_of_alternating(repeats: int, runs: dict[str, Callable[[], object]],
+                        before: Optional[dict[str, Callable[[], object]]] = None) -> dict[str, tuple[float, object]]:
     """`best_of` for a few systems at once, taking turns (each round times every system once), so
     that a slow spell of the machine (another tenant of the host, CPU frequency) falls on all of them
-    alike. Returns each system's best time and last output."""
-    results = {name: run() for name, run in runs.items()}  # warm-up
+    alike. `before[name]`, where given, runs untimed before each of that system's runs. Returns each
+    system's best time and last output."""
+    before = before or {}
+    prepare = {name: before.get(name, lambda: None) for name in runs}
+    results = {}
+    for name, run in runs.items():  # warm-up
+        prepare[name]()
+        results[name] = run()
     best = {name: math.inf for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
+            prepare[name]()
             started = time.perf_counter()
             results[name] = run()
             best[name] = min(best[name], time.perf_counter() - started)
@@ -49,11 +78,28 @@ def print_plans(plans: dict) -> None:
         print(plan)
 
 
-def check(name: str, result: np.ndarray, expected: np.ndarray, relative: float = 1e-4) -> None:
-    """Stop the benchmark when a result is wrong: its shape, or an error above `relative` x max |expected|."""
+def gamma(n: int) -> float:
+    """The classic bound on the relative rounding error of n float32 operations in any order: n*u / (1 - n*u)."""
+    return n * FLOAT32_UNIT_ROUNDOFF / (1 - n * FLOAT32_UNIT_ROUNDOFF)
+
+
+def product_bound(a, b) -> np.ndarray:
+    """Elementwise bound on |fl32(a @ b) - a @ b| for float32 operands in any summation order (tiles,
+    threads, BLAS blocking): gamma(k) * (|a| @ |b|), in float64. `a` may be a scipy sparse matrix."""
+    k = a.shape[1]
+    return gamma(k) * np.asarray(abs(a).astype(np.float64) @ np.abs(b).astype(np.float64))
+
+
+def check(name: str, result: np.ndarray, expected: np.ndarray, bound: Union[float, np.ndarray, None] = None,
+          relative: float = 1e-4) -> None:
+    """Stop the benchmark when a result is wrong: its shape, or an error against the float64 `expected`
+    above `bound` (elementwise, e.g. `product_bound`), or without one above `relative` x max |expected|."""
     if result.shape != expected.shape:
         raise SystemExit(f"{name}: shape {result.shape} != {expected.shape}")
-    error = float(np.abs(result - expected).max())
-    bound = relative * float(np.abs(expected).max())
-    if error > bound:
-        raise SystemExit(f"{name}: wrong result (max abs error {error:.3g} > {bound:.3g})")
+    error = np.abs(np.asarray(result, dtype=np.float64) - expected)
+    if bound is None:
+        bound = relative * float(np.abs(expected).max())
+    if not np.all(error <= bound):
+        worst = np.unravel_index(np.argmax(error - bound), error.shape) if error.ndim else ()
+        raise SystemExit(f"{name}: wrong result (abs error {float(error[worst]):.3g} > bound "
+                         f"{float(np.broadcast_to(bound, error.shape)[worst]):.3g} at {worst})")

@@ -1,6 +1,7 @@
 """Split a script into statements on `;`, minding quotes and comments, for batch files and the shell."""
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -45,6 +46,12 @@ def _is_closed(match: re.Match) -> bool:
 
 def split_statements(script: str) -> list[StatementText]:
     """The statements of a script, in order; pieces holding only white space and comments are dropped."""
+    return list(_split(script))
+
+
+@functools.lru_cache(maxsize=256)
+def _split(script: str) -> tuple[StatementText, ...]:
+    # a program runs the same few statement texts over and over: each is split once
     statements, first, last = [], None, None
     for kind, start, end, _closed in _pieces(script):
         if kind == "semicolon":
@@ -56,7 +63,7 @@ def split_statements(script: str) -> list[StatementText]:
             last = end
     if first is not None:
         statements.append(_statement(script, first, last))
-    return statements
+    return tuple(statements)
 
 
 def _statement(script: str, start: int, end: int) -> StatementText:

@@ -8,6 +8,7 @@ import numpy as np
 
 from trdb.errors import DataError
 from trdb.execution.operators.inplace import inplace_kernel
+from trdb.execution.work import counted
 from trdb.kernels.backend import Backend
 from trdb.kernels.sparse import dense
 from trdb.planner import expressions as bx
@@ -48,19 +49,21 @@ def _const(expr: bx.Const, backend: Backend) -> Compiled:
 
 
 def _call(expr: bx.Call, backend: Backend) -> Compiled:
-    call = expr.function.call
+    function = expr.function
     args = [compile_expr(a, backend) for a in expr.args]
     inplace = inplace_kernel(expr, backend)
     if inplace is not None:
         first, rest = args[0], args[1:]
-        return lambda row: inplace(first(row), [arg(row) for arg in rest])
+        run = counted(function, lambda values: inplace(values[0], values[1:]))
+        return lambda row: run([first(row), *[arg(row) for arg in rest]])
+    call = counted(function, lambda values: function.call(backend, values))
     if len(args) == 1:
         (a,) = args
-        return lambda row: call(backend, [a(row)])
+        return lambda row: call([a(row)])
     if len(args) == 2:
         a, b = args
-        return lambda row: call(backend, [a(row), b(row)])
-    return lambda row: call(backend, [arg(row) for arg in args])
+        return lambda row: call([a(row), b(row)])
+    return lambda row: call([arg(row) for arg in args])
 
 
 _INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1

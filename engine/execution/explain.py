@@ -41,7 +41,36 @@ def _actuals(node: PhysicalNode, execution: Execution) -> str:
     channel = execution.channels.get(id(node))
     if channel is not None:
         text += f" moved={channel.tuples} tuples/{_quantity(channel.bytes)}B"
-    return text
+    return text + _actual_work(operators)
+
+
+# ---- executed work (EXPLAIN ANALYZE): FLOPs and bytes counted where kernels ran (execution/work.py) ----
+
+def _actual_work(operators: Sequence) -> str:
+    """' flops=… kernel_bytes=…' for an operator whose kernels ran, summed over its partitions."""
+    flops = sum(op.metrics.work.flops for op in operators)
+    moved = sum(op.metrics.work.bytes for op in operators)
+    if not flops and not moved:
+        return ""
+    return f" flops={_quantity(flops)} kernel_bytes={_quantity(moved)}B"
+
+
+def executed_work(executions: Sequence[Execution]) -> tuple[int, int]:
+    """(FLOPs, kernel bytes) of every operator of these executions (a statement's shared subplans and plan)."""
+    flops = moved = 0
+    for execution in executions:
+        for operators in execution.instances.values():
+            flops += sum(op.metrics.work.flops for op in operators)
+            moved += sum(op.metrics.work.bytes for op in operators)
+    return flops, moved
+
+
+def work_total(executions: Sequence[Execution]) -> str:
+    """The statement's line of executed work: FLOPs (2*m*n*k a product, one an element otherwise) and
+    the bytes its kernels read and wrote."""
+    flops, moved = executed_work(executions)
+    return (f"Executed work: flops={_quantity(flops)} ({flops}) kernel_bytes={_quantity(moved)}B ({moved}); "
+            "a product counts 2*m*n*k, an elementwise kernel or a tile added into a sum one per element")
 
 
 def explain_lines(node: PhysicalNode, execution: Optional[Execution] = None, depth: int = 0) -> list[str]:

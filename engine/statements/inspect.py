@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from trdb.errors import NotSupportedError
-from trdb.execution.explain import explain_lines, rule_timings
+from trdb.execution.explain import explain_lines, rule_timings, work_total
 from trdb.execution.result import Result
 from trdb.kernels.placement import backend_for
 from trdb.optimizer.driver import RuleContext
@@ -79,6 +79,7 @@ def explain(sc: StatementContext, node: ast.Explain) -> Result:
         lines.append("Plan:")
     lines.extend(("  " if run.shared else "") + line for line in explain_lines(run.main.node, run.main.execution))
     if node.analyze:
+        lines.append(work_total([stage.execution for stage in run.shared] + [run.main.execution]))
         lines.append(rule_timings(rules.timings))
     return _text_result(("plan",), [(line,) for line in lines])
 

@@ -65,7 +65,8 @@ def test_explain_analyze_reports_actual_tuples_and_moved_bytes(parallel):
     parallel.execute("CREATE TENSOR A SHAPE (512, 512) TILE (128, 128) FILL ONES")
     lines = [r[0] for r in parallel.execute("EXPLAIN ANALYZE SELECT A.i, SUM(A.v) AS v FROM A GROUP BY A.i")]
     assert "actual tuples=4" in lines[0] and "moved=4 tuples/262.2KB" in lines[0]
-    assert all("actual tuples=" in line for line in lines[:-1])
+    assert all("actual tuples=" in line for line in lines[:-2])
+    assert lines[-2].startswith("Executed work: flops=")
     assert lines[-1].startswith("Optimizer rules (") and all(rule in lines[-1] for rule in RULE_NAMES)
 
 

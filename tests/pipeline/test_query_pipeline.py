@@ -19,7 +19,7 @@ GRAD = "SELECT * FROM GRAD(loss, W)"
 def _operators(lines: list[str]) -> list[str]:
     """Each line's section title or indented operator name, without estimates or measurements."""
     return [re.sub(r"\s*\[(est|actual)\..*$|\s*\[actual .*$", "", line) for line in lines
-            if not line.startswith("Optimizer rules")]
+            if not line.startswith(("Optimizer rules", "Executed work"))]
 
 
 def test_explain_and_explain_analyze_show_the_same_plan_with_its_shared_subplans(cur):

@@ -11,6 +11,7 @@ from trdb.execution.compile import compile_expr
 from trdb.execution.operators.inplace import FRESH
 from trdb.execution.operators.operator import BlockingOperator, PhysicalOperator
 from trdb.execution.operators.product_sum import product_sum_feed
+from trdb.execution.work import charge_add
 from trdb.kernels import sparse_functions as S
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.kernels.sparse import add_into, dense, is_sparse, nbytes, settle
@@ -68,6 +69,7 @@ class Accumulator:
             return
         try:
             combined = self._combine(acc, value, xp)
+            charge_add(value)
         except ValueError:
             raise DataError(f"{self.function}: tiles of one group have shapes "
                             f"{np.shape(acc)} and {np.shape(value)}") from None

@@ -6,7 +6,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Optional
 
+from trdb.execution import work
 from trdb.execution.state import ExecutionState
+from trdb.execution.work import Work
 from trdb.kernels.backend import Backend
 from trdb.storage.memory import MemoryManager, Reservation, default_manager
 from trdb.storage.spill import SpillDirectory, SpillFile, default_directory
@@ -40,6 +42,7 @@ class OperatorMetrics:
     seconds: float = 0.0
     peak_memory: int = 0     # the most bytes the operator's reservation held
     spilled_bytes: int = 0   # bytes it wrote to spill files
+    work: Work = field(default_factory=Work)  # FLOPs and bytes of the kernels it ran (execution/work.py)
 
 
 class PhysicalOperator:
@@ -80,7 +83,11 @@ class PhysicalOperator:
         """The next non-empty batch of tuples, or None when the operator is exhausted."""
         self.ctx.check_cancelled()
         started = time.perf_counter()
-        batch = self._next()
+        outer = work.swap(self.metrics.work)
+        try:
+            batch = self._next()
+        finally:
+            work.swap(outer)
         self.metrics.seconds += time.perf_counter() - started
         if batch is not None:
             self.metrics.tuples += len(batch)

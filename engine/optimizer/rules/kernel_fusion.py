@@ -3,6 +3,10 @@
 The outer expressions are rewritten over the inner Project's input by substituting each inner
 expression for the column that held it. Only done when no kernel would then run more often: every
 inner expression that runs a kernel is used at most once by the outer Project.
+
+Likewise a SUM over a Project's MATMUL column (a gradient's `X^T @ dY` summed over X's row tiles)
+takes the product into the Aggregate: SUM(MATMUL(...)) adds each product into the group's sum
+(GEMM with beta = 1), no product tile is made, moved or added.
 """
 from __future__ import annotations
 
@@ -14,8 +18,32 @@ from trdb.planner import logical as lp
 
 
 def kernel_fusion(plan: lp.Plan, context) -> lp.Plan:
-    """Every Project over a Project merged into one where that duplicates no kernel."""
-    return transform_up(plan, _fuse)
+    """Every Project over a Project merged into one where that duplicates no kernel, and SUMs over a
+    Project's products taken into the Aggregate."""
+    return transform_up(plan, lambda node: _fuse_sum(_fuse(node)))
+
+
+def _fuse_sum(plan: lp.Plan) -> lp.Plan:
+    if not (isinstance(plan, lp.Aggregate) and isinstance(plan.input, lp.Project)):
+        return plan
+    inner = plan.input
+    uses: Counter = Counter()
+    for expr in plan.group_by + tuple(call.arg for call in plan.calls if call.arg is not None):
+        _count_uses(expr, uses)
+    if any(uses[i] > 1 and not _cheap(e) for i, e in enumerate(inner.exprs)):
+        return plan
+    group_by = tuple(substitute(e, inner.exprs) for e in plan.group_by)
+    calls = tuple(call if call.arg is None else lp.AggregateCall(call.function, substitute(call.arg, inner.exprs))
+                  for call in plan.calls)
+    if not all(_cheap(e) for e in group_by) or not any(_product_sum(call) for call in calls):
+        return plan
+    if any(contains_call(call.arg) and not _product_sum(call) for call in calls if call.arg is not None):
+        return plan  # another kernel would move into the aggregate: its tiles stay made by the Project
+    return lp.Aggregate(inner.input, group_by, calls, plan.schema)
+
+
+def _product_sum(call: lp.AggregateCall) -> bool:
+    return call.function == "SUM" and isinstance(call.arg, bx.Call) and call.arg.function.name == "MATMUL"
 
 
 def _fuse(plan: lp.Plan) -> lp.Plan:

@@ -3,11 +3,13 @@
 Only conditions on keys and scalars move (no kernel runs in them and no tile is read), so a moved
 condition is evaluated on the same values and never on a tile it was not evaluated on before.
 Conditions never go below the side of an outer join that brings in missing tuples, nor below LIMIT.
+`IS NOT NULL` on a column that is never NULL (optimizer/nullability.py) is dropped, not moved.
 """
 from __future__ import annotations
 
 import dataclasses
 
+from trdb.optimizer.nullability import is_always_true
 from trdb.optimizer.plan_rewrite import is_key_predicate
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
@@ -17,7 +19,11 @@ def predicate_pushdown(plan: lp.Plan, context) -> lp.Plan:
     """Every Filter's key conjuncts moved as far down the plan as they stay correct."""
     if isinstance(plan, lp.Filter):
         below = predicate_pushdown(plan.input, context)
-        pushed = _push(below, bx.conjuncts(plan.predicate))
+        # a test that always holds goes: pushed into one copy of a shared subplan it would make it differ
+        conditions = [c for c in bx.conjuncts(plan.predicate) if not is_always_true(c, below)]
+        if not conditions:
+            return below
+        pushed = _push(below, conditions)
         return plan if _unchanged(pushed, plan) else pushed
     return lp.with_inputs(plan, [predicate_pushdown(child, context) for child in plan.inputs])
 
