@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from trdb.autodiff import internal_kernels as ik
-from trdb.kernels import einsum_spec
 from trdb.errors import NotSupportedError
+from trdb.kernels import einsum_spec
 from trdb.planner import expressions as bx
 from trdb.planner.kernel_calls import call, is_tensor
 

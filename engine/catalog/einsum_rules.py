@@ -5,9 +5,9 @@ import functools
 
 import opt_einsum
 
-from trdb.kernels import einsum_spec
 from trdb.catalog.kernel_args import Arg, describe_shapes, signature_error
 from trdb.catalog.shape_rules import Shape, size
+from trdb.kernels import einsum_spec
 
 
 def resolve_spec(label: str, spec: object, shapes: list) -> einsum_spec.Resolved:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from trdb.kernels import einsum_spec
 from trdb.config.settings import Settings
+from trdb.kernels import einsum_spec
 from trdb.optimizer import einsum_tiling
 from trdb.optimizer.einsum_order import contraction_order
 from trdb.optimizer.einsum_tiling import OperandTiling, choose_tiles

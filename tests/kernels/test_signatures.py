@@ -75,7 +75,8 @@ STATIC_ERRORS = [
      "CAST: unknown dtype 'float8' (shape (4, 3)); expected one of bool, float16"),
     ("CAST", [t(4, 3), Arg(None, I64)], "CAST: argument 2 must be a constant"),
     ("EINSUM", [c("ij,jk->ik"), t(4, 3), t(4, 5)],
-     "EINSUM: spec 'ij,jk->ik': letter 'j' is 3 in operand 1 and 4 in operand 2 (only a size of 1 broadcasts) (shapes (4, 3) and (4, 5))"),
+     "EINSUM: spec 'ij,jk->ik': letter 'j' is 3 in operand 1 and 4 in operand 2 (only a size of 1 broadcasts) "
+     "(shapes (4, 3) and (4, 5))"),
     ("EINSUM", [c("ij,jk->ik"), t(4, 3)],
      "EINSUM: spec 'ij,jk->ik': it has 2 operand terms but 1 operands were given (shape (4, 3))"),
     ("EINSUM", [c("ijk->i"), t(4, 3)],
