@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from trdb.autodiff import internal_kernels as ik
-from trdb.catalog import einsum_spec
 from trdb.errors import NotSupportedError
+from trdb.kernels import einsum_spec
 from trdb.planner import expressions as bx
 from trdb.planner.kernel_calls import call, is_tensor
 
@@ -54,10 +54,19 @@ def _matmul(args, out, u):
 
 
 def _einsum(args, out, u):
+    """Per operand, the upstream gradient contracted with the other operands into the operand's letters.
+
+    The spec is first made plain for the tile shapes ('...' spelled out, a broadcast axis given a
+    letter of its own), so a broadcast axis of size 1 receives the sum over the axis it met."""
     spec, operands = args[0].value, args[1:]
-    terms, output = einsum_spec.parse(spec)  # checked when the call was bound
+    shapes = [tuple(o.type.tile) if is_tensor(o) else () for o in operands]
+    resolved = einsum_spec.resolve(spec, shapes)  # checked when the call was bound
+    terms, output = resolved.inputs, resolved.output
     grads: list[Optional[bx.Bound]] = [None]
     for i, operand in enumerate(operands):
+        if not is_tensor(operand):
+            grads.append(None)
+            continue
         if len(set(terms[i])) != len(terms[i]):
             raise NotSupportedError(f"GRAD: EINSUM '{spec}' repeats an index within an operand (a diagonal); "
                                     "its gradient is not supported yet")

@@ -11,6 +11,8 @@ from typing import Any
 
 import opt_einsum
 
+from trdb.kernels import einsum_spec
+
 # ---- elementwise operators -------------------------------------------------------------------
 
 def add(xp, a, b):
@@ -179,11 +181,18 @@ def einsum(xp, spec: str, *operands: Any):
         # stays weak (a float32 contraction times 2.0 remains float32).
         dtype = xp.result_type(*operands) if any(hasattr(op, "dtype") for op in operands) else None
         arrays = [op if hasattr(op, "dtype") else xp.asarray(op, dtype=dtype) for op in operands]
+    spec = plain_spec(spec, tuple(a.shape for a in arrays))
     plan = _tensordot_plan(spec) if len(arrays) == 2 else None
     if plan is not None:
         return _tensordot(xp, arrays, *plan)
     expression = _contraction(spec, tuple(a.shape for a in arrays))
     return expression(*arrays)
+
+
+def plain_spec(spec: str, shapes: tuple) -> str:
+    """numpy's spec ('...', spaces, implicit output, size-1 broadcasting) as letters, ',' and '->' for
+    these shapes; the binder checked it, so an error here is a tile whose shape the binder did not see."""
+    return einsum_spec.resolve(spec, shapes).spec
 
 
 def _tensordot(xp, arrays, swap: bool, axes: tuple, order: tuple):

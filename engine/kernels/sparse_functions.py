@@ -210,7 +210,8 @@ def einsum(xp, spec: str, *operands):
     in either orientation) or an elementwise product; any other spec densifies."""
     if not any(is_sparse(o) for o in operands) or not all(getattr(o, "ndim", 0) == 2 for o in operands):
         return K.einsum(xp, spec, *[dense(o) for o in operands])
-    plan = _einsum_plan(spec.replace(" ", ""), len(operands))
+    spec = K.plain_spec(spec, tuple(o.shape for o in operands))
+    plan = _einsum_plan(spec, len(operands))
     if plan is None:
         return K.einsum(xp, spec, *[dense(o) for o in operands])
     kind, flips, flip_out = plan

@@ -4,8 +4,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from trdb.catalog import einsum_spec
 from trdb.config.settings import Settings
+from trdb.kernels import einsum_spec
 from trdb.optimizer import einsum_tiling
 from trdb.optimizer.einsum_order import contraction_order
 from trdb.optimizer.einsum_tiling import OperandTiling, choose_tiles
@@ -25,22 +25,27 @@ class Operand:
     itemsize: int = 8
 
 
-def parse_spec(ctx, item) -> tuple[list[str], str]:
-    """The input terms and the output (numpy's implicit output, sorted single letters, without '->')."""
+def parse_spec(ctx, item) -> None:
+    """The spec's text checked before its operands are bound (numpy's grammar; shapes come later)."""
     try:
-        inputs, output = einsum_spec.parse(item.spec)
+        inputs, _ = einsum_spec.parse_text(item.spec)
     except einsum_spec.SpecError as e:
         raise ctx.fail(item, f"EINSUM spec {item.spec!r}: {e}") from None
     problem = einsum_spec.operand_count_problem(inputs, len(item.operands))
     if problem:
         raise ctx.fail(item, f"EINSUM spec {item.spec!r} {problem}")
-    problem = einsum_spec.output_problem(inputs, output)
-    if problem:
-        raise ctx.fail(item, f"EINSUM spec {item.spec!r}: {problem}")
-    return inputs, output
 
 
-def bind_operand(binder, node, term: str, position: int) -> Operand:
+def resolve_spec(ctx, item, operands: list[Operand]) -> einsum_spec.Resolved:
+    """The spec fitted to the operands' logical shapes: '...' spelled out in letters (over key axes or
+    tile axes alike), a letter of size 1 against a larger one given a letter of its own (a broadcast join)."""
+    try:
+        return einsum_spec.resolve(item.spec, [o.shape for o in operands])
+    except einsum_spec.SpecError as e:
+        raise ctx.fail(item, f"EINSUM spec {item.spec!r}: {e}") from None
+
+
+def bind_operand(binder, node, position: int) -> Operand:
     plan = binder.bind_from_item(node)
     keys, value = tensor_columns(plan)
     if value is None:
@@ -50,9 +55,6 @@ def bind_operand(binder, node, term: str, position: int) -> Operand:
     rank = len(column.tile)
     if len(keys) > rank:
         raise binder.ctx.fail(node, f"EINSUM operand {position} has {len(keys)} keys but {rank}-d tiles")
-    if len(term) != rank:
-        raise binder.ctx.fail(node, f"EINSUM operand {position}: term {term!r} has {len(term)} letters but "
-                                    f"the operand has rank {rank}")
     shape = tuple(e if e is not None else (t if axis >= len(keys) else None)
                   for axis, (t, e) in enumerate(zip(column.tile, column.extent)))
     if None in shape:
@@ -60,17 +62,6 @@ def bind_operand(binder, node, term: str, position: int) -> Operand:
                                     f"store it as a tensor first")
     tile = tuple(min(t, n) if axis < len(keys) else n for axis, (t, n) in enumerate(zip(column.tile, shape)))
     return Operand(plan, keys, tile, shape, column.dtype.itemsize)
-
-
-def letter_sizes(ctx, item, inputs: list[str], operands: list[Operand]) -> dict:
-    sizes: dict[str, int] = {}
-    for position, (term, operand) in enumerate(zip(inputs, operands), start=1):
-        for letter, n in zip(term, operand.shape):
-            if sizes.setdefault(letter, n) != n:
-                raise ctx.fail(item.operands[position - 1], f"EINSUM spec {item.spec!r}: letter {letter!r} "
-                                                            f"is {sizes[letter]} in one place and {n} in operand "
-                                                            f"{position}")
-    return sizes
 
 
 def largest_operand_layout(inputs: list[str], operands: list[Operand], sizes: dict, output: str = "",
@@ -150,12 +141,12 @@ def bind_workers(binder) -> int:
 
 def bind_einsum(binder, item) -> lp.Plan:
     """EINSUM('spec', X, ...): a tree of join + aggregate steps in the cheapest contraction order."""
-    ctx = binder.ctx
-    inputs, output = parse_spec(ctx, item)
-    operands = [bind_operand(binder, node, term, n) for n, (node, term) in
-                enumerate(zip(item.operands, inputs), start=1)]
+    parse_spec(binder.ctx, item)
+    operands = [bind_operand(binder, node, n) for n, node in enumerate(item.operands, start=1)]
+    resolved = resolve_spec(binder.ctx, item, operands)
+    inputs, output = list(resolved.inputs), resolved.output
     workers = bind_workers(binder)
-    layout = choose_layout(inputs, operands, letter_sizes(ctx, item, inputs, operands), output, workers)
+    layout = choose_layout(inputs, operands, resolved.size, output, workers)
     terms = [prepare(operand, term, keep_letters(inputs, output, i), layout)
              for i, (operand, term) in enumerate(zip(operands, inputs))]
     densities = [density(o.plan) if tuple(layout.tiles[c] for c in term) == o.tile else

@@ -196,13 +196,13 @@ def test_parallel_workers_agree(cur):
 
 @pytest.mark.parametrize("query, message", [
     ("SELECT * FROM EINSUM('ij,jk->ik', A)", "has 2 operand terms but 1 operands"),
-    ("SELECT * FROM EINSUM('ijk,jk->ik', A, B)", "term 'ijk' has 3 letters but the operand has rank 2"),
-    ("SELECT * FROM EINSUM('ij,ik->jk', A, B)", "letter 'i' is 6 in one place and 5 in operand 2"),
+    ("SELECT * FROM EINSUM('ijk,jk->ik', A, B)", "operand 1 term 'ijk' has 3 letters but the operand has 2 dimensions"),
+    ("SELECT * FROM EINSUM('ij,ik->jk', A, B)", "letter 'i' is 6 in operand 1 and 5 in operand 2"),
     ("SELECT * FROM EINSUM('ij,jk->ik', A, Bee)", 'relation "Bee" does not exist'),
     ("SELECT * FROM EINSUM('ij,jk->iz', A, B)", "the output uses 'z' that no operand has"),
     ("SELECT * FROM EINSUM('ij,jk->ii', A, B)", "the output repeats 'i'"),
-    ("SELECT * FROM EINSUM('i...,jk->ik', A, B)", "ellipsis"),
-    ("SELECT * FROM EINSUM('i1,jk->ik', A, B)", "unexpected characters '1'"),
+    ("SELECT * FROM EINSUM('i...,jk->ik', A, B)", "axes under '...' but the output has no '...'"),
+    ("SELECT * FROM EINSUM('i1,jk->ik', A, B)", "unexpected character '1' in operand 1"),
     ("SELECT * FROM RETILE(A, (2, 2, 2))", "has rank 3"),
     ("SELECT * FROM RETILE(A, (0, 2))", "positive integers"),
 ])
