@@ -28,28 +28,6 @@ def _check_utf8(text: str) -> None:
             "errors='surrogateescape' or broken UTF-16)") from None
 
 
-class DBAPITypeObject:
-    """A PEP 249 type object: equal to every type code of its group."""
-
-    def __init__(self, *prefixes: str):
-        self.prefixes = prefixes
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, str) and other.upper().startswith(self.prefixes)
-
-    def __hash__(self) -> int:
-        return hash(self.prefixes)
-
-
-STRING = DBAPITypeObject("VARCHAR", "STR", "TEXT")
-BINARY = DBAPITypeObject("BLOB", "BYTES")
-NUMBER = DBAPITypeObject("BIGINT", "INTEGER", "SMALLINT", "TINYINT", "HUGEINT", "DOUBLE", "FLOAT",
-                         "REAL", "DECIMAL", "INT", "BOOL")
-DATETIME = DBAPITypeObject("DATE", "TIME", "TIMESTAMP")
-ROWID = DBAPITypeObject("ROWID")
-TENSOR = DBAPITypeObject("TENSOR")
-
-
 def _describe(column: Column) -> tuple:
     return (column.name, str(column.type), None, None, None, None, column.is_key)
 
@@ -109,6 +87,13 @@ class Cursor:
         self._rowcount = -1
         self._closed = False
         self._running = False
+        self.messages: list = []  # PEP 249's optional extension: trdb sends no warnings this way, so it stays empty
+        self.lastrowid = None  # tensors and DuckDB tables have no row ids a client can use
+
+    @property
+    def rownumber(self) -> Optional[int]:
+        """PEP 249's optional extension: the 0-based index of the next row to fetch (None without a result)."""
+        return None if self._result is None else self._reader.position
 
     # ------------------------------------------------------------ PEP 249
 
@@ -134,6 +119,7 @@ class Cursor:
                                        not isinstance(parameters, Sequence)):
             raise errors.ProgrammingError("parameters must be a sequence (paramstyle is qmark: ?)")
         self._forget_result()
+        del self.messages[:]
         self._running = True
         try:
             result = self.connection._session().execute(operation, tuple(parameters or ()))
@@ -174,11 +160,28 @@ class Cursor:
     def setoutputsize(self, size: Any, column: Optional[int] = None) -> None:
         pass
 
-    def callproc(self, procname: str, parameters: Sequence[Any] = ()) -> None:
-        raise errors.NotSupportedError("trdb has no stored procedures")
+    def callproc(self, procname: str, parameters: Sequence[Any] = ()) -> Sequence[Any]:
+        """Call a DuckDB function (or macro) by name with SELECT, as psycopg calls a function: its value is the
+        result set; the parameters come back unchanged (trdb has no output parameters)."""
+        if not isinstance(procname, str) or not procname.strip():
+            raise errors.ProgrammingError("callproc() takes a function name")
+        parameters = tuple(parameters or ())
+        name = ".".join('"' + part.replace('"', '""') + '"' for part in procname.split("."))
+        self.execute(f"SELECT {name}({', '.join('?' * len(parameters))})", parameters)
+        return parameters
 
     def nextset(self) -> None:
         return None
+
+    def __next__(self) -> tuple:
+        row = self.fetchone()
+        if row is None:
+            raise StopIteration
+        return row
+
+    def next(self) -> tuple:
+        """PEP 249's optional extension: the next row, StopIteration at the end."""
+        return self.__next__()
 
     def __iter__(self) -> Iterator[tuple]:
         while True:
@@ -254,7 +257,10 @@ class Cursor:
 
     def _take(self, count: Optional[int], keep_sparse: bool = False) -> list[tuple]:
         """The next rows with host values; CSR tiles stay CSR (scipy) with `keep_sparse`, else become numpy."""
-        self._require_result("fetch")
+        result = self._require_result("fetch")
+        if result.schema is None and result.description is None:
+            raise errors.InterfaceError("fetch: the last statement produced no result set (only queries, "
+                                        "SHOW, DESCRIBE, EXPLAIN and plain SQL that returns rows have one)")
         rows = self._reader.take(None if count is None else max(count, 0))
         if keep_sparse:
             return [tuple(to_host(v, True) for v in row) for row in rows]
@@ -323,8 +329,8 @@ class Connection:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if self._live is not None:
-            self.commit() if exc_type is None else self.rollback()
+        """As DuckDB's connection does: close on exit. What each statement did stays (statements commit by
+        themselves); a transaction that BEGIN opened and nothing ended is rolled back, as close() does."""
         self.close()
 
     def __del__(self) -> None:
