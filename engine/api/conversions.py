@@ -1,6 +1,7 @@
 """Results to host values, Arrow tables, numpy columns and scipy.sparse matrices."""
 from __future__ import annotations
 
+import re
 from typing import Optional, Sequence
 
 import numpy as np
@@ -24,8 +25,8 @@ def _tensor_column(values: list) -> tuple[pa.Array, Optional[pa.Array]]:
     arrays = [np.asarray(v) for v in values]
     if not arrays:
         return pa.array([], pa.null()), None
-    if arrays[0].ndim == 0:  # 0-d tiles are plain numbers
-        return pa.array(np.array([a.item() for a in arrays])), None
+    if arrays[0].ndim == 0:  # 0-d tiles are plain numbers, of the tiles' dtype (float32 stays float32)
+        return pa.array(np.stack(arrays)), None
     full = tuple(max(s) for s in zip(*(a.shape for a in arrays)))
     ragged = any(a.shape != full for a in arrays)
     stacked = np.zeros((len(arrays),) + full, dtype=arrays[0].dtype)
@@ -49,17 +50,41 @@ def result_to_arrow(schema: Optional[Schema], description, rows: Sequence[tuple]
                 columns.append(shapes)
                 fields.append(f"{name}_shape")
         else:
-            columns.append(_arrow_column(values))
+            type_code = schema[position].type if schema is not None else description[position][1]
+            columns.append(_arrow_column(values, arrow_type(type_code)))
             fields.append(name)
     return pa.Table.from_arrays(columns, names=fields)
 
 
-def _arrow_column(values: list) -> pa.Array:
-    """Plain values as an Arrow column; a column mixing types (DESCRIBE's shape: counts and lists) as text."""
-    try:
-        return pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return pa.array([None if v is None else str(v) for v in values], pa.string())
+_ARROW_TYPES = {
+    "BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INTEGER": pa.int32(),
+    "BIGINT": pa.int64(), "UTINYINT": pa.uint8(), "USMALLINT": pa.uint16(), "UINTEGER": pa.uint32(),
+    "UBIGINT": pa.uint64(), "FLOAT": pa.float32(), "DOUBLE": pa.float64(), "VARCHAR": pa.string(),
+    "BLOB": pa.binary(), "DATE": pa.date32(), "TIME": pa.time64("us"), "TIMESTAMP": pa.timestamp("us"),
+    "TIMESTAMP_S": pa.timestamp("s"), "TIMESTAMP_MS": pa.timestamp("ms"), "TIMESTAMP_NS": pa.timestamp("ns"),
+    "INTERVAL": pa.month_day_nano_interval(),
+}
+_DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
+
+
+def arrow_type(type_code) -> Optional[pa.DataType]:
+    """The Arrow type DuckDB gives a column of this type (its description's type code); None: inferred."""
+    text = str(type_code).upper()
+    decimal = _DECIMAL.fullmatch(text)
+    if decimal:
+        return pa.decimal128(int(decimal.group(1)), int(decimal.group(2)))
+    return _ARROW_TYPES.get(text)
+
+
+def _arrow_column(values: list, type_: Optional[pa.DataType] = None) -> pa.Array:
+    """Plain values as an Arrow column of the column's type where it is known (a float32 column stays float32);
+    else inferred; a column mixing types (DESCRIBE's shape: counts and lists) as text."""
+    for attempt in (type_, None):
+        try:
+            return pa.array(values, attempt)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError):
+            continue
+    return pa.array([None if v is None else str(v) for v in values], pa.string())
 
 
 def _numpy_column(values: list) -> np.ndarray:
