@@ -34,10 +34,12 @@ class Literal:
 
 @dataclass(frozen=True)
 class Param:
-    """A `?` placeholder; index counts the placeholders of the statement from 0 in text order."""
+    """A `?` placeholder (index counts them from 0 in text order), `$n` (index n - 1) or `$name` (index: the
+    name's place among the statement's distinct names, in order of first use; `name` keeps it)."""
 
     index: int
     span: Span = _span()
+    name: Optional[str] = None
 
 
 @dataclass(frozen=True)
