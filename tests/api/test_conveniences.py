@@ -52,7 +52,7 @@ def test_register_and_replacement_scans(con):
     dense = np.zeros((3, 3), np.float32)
     dense[[0, 1, 2], [1, 0, 2]] = [0.5, 2.0, 3.0]
     np.testing.assert_array_equal(con.sql("SELECT * FROM G").tensor(), dense)
-    arrow_edges = pa.table({"n": [1, 2, 3]})
+    arrow_edges = pa.table({"n": [1, 2, 3]})  # noqa: F841 (read by the statement, by name)
     assert con.execute("SELECT sum(n) FROM arrow_edges").fetchall() == [(6,)]
     # gone once the statement is over
     assert con.execute("SELECT * FROM duckdb_views() WHERE view_name = 'arrow_edges'").fetchall() == []
