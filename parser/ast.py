@@ -268,12 +268,12 @@ class CreateTensor:
 
 @dataclass(frozen=True)
 class CreateTensorFrom:
-    """FROM 'file.npy' (source is a str) or FROM ? (source is a Param)."""
+    """FROM 'file.npy' (source is a str) or FROM ? (source is a Param); TILE may be left out."""
 
     name: str
     keys: Optional[tuple[str, ...]]
     source: Union[str, Param]
-    tile: tuple[int, ...]
+    tile: Optional[tuple[int, ...]]  # None: trdb chooses
     dtype: Optional[str] = None
     span: Span = _span()
 

@@ -324,6 +324,9 @@ class Builder:
         name, keys, source, tile, dtype = children
         return ast.CreateTensorFrom(name, keys, self.source(source), tile, dtype, span_of(meta))
 
+    def tile_clause(self, meta, children):
+        return children[0]
+
     def create_coo(self, meta, children):
         name, keys, source, columns, shape, tile, dtype = children
         if len(columns) < 2:
