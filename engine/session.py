@@ -17,7 +17,7 @@ from trdb.optimizer.common_subplans import CarriedWork
 from trdb.parser import ParseError, ast, parse, split_statements
 from trdb.pipeline.expansions import QUERY_EXPANSIONS
 from trdb.planner.expression_binder import BindContext
-from trdb.statements import coo, ddl, dml, inspect, minimize
+from trdb.statements import coo, copy, ddl, dml, export, inspect, minimize
 from trdb.statements.context import StatementContext
 from trdb.statements.plan_cache import PlanCache
 from trdb.statements.routing import (
@@ -44,11 +44,13 @@ _WRITES: dict[type, Handler] = {
     ast.InsertValues: dml.insert_values, ast.InsertQuery: dml.insert_query, ast.Update: dml.update,
     ast.Delete: dml.delete,
     ast.CreateTensorFromCoo: coo.create_tensor_from_coo,
+    ast.CopyFrom: copy.copy_from, ast.ImportDatabase: export.import_database,
 }
 _READS: dict[type, Handler] = {
     ast.ShowTensors: inspect.show_tensors, ast.ShowViews: inspect.show_views, ast.Describe: inspect.describe,
     ast.SetSetting: inspect.set_setting, ast.ResetSetting: inspect.reset_setting,
     ast.ShowSetting: inspect.show_setting, ast.Explain: inspect.explain,
+    ast.CopyTo: copy.copy_to, ast.ExportDatabase: export.export_database,
 }
 
 

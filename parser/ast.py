@@ -427,10 +427,41 @@ class Minimize:
     span: Span = _span()
 
 
+@dataclass(frozen=True)
+class CopyTo:
+    """COPY { name | (query) } TO 'path' [(option value, ...)]; option names upper-cased, values as written."""
+
+    source: Union[str, Query]
+    path: str
+    options: tuple[tuple[str, Optional[str]], ...] = ()
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class CopyFrom:
+    name: str
+    path: str
+    options: tuple[tuple[str, Optional[str]], ...] = ()
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ExportDatabase:
+    path: str
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ImportDatabase:
+    path: str
+    span: Span = _span()
+
+
 Statement = Union[
     QueryStatement, CreateTensor, CreateTensorFrom, CreateTensorFromCoo, CreateTensorAs, CreateView,
     InsertValues, InsertQuery, Update, Delete, Drop, ShowTensors, ShowViews, Describe, Explain,
     SetSetting, ResetSetting, ShowSetting, Begin, Commit, Rollback, Minimize,
+    CopyTo, CopyFrom, ExportDatabase, ImportDatabase,
 ]
 
 

@@ -378,6 +378,31 @@ class Builder:
 
     # ------------------------------------------------------------ look, session, learning
 
+    def copy_to(self, meta, children):
+        source, path, options = children
+        return ast.CopyTo(source, unquote(path), options or (), span_of(meta))
+
+    def copy_from(self, meta, children):
+        name, path, options = children
+        return ast.CopyFrom(name, unquote(path), options or (), span_of(meta))
+
+    def copy_options(self, meta, children):
+        return tuple(children)
+
+    def copy_option(self, meta, children):
+        name, value = children
+        if isinstance(value, Token):
+            value = unquote(value) if value.type == "STRING" else str(value)
+        elif isinstance(value, ast.Literal):  # TRUE, FALSE, NULL
+            value = str(value.value).lower()
+        return name.upper(), value
+
+    def export_database(self, meta, children):
+        return ast.ExportDatabase(unquote(children[0]), span_of(meta))
+
+    def import_database(self, meta, children):
+        return ast.ImportDatabase(unquote(children[0]), span_of(meta))
+
     def query_statement(self, meta, children):
         return ast.QueryStatement(children[0], span_of(meta))
 

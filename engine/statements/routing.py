@@ -87,6 +87,12 @@ def is_plain_sql(statement, catalog: Catalog, relations: Optional[Relations] = N
         return _is_ordinary(statement.table, catalog)
     if isinstance(statement, ast.Describe):
         return _is_ordinary(statement.name, catalog)
+    if isinstance(statement, ast.CopyTo):  # DuckDB's COPY of ordinary tables and queries over them
+        if isinstance(statement.source, str):
+            return _is_ordinary(statement.source, catalog)
+        return _reads_only_ordinary_tables(_walk_relations(statement.source), catalog)
+    if isinstance(statement, ast.CopyFrom):
+        return _is_ordinary(statement.name, catalog)
     if isinstance(statement, ast.Drop):
         return statement.kind == "VIEW" and _is_ordinary(statement.name, catalog)
     if isinstance(statement, (ast.SetSetting, ast.ResetSetting, ast.ShowSetting)):
