@@ -1,5 +1,21 @@
 """trdb: a tensor-relational database engine (connect() and the PEP 249 globals)."""
-from trdb.api.dbapi import BINARY, DATETIME, NUMBER, ROWID, STRING, TENSOR, Connection, Cursor, DBAPITypeObject, connect
+from trdb.api.dbapi import Connection, Cursor, connect
+from trdb.api.type_objects import (
+                            BINARY,
+                            DATETIME,
+                            NUMBER,
+                            ROWID,
+                            STRING,
+                            TENSOR,
+                            Binary,
+                            Date,
+                            DateFromTicks,
+                            DBAPITypeObject,
+                            Time,
+                            TimeFromTicks,
+                            Timestamp,
+                            TimestampFromTicks,
+)
 from trdb.errors import (
                             DatabaseError,
                             DataError,
@@ -22,4 +38,5 @@ __all__ = [
     "Warning", "Error", "InterfaceError", "DatabaseError", "DataError", "OperationalError",
     "IntegrityError", "InternalError", "ProgrammingError", "NotSupportedError",
     "STRING", "BINARY", "NUMBER", "DATETIME", "ROWID", "TENSOR", "DBAPITypeObject",
+    "Date", "Time", "Timestamp", "DateFromTicks", "TimeFromTicks", "TimestampFromTicks", "Binary",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 
 from trdb import errors
 from trdb.catalog.catalog import Catalog
@@ -17,15 +17,17 @@ from trdb.optimizer.common_subplans import CarriedWork
 from trdb.parser import ParseError, ast, parse, split_statements
 from trdb.pipeline.expansions import QUERY_EXPANSIONS
 from trdb.planner.expression_binder import BindContext
-from trdb.statements import coo, ddl, dml, inspect, minimize
+from trdb.statements import coo, copy, ddl, dml, export, inspect, minimize
 from trdb.statements.context import StatementContext
 from trdb.statements.plan_cache import PlanCache
 from trdb.statements.routing import (
     Relations,
+    bind_named,
     count_params,
     is_plain_sql,
     is_trql_only,
     names_trdb_relation,
+    param_names,
     query_relations,
 )
 from trdb.storage.database import Database
@@ -42,11 +44,13 @@ _WRITES: dict[type, Handler] = {
     ast.InsertValues: dml.insert_values, ast.InsertQuery: dml.insert_query, ast.Update: dml.update,
     ast.Delete: dml.delete,
     ast.CreateTensorFromCoo: coo.create_tensor_from_coo,
+    ast.CopyFrom: copy.copy_from, ast.ImportDatabase: export.import_database,
 }
 _READS: dict[type, Handler] = {
     ast.ShowTensors: inspect.show_tensors, ast.ShowViews: inspect.show_views, ast.Describe: inspect.describe,
     ast.SetSetting: inspect.set_setting, ast.ResetSetting: inspect.reset_setting,
     ast.ShowSetting: inspect.show_setting, ast.Explain: inspect.explain,
+    ast.CopyTo: copy.copy_to, ast.ExportDatabase: export.export_database,
 }
 
 
@@ -81,8 +85,14 @@ class Session:
 
     # ------------------------------------------------------------ entry point
 
-    def execute(self, text: str, params: Sequence[Any] = ()) -> Result:
-        """Run a statement, or several separated by `;` (the last one's result is returned)."""
+    def execute(self, text: str, params: Union[Sequence[Any], Mapping[str, Any]] = (),
+                scans: Optional[Mapping[str, Any]] = None) -> Result:
+        """Run a statement, or several separated by `;` (the last one's result is returned). `scans`: Python
+        data frames the text names that no relation has, readable as views while it runs (replacement scans)."""
+        if scans:
+            with self.lock:
+                with self._scans(scans):
+                    return self.execute(text, params)
         pieces = split_statements(text)
         if not pieces:
             raise errors.ProgrammingError("empty statement")
@@ -98,11 +108,13 @@ class Session:
                 self._running = None
         return result
 
-    def _execute_one(self, text: str, params: Sequence[Any]) -> Result:
+    def _execute_one(self, text: str, params: Union[Sequence[Any], Mapping[str, Any]]) -> Result:
         try:
             statement, expected, relations = self._parse(text)
         except ParseError as exc:
-            return self._fallback(text, params, exc)
+            return self._fallback(text, params, exc)  # a mapping goes to DuckDB as it is ($name)
+        if isinstance(params, Mapping):
+            params = bind_named(statement, params)
         if self.aborted and not isinstance(statement, ast.Rollback):
             raise errors.OperationalError("current transaction is aborted, commands ignored until end of "
                                           "transaction block", hint="ROLLBACK")
@@ -252,6 +264,8 @@ class Session:
         if self._running is not None and self._running.is_set():
             raise errors.QueryCancelled("the statement was cancelled")
         check_plain_sql(text)  # refused before it counts as run: no setting suggested, no commit announced
+        if params and statement is not None and not isinstance(params, Mapping) and param_names(statement):
+            params = dict(zip(param_names(statement), params))  # DuckDB binds $name from a mapping only
         check_plain_parameters(params, self.settings.memory_limit)
         self._in_duckdb = True
         try:
@@ -287,6 +301,38 @@ class Session:
             ours = "Parser Error" in str(exc) or names_trdb_relation(text, self.catalog)
             raise self._failed(error if ours else exc, text)
 
+    # ------------------------------------------------------------ Python data as views
+
+    def register(self, name: str, data: Any) -> None:
+        """con.register: a DataFrame or Arrow table readable as a view of this connection (until unregister)."""
+        if self.catalog.tensor(name) or self.catalog.view(name):
+            raise errors.IntegrityError(f'a tensor or view named "{name}" already exists',
+                                        hint="register the data under another name")
+        self.db.register(name, _registrable(data))
+        self.catalog.forget_ordinary_tables()
+
+    def unregister(self, name: str) -> None:
+        self.db.unregister(name)
+        self.catalog.forget_ordinary_tables()
+
+    def known_relation(self, name: str) -> bool:
+        """Whether a tensor, view or ordinary table has the name (a replacement scan never shadows one)."""
+        return bool(self.catalog.tensor(name) or self.catalog.view(name) or self.catalog.ordinary_table(name))
+
+    @contextmanager
+    def _scans(self, scans: Mapping[str, Any]) -> Iterator[None]:
+        registered = []
+        try:
+            for name, data in scans.items():
+                self.db.register(name, _registrable(data))
+                registered.append(name)
+            self.catalog.forget_ordinary_tables()
+            yield
+        finally:
+            for name in registered:
+                self.db.unregister(name)
+            self.catalog.forget_ordinary_tables()
+
     def cancel(self) -> None:
         """Stop the running statement (from another thread): its workers stop, it raises QueryCancelled."""
         interrupted = self._running
@@ -303,6 +349,13 @@ class Session:
             self.db.file.memory.remove_shrinker(self.carried.shrink)
             self.carried.shrink(0)
             self.db.close()
+
+
+def _registrable(data: Any) -> Any:
+    """What DuckDB can register: pandas and Arrow as they are, polars through Arrow."""
+    if type(data).__module__.startswith("polars") and hasattr(data, "to_arrow"):
+        return data.to_arrow()
+    return data
 
 
 def _writes(statement: ast.Statement) -> bool:

@@ -34,10 +34,12 @@ class Literal:
 
 @dataclass(frozen=True)
 class Param:
-    """A `?` placeholder; index counts the placeholders of the statement from 0 in text order."""
+    """A `?` placeholder (index counts them from 0 in text order), `$n` (index n - 1) or `$name` (index: the
+    name's place among the statement's distinct names, in order of first use; `name` keeps it)."""
 
     index: int
     span: Span = _span()
+    name: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -266,12 +268,12 @@ class CreateTensor:
 
 @dataclass(frozen=True)
 class CreateTensorFrom:
-    """FROM 'file.npy' (source is a str) or FROM ? (source is a Param)."""
+    """FROM 'file.npy' (source is a str) or FROM ? (source is a Param); TILE may be left out."""
 
     name: str
     keys: Optional[tuple[str, ...]]
     source: Union[str, Param]
-    tile: tuple[int, ...]
+    tile: Optional[tuple[int, ...]]  # None: trdb chooses
     dtype: Optional[str] = None
     span: Span = _span()
 
@@ -425,10 +427,41 @@ class Minimize:
     span: Span = _span()
 
 
+@dataclass(frozen=True)
+class CopyTo:
+    """COPY { name | (query) } TO 'path' [(option value, ...)]; option names upper-cased, values as written."""
+
+    source: Union[str, Query]
+    path: str
+    options: tuple[tuple[str, Optional[str]], ...] = ()
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class CopyFrom:
+    name: str
+    path: str
+    options: tuple[tuple[str, Optional[str]], ...] = ()
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ExportDatabase:
+    path: str
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ImportDatabase:
+    path: str
+    span: Span = _span()
+
+
 Statement = Union[
     QueryStatement, CreateTensor, CreateTensorFrom, CreateTensorFromCoo, CreateTensorAs, CreateView,
     InsertValues, InsertQuery, Update, Delete, Drop, ShowTensors, ShowViews, Describe, Explain,
     SetSetting, ResetSetting, ShowSetting, Begin, Commit, Rollback, Minimize,
+    CopyTo, CopyFrom, ExportDatabase, ImportDatabase,
 ]
 
 

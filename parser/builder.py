@@ -57,6 +57,8 @@ class Builder:
     def __init__(self, text: str):
         self.text = text
         self.params = 0
+        self.style: str | None = None  # the statement's placeholder style
+        self.names: dict[str, int] = {}  # $name -> its index
 
     def build(self, tree: Tree):
         children = [self.build(c) if type(c) is Tree else self.leaf(c) for c in tree.children]
@@ -67,13 +69,30 @@ class Builder:
         if token is None or token.type not in ("NAME", "PARAM"):
             return token
         if token.type == "PARAM":
-            self.params += 1
-            return ast.Param(self.params - 1, span_of(token))
+            return self.param(token)
         if token[0] != '"':
             return str(token)
         if token == '""':
             raise self.error("zero-length quoted identifier", token)
         return unquote(token)
+
+    def param(self, token: Token) -> ast.Param:
+        """Number a placeholder; one statement uses one style (`?`, `$1` or `$name`), as in DuckDB."""
+        style = "?" if token == "?" else "$1" if token[1:].isdigit() else "$name"
+        if self.style not in (None, style):
+            raise self.error(f"a statement cannot mix {self.style} and {style} parameters", token,
+                             hint="use one style of placeholder throughout the statement")
+        self.style = style
+        if style == "?":
+            self.params += 1
+            return ast.Param(self.params - 1, span_of(token))
+        if style == "$1":
+            if int(token[1:]) < 1:
+                raise self.error("parameters are numbered from $1", token)
+            return ast.Param(int(token[1:]) - 1, span_of(token))
+        name = token[1:].lower()
+        index = self.names.setdefault(name, len(self.names))
+        return ast.Param(index, span_of(token), name)
 
     def error(self, message: str, where, hint: str | None = None) -> ParseError:
         return ParseError(message, self.text, where.line, where.column, hint)
@@ -305,6 +324,9 @@ class Builder:
         name, keys, source, tile, dtype = children
         return ast.CreateTensorFrom(name, keys, self.source(source), tile, dtype, span_of(meta))
 
+    def tile_clause(self, meta, children):
+        return children[0]
+
     def create_coo(self, meta, children):
         name, keys, source, columns, shape, tile, dtype = children
         if len(columns) < 2:
@@ -355,6 +377,31 @@ class Builder:
         return ast.Drop(children[0], children[2], bool(children[1]), span_of(meta))
 
     # ------------------------------------------------------------ look, session, learning
+
+    def copy_to(self, meta, children):
+        source, path, options = children
+        return ast.CopyTo(source, unquote(path), options or (), span_of(meta))
+
+    def copy_from(self, meta, children):
+        name, path, options = children
+        return ast.CopyFrom(name, unquote(path), options or (), span_of(meta))
+
+    def copy_options(self, meta, children):
+        return tuple(children)
+
+    def copy_option(self, meta, children):
+        name, value = children
+        if isinstance(value, Token):
+            value = unquote(value) if value.type == "STRING" else str(value)
+        elif isinstance(value, ast.Literal):  # TRUE, FALSE, NULL
+            value = str(value.value).lower()
+        return name.upper(), value
+
+    def export_database(self, meta, children):
+        return ast.ExportDatabase(unquote(children[0]), span_of(meta))
+
+    def import_database(self, meta, children):
+        return ast.ImportDatabase(unquote(children[0]), span_of(meta))
 
     def query_statement(self, meta, children):
         return ast.QueryStatement(children[0], span_of(meta))

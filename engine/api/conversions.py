@@ -1,7 +1,8 @@
 """Results to host values, Arrow tables, numpy columns and scipy.sparse matrices."""
 from __future__ import annotations
 
-from typing import Optional, Sequence
+import re
+from typing import Iterable, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -19,47 +20,90 @@ def _column_names(schema: Optional[Schema], description) -> list[str]:
     return [d[0] for d in description or ()]
 
 
-def _tensor_column(values: list) -> tuple[pa.Array, Optional[pa.Array]]:
-    """A fixed_shape_tensor column; ragged (edge) tiles are zero-padded and their shapes given aside."""
+def _tensor_column(values: list, nominal: Optional[tuple] = None) -> tuple[pa.Array, Optional[pa.Array], bool]:
+    """A fixed_shape_tensor column of the nominal tile shape (where every tile fits it, else the largest);
+    ragged (edge) tiles are zero-padded: each tile's own shape is given aside, and whether any was ragged."""
     arrays = [np.asarray(v) for v in values]
     if not arrays:
-        return pa.array([], pa.null()), None
-    if arrays[0].ndim == 0:  # 0-d tiles are plain numbers
-        return pa.array(np.array([a.item() for a in arrays])), None
+        return pa.array([], pa.null()), None, False
+    if arrays[0].ndim == 0:  # 0-d tiles are plain numbers, of the tiles' dtype (float32 stays float32)
+        return pa.array(np.stack(arrays)), None, False
     full = tuple(max(s) for s in zip(*(a.shape for a in arrays)))
+    if nominal is not None and len(nominal) == len(full) and all(f <= n for f, n in zip(full, nominal)):
+        full = nominal
     ragged = any(a.shape != full for a in arrays)
     stacked = np.zeros((len(arrays),) + full, dtype=arrays[0].dtype)
     for target, array in zip(stacked, arrays):
         target[tuple(slice(0, n) for n in array.shape)] = array
     tensor = pa.FixedShapeTensorArray.from_numpy_ndarray(np.ascontiguousarray(stacked))
-    shapes = pa.array([list(a.shape) for a in arrays], pa.list_(pa.int64())) if ragged else None
-    return tensor, shapes
+    shapes = pa.array([list(a.shape) for a in arrays], pa.list_(pa.int64()))
+    return tensor, shapes, ragged
 
 
-def result_to_arrow(schema: Optional[Schema], description, rows: Sequence[tuple]) -> pa.Table:
+def result_to_arrow(schema: Optional[Schema], description, batches: Iterable[Sequence[tuple]]) -> pa.Table:
+    """The rows, given batch by batch, as one Arrow table: only one batch is held as Python values at a time.
+    A tensor column is followed by a `<name>_shape` column only when some tile is ragged."""
     names = _column_names(schema, description)
-    columns, fields = [], []
+    parts: list[tuple[pa.Table, dict]] = []
+    ragged: set[str] = set()
+    for rows in batches:
+        if rows:
+            parts.append(_arrow_batch(schema, description, names, rows, ragged))
+    if not parts:
+        parts.append(_arrow_batch(schema, description, names, [], ragged))
+    tables = []
+    for table, shapes in parts:
+        for name in [n for n in names if n in ragged]:
+            table = table.add_column(table.schema.get_field_index(name) + 1, f"{name}_shape", shapes[name])
+        tables.append(table)
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def _arrow_batch(schema, description, names: list[str], rows: Sequence[tuple], ragged: set[str]):
+    """One batch of rows as an Arrow table, and each tensor column's tile shapes (kept aside for ragged ones)."""
+    columns, shapes = [], {}
     for position, name in enumerate(names):
         values = [row[position] for row in rows]
         if schema is not None and schema[position].is_tensor:
-            tensor, shapes = _tensor_column(values)
+            tensor, shapes[name], is_ragged = _tensor_column(values, tuple(schema[position].type.tile))
             columns.append(tensor)
-            fields.append(name)
-            if shapes is not None:
-                columns.append(shapes)
-                fields.append(f"{name}_shape")
+            if is_ragged:
+                ragged.add(name)
         else:
-            columns.append(_arrow_column(values))
-            fields.append(name)
-    return pa.Table.from_arrays(columns, names=fields)
+            type_code = schema[position].type if schema is not None else description[position][1]
+            columns.append(_arrow_column(values, arrow_type(type_code)))
+    return pa.Table.from_arrays(columns, names=names), shapes
 
 
-def _arrow_column(values: list) -> pa.Array:
-    """Plain values as an Arrow column; a column mixing types (DESCRIBE's shape: counts and lists) as text."""
-    try:
-        return pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return pa.array([None if v is None else str(v) for v in values], pa.string())
+_ARROW_TYPES = {
+    "BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INTEGER": pa.int32(),
+    "BIGINT": pa.int64(), "UTINYINT": pa.uint8(), "USMALLINT": pa.uint16(), "UINTEGER": pa.uint32(),
+    "UBIGINT": pa.uint64(), "FLOAT": pa.float32(), "DOUBLE": pa.float64(), "VARCHAR": pa.string(),
+    "BLOB": pa.binary(), "DATE": pa.date32(), "TIME": pa.time64("us"), "TIMESTAMP": pa.timestamp("us"),
+    "TIMESTAMP_S": pa.timestamp("s"), "TIMESTAMP_MS": pa.timestamp("ms"), "TIMESTAMP_NS": pa.timestamp("ns"),
+    "INTERVAL": pa.month_day_nano_interval(),
+}
+_DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
+
+
+def arrow_type(type_code) -> Optional[pa.DataType]:
+    """The Arrow type DuckDB gives a column of this type (its description's type code); None: inferred."""
+    text = str(type_code).upper()
+    decimal = _DECIMAL.fullmatch(text)
+    if decimal:
+        return pa.decimal128(int(decimal.group(1)), int(decimal.group(2)))
+    return _ARROW_TYPES.get(text)
+
+
+def _arrow_column(values: list, type_: Optional[pa.DataType] = None) -> pa.Array:
+    """Plain values as an Arrow column of the column's type where it is known (a float32 column stays float32);
+    else inferred; a column mixing types (DESCRIBE's shape: counts and lists) as text."""
+    for attempt in (type_, None):
+        try:
+            return pa.array(values, attempt)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError):
+            continue
+    return pa.array([None if v is None else str(v) for v in values], pa.string())
 
 
 def _numpy_column(values: list) -> np.ndarray:
@@ -133,3 +177,25 @@ def _tile_entries(tile, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray,
     tile = np.asarray(tile).reshape(shape)
     r, c = np.nonzero(tile)
     return r, c, tile[r, c]
+
+
+def result_to_pandas(schema: Optional[Schema], description, rows: Sequence[tuple]):
+    """A pandas DataFrame: plain columns through their Arrow type (as DuckDB's df() types them), per-tile
+    scalars (0-d tiles) as a numeric column of their dtype, larger tiles as an object column of arrays."""
+    import pandas as pd  # only df() needs pandas
+
+    data = {}
+    for position, name in enumerate(_column_names(schema, description)):
+        values = [row[position] for row in rows]
+        if schema is not None and schema[position].is_tensor:
+            if values and all(np.ndim(v) == 0 for v in values):
+                data[name] = np.stack([np.asarray(v) for v in values])
+            else:
+                column = np.empty(len(values), dtype=object)
+                for n, value in enumerate(values):
+                    column[n] = np.asarray(value)
+                data[name] = column
+        else:
+            type_code = schema[position].type if schema is not None else description[position][1]
+            data[name] = _arrow_column(values, arrow_type(type_code)).to_pandas()
+    return pd.DataFrame(data, columns=_column_names(schema, description))

@@ -2,14 +2,18 @@
 from __future__ import annotations
 
 import weakref
-from typing import Any, Iterator, Optional, Sequence, Union
+from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
+import pyarrow as pa
 
 from trdb import errors
-from trdb.api.conversions import result_to_arrow, result_to_numpy, result_to_sparse
+from trdb.api.conversions import result_to_arrow, result_to_numpy, result_to_pandas, result_to_sparse
+from trdb.api.relation import Relation
+from trdb.api.replacement_scans import python_scans, user_frame
 from trdb.config.settings import physical_memory
-from trdb.execution.result import Result, assemble, check_result_fits
+from trdb.execution.long_form import long_batches, long_names, long_schema
+from trdb.execution.result import Result, assemble, check_result_fits, layout_of
 from trdb.execution.spool import RowSpool
 from trdb.kernels.backend import to_host
 from trdb.planner.types import Column
@@ -28,32 +32,11 @@ def _check_utf8(text: str) -> None:
             "errors='surrogateescape' or broken UTF-16)") from None
 
 
-class DBAPITypeObject:
-    """A PEP 249 type object: equal to every type code of its group."""
-
-    def __init__(self, *prefixes: str):
-        self.prefixes = prefixes
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, str) and other.upper().startswith(self.prefixes)
-
-    def __hash__(self) -> int:
-        return hash(self.prefixes)
-
-
-STRING = DBAPITypeObject("VARCHAR", "STR", "TEXT")
-BINARY = DBAPITypeObject("BLOB", "BYTES")
-NUMBER = DBAPITypeObject("BIGINT", "INTEGER", "SMALLINT", "TINYINT", "HUGEINT", "DOUBLE", "FLOAT",
-                         "REAL", "DECIMAL", "INT", "BOOL")
-DATETIME = DBAPITypeObject("DATE", "TIME", "TIMESTAMP")
-ROWID = DBAPITypeObject("ROWID")
-TENSOR = DBAPITypeObject("TENSOR")
-
-
 def _describe(column: Column) -> tuple:
     return (column.name, str(column.type), None, None, None, None, column.is_key)
 
 
+ARROW_BATCH_ROWS = 256  # tuples converted at a time by fetch_arrow, fetch_long and COPY
 CURSOR_BATCH_BYTES = 4 << 20  # a spilled result is read back about this many tile bytes at a time
 
 
@@ -109,6 +92,13 @@ class Cursor:
         self._rowcount = -1
         self._closed = False
         self._running = False
+        self.messages: list = []  # PEP 249's optional extension: trdb sends no warnings this way, so it stays empty
+        self.lastrowid = None  # tensors and DuckDB tables have no row ids a client can use
+
+    @property
+    def rownumber(self) -> Optional[int]:
+        """PEP 249's optional extension: the 0-based index of the next row to fetch (None without a result)."""
+        return None if self._result is None else self._reader.position
 
     # ------------------------------------------------------------ PEP 249
 
@@ -130,13 +120,17 @@ class Cursor:
         if not isinstance(operation, str):
             raise errors.ProgrammingError(f"execute() takes a statement string, got {type(operation).__name__}")
         _check_utf8(operation)
-        if parameters is not None and (isinstance(parameters, (str, bytes, dict)) or
-                                       not isinstance(parameters, Sequence)):
-            raise errors.ProgrammingError("parameters must be a sequence (paramstyle is qmark: ?)")
+        if parameters is not None and (isinstance(parameters, (str, bytes)) or
+                                       not isinstance(parameters, (Sequence, Mapping))):
+            raise errors.ProgrammingError("parameters must be a sequence (for ? and $1) or a mapping (for $name)")
         self._forget_result()
+        del self.messages[:]
         self._running = True
         try:
-            result = self.connection._session().execute(operation, tuple(parameters or ()))
+            bound = parameters if isinstance(parameters, Mapping) else tuple(parameters or ())
+            session = self.connection._session()
+            scans = python_scans(operation, user_frame(), session.known_relation)
+            result = session.execute(operation, bound, scans)
         finally:
             self._running = False
         self._result, self._reader = result, RowReader(result.rows)
@@ -174,11 +168,28 @@ class Cursor:
     def setoutputsize(self, size: Any, column: Optional[int] = None) -> None:
         pass
 
-    def callproc(self, procname: str, parameters: Sequence[Any] = ()) -> None:
-        raise errors.NotSupportedError("trdb has no stored procedures")
+    def callproc(self, procname: str, parameters: Sequence[Any] = ()) -> Sequence[Any]:
+        """Call a DuckDB function (or macro) by name with SELECT, as psycopg calls a function: its value is the
+        result set; the parameters come back unchanged (trdb has no output parameters)."""
+        if not isinstance(procname, str) or not procname.strip():
+            raise errors.ProgrammingError("callproc() takes a function name")
+        parameters = tuple(parameters or ())
+        name = ".".join('"' + part.replace('"', '""') + '"' for part in procname.split("."))
+        self.execute(f"SELECT {name}({', '.join('?' * len(parameters))})", parameters)
+        return parameters
 
     def nextset(self) -> None:
         return None
+
+    def __next__(self) -> tuple:
+        row = self.fetchone()
+        if row is None:
+            raise StopIteration
+        return row
+
+    def next(self) -> tuple:
+        """PEP 249's optional extension: the next row, StopIteration at the end."""
+        return self.__next__()
 
     def __iter__(self) -> Iterator[tuple]:
         while True:
@@ -206,9 +217,35 @@ class Cursor:
         return self._assembled("fetch_sparse()", result_to_sparse, result, shape)
 
     def fetch_arrow(self):
-        """The remaining rows as a pyarrow Table: key columns and a fixed_shape_tensor column."""
+        """The remaining rows as a pyarrow Table: key columns and a fixed_shape_tensor column; the rows are
+        read a bounded batch at a time, so the Arrow table is the only whole copy."""
         result = self._require_result("fetch_arrow")
-        return result_to_arrow(result.schema, result.description, self._take(None))
+        return result_to_arrow(result.schema, result.description, self._batches())
+
+    fetch_arrow_table = to_arrow_table = fetch_arrow
+
+    def arrow(self, batch_size: int = ARROW_BATCH_ROWS):
+        """As DuckDB 2.x: a pyarrow RecordBatchReader over the remaining rows (fetch_arrow() gives a Table)."""
+        return self.fetch_arrow().to_reader(max_chunksize=batch_size)
+
+    fetch_record_batch = arrow
+
+    def df(self):
+        """The remaining rows as a pandas DataFrame (tiles larger than 0-d as an object column of arrays)."""
+        result = self._require_result("df")
+        return result_to_pandas(result.schema, result.description, self._take(None))
+
+    fetchdf = fetch_df = df
+
+    def fetch_long(self):
+        """The remaining rows of a tensor result in long form: a pyarrow Table of (index, ..., value) rows,
+        one per element of each present tile (CSR tiles: their stored non-zeros), indices in the whole tensor."""
+        result = self._tensor_result("fetch_long")
+        layout = layout_of(result.schema, [])
+        schema = long_schema(long_names(result.schema, layout), result.schema[layout.value_position].name,
+                             layout.dtype)
+        batches = list(long_batches(layout, self._batches(keep_sparse=True), schema))
+        return pa.Table.from_batches(batches, schema=schema)
 
     def fetchnumpy(self) -> dict[str, np.ndarray]:
         """The remaining rows as numpy columns: keys as int64 arrays, tiles stacked when they share a shape."""
@@ -252,9 +289,20 @@ class Cursor:
             self._reader.rewind(position)
             raise
 
+    def _batches(self, keep_sparse: bool = False) -> Iterator[list[tuple]]:
+        """The remaining rows, a bounded batch at a time."""
+        while True:
+            rows = self._take(ARROW_BATCH_ROWS, keep_sparse)
+            if not rows:
+                return
+            yield rows
+
     def _take(self, count: Optional[int], keep_sparse: bool = False) -> list[tuple]:
         """The next rows with host values; CSR tiles stay CSR (scipy) with `keep_sparse`, else become numpy."""
-        self._require_result("fetch")
+        result = self._require_result("fetch")
+        if result.schema is None and result.description is None:
+            raise errors.InterfaceError("fetch: the last statement produced no result set (only queries, "
+                                        "SHOW, DESCRIBE, EXPLAIN and plain SQL that returns rows have one)")
         rows = self._reader.take(None if count is None else max(count, 0))
         if keep_sparse:
             return [tuple(to_host(v, True) for v in row) for row in rows]
@@ -302,6 +350,28 @@ class Connection:
         """A shortcut, as in sqlite3 and DuckDB: a new cursor that has run the statement."""
         return self.cursor().execute(operation, parameters)
 
+    def sql(self, query: str, params: Optional[Union[Sequence[Any], Mapping[str, Any]]] = None):
+        """As DuckDB's con.sql: run the statement; a query gives a Relation (fetchall, df, arrow, tensor...),
+        a statement without a result set gives None."""
+        cursor = self.cursor().execute(query, params)
+        if cursor.description is None:
+            cursor.close()
+            return None
+        return Relation(self, query, params, cursor)
+
+    query = sql
+
+    def register(self, name: str, data: Any) -> "Connection":
+        """Make a pandas/polars DataFrame or Arrow table readable under `name` (plain SQL, FROM COO name)."""
+        if not isinstance(name, str) or not name:
+            raise errors.ProgrammingError("register() takes a view name and a data frame")
+        self._session().register(name, data)
+        return self
+
+    def unregister(self, name: str) -> "Connection":
+        self._session().unregister(name)
+        return self
+
     def commit(self) -> None:
         self._session().commit()
 
@@ -323,8 +393,8 @@ class Connection:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if self._live is not None:
-            self.commit() if exc_type is None else self.rollback()
+        """As DuckDB's connection does: close on exit. What each statement did stays (statements commit by
+        themselves); a transaction that BEGIN opened and nothing ended is rolled back, as close() does."""
         self.close()
 
     def __del__(self) -> None:

@@ -1,14 +1,14 @@
 """CREATE TENSOR (SHAPE/FILL, FROM array or .npy, AS query), CREATE VIEW, DROP."""
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from trdb.errors import ProgrammingError
 from trdb.execution.result import Result
+from trdb.optimizer.tile_choice import default_tile
 from trdb.parser import ast
 from trdb.pipeline.limits import check_stored, check_tile
+from trdb.statements.array_inputs import array_from_param, is_sparse_matrix
 from trdb.statements.context import StatementContext
 from trdb.statements.coo_tiles import write_sparse_matrix
 from trdb.statements.fill import fill_maker
@@ -38,34 +38,16 @@ def create_tensor(sc: StatementContext, node: ast.CreateTensor) -> Result:
     return Result(rowcount=0)
 
 
-def _array_from_param(value: Any) -> Any:
-    """A numpy array, or a 2-d scipy.sparse matrix (kept sparse: its tiles are built without densifying)."""
-    if is_sparse_matrix(value):
-        if value.ndim != 2:
-            raise ProgrammingError(f"CREATE TENSOR ... FROM ? takes 2-d scipy.sparse arrays, got {value.ndim}-d")
-        return value
-    if hasattr(value, "to_numpy") and type(value).__module__.startswith("pyarrow"):  # pyarrow Tensor
-        return value.to_numpy()
-    if isinstance(value, np.ndarray):
-        return value
-    raise ProgrammingError(f"CREATE TENSOR ... FROM ? takes a numpy array, a scipy.sparse matrix or a "
-                           f"pyarrow Tensor, got {type(value).__name__}")
-
-
-def is_sparse_matrix(value: Any) -> bool:
-    return hasattr(value, "tocoo") and hasattr(value, "nnz")
-
-
 def create_tensor_from(sc: StatementContext, node: ast.CreateTensorFrom) -> Result:
     if isinstance(node.source, ast.Param):
-        array = _array_from_param(sc.param(node.source))
+        array = array_from_param(sc.param(node.source))
         check_storable(array.dtype, "the array given for ?", "pass np.real(a) or np.abs(a) instead")
     else:
         array = load_npy(node.source)
     dtype = parse_dtype(node.dtype) if node.dtype else (
         parse_dtype(array.dtype.name) if array.dtype.name in ("float32", "float64", "int32", "int64", "bool",
                                                                "float16") else parse_dtype(None))
-    tile = clamp_tile(array.shape, node.tile)
+    tile = clamp_tile(array.shape, node.tile if node.tile is not None else default_tile(array.shape))
     keys = validate_layout(array.shape, tile, node.keys)
     meta = TensorMeta(node.name, keys, "v", np.dtype(dtype), tuple(array.shape), tile, "")
     check_stored(sc.settings, meta, sc.db.free_disk())

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from trdb import errors
 from trdb.catalog.catalog import Catalog
 from trdb.catalog.names import fold
 from trdb.config.settings import SETTINGS
@@ -13,7 +14,28 @@ _TRQL_ONLY = re.compile(r"^\s*(CREATE\s+(OR\s+REPLACE\s+)?TENSOR|DROP\s+TENSOR|M
 
 
 def count_params(statement) -> int:
-    return len({n.index for n in ast.walk(statement) if isinstance(n, ast.Param)})
+    return max((n.index + 1 for n in ast.walk(statement) if isinstance(n, ast.Param)), default=0)
+
+
+def param_names(statement) -> tuple[str, ...]:
+    """The `$name` parameters of a statement in index order (empty for `?` and `$1` placeholders)."""
+    named = {n.index: n.name for n in ast.walk(statement) if isinstance(n, ast.Param) and n.name}
+    return tuple(named[i] for i in sorted(named))
+
+
+def bind_named(statement, values) -> tuple:
+    """A mapping of `$name` values as the positional tuple the statement's placeholders index."""
+    names = param_names(statement)
+    given = {str(k).lower(): v for k, v in values.items()}
+    missing = [n for n in names if n not in given]
+    extra = sorted(set(given) - set(names))
+    if missing or extra or (not names and given):
+        raise errors.ProgrammingError(
+            "named parameters do not match the statement: " + "; ".join(
+                part for part in (f"missing ${', $'.join(missing)}" if missing else "",
+                                  f"unused {', '.join(extra)}" if extra else "") if part),
+            hint="a mapping of parameters binds $name placeholders; a sequence binds ? and $1")
+    return tuple(given[n] for n in names)
 
 
 Relations = tuple[frozenset[str], bool]  # names a query reads, and whether it has trql-only FROM items
@@ -64,6 +86,12 @@ def is_plain_sql(statement, catalog: Catalog, relations: Optional[Relations] = N
     if isinstance(statement, (ast.InsertValues, ast.InsertQuery, ast.Update, ast.Delete)):
         return _is_ordinary(statement.table, catalog)
     if isinstance(statement, ast.Describe):
+        return _is_ordinary(statement.name, catalog)
+    if isinstance(statement, ast.CopyTo):  # DuckDB's COPY of ordinary tables and queries over them
+        if isinstance(statement.source, str):
+            return _is_ordinary(statement.source, catalog)
+        return _reads_only_ordinary_tables(_walk_relations(statement.source), catalog)
+    if isinstance(statement, ast.CopyFrom):
         return _is_ordinary(statement.name, catalog)
     if isinstance(statement, ast.Drop):
         return statement.kind == "VIEW" and _is_ordinary(statement.name, catalog)

@@ -98,7 +98,7 @@ class Database:
 
     def execute_with_description(self, sql: str, params: Sequence[Any] = ()) -> tuple[list[tuple], Any, int]:
         with self._lock, self._translated():
-            result = self._con.execute(sql, list(params))
+            result = self._con.execute(sql, params if isinstance(params, dict) else list(params))
             if result is None:  # DuckDB found no statement in the text
                 raise errors.ProgrammingError("empty statement")
             description = result.description
@@ -142,6 +142,15 @@ class Database:
         with self._lock, self._translated():
             self._con.from_arrow(data).query("_trdb_incoming", f"INSERT INTO {table} BY NAME "
                                                                "SELECT * FROM _trdb_incoming")
+
+    def register(self, name: str, data: Any) -> None:
+        """Make a pandas DataFrame or Arrow table (or reader) readable as a view of this connection."""
+        with self._lock, self._translated():
+            self._con.register(name, data)
+
+    def unregister(self, name: str) -> None:
+        with self._lock, self._translated():
+            self._con.unregister(name)
 
     def interrupt(self) -> None:
         self._con.interrupt()

@@ -198,7 +198,7 @@ def _unquote(name: str) -> str:
 def check_plain_parameters(params: Sequence[Any], memory_limit: int) -> None:
     """DuckDB turns an array parameter into a LIST value element by element (many times its bytes):
     one past a sixteenth of memory_limit is refused before DuckDB starts."""
-    for position, value in enumerate(params, 1):
+    for position, value in enumerate(params.values() if isinstance(params, dict) else params, 1):
         size = getattr(value, "nbytes", 0)
         if isinstance(size, int) and size > memory_limit // 16:
             raise DataError(f"parameter {position} holds {size:,} bytes, too many for a plain SQL value "

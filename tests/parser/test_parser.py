@@ -395,7 +395,7 @@ def test_statement_and_clause_spans():
     ("SELECT a FROM", "syntax error at end of input", 1, 14),
     ("SELECT a,\n  b FROM t WHERE a = = 1", 'syntax error at or near "="', 2, 22),
     ("SELECT a\nFROM t\nWHERE", "syntax error at end of input", 3, 6),
-    ("SELECT $x FROM t", "unexpected character '$'", 1, 8),
+    ("SELECT $ FROM t", "unexpected character '$'", 1, 8),
     ("SELECT 'abc FROM t", "unterminated quoted string", 1, 8),
     ('SELECT "abc FROM t', "unterminated quoted identifier", 1, 8),
     ("SELECT 1 /* never closed", "unterminated /* comment", 1, 10),

@@ -1,0 +1,40 @@
+"""Replacement scans, as DuckDB's Python API has them: a statement may name a Python variable holding a data frame."""
+from __future__ import annotations
+
+import re
+import sys
+from types import FrameType
+from typing import Any, Optional
+
+_WORD = re.compile(r"[^\W\d]\w*")
+_STRING_OR_COMMENT = re.compile(r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", re.S)
+
+
+def is_frame_like(value: Any) -> bool:
+    """pandas and polars DataFrames and Arrow tables, batches and readers: what a scan may read."""
+    module = type(value).__module__
+    if module.startswith("pyarrow"):
+        return type(value).__name__ in ("Table", "RecordBatch", "RecordBatchReader")
+    return module.startswith(("pandas", "polars")) and type(value).__name__ == "DataFrame"
+
+
+def user_frame() -> Optional[FrameType]:
+    """The innermost frame outside trdb: the user's code that called into the API."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "trdb":
+        frame = frame.f_back
+    return frame
+
+
+def python_scans(text: str, frame: Optional[FrameType], known) -> dict[str, Any]:
+    """The data frames in `frame`'s variables (locals, then globals) that the text names and that no relation
+    of the database has (`known(name)`): they are readable under their names while the statement runs."""
+    if frame is None:
+        return {}
+    local, global_ = frame.f_locals, frame.f_globals
+    found: dict[str, Any] = {}
+    for word in set(_WORD.findall(_STRING_OR_COMMENT.sub(" ", text))):
+        value = local[word] if word in local else global_.get(word)
+        if value is not None and is_frame_like(value) and not known(word):
+            found[word] = value
+    return found

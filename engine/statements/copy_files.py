@@ -1,0 +1,161 @@
+"""The files COPY writes and reads: Parquet in tile or long form, CSV in long form, npy; written batch by batch.
+
+Tile form, one row per tile: the key columns (int64), the tile as Arrow's `fixed_shape_tensor` of the
+nominal tile shape (edge tiles zero-padded; CSR tiles densified) and, where edge tiles can be smaller,
+`<value>_shape` (list<int64>) with each tile's own shape: the layout `fetch_arrow()` gives. Long form:
+one int64 column per axis and the value column, one row per element of each present tile (CSR tiles:
+their non-zeros). npy: the whole dense array (absent tiles are zeros), each tile written into its place
+through a memory map, so only a batch of tiles is in memory at a time.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterable, Iterator, Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+
+from trdb.errors import DataError
+from trdb.execution.long_form import long_batch, long_names, long_schema
+from trdb.execution.result import TensorLayout, tile_slices
+from trdb.kernels.backend import to_host
+from trdb.kernels.sparse import is_sparse
+
+
+def tile_schema(key_names: Sequence[str], value_name: str, layout: TensorLayout, ragged: bool) -> pa.Schema:
+    fields = [pa.field(n, pa.int64()) for n in key_names]
+    fields.append(pa.field(value_name, pa.fixed_shape_tensor(pa.from_numpy_dtype(layout.dtype), list(layout.tile))
+                           if layout.tile else pa.from_numpy_dtype(layout.dtype)))
+    if ragged:
+        fields.append(pa.field(f"{value_name}_shape", pa.list_(pa.int64())))
+    return pa.schema(fields)
+
+
+def _dense(tile, dtype: np.dtype) -> np.ndarray:
+    tile = to_host(tile, True)
+    return np.asarray(tile.toarray() if is_sparse(tile) else tile, dtype=dtype)
+
+
+def tile_batch(layout: TensorLayout, rows: Sequence[tuple], schema: pa.Schema) -> pa.RecordBatch:
+    """Rows of a tensor result as a tile-form batch (edge tiles zero-padded to the nominal tile)."""
+    keys = [pa.array([row[p] for row in rows], pa.int64()) for p in layout.key_positions]
+    tiles = [_dense(row[layout.value_position], layout.dtype) for row in rows]
+    if not layout.tile:
+        columns = keys + [pa.array(np.array([t.reshape(()) for t in tiles], dtype=layout.dtype))]
+    else:
+        stacked = np.zeros((len(tiles),) + tuple(layout.tile), dtype=layout.dtype)
+        for target, tile in zip(stacked, tiles):
+            tile = tile.reshape(tile.shape[-len(layout.tile):] if tile.ndim >= len(layout.tile) else
+                                (1,) * (len(layout.tile) - tile.ndim) + tile.shape)
+            target[tuple(slice(0, n) for n in tile.shape)] = tile
+        columns = keys + [pa.FixedShapeTensorArray.from_numpy_ndarray(stacked)]
+    if len(schema) > len(columns):
+        columns.append(pa.array([list(t.shape) for t in tiles], pa.list_(pa.int64())))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def write_parquet(path: str, schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> int:
+    count = 0
+    with pq.ParquetWriter(path, schema) as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+            count += batch.num_rows
+    return count
+
+
+def write_csv(path: str, schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> int:
+    count = 0
+    with pa_csv.CSVWriter(path, schema) as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+            count += batch.num_rows
+    return count
+
+
+def write_npy(path: str, layout: TensorLayout, batches: Iterable[Sequence[tuple]]) -> int:
+    """The whole dense array, tile by tile into a memory map of the file (a new file reads as zeros)."""
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=layout.dtype, shape=layout.shape)
+    count = 0
+    try:
+        for rows in batches:
+            for row in rows:
+                where = tile_slices(layout, row)
+                if any(s.stop > n for s, n in zip(where, layout.shape)):
+                    raise DataError(f"the tile under key {tuple(row[p] for p in layout.key_positions)} falls "
+                                    f"outside the shape {layout.shape}")
+                target = out[where or ...]
+                target[...] = _dense(row[layout.value_position], layout.dtype).reshape(target.shape)
+                count += 1
+            out.flush()  # the pages go to the file: what is in memory stays one batch of tiles
+    finally:
+        del out
+    return count
+
+
+def long_form_batches(layout: TensorLayout, names: Sequence[str], value_name: str,
+                      batches: Iterable[Sequence[tuple]]) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    schema = long_schema(names, value_name, layout.dtype)
+    return schema, (long_batch(layout, rows, schema) for rows in batches if rows)
+
+
+def index_names(schema, layout: TensorLayout) -> list[str]:
+    return long_names(schema, layout)
+
+
+def read_tile_batches(path: str, key_names: Sequence[str], value_name: str,
+                      batch_rows: int = 256) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
+    """A tile-form Parquet file, batch by batch: keys (n x k int64) and each tile cut to its own shape."""
+    source = pq.ParquetFile(path)
+    names = source.schema_arrow.names
+    missing = [n for n in list(key_names) + [value_name] if n not in names]
+    if missing:
+        raise DataError(f"'{path}' has no column {missing[0]!r} (it has {', '.join(names)})",
+                        hint="COPY ... FROM reads the files COPY ... TO writes")
+    shape_name = f"{value_name}_shape" if f"{value_name}_shape" in names else None
+    columns = list(key_names) + [value_name] + ([shape_name] if shape_name else [])
+    for batch in source.iter_batches(batch_size=batch_rows, columns=columns):
+        keys = np.stack([batch.column(n).to_numpy(zero_copy_only=False) for n in key_names], axis=1) \
+            if key_names else np.empty((batch.num_rows, 0), np.int64)
+        column = batch.column(value_name)
+        tiles = column.to_numpy_ndarray() if isinstance(column.type, pa.FixedShapeTensorType) else \
+            column.to_numpy(zero_copy_only=False)
+        if shape_name:
+            shapes = batch.column(shape_name).to_pylist()
+            tiles = [t[tuple(slice(0, n) for n in s)] for t, s in zip(tiles, shapes)]
+        yield keys.astype(np.int64), [np.asarray(t) for t in tiles]
+
+
+def read_long_batches(path: str, file_format: str, batch_rows: int = 1 << 16) -> Iterator[pa.RecordBatch]:
+    if file_format == "parquet":
+        yield from pq.ParquetFile(path).iter_batches(batch_size=batch_rows)
+        return
+    with pa_csv.open_csv(path) as reader:
+        yield from reader
+
+
+def is_tile_form(path: str) -> bool:
+    """Whether a Parquet file holds tiles (a fixed_shape_tensor column) rather than long-form rows."""
+    return any(isinstance(f.type, pa.FixedShapeTensorType) for f in pq.read_schema(path))
+
+
+def replace_file(temporary: str, path: str) -> None:
+    os.replace(temporary, path)
+
+
+def temporary_path(path: str) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.trdb-{os.getpid()}.tmp")
+
+
+def remove_quietly(path: Optional[str]) -> None:
+    if path and os.path.exists(path):
+        os.remove(path)
+
+
+def long_columns(path: str, file_format: str) -> list[str]:
+    """The column names of a long-form file: index columns, then the value column."""
+    if file_format == "parquet":
+        return pq.read_schema(path).names
+    with pa_csv.open_csv(path) as reader:
+        return reader.schema.names

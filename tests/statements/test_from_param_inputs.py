@@ -1,0 +1,79 @@
+"""CREATE TENSOR ... FROM ? with pandas, pyarrow, scipy.sparse, __array__ and DLPack inputs, with and without TILE."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+import scipy.sparse
+
+import trdb
+from trdb.optimizer.tile_choice import TILE_ELEMENTS, default_tile
+
+A = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+
+class DLPackOnly:
+    """An array that offers only DLPack (as a torch or JAX tensor does)."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+class ArrayLike:
+    def __array__(self, dtype=None, copy=None):
+        return A
+
+
+INPUTS = {
+    "numpy": lambda: A,
+    "pandas": lambda: pd.DataFrame(A, columns=list("abcd")),
+    "pyarrow_table": lambda: pa.table({c: A[:, n] for n, c in enumerate("abcd")}),
+    "pyarrow_tensor": lambda: pa.Tensor.from_numpy(A),
+    "scipy_sparse": lambda: scipy.sparse.csr_matrix(A),
+    "dlpack": lambda: DLPackOnly(A),
+    "array_protocol": lambda: ArrayLike(),
+}
+
+
+@pytest.fixture(scope="module")
+def con():
+    connection = trdb.connect(workers=1)
+    yield connection
+    connection.close()
+
+
+@pytest.mark.parametrize("tile", ["", " TILE (2, 3)"])
+@pytest.mark.parametrize("kind", sorted(INPUTS))
+def test_each_input_loads_with_and_without_tile(con, kind, tile):
+    name = f"{kind}_{len(tile)}"
+    con.execute(f"CREATE TENSOR {name} FROM ?{tile}", [INPUTS[kind]()])
+    np.testing.assert_array_equal(con.sql(f"SELECT * FROM {name}").tensor(), A)
+    described = {row[0]: row for row in con.execute(f"DESCRIBE {name}").fetchall()}
+    assert described["v"][4] == ("[2, 3]" if tile else "[3, 4]")  # small: one tile holds it all
+
+
+def test_torch_tensor_through_dlpack(con):
+    torch = pytest.importorskip("torch")
+    con.execute("CREATE TENSOR from_torch FROM ?", [torch.arange(12, dtype=torch.float32).reshape(3, 4)])
+    np.testing.assert_array_equal(con.sql("SELECT * FROM from_torch").tensor(), A)
+
+
+def test_the_chosen_tile_follows_the_cost_model():
+    assert TILE_ELEMENTS == 65536
+    assert default_tile((4096, 4096)) == (256, 256) and default_tile((10, 100000)) == (10, 4096)
+    assert default_tile((1 << 20,)) == (65536,) and default_tile((3, 5)) == (3, 5) and default_tile(()) == ()
+    assert default_tile((100, 100, 100)) == (32, 32, 64)
+
+
+def test_refused_inputs_name_what_is_accepted(con):
+    with pytest.raises(trdb.ProgrammingError, match="pandas DataFrame"):
+        con.execute("CREATE TENSOR bad FROM ?", [{"a": 1}])
+    with pytest.raises(trdb.ProgrammingError, match="not numbers"):
+        con.execute("CREATE TENSOR bad FROM ?", [pd.DataFrame({"a": ["x", "y"]})])
