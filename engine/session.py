@@ -28,6 +28,7 @@ from trdb.statements.routing import (
     names_trdb_relation,
     query_relations,
 )
+from trdb.statements.status import plain_sql_status, status_message
 from trdb.storage.database import Database
 from trdb.storage.plain_sql import check_plain_parameters, check_plain_sql, run_plain_sql
 
@@ -37,11 +38,12 @@ _READ_ONLY_SQL = ("SELECT", "WITH", "FROM", "VALUES", "SHOW", "DESCRIBE", "EXPLA
 
 Handler = Callable[[StatementContext, Any], Result]
 _WRITES: dict[type, Handler] = {
-    ast.CreateTensor: ddl.create_tensor, ast.CreateTensorFrom: ddl.create_tensor_from,
-    ast.CreateTensorAs: ddl.create_tensor_as, ast.CreateView: ddl.create_view, ast.Drop: ddl.drop,
+    ast.CreateTensor: ddl.creating(ddl.create_tensor), ast.CreateTensorFrom: ddl.creating(ddl.create_tensor_from),
+    ast.CreateTensorAs: ddl.creating(ddl.create_tensor_as), ast.CreateView: ddl.create_view, ast.Drop: ddl.drop,
+    ast.AlterRename: ddl.alter_rename,
     ast.InsertValues: dml.insert_values, ast.InsertQuery: dml.insert_query, ast.Update: dml.update,
     ast.Delete: dml.delete,
-    ast.CreateTensorFromCoo: coo.create_tensor_from_coo,
+    ast.CreateTensorFromCoo: ddl.creating(coo.create_tensor_from_coo),
 }
 _READS: dict[type, Handler] = {
     ast.ShowTensors: inspect.show_tensors, ast.ShowViews: inspect.show_views, ast.Describe: inspect.describe,
@@ -107,7 +109,10 @@ class Session:
             raise errors.OperationalError("current transaction is aborted, commands ignored until end of "
                                           "transaction block", hint="ROLLBACK")
         try:
-            return self._dispatch_consistent(statement, text, params, expected, relations)
+            result = self._dispatch_consistent(statement, text, params, expected, relations)
+            if result.status is None and result.description is None:
+                result.status = status_message(statement, result, self.catalog)
+            return result
         except errors.Error as exc:
             raise self._failed(exc, text)
         except (KeyboardInterrupt, MemoryError, RecursionError):
@@ -266,10 +271,11 @@ class Session:
             self.catalog.forget_ordinary_tables()
             if not self.db.explicit_transaction and not text.lstrip().upper().startswith(_READ_ONLY_SQL):
                 self.db.file.changed()  # other connections look the ordinary tables up again
-        if not rows and description and [d[0] for d in description] == ["Count"]:
-            description = None  # DDL: DuckDB reports an empty count, which is no result
+        if not rows and description and [d[0] for d in description] in (["Count"], ["Success"]):
+            description = None  # DDL and SET: DuckDB reports an empty count or success, which is no result
         described = [(d[0], str(d[1]), None, None, None, None, None) for d in description] if description else None
-        return Result(rows=rows, description=described, rowcount=rowcount if rowcount >= 0 else len(rows))
+        return Result(rows=rows, description=described, rowcount=rowcount if rowcount >= 0 else len(rows),
+                      status=None if described else plain_sql_status(text))
 
     def _fallback(self, text: str, params: Sequence[Any], parse_error: ParseError) -> Result:
         """Text that trql cannot parse may still be plain SQL for DuckDB; otherwise report the parse error."""

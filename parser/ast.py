@@ -261,6 +261,8 @@ class CreateTensor:
     tile: tuple[int, ...]
     dtype: Optional[str] = None
     fill: Optional[Fill] = None
+    or_replace: bool = False
+    if_not_exists: bool = False
     span: Span = _span()
 
 
@@ -273,6 +275,8 @@ class CreateTensorFrom:
     source: Union[str, Param]
     tile: tuple[int, ...]
     dtype: Optional[str] = None
+    or_replace: bool = False
+    if_not_exists: bool = False
     span: Span = _span()
 
 
@@ -287,6 +291,8 @@ class CreateTensorFromCoo:
     shape: tuple[int, ...]
     tile: tuple[int, ...]
     dtype: Optional[str] = None
+    or_replace: bool = False
+    if_not_exists: bool = False
     span: Span = _span()
 
 
@@ -295,6 +301,8 @@ class CreateTensorAs:
     name: str
     query: Query
     keys: Optional[tuple[str, ...]] = None
+    or_replace: bool = False
+    if_not_exists: bool = False
     span: Span = _span()
 
 
@@ -306,6 +314,7 @@ class CreateView:
     query: Query
     query_text: str
     or_replace: bool = False
+    if_not_exists: bool = False
     span: Span = _span()
 
 
@@ -350,11 +359,21 @@ class Delete:
 
 @dataclass(frozen=True)
 class Drop:
-    """kind: TENSOR or VIEW."""
+    """kind: TENSOR, VIEW or TABLE."""
 
     kind: str
     name: str
     if_exists: bool = False
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class AlterRename:
+    """ALTER {TENSOR | VIEW | TABLE} name RENAME TO new_name."""
+
+    kind: str
+    name: str
+    new_name: str
     span: Span = _span()
 
 
@@ -427,7 +446,7 @@ class Minimize:
 
 Statement = Union[
     QueryStatement, CreateTensor, CreateTensorFrom, CreateTensorFromCoo, CreateTensorAs, CreateView,
-    InsertValues, InsertQuery, Update, Delete, Drop, ShowTensors, ShowViews, Describe, Explain,
+    InsertValues, InsertQuery, Update, Delete, Drop, AlterRename, ShowTensors, ShowViews, Describe, Explain,
     SetSetting, ResetSetting, ShowSetting, Begin, Commit, Rollback, Minimize,
 ]
 

@@ -273,15 +273,22 @@ class Builder:
 
     # ------------------------------------------------------------ create
 
+    def tensor_head(self, meta, children):
+        """CREATE [OR REPLACE] TENSOR [IF NOT EXISTS] -> the two flags, as keyword arguments."""
+        or_replace, if_not_exists = bool(children[0]), bool(children[1])
+        if or_replace and if_not_exists:
+            raise self.error("OR REPLACE and IF NOT EXISTS cannot both be given", meta)
+        return {"or_replace": or_replace, "if_not_exists": if_not_exists}
+
     def create_tensor(self, meta, children):
-        name, keys, shape, tile, *options = children
+        head, name, keys, shape, tile, *options = children
         chosen = {}
         for kind, value, where in options:
             if kind in chosen:
                 raise self.error(f"{kind} is given twice", where)
             chosen[kind] = value
         return ast.CreateTensor(name, keys, shape, tile, chosen.get("DTYPE"), chosen.get("FILL"),
-                                span_of(meta))
+                                span=span_of(meta), **head)
 
     def dtype_option(self, meta, children):
         return "DTYPE", children[0].lower(), meta
@@ -302,32 +309,34 @@ class Builder:
         return unquote(token_or_param) if isinstance(token_or_param, Token) else token_or_param
 
     def create_tensor_from(self, meta, children):
-        name, keys, source, tile, dtype = children
-        return ast.CreateTensorFrom(name, keys, self.source(source), tile, dtype, span_of(meta))
+        head, name, keys, source, tile, dtype = children
+        return ast.CreateTensorFrom(name, keys, self.source(source), tile, dtype, span=span_of(meta), **head)
 
     def create_coo(self, meta, children):
-        name, keys, source, columns, shape, tile, dtype = children
+        head, name, keys, source, columns, shape, tile, dtype = children
         if len(columns) < 2:
             raise self.error("FROM COO needs index columns and a value column", meta)
         return ast.CreateTensorFromCoo(name, keys, self.source(source), columns, shape, tile,
-                                       dtype, span_of(meta))
+                                       dtype, span=span_of(meta), **head)
 
     def coo_table(self, meta, children):
         return ast.TableRef(children[0], None, span_of(meta))
 
     def create_tensor_as(self, meta, children):
-        name, keys, query = children
-        return ast.CreateTensorAs(name, query, keys, span_of(meta))
+        head, name, keys, query = children
+        return ast.CreateTensorAs(name, query, keys, span=span_of(meta), **head)
 
     def create_view(self, meta, children):
-        or_replace, name, query = children
+        or_replace, if_not_exists, name, query = children
+        if or_replace and if_not_exists:
+            raise self.error("OR REPLACE and IF NOT EXISTS cannot both be given", meta)
         text = self.text[query.span.start:query.span.end]
-        return ast.CreateView(name, query, text, bool(or_replace), span_of(meta))
+        return ast.CreateView(name, query, text, bool(or_replace), bool(if_not_exists), span_of(meta))
 
     def or_replace(self, meta, children):
         return True
 
-    if_exists = analyze = or_replace
+    if_exists = if_not_exists = analyze = or_replace
 
     # ------------------------------------------------------------ change
 
@@ -353,6 +362,9 @@ class Builder:
 
     def drop(self, meta, children):
         return ast.Drop(children[0], children[2], bool(children[1]), span_of(meta))
+
+    def alter_rename(self, meta, children):
+        return ast.AlterRename(children[0], children[1], children[2], span_of(meta))
 
     # ------------------------------------------------------------ look, session, learning
 

@@ -9,6 +9,7 @@ from trdb.optimizer.driver import RuleContext
 from trdb.parser import ast
 from trdb.planner.types import Column, ScalarType
 from trdb.statements.context import StatementContext
+from trdb.statements.names import does_not_exist
 
 TEXT = ScalarType(str)
 
@@ -38,7 +39,7 @@ def describe(sc: StatementContext, node: ast.Describe) -> Result:
         return _text_result(names, rows)
     view = sc.catalog.view(node.name)
     if view is None:
-        sc.catalog.require_tensor(node.name)  # raises with a suggestion
+        raise does_not_exist(sc.catalog, None, node.name)
     plan = sc.binder().bind_table(ast.TableRef(node.name, span=node.span))
     rows = [(c.name, str(c.type), "key" if c.is_key else "value",
              str(list(c.type.extent)) if c.is_tensor else None,

@@ -9,7 +9,8 @@ from trdb.catalog.names import fold
 from trdb.config.settings import SETTINGS
 from trdb.parser import ast
 
-_TRQL_ONLY = re.compile(r"^\s*(CREATE\s+(OR\s+REPLACE\s+)?TENSOR|DROP\s+TENSOR|MINIMIZE|SHOW\s+TENSORS)\b", re.I)
+_TRQL_ONLY = re.compile(r"^\s*(CREATE\s+(OR\s+REPLACE\s+)?TENSOR|(DROP|ALTER)\s+TENSOR|MINIMIZE|SHOW\s+TENSORS)\b",
+                        re.I)
 
 
 def count_params(statement) -> int:
@@ -65,11 +66,21 @@ def is_plain_sql(statement, catalog: Catalog, relations: Optional[Relations] = N
         return _is_ordinary(statement.table, catalog)
     if isinstance(statement, ast.Describe):
         return _is_ordinary(statement.name, catalog)
-    if isinstance(statement, ast.Drop):
-        return statement.kind == "VIEW" and _is_ordinary(statement.name, catalog)
+    if isinstance(statement, (ast.Drop, ast.AlterRename)):
+        return _duckdb_owns(statement, catalog)
     if isinstance(statement, (ast.SetSetting, ast.ResetSetting, ast.ShowSetting)):
         return statement.name.lower() not in SETTINGS
     return False
+
+
+def _duckdb_owns(statement, catalog: Catalog) -> bool:
+    """DROP / ALTER of DuckDB's tables and views go to DuckDB, as does DROP TABLE IF EXISTS of nothing."""
+    if statement.kind == "TENSOR":
+        return False
+    if _is_ordinary(statement.name, catalog):
+        return True
+    nothing = catalog.kind_of(statement.name) is None
+    return nothing and statement.kind == "TABLE" and getattr(statement, "if_exists", False)
 
 
 def is_trql_only(text: str) -> bool:
