@@ -388,7 +388,38 @@ class ShowViews:
 
 
 @dataclass(frozen=True)
+class ShowTables:
+    """SHOW TABLES (names and kinds) or SHOW ALL TABLES (DuckDB's columns)."""
+
+    all: bool = False
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ShowAll:
+    """SHOW ALL: trdb's settings and their values."""
+
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
 class Describe:
+    name: str
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class DescribeQuery:
+    """DESCRIBE query, or DESCRIBE (query): the schema of the query's result."""
+
+    query: Query
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Summarize:
+    """SUMMARIZE name: statistics of a tensor's values, per column as DuckDB's SUMMARIZE."""
+
     name: str
     span: Span = _span()
 
@@ -446,7 +477,8 @@ class Minimize:
 
 Statement = Union[
     QueryStatement, CreateTensor, CreateTensorFrom, CreateTensorFromCoo, CreateTensorAs, CreateView,
-    InsertValues, InsertQuery, Update, Delete, Drop, AlterRename, ShowTensors, ShowViews, Describe, Explain,
+    InsertValues, InsertQuery, Update, Delete, Drop, AlterRename, ShowTensors, ShowViews, ShowTables, ShowAll, Describe,
+    DescribeQuery, Summarize, Explain,
     SetSetting, ResetSetting, ShowSetting, Begin, Commit, Rollback, Minimize,
 ]
 

@@ -374,11 +374,25 @@ class Builder:
     show_tensors, show_views = bare(ast.ShowTensors), bare(ast.ShowViews)
     begin, commit, rollback = bare(ast.Begin), bare(ast.Commit), bare(ast.Rollback)
 
+    def show_tables(self, meta, children):
+        return ast.ShowTables(bool(children[0]), span_of(meta))
+
+    show_all = bare(ast.ShowAll)
+
+    def all_word(self, meta, children):
+        return True
+
     def show_setting(self, meta, children):
         return ast.ShowSetting(children[0], span_of(meta))
 
     def describe(self, meta, children):
         return ast.Describe(children[0], span_of(meta))
+
+    def describe_query(self, meta, children):
+        return ast.DescribeQuery(children[0], span_of(meta))
+
+    def summarize(self, meta, children):
+        return ast.Summarize(children[0], span_of(meta))
 
     def explain(self, meta, children):
         return ast.Explain(children[1], bool(children[0]), span_of(meta))

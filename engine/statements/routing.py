@@ -28,7 +28,7 @@ def query_relations(statement) -> Optional[Relations]:
     as running a small plan, so a repeated statement does not walk it again."""
     while isinstance(statement, ast.Explain):
         statement = statement.statement
-    if isinstance(statement, (ast.QueryStatement, ast.CreateView)):
+    if isinstance(statement, (ast.QueryStatement, ast.CreateView, ast.DescribeQuery)):
         return _walk_relations(statement.query)
     return None
 
@@ -58,17 +58,20 @@ def _is_ordinary(name: str, catalog: Catalog) -> bool:
 def is_plain_sql(statement, catalog: Catalog, relations: Optional[Relations] = None) -> bool:
     """True when DuckDB should run the statement as written (it touches only ordinary tables).
     `relations`: query_relations(statement), when the caller has kept it."""
-    if isinstance(statement, (ast.QueryStatement, ast.CreateView)):
+    if isinstance(statement, (ast.QueryStatement, ast.CreateView, ast.DescribeQuery)):
         return _reads_only_ordinary_tables(relations or query_relations(statement), catalog)
     if isinstance(statement, ast.Explain):
         return is_plain_sql(statement.statement, catalog, relations)
     if isinstance(statement, (ast.InsertValues, ast.InsertQuery, ast.Update, ast.Delete)):
         return _is_ordinary(statement.table, catalog)
-    if isinstance(statement, ast.Describe):
+    if isinstance(statement, (ast.Describe, ast.Summarize)):
         return _is_ordinary(statement.name, catalog)
     if isinstance(statement, (ast.Drop, ast.AlterRename)):
         return _duckdb_owns(statement, catalog)
-    if isinstance(statement, (ast.SetSetting, ast.ResetSetting, ast.ShowSetting)):
+    if isinstance(statement, ast.ShowSetting):  # SHOW of a tensor or trdb view describes it
+        return statement.name.lower() not in SETTINGS and not catalog.has_tensor(statement.name) \
+            and catalog.view(statement.name) is None
+    if isinstance(statement, (ast.SetSetting, ast.ResetSetting)):
         return statement.name.lower() not in SETTINGS
     return False
 

@@ -26,6 +26,16 @@ def ordinary_views(db: Database) -> set[str]:
     return {name for (name,) in rows}
 
 
+def ordinary_table_listing(db: Database) -> list[tuple]:
+    """DuckDB's SHOW ALL TABLES without trdb's own schema: (database, schema, name, column_names,
+    column_types, temporary) per plain table or view."""
+    return db.execute(f"SELECT * FROM (SHOW ALL TABLES) WHERE schema <> '{SCHEMA}' ORDER BY database, schema, name")
+
+
+def current_database(db: Database) -> str:
+    return db.execute("SELECT current_database()")[0][0]
+
+
 def read_ordinary_table(db: Database, table: str, columns: tuple[str, ...]) -> list[tuple]:
     """Every row of an ordinary table, only the named columns, in that order."""
     names = ", ".join(quote_identifier(c) for c in columns)
