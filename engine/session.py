@@ -17,7 +17,7 @@ from trdb.optimizer.common_subplans import CarriedWork
 from trdb.parser import ParseError, ast, parse, split_statements
 from trdb.pipeline.expansions import QUERY_EXPANSIONS
 from trdb.planner.expression_binder import BindContext
-from trdb.statements import coo, ddl, dml, inspect, listings, minimize, summarize
+from trdb.statements import coo, ddl, dml, explaining, inspect, listings, minimize, summarize
 from trdb.statements.context import StatementContext
 from trdb.statements.plan_cache import PlanCache
 from trdb.statements.routing import (
@@ -48,7 +48,7 @@ _WRITES: dict[type, Handler] = {
 _READS: dict[type, Handler] = {
     ast.ShowTensors: inspect.show_tensors, ast.ShowViews: inspect.show_views, ast.Describe: inspect.describe,
     ast.SetSetting: inspect.set_setting, ast.ResetSetting: inspect.reset_setting,
-    ast.ShowSetting: inspect.show_setting, ast.Explain: inspect.explain,
+    ast.ShowSetting: inspect.show_setting, ast.Explain: explaining.explain,
     ast.ShowTables: listings.show_tables, ast.ShowAll: listings.show_all, ast.DescribeQuery: inspect.describe_query,
     ast.Summarize: summarize.summarize,
 }

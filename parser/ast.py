@@ -426,8 +426,11 @@ class Summarize:
 
 @dataclass(frozen=True)
 class Explain:
+    """format: text, json or dot (Graphviz)."""
+
     statement: "Statement"
     analyze: bool = False
+    format: str = "text"
     span: Span = _span()
 
 

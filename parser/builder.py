@@ -13,6 +13,7 @@ FILL_ARITY = {
     "ZEROS": (0, 0), "ONES": (0, 0), "IDENTITY": (0, 0), "CONSTANT": (1, 1),
     "RANDOM_NORMAL": (2, 3), "RANDOM_UNIFORM": (2, 3),
 }
+EXPLAIN_FORMATS = ("text", "json", "dot")
 KEYWORD_VALUES = {"TRUE": True, "FALSE": False, "NULL": None}
 
 
@@ -395,7 +396,25 @@ class Builder:
         return ast.Summarize(children[0], span_of(meta))
 
     def explain(self, meta, children):
-        return ast.Explain(children[1], bool(children[0]), span_of(meta))
+        analyze, options, statement = children
+        chosen = dict(options or ())
+        return ast.Explain(statement, bool(analyze) or chosen.get("ANALYZE", False), chosen.get("FORMAT", "text"),
+                           span_of(meta))
+
+    def explain_options(self, meta, children):
+        return tuple(children)
+
+    def format_option(self, meta, children):
+        name = children[0].lower()
+        name = "dot" if name == "graphviz" else name  # DuckDB's name for it
+        if name not in EXPLAIN_FORMATS:
+            close = difflib.get_close_matches(name, EXPLAIN_FORMATS, n=1)
+            raise self.error(f"unknown EXPLAIN format {children[0]}", meta,
+                             f"did you mean {close[0]}?" if close else "formats: " + ", ".join(EXPLAIN_FORMATS))
+        return "FORMAT", name
+
+    def analyze_option(self, meta, children):
+        return "ANALYZE", True
 
     def set_setting(self, meta, children):
         return ast.SetSetting(children[0], children[1], span_of(meta))

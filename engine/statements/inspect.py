@@ -1,12 +1,9 @@
-"""SHOW TENSORS, SHOW VIEWS, DESCRIBE, SET / RESET / SHOW of settings, and EXPLAIN."""
+"""SHOW TENSORS, SHOW VIEWS, DESCRIBE, SET / RESET / SHOW of settings (EXPLAIN is in explaining.py)."""
 from __future__ import annotations
 
 from trdb.config.settings import SETTINGS
-from trdb.errors import NotSupportedError
-from trdb.execution.explain import explain_lines, rule_timings
 from trdb.execution.result import Result
 from trdb.kernels.placement import backend_for
-from trdb.optimizer.driver import RuleContext
 from trdb.parser import ast
 from trdb.planner.types import Column, ScalarType
 from trdb.statements.context import StatementContext
@@ -86,22 +83,3 @@ def show_setting(sc: StatementContext, node: ast.ShowSetting) -> Result:
     if node.name.lower() not in SETTINGS and (sc.catalog.has_tensor(node.name) or sc.catalog.view(node.name)):
         return describe(sc, ast.Describe(node.name, node.span))
     return _text_result((node.name.lower(),), [(shown(sc.settings.get(node.name)),)])
-
-
-def explain(sc: StatementContext, node: ast.Explain) -> Result:
-    """The plan SELECT runs: each shared subplan once (they run first), then the plan reading them."""
-    if not isinstance(node.statement, ast.QueryStatement):
-        raise sc.bind.fail(node.statement, "EXPLAIN takes a query", error=NotSupportedError)
-    rules = RuleContext(sc.catalog, sc.settings)
-    run = sc.explain_query(node.statement.query, node.analyze, rules)
-    lines = []
-    for number, stage in enumerate(run.shared, 1):
-        lines.append(f"Shared subplan {number} (runs once, first; read below by a RowsScanExec):")
-        lines.extend("  " + line for line in explain_lines(stage.node, stage.execution))
-    if run.shared:
-        lines.append("Plan:")
-    lines.extend(("  " if run.shared else "") + line for line in explain_lines(run.main.node, run.main.execution))
-    if node.analyze:
-        lines.append(rule_timings(rules.timings))
-    return _text_result(("plan",), [(line,) for line in lines])
-
