@@ -19,6 +19,7 @@ from trdb.pipeline.expansions import QUERY_EXPANSIONS
 from trdb.planner.expression_binder import BindContext
 from trdb.statements import coo, ddl, dml, explaining, inspect, listings, minimize, summarize
 from trdb.statements.context import StatementContext
+from trdb.statements.names import does_not_exist
 from trdb.statements.plan_cache import PlanCache
 from trdb.statements.routing import (
     Relations,
@@ -267,6 +268,8 @@ class Session:
             if isinstance(statement, (ast.SetSetting, ast.ResetSetting, ast.ShowSetting)) and \
                     suggest(statement.name, SETTINGS):
                 Settings.declared(statement.name)  # neither DuckDB's nor ours: name the trdb setting it resembles
+            if isinstance(statement, ast.ShowSetting) and suggest(statement.name, self.catalog.relation_names()):
+                raise does_not_exist(self.catalog, None, statement.name) from None  # SHOW of a misspelt tensor
             raise
         finally:
             self._in_duckdb = False

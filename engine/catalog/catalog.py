@@ -121,6 +121,9 @@ class Catalog:
     def require_tensor(self, name: str) -> TensorMeta:
         meta = self.tensor(name)
         if meta is None:
+            other = self.kind_of(name)
+            if other is not None:  # INSERT INTO a view, MINIMIZE ... WRT (a table): say what it is
+                raise ProgrammingError(f'"{name}" is a {other}, not a tensor')
             raise ProgrammingError(f'tensor "{name}" does not exist',
                                    hint=did_you_mean(name, [m.name for m in self._tensors.values()]))
         return meta
