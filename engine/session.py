@@ -169,6 +169,8 @@ class Session:
         if is_plain_sql(statement, self.catalog, relations):
             if isinstance(statement, ast.CreateView) and (self.catalog.tensor(statement.name) or
                                                           self.catalog.view(statement.name)):
+                if statement.if_not_exists:
+                    return Result(rowcount=0, status=f'CREATE VIEW: "{statement.name}" already exists, skipped')
                 raise errors.IntegrityError(f'a relation named "{statement.name}" already exists')
             return self._plain_sql(text, params, statement)
         sc = StatementContext(self.db, self.catalog, self.settings, backend_for(self.settings.device),
