@@ -109,13 +109,18 @@ def update(sc: StatementContext, node: ast.Update) -> Result:
     return Result(rowcount=count)
 
 
+def delete_query(meta: TensorMeta, node: ast.Delete) -> ast.Query:
+    """The query a DELETE ... WHERE runs: the keys of the tuples to remove."""
+    return _target_select(meta, node.alias or meta.name, (), (), node.where)
+
+
 def delete(sc: StatementContext, node: ast.Delete) -> Result:
     meta = sc.catalog.require_tensor(node.table)
     if node.where is None:
         count = meta.tuple_count
         tile_store.delete_tiles(sc.db, meta)
     else:
-        result = sc.run_query(_target_select(meta, node.alias or meta.name, (), (), node.where))
+        result = sc.run_query(delete_query(meta, node))
         count = 0
         for batch in row_batches(result.rows):
             key_array = np.array(batch, dtype=np.int64).reshape(len(batch), len(meta.keys))

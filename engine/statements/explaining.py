@@ -1,9 +1,9 @@
 """EXPLAIN [ANALYZE] [(FORMAT text | json | dot)] of every statement that runs a query.
 
 A SELECT has one plan. CREATE TENSOR ... AS, INSERT ... query and UPDATE show the plan of the query
-they store; MINIMIZE shows what each of its steps runs (the loss and one gradient per parameter,
-their common forward work shared). Under ANALYZE those queries run, but nothing is written: EXPLAIN
-never changes the database.
+they store, DELETE ... WHERE the plan finding the tuples it removes; MINIMIZE shows what each of its
+steps runs (the loss and one gradient per parameter, their common forward work shared). Under
+ANALYZE those queries run, but nothing is written: EXPLAIN never changes the database.
 """
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from trdb.parser import ast
 from trdb.planner import logical as lp
 from trdb.planner.types import Column, ScalarType
 from trdb.statements.context import StatementContext
-from trdb.statements.dml import update_query
+from trdb.statements.dml import delete_query, update_query
 
-_TAKES = "SELECT, CREATE TENSOR ... AS, INSERT INTO ... query, UPDATE or MINIMIZE"
+_TAKES = "SELECT, CREATE TENSOR ... AS, INSERT INTO ... query, UPDATE, DELETE ... WHERE or MINIMIZE"
 
 
 def explain(sc: StatementContext, node: ast.Explain) -> Result:
@@ -53,6 +53,9 @@ def _plans(sc: StatementContext, statement) -> list[tuple[Optional[str], lp.Plan
     if isinstance(statement, ast.Update):
         target = sc.catalog.require_tensor(statement.table)
         return [(f"UPDATE {target.name}", sc.bind_query(update_query(target, statement)).plan, shared)]
+    if isinstance(statement, ast.Delete) and statement.where is not None:
+        target = sc.catalog.require_tensor(statement.table)
+        return [(f"DELETE FROM {target.name}", sc.bind_query(delete_query(target, statement)).plan, shared)]
     if isinstance(statement, ast.Minimize):
         return _minimize_plans(sc, statement, shared)
     raise sc.bind.fail(statement, f"EXPLAIN takes {_TAKES}", error=NotSupportedError)

@@ -79,6 +79,7 @@ def test_explain_of_writing_statements_writes_nothing(cur):
     for statement in ("CREATE TENSOR B AS SELECT W.i, W.j, W.v * 2 AS v FROM W",
                       "INSERT INTO W SELECT W.i, W.j, W.v FROM W",
                       "UPDATE W SET v = W.v * 2 WHERE W.i = 0",
+                      "DELETE FROM W WHERE W.j = 1",
                       "MINIMIZE loss WRT (W, X) WITH (steps = 3)"):
         for prefix in ("EXPLAIN", "EXPLAIN ANALYZE"):
             cur.execute(f"{prefix} {statement}")
