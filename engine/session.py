@@ -24,6 +24,7 @@ from trdb.statements.plan_cache import PlanCache
 from trdb.statements.routing import (
     Relations,
     count_params,
+    duckdb_text,
     is_plain_sql,
     is_trql_only,
     names_trdb_relation,
@@ -172,7 +173,7 @@ class Session:
                 if statement.if_not_exists:
                     return Result(rowcount=0, status=f'CREATE VIEW: "{statement.name}" already exists, skipped')
                 raise errors.IntegrityError(f'a relation named "{statement.name}" already exists')
-            return self._plain_sql(text, params, statement)
+            return self._plain_sql(duckdb_text(statement, text), params, statement)
         sc = StatementContext(self.db, self.catalog, self.settings, backend_for(self.settings.device),
                               BindContext(text, params, self.settings.workers, QUERY_EXPANSIONS,
                                           self.settings.memory_limit),

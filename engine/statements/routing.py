@@ -86,6 +86,16 @@ def _duckdb_owns(statement, catalog: Catalog) -> bool:
     return nothing and statement.kind == "TABLE" and getattr(statement, "if_exists", False)
 
 
+_DOT_FORMAT = re.compile(r"(\bFORMAT\s+)(?:dot|\"dot\")\b", re.I)
+
+
+def duckdb_text(statement, text: str) -> str:
+    """The text DuckDB runs for a plain statement: EXPLAIN (FORMAT dot) is DuckDB's FORMAT graphviz."""
+    if isinstance(statement, ast.Explain) and statement.format == "dot":
+        return _DOT_FORMAT.sub(r"\1graphviz", text, count=1)
+    return text
+
+
 def is_trql_only(text: str) -> bool:
     """Statements that only trql has (never tried as plain SQL when they fail to parse)."""
     return bool(_TRQL_ONLY.match(text))

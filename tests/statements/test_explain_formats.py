@@ -103,3 +103,8 @@ def test_explain_refuses_what_runs_no_query(cur):
         cur.execute("EXPLAIN DROP TENSOR W")
     with pytest.raises(trdb.ProgrammingError, match="did you mean json"):
         cur.execute("EXPLAIN (FORMAT jsno) SELECT * FROM W")
+
+
+def test_plain_sql_dot_is_duckdbs_graphviz(cur):
+    cur.execute("EXPLAIN (FORMAT dot) SELECT 1")
+    assert "digraph" in cur.fetchall()[0][-1]
