@@ -98,3 +98,18 @@ def test_status_messages(cur):
     assert cur.statusmessage == "CREATE TABLE" and cur.description is None
     cur.execute("SET workers = 1")
     assert cur.statusmessage == "SET"
+
+
+def test_failed_rename_leaves_the_tensor_and_its_state(cur):
+    cur.execute("CREATE TENSOR W SHAPE (2, 2) TILE (2, 2) FILL CONSTANT(1)")
+    cur.execute("CREATE TENSOR V SHAPE (2, 2) TILE (2, 2) FILL CONSTANT(2)")
+    cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(W.v)) AS v FROM W")
+    cur.execute("MINIMIZE loss WRT (W) WITH (optimizer = 'adam', steps = 1)")
+    with pytest.raises(trdb.IntegrityError, match='"V" already exists'):
+        cur.execute("ALTER TENSOR W RENAME TO V")
+    with pytest.raises(trdb.ProgrammingError, match='"loss" is a view, not a tensor'):
+        cur.execute("ALTER TENSOR loss RENAME TO l2")
+    assert tensor_names(cur) == ["V", "W", "W__adam_m", "W__adam_v"]
+    cur.execute("SELECT param, step FROM _trdb.adam_steps")
+    assert cur.fetchall() == [("W", 1)]
+    np.testing.assert_array_equal(tensor(cur, "V"), np.full((2, 2), 2.0))
