@@ -283,7 +283,7 @@ class Session:
             description = None  # DDL and SET: DuckDB reports an empty count or success, which is no result
         described = [(d[0], str(d[1]), None, None, None, None, None) for d in description] if description else None
         return Result(rows=rows, description=described, rowcount=rowcount if rowcount >= 0 else len(rows),
-                      status=None if described else plain_sql_status(text))
+                      status=plain_sql_status(text, rows, described))
 
     def _fallback(self, text: str, params: Sequence[Any], parse_error: ParseError) -> Result:
         """Text that trql cannot parse may still be plain SQL for DuckDB; otherwise report the parse error."""

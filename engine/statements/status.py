@@ -14,6 +14,7 @@ _CHANGES = {ast.InsertValues: "INSERT INTO", ast.InsertQuery: "INSERT INTO", ast
             ast.Delete: "DELETE FROM"}
 _BARE = {ast.SetSetting: "SET", ast.ResetSetting: "RESET", ast.Begin: "BEGIN", ast.Commit: "COMMIT",
          ast.Rollback: "ROLLBACK"}
+_QUERIES = {"SELECT", "WITH", "FROM", "VALUES", "TABLE", "SHOW", "DESCRIBE", "SUMMARIZE", "PRAGMA", "EXPLAIN"}
 _FIRST_WORDS = re.compile(r"\s*((?:CREATE|DROP|ALTER)(?:\s+OR\s+REPLACE)?(?:\s+TEMP(?:ORARY)?)?\s+\w+|\w+)", re.I)
 
 
@@ -45,7 +46,16 @@ def status_message(statement: ast.Statement, result: Result, catalog: Catalog) -
     return _BARE.get(type(statement))
 
 
-def plain_sql_status(text: str) -> str:
-    """DuckDB's statements without a result: their leading words (`CREATE TABLE`, `SET`), as psql shows them."""
+def plain_sql_status(text: str, rows: list, description: Optional[list]) -> Optional[str]:
+    """Plain SQL that changed something: its leading words (`CREATE TABLE`, `SET`), as psql shows them, and
+    the rows DuckDB counted (`INSERT: 2 rows`, its result being that one `Count`); None for a query."""
+    if description and ([d[0] for d in description] != ["Count"] or len(rows) != 1):
+        return None
     found = _FIRST_WORDS.match(text)
-    return " ".join(found.group(1).upper().split()) if found else "OK"
+    words = " ".join(found.group(1).upper().split()) if found else "OK"
+    if not description:
+        return words
+    if words.split()[0] in _QUERIES:  # a query whose one column is named Count
+        return None
+    count = rows[0][0]
+    return f"{words}: {count} row" + ("" if count == 1 else "s")
