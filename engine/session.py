@@ -17,19 +17,22 @@ from trdb.optimizer.common_subplans import CarriedWork
 from trdb.parser import ParseError, ast, parse, split_statements
 from trdb.pipeline.expansions import QUERY_EXPANSIONS
 from trdb.planner.expression_binder import BindContext
-from trdb.statements import coo, copy, ddl, dml, export, inspect, minimize
+from trdb.statements import coo, copy, ddl, dml, explaining, export, inspect, listings, minimize, summarize
 from trdb.statements.context import StatementContext
+from trdb.statements.names import does_not_exist
 from trdb.statements.plan_cache import PlanCache
 from trdb.statements.routing import (
     Relations,
     bind_named,
     count_params,
+    duckdb_text,
     is_plain_sql,
     is_trql_only,
     names_trdb_relation,
     param_names,
     query_relations,
 )
+from trdb.statements.status import plain_sql_status, status_message
 from trdb.storage.database import Database
 from trdb.storage.plain_sql import check_plain_parameters, check_plain_sql, run_plain_sql
 
@@ -39,17 +42,20 @@ _READ_ONLY_SQL = ("SELECT", "WITH", "FROM", "VALUES", "SHOW", "DESCRIBE", "EXPLA
 
 Handler = Callable[[StatementContext, Any], Result]
 _WRITES: dict[type, Handler] = {
-    ast.CreateTensor: ddl.create_tensor, ast.CreateTensorFrom: ddl.create_tensor_from,
-    ast.CreateTensorAs: ddl.create_tensor_as, ast.CreateView: ddl.create_view, ast.Drop: ddl.drop,
+    ast.CreateTensor: ddl.creating(ddl.create_tensor), ast.CreateTensorFrom: ddl.creating(ddl.create_tensor_from),
+    ast.CreateTensorAs: ddl.creating(ddl.create_tensor_as), ast.CreateView: ddl.create_view, ast.Drop: ddl.drop,
+    ast.AlterRename: ddl.alter_rename,
     ast.InsertValues: dml.insert_values, ast.InsertQuery: dml.insert_query, ast.Update: dml.update,
     ast.Delete: dml.delete,
-    ast.CreateTensorFromCoo: coo.create_tensor_from_coo,
+    ast.CreateTensorFromCoo: ddl.creating(coo.create_tensor_from_coo),
     ast.CopyFrom: copy.copy_from, ast.ImportDatabase: export.import_database,
 }
 _READS: dict[type, Handler] = {
     ast.ShowTensors: inspect.show_tensors, ast.ShowViews: inspect.show_views, ast.Describe: inspect.describe,
     ast.SetSetting: inspect.set_setting, ast.ResetSetting: inspect.reset_setting,
-    ast.ShowSetting: inspect.show_setting, ast.Explain: inspect.explain,
+    ast.ShowSetting: inspect.show_setting, ast.Explain: explaining.explain,
+    ast.ShowTables: listings.show_tables, ast.ShowAll: listings.show_all, ast.DescribeQuery: inspect.describe_query,
+    ast.Summarize: summarize.summarize,
     ast.CopyTo: copy.copy_to, ast.ExportDatabase: export.export_database,
 }
 
@@ -119,7 +125,10 @@ class Session:
             raise errors.OperationalError("current transaction is aborted, commands ignored until end of "
                                           "transaction block", hint="ROLLBACK")
         try:
-            return self._dispatch_consistent(statement, text, params, expected, relations)
+            result = self._dispatch_consistent(statement, text, params, expected, relations)
+            if result.status is None and result.description is None:
+                result.status = status_message(statement, result, self.catalog)
+            return result
         except errors.Error as exc:
             raise self._failed(exc, text)
         except (KeyboardInterrupt, MemoryError, RecursionError):
@@ -173,8 +182,10 @@ class Session:
         if is_plain_sql(statement, self.catalog, relations):
             if isinstance(statement, ast.CreateView) and (self.catalog.tensor(statement.name) or
                                                           self.catalog.view(statement.name)):
+                if statement.if_not_exists:
+                    return Result(rowcount=0, status=f'CREATE VIEW: "{statement.name}" already exists, skipped')
                 raise errors.IntegrityError(f'a relation named "{statement.name}" already exists')
-            return self._plain_sql(text, params, statement)
+            return self._plain_sql(duckdb_text(statement, text), params, statement)
         sc = StatementContext(self.db, self.catalog, self.settings, backend_for(self.settings.device),
                               BindContext(text, params, self.settings.workers, QUERY_EXPANSIONS,
                                           self.settings.memory_limit),
@@ -274,16 +285,19 @@ class Session:
             if isinstance(statement, (ast.SetSetting, ast.ResetSetting, ast.ShowSetting)) and \
                     suggest(statement.name, SETTINGS):
                 Settings.declared(statement.name)  # neither DuckDB's nor ours: name the trdb setting it resembles
+            if isinstance(statement, ast.ShowSetting) and suggest(statement.name, self.catalog.relation_names()):
+                raise does_not_exist(self.catalog, None, statement.name) from None  # SHOW of a misspelt tensor
             raise
         finally:
             self._in_duckdb = False
             self.catalog.forget_ordinary_tables()
             if not self.db.explicit_transaction and not text.lstrip().upper().startswith(_READ_ONLY_SQL):
                 self.db.file.changed()  # other connections look the ordinary tables up again
-        if not rows and description and [d[0] for d in description] == ["Count"]:
-            description = None  # DDL: DuckDB reports an empty count, which is no result
+        if not rows and description and [d[0] for d in description] in (["Count"], ["Success"]):
+            description = None  # DDL and SET: DuckDB reports an empty count or success, which is no result
         described = [(d[0], str(d[1]), None, None, None, None, None) for d in description] if description else None
-        return Result(rows=rows, description=described, rowcount=rowcount if rowcount >= 0 else len(rows))
+        return Result(rows=rows, description=described, rowcount=rowcount if rowcount >= 0 else len(rows),
+                      status=plain_sql_status(text, rows, described))
 
     def _fallback(self, text: str, params: Sequence[Any], parse_error: ParseError) -> Result:
         """Text that trql cannot parse may still be plain SQL for DuckDB; otherwise report the parse error."""

@@ -263,6 +263,8 @@ class CreateTensor:
     tile: tuple[int, ...]
     dtype: Optional[str] = None
     fill: Optional[Fill] = None
+    or_replace: bool = False
+    if_not_exists: bool = False
     span: Span = _span()
 
 
@@ -275,6 +277,8 @@ class CreateTensorFrom:
     source: Union[str, Param]
     tile: Optional[tuple[int, ...]]  # None: trdb chooses
     dtype: Optional[str] = None
+    or_replace: bool = False
+    if_not_exists: bool = False
     span: Span = _span()
 
 
@@ -289,6 +293,8 @@ class CreateTensorFromCoo:
     shape: tuple[int, ...]
     tile: tuple[int, ...]
     dtype: Optional[str] = None
+    or_replace: bool = False
+    if_not_exists: bool = False
     span: Span = _span()
 
 
@@ -297,6 +303,8 @@ class CreateTensorAs:
     name: str
     query: Query
     keys: Optional[tuple[str, ...]] = None
+    or_replace: bool = False
+    if_not_exists: bool = False
     span: Span = _span()
 
 
@@ -308,6 +316,7 @@ class CreateView:
     query: Query
     query_text: str
     or_replace: bool = False
+    if_not_exists: bool = False
     span: Span = _span()
 
 
@@ -352,11 +361,21 @@ class Delete:
 
 @dataclass(frozen=True)
 class Drop:
-    """kind: TENSOR or VIEW."""
+    """kind: TENSOR, VIEW or TABLE."""
 
     kind: str
     name: str
     if_exists: bool = False
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class AlterRename:
+    """ALTER {TENSOR | VIEW | TABLE} name RENAME TO new_name."""
+
+    kind: str
+    name: str
+    new_name: str
     span: Span = _span()
 
 
@@ -371,15 +390,49 @@ class ShowViews:
 
 
 @dataclass(frozen=True)
+class ShowTables:
+    """SHOW TABLES (names and kinds) or SHOW ALL TABLES (DuckDB's columns)."""
+
+    all: bool = False
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ShowAll:
+    """SHOW ALL: trdb's settings and their values."""
+
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
 class Describe:
     name: str
     span: Span = _span()
 
 
 @dataclass(frozen=True)
+class DescribeQuery:
+    """DESCRIBE query, or DESCRIBE (query): the schema of the query's result."""
+
+    query: Query
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Summarize:
+    """SUMMARIZE name: statistics of a tensor's values, per column as DuckDB's SUMMARIZE."""
+
+    name: str
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
 class Explain:
+    """format: text, json or dot (Graphviz)."""
+
     statement: "Statement"
     analyze: bool = False
+    format: str = "text"
     span: Span = _span()
 
 
@@ -459,7 +512,8 @@ class ImportDatabase:
 
 Statement = Union[
     QueryStatement, CreateTensor, CreateTensorFrom, CreateTensorFromCoo, CreateTensorAs, CreateView,
-    InsertValues, InsertQuery, Update, Delete, Drop, ShowTensors, ShowViews, Describe, Explain,
+    InsertValues, InsertQuery, Update, Delete, Drop, AlterRename, ShowTensors, ShowViews, ShowTables, ShowAll, Describe,
+    DescribeQuery, Summarize, Explain,
     SetSetting, ResetSetting, ShowSetting, Begin, Commit, Rollback, Minimize,
     CopyTo, CopyFrom, ExportDatabase, ImportDatabase,
 ]

@@ -13,6 +13,7 @@ FILL_ARITY = {
     "ZEROS": (0, 0), "ONES": (0, 0), "IDENTITY": (0, 0), "CONSTANT": (1, 1),
     "RANDOM_NORMAL": (2, 3), "RANDOM_UNIFORM": (2, 3),
 }
+EXPLAIN_FORMATS = ("text", "json", "dot")
 KEYWORD_VALUES = {"TRUE": True, "FALSE": False, "NULL": None}
 
 
@@ -292,15 +293,22 @@ class Builder:
 
     # ------------------------------------------------------------ create
 
+    def tensor_head(self, meta, children):
+        """CREATE [OR REPLACE] TENSOR [IF NOT EXISTS] -> the two flags, as keyword arguments."""
+        or_replace, if_not_exists = bool(children[0]), bool(children[1])
+        if or_replace and if_not_exists:
+            raise self.error("OR REPLACE and IF NOT EXISTS cannot both be given", meta)
+        return {"or_replace": or_replace, "if_not_exists": if_not_exists}
+
     def create_tensor(self, meta, children):
-        name, keys, shape, tile, *options = children
+        head, name, keys, shape, tile, *options = children
         chosen = {}
         for kind, value, where in options:
             if kind in chosen:
                 raise self.error(f"{kind} is given twice", where)
             chosen[kind] = value
         return ast.CreateTensor(name, keys, shape, tile, chosen.get("DTYPE"), chosen.get("FILL"),
-                                span_of(meta))
+                                span=span_of(meta), **head)
 
     def dtype_option(self, meta, children):
         return "DTYPE", children[0].lower(), meta
@@ -321,35 +329,37 @@ class Builder:
         return unquote(token_or_param) if isinstance(token_or_param, Token) else token_or_param
 
     def create_tensor_from(self, meta, children):
-        name, keys, source, tile, dtype = children
-        return ast.CreateTensorFrom(name, keys, self.source(source), tile, dtype, span_of(meta))
+        head, name, keys, source, tile, dtype = children
+        return ast.CreateTensorFrom(name, keys, self.source(source), tile, dtype, span=span_of(meta), **head)
 
     def tile_clause(self, meta, children):
         return children[0]
 
     def create_coo(self, meta, children):
-        name, keys, source, columns, shape, tile, dtype = children
+        head, name, keys, source, columns, shape, tile, dtype = children
         if len(columns) < 2:
             raise self.error("FROM COO needs index columns and a value column", meta)
         return ast.CreateTensorFromCoo(name, keys, self.source(source), columns, shape, tile,
-                                       dtype, span_of(meta))
+                                       dtype, span=span_of(meta), **head)
 
     def coo_table(self, meta, children):
         return ast.TableRef(children[0], None, span_of(meta))
 
     def create_tensor_as(self, meta, children):
-        name, keys, query = children
-        return ast.CreateTensorAs(name, query, keys, span_of(meta))
+        head, name, keys, query = children
+        return ast.CreateTensorAs(name, query, keys, span=span_of(meta), **head)
 
     def create_view(self, meta, children):
-        or_replace, name, query = children
+        or_replace, if_not_exists, name, query = children
+        if or_replace and if_not_exists:
+            raise self.error("OR REPLACE and IF NOT EXISTS cannot both be given", meta)
         text = self.text[query.span.start:query.span.end]
-        return ast.CreateView(name, query, text, bool(or_replace), span_of(meta))
+        return ast.CreateView(name, query, text, bool(or_replace), bool(if_not_exists), span_of(meta))
 
     def or_replace(self, meta, children):
         return True
 
-    if_exists = analyze = or_replace
+    if_exists = if_not_exists = analyze = or_replace
 
     # ------------------------------------------------------------ change
 
@@ -375,6 +385,9 @@ class Builder:
 
     def drop(self, meta, children):
         return ast.Drop(children[0], children[2], bool(children[1]), span_of(meta))
+
+    def alter_rename(self, meta, children):
+        return ast.AlterRename(children[0], children[1], children[2], span_of(meta))
 
     # ------------------------------------------------------------ look, session, learning
 
@@ -409,14 +422,46 @@ class Builder:
     show_tensors, show_views = bare(ast.ShowTensors), bare(ast.ShowViews)
     begin, commit, rollback = bare(ast.Begin), bare(ast.Commit), bare(ast.Rollback)
 
+    def show_tables(self, meta, children):
+        return ast.ShowTables(bool(children[0]), span_of(meta))
+
+    show_all = bare(ast.ShowAll)
+
+    def all_word(self, meta, children):
+        return True
+
     def show_setting(self, meta, children):
         return ast.ShowSetting(children[0], span_of(meta))
 
     def describe(self, meta, children):
         return ast.Describe(children[0], span_of(meta))
 
+    def describe_query(self, meta, children):
+        return ast.DescribeQuery(children[0], span_of(meta))
+
+    def summarize(self, meta, children):
+        return ast.Summarize(children[0], span_of(meta))
+
     def explain(self, meta, children):
-        return ast.Explain(children[1], bool(children[0]), span_of(meta))
+        analyze, options, statement = children
+        chosen = dict(options or ())
+        return ast.Explain(statement, bool(analyze) or chosen.get("ANALYZE", False), chosen.get("FORMAT", "text"),
+                           span_of(meta))
+
+    def explain_options(self, meta, children):
+        return tuple(children)
+
+    def format_option(self, meta, children):
+        name = children[0].lower()
+        name = "dot" if name == "graphviz" else name  # DuckDB's name for it
+        if name not in EXPLAIN_FORMATS:
+            close = difflib.get_close_matches(name, EXPLAIN_FORMATS, n=1)
+            raise self.error(f"unknown EXPLAIN format {children[0]}", meta,
+                             f"did you mean {close[0]}?" if close else "formats: " + ", ".join(EXPLAIN_FORMATS))
+        return "FORMAT", name
+
+    def analyze_option(self, meta, children):
+        return "ANALYZE", True
 
     def set_setting(self, meta, children):
         return ast.SetSetting(children[0], children[1], span_of(meta))

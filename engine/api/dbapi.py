@@ -115,6 +115,11 @@ class Cursor:
     def rowcount(self) -> int:
         return self._rowcount
 
+    @property
+    def statusmessage(self) -> Optional[str]:
+        """What the last statement changed ("UPDATE A: 12 tiles"), as psycopg's cursor says; None after a query."""
+        return self._result.status if self._result is not None else None
+
     def execute(self, operation: str, parameters: Optional[Sequence[Any]] = None) -> "Cursor":
         self._check_open()
         if not isinstance(operation, str):

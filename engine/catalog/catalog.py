@@ -1,6 +1,7 @@
 """The catalog of one database: tensor relations, views and ordinary tables, looked up by name."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Optional
 
 import numpy as np
@@ -12,7 +13,7 @@ from trdb.storage.buffer_pool import TensorTiles
 from trdb.storage.catalog_format import ensure_schema, schema_exists
 from trdb.storage.catalog_validation import DamagedTensor
 from trdb.storage.database import Database
-from trdb.storage.ordinary_tables import ordinary_tables
+from trdb.storage.ordinary_tables import ordinary_tables, ordinary_views
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_store import TileIndex
 
@@ -106,9 +107,23 @@ class Catalog:
         names = [m.name for m in self._tensors.values()] + [v[0] for v in self._views.values()]
         return names + list(self.ordinary_tables())
 
+    def kind_of(self, name: str) -> Optional[str]:
+        """What a name is: 'tensor', 'view' (trdb's or DuckDB's), 'table', or None when nothing has it."""
+        if self.has_tensor(name):
+            return "tensor"
+        if self.view(name) is not None:
+            return "view"
+        table = self.ordinary_table(name)
+        if table is None:
+            return None
+        return "view" if table[0] in ordinary_views(self.db) else "table"
+
     def require_tensor(self, name: str) -> TensorMeta:
         meta = self.tensor(name)
         if meta is None:
+            other = self.kind_of(name)
+            if other is not None:  # INSERT INTO a view, MINIMIZE ... WRT (a table): say what it is
+                raise ProgrammingError(f'"{name}" is a {other}, not a tensor')
             raise ProgrammingError(f'tensor "{name}" does not exist',
                                    hint=did_you_mean(name, [m.name for m in self._tensors.values()]))
         return meta
@@ -143,6 +158,29 @@ class Catalog:
         catalog_store.delete_tensor(self.db, meta.name)
         self.pool.invalidate(meta.table)
         del self._tensors[fold(name)]
+
+    def rename_tensor(self, name: str, new_name: str) -> TensorMeta:
+        """Give a tensor a new name; its tiles stay in their table (tile tables are numbered, not named)."""
+        self.version += 1
+        meta = self.require_tensor(name)
+        if fold(new_name) != fold(name):
+            self.check_new_name(new_name)
+        renamed = replace(meta, name=new_name)
+        catalog_store.delete_tensor(self.db, meta.name)
+        catalog_store.save_tensor(self.db, renamed)
+        del self._tensors[fold(name)]
+        self._tensors[fold(new_name)] = renamed
+        return renamed
+
+    def rename_view(self, name: str, new_name: str) -> None:
+        self.version += 1
+        old, query = self.view(name)
+        if fold(new_name) != fold(name):
+            self.check_new_name(new_name)
+        catalog_store.delete_view(self.db, old)
+        catalog_store.save_view(self.db, new_name, query)
+        del self._views[fold(name)]
+        self._views[fold(new_name)] = (new_name, query)
 
     def refresh_statistics(self, meta: TensorMeta) -> TensorMeta:
         """Recount tuples and non-zeros after a write; the tiles get a new data version."""

@@ -12,6 +12,7 @@ from typing import Callable, Optional, Sequence
 import numpy
 
 from trdb.catalog.kernel_args import Arg, describe_shapes, format_shape, signature_error
+from trdb.storage.tensor_meta import DTYPE_ALIASES
 
 Shape = Optional[tuple[int, ...]]
 ShapeRule = Callable[[str, list[Arg]], Shape]
@@ -19,9 +20,7 @@ FlopRule = Callable[[list[Arg]], int]
 
 CAST_DTYPES = {name: numpy.dtype(name) for name in
                ("bool", "float16", "float32", "float64", "int32", "int64")}
-# SQL spellings a user of PostgreSQL or DuckDB would try first.
-CAST_ALIASES = {"boolean": "bool", "real": "float32", "float": "float32", "double": "float64",
-                "int": "int32", "integer": "int32", "bigint": "int64", "half": "float16"}
+CAST_ALIASES = DTYPE_ALIASES  # one list of spellings for CAST and DTYPE
 
 
 def broadcast(shapes: Sequence[tuple[int, ...]]) -> Optional[tuple[int, ...]]:

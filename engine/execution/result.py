@@ -22,6 +22,7 @@ class Result:
     schema: Optional[Schema] = None
     description: Optional[list] = None
     rowcount: int = -1
+    status: Optional[str] = None  # what a statement that changed something did ("UPDATE A: 12 tiles")
     spool: Optional[RowSpool] = field(default=None, repr=False, compare=False)  # holds the rows' memory
 
     @property

@@ -15,7 +15,7 @@ from trdb.optimizer.common_subplans import CarriedWork, SharedWork
 from trdb.optimizer.driver import RuleContext
 from trdb.optimizer.physical_plan import PhysicalNode
 from trdb.parser import ast
-from trdb.pipeline.query import Pipeline, QueryRun
+from trdb.pipeline.query import Pipeline
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 from trdb.planner.binder import Binder, BoundQuery
@@ -78,11 +78,6 @@ class StatementContext:
 
     def run_query(self, query: ast.Query, keep_zero_tuples: bool = False) -> Result:
         return self.run_plan(self.bind_query(query).plan, keep_zero_tuples=keep_zero_tuples)
-
-    def explain_query(self, query: ast.Query, analyze: bool, rules: RuleContext) -> QueryRun:
-        """What SELECT would run: the shared subplans (run: they decide the rest) and the plan; run too with ANALYZE."""
-        plan = self.bind_query(query).plan
-        return self.pipeline.run(plan, self.pipeline.shared_work(carried=False), execute=analyze, rules=rules)
 
     def run_query_statement(self, query: ast.Query) -> Result:
         """Run the query of a SELECT statement, through the plan cache when the session has one."""

@@ -1,5 +1,7 @@
-"""CREATE TENSOR (SHAPE/FILL, FROM array or .npy, AS query), CREATE VIEW, DROP."""
+"""CREATE TENSOR (SHAPE/FILL, FROM array or .npy, AS query; OR REPLACE, IF NOT EXISTS), CREATE VIEW, DROP."""
 from __future__ import annotations
+
+from typing import Any, Callable
 
 import numpy as np
 
@@ -13,11 +15,36 @@ from trdb.statements.context import StatementContext
 from trdb.statements.coo_tiles import write_sparse_matrix
 from trdb.statements.fill import fill_maker
 from trdb.statements.materialize import store_rows
-from trdb.statements.minimize import drop_optimizer_state
+from trdb.statements.minimize import drop_optimizer_state, rename_optimizer_state
+from trdb.statements.names import does_not_exist, require_kind, wrong_kind
 from trdb.statements.npy_files import check_storable, load_npy
 from trdb.statements.tiling import write_array, write_generated
 from trdb.statements.value_fit import check_sparse
 from trdb.storage.tensor_meta import TensorMeta, clamp_tile, parse_dtype, validate_layout
+
+CreateHandler = Callable[[StatementContext, Any], Result]
+
+
+def creating(handler: CreateHandler) -> CreateHandler:
+    """A CREATE TENSOR handler with OR REPLACE and IF NOT EXISTS: a name already taken is skipped (IF NOT
+    EXISTS, as PostgreSQL's notice says), or its tensor replaced in the statement's transaction (OR REPLACE;
+    the AS form drops it only after its query has read it)."""
+    def create(sc: StatementContext, node) -> Result:
+        kind = sc.catalog.kind_of(node.name)
+        if kind is not None and node.if_not_exists:
+            return Result(rowcount=0, status=f'CREATE TENSOR: {kind} "{node.name}" already exists, skipped')
+        if kind not in (None, "tensor") and node.or_replace:
+            raise wrong_kind("DROP", "tensor", node.name, kind)  # replacing a view or table would be a surprise
+        if kind == "tensor" and node.or_replace and not isinstance(node, ast.CreateTensorAs):
+            drop_tensor(sc, node.name)
+        return handler(sc, node)
+    return create
+
+
+def drop_tensor(sc: StatementContext, name: str) -> None:
+    """Drop a tensor and its optimizer state: Adam's moments and step count go with their parameter."""
+    sc.catalog.drop_tensor(name)
+    drop_optimizer_state(sc, name)
 
 
 def create_tensor(sc: StatementContext, node: ast.CreateTensor) -> Result:
@@ -62,27 +89,51 @@ def create_tensor_from(sc: StatementContext, node: ast.CreateTensorFrom) -> Resu
 
 
 def create_tensor_as(sc: StatementContext, node: ast.CreateTensorAs) -> Result:
-    result = sc.run_query(node.query)
+    result = sc.run_query(node.query)  # before OR REPLACE drops the tensor: the query may read it
+    if node.or_replace and sc.catalog.has_tensor(node.name):
+        drop_tensor(sc, node.name)
     store_rows(sc, node.name, node.keys, result)
     return Result(rowcount=0)
 
 
 def create_view(sc: StatementContext, node: ast.CreateView) -> Result:
+    kind = sc.catalog.kind_of(node.name)
+    if kind is not None and node.if_not_exists:
+        return Result(rowcount=0, status=f'CREATE VIEW: {kind} "{node.name}" already exists, skipped')
+    if kind not in (None, "view") and node.or_replace:
+        raise wrong_kind("DROP", "view", node.name, kind)
     sc.bind_query(node.query)  # a view must be valid when it is created
     sc.catalog.create_view(node.name, node.query_text, node.or_replace)
     return Result(rowcount=0)
 
 
 def drop(sc: StatementContext, node: ast.Drop) -> Result:
-    if node.kind == "TENSOR":
-        if not sc.catalog.has_tensor(node.name) and node.if_exists:
-            return Result(rowcount=0)
-        sc.catalog.drop_tensor(node.name)
-        drop_optimizer_state(sc, node.name)  # Adam's moments and step count go with their parameter
-    else:
-        if sc.catalog.view(node.name) is None and node.if_exists:
-            return Result(rowcount=0)
+    """DROP TENSOR / VIEW (DuckDB's views and tables go to DuckDB); the wrong kind names the right one."""
+    kind = sc.catalog.kind_of(node.name)
+    if kind is None and node.if_exists:
+        return Result(rowcount=0, status=f'DROP {node.kind}: {node.kind.lower()} "{node.name}" does not exist, '
+                                         "skipped")
+    if node.kind == "TENSOR" and kind == "tensor":
+        drop_tensor(sc, node.name)
+    elif node.kind == "VIEW" and sc.catalog.view(node.name) is not None:
         sc.catalog.drop_view(node.name)
+    elif kind is None:
+        raise does_not_exist(sc.catalog, node.kind.lower(), node.name)
+    else:
+        raise wrong_kind("DROP", node.kind.lower(), node.name, kind)
+    return Result(rowcount=0)
+
+
+def alter_rename(sc: StatementContext, node: ast.AlterRename) -> Result:
+    """ALTER TENSOR / VIEW name RENAME TO new: the catalog row only (tiles stay in their numbered table);
+    a tensor's optimizer state follows it. Views that name it keep their text, as DuckDB's do."""
+    rest = f" RENAME TO {node.new_name}"
+    require_kind(sc.catalog, "ALTER", node.kind.lower(), node.name, rest)
+    if node.kind == "VIEW":
+        sc.catalog.rename_view(node.name, node.new_name)
+        return Result(rowcount=0)
+    meta = sc.catalog.rename_tensor(node.name, node.new_name)
+    rename_optimizer_state(sc, node.name, meta.name)
     return Result(rowcount=0)
 
 

@@ -87,6 +87,12 @@ def _target_select(meta: TensorMeta, alias: str, items: tuple, from_items: tuple
     return ast.Query(select)
 
 
+def update_query(meta: TensorMeta, node: ast.Update) -> ast.Query:
+    """The query an UPDATE runs: the target's keys and the new tiles (EXPLAIN shows its plan)."""
+    value = ast.SelectItem(node.assignments[0].expr, meta.value_name)
+    return _target_select(meta, node.alias or meta.name, (value,), node.from_items, node.where)
+
+
 def update(sc: StatementContext, node: ast.Update) -> Result:
     meta = sc.catalog.require_tensor(node.table)
     if len(node.assignments) != 1 or node.assignments[0].column.lower() != meta.value_name.lower():
@@ -94,15 +100,18 @@ def update(sc: StatementContext, node: ast.Update) -> Result:
         raise sc.bind.fail(node.assignments[0], f"UPDATE {meta.name} SET {names}: only the tensor column "
                                                 f"{meta.value_name} can be set", error=NotSupportedError,
                            hint="keys identify tiles; to move tiles, INSERT ... SELECT with new keys")
-    alias = node.alias or meta.name
-    value = ast.SelectItem(node.assignments[0].expr, meta.value_name)
     # a computed zero tile replaces the stored one, an absent tuple leaves it: both must stay apart
-    result = sc.run_query(_target_select(meta, alias, (value,), node.from_items, node.where), keep_zero_tuples=True)
+    result = sc.run_query(update_query(meta, node), keep_zero_tuples=True)
     # each batch's old tiles are deleted before its new ones are held: DuckDB keeps only the deleted row ids
     # as undo data, and the new tiles are inserted batch by batch
     count = write_result(sc, meta, result, f"UPDATE {meta.name}", lambda keys: tile_store.delete_tiles(sc.db, meta, keys))
     sc.catalog.refresh_statistics(meta)
     return Result(rowcount=count)
+
+
+def delete_query(meta: TensorMeta, node: ast.Delete) -> ast.Query:
+    """The query a DELETE ... WHERE runs: the keys of the tuples to remove."""
+    return _target_select(meta, node.alias or meta.name, (), (), node.where)
 
 
 def delete(sc: StatementContext, node: ast.Delete) -> Result:
@@ -111,7 +120,7 @@ def delete(sc: StatementContext, node: ast.Delete) -> Result:
         count = meta.tuple_count
         tile_store.delete_tiles(sc.db, meta)
     else:
-        result = sc.run_query(_target_select(meta, node.alias or meta.name, (), (), node.where))
+        result = sc.run_query(delete_query(meta, node))
         count = 0
         for batch in row_batches(result.rows):
             key_array = np.array(batch, dtype=np.int64).reshape(len(batch), len(meta.keys))

@@ -1,14 +1,14 @@
-"""SHOW TENSORS, SHOW VIEWS, DESCRIBE, SET / RESET / SHOW of settings, and EXPLAIN."""
+"""SHOW TENSORS, SHOW VIEWS, DESCRIBE, SET / RESET / SHOW of settings (EXPLAIN is in explaining.py)."""
 from __future__ import annotations
 
-from trdb.errors import NotSupportedError
-from trdb.execution.explain import explain_lines, rule_timings, work_total
+from trdb.config.settings import SETTINGS
 from trdb.execution.result import Result
 from trdb.kernels.placement import backend_for
-from trdb.optimizer.driver import RuleContext
 from trdb.parser import ast
 from trdb.planner.types import Column, ScalarType
 from trdb.statements.context import StatementContext
+from trdb.statements.listings import shown
+from trdb.statements.names import STATE_SUFFIXES, does_not_exist, state_owner
 
 TEXT = ScalarType(str)
 
@@ -19,8 +19,9 @@ def _text_result(names: tuple[str, ...], rows: list[tuple]) -> Result:
 
 
 def show_tensors(sc: StatementContext, node: ast.ShowTensors) -> Result:
+    """The user's tensors (optimizer state is listed by DESCRIBE of its parameter)."""
     rows = [(m.name, ", ".join(m.keys), str(list(m.shape)), str(list(m.tile)), m.dtype.name, m.tuple_count,
-             float(f'{m.density:.6g}')) for m in sc.catalog.tensors()]
+             float(f'{m.density:.6g}')) for m in sc.catalog.tensors() if state_owner(sc.catalog, m.name) is None]
     return _text_result(("name", "keys", "shape", "tile", "dtype", "tuples", "density"), rows)
 
 
@@ -28,22 +29,40 @@ def show_views(sc: StatementContext, node: ast.ShowViews) -> Result:
     return _text_result(("name", "query"), [(n, q) for n, q in sc.catalog.views()])
 
 
+def _value_row(name: str, meta, role: str) -> tuple:
+    return (name, f"TENSOR({meta.dtype.name})", role, str(list(meta.shape)), str(list(meta.tile)),
+            meta.tuple_count, float(f'{meta.density:.6g}'), meta.csr_tuples)
+
+
 def describe(sc: StatementContext, node: ast.Describe) -> Result:
     names = ("column_name", "column_type", "role", "shape", "tile", "tuples", "density", "csr_tuples")
     meta = sc.catalog.tensor(node.name)
     if meta is not None:
         rows = [(k, "BIGINT", "key", g, t, None, None, None) for k, g, t in zip(meta.keys, meta.grid, meta.tile)]
-        rows.append((meta.value_name, f"TENSOR({meta.dtype.name})", "value", str(list(meta.shape)),
-                     str(list(meta.tile)), meta.tuple_count, float(f'{meta.density:.6g}'), meta.csr_tuples))
+        rows.append(_value_row(meta.value_name, meta, "value"))
+        for suffix in STATE_SUFFIXES:  # Adam's moments belong to their parameter: listed here, not by SHOW
+            state = sc.catalog.tensor(meta.name + suffix)
+            if state is not None:
+                rows.append(_value_row(state.name, state, "optimizer state"))
         return _text_result(names, rows)
     view = sc.catalog.view(node.name)
     if view is None:
-        sc.catalog.require_tensor(node.name)  # raises with a suggestion
+        raise does_not_exist(sc.catalog, None, node.name)
     plan = sc.binder().bind_table(ast.TableRef(node.name, span=node.span))
+    return _schema_rows(plan.schema)
+
+
+def _schema_rows(schema) -> Result:
+    names = ("column_name", "column_type", "role", "shape", "tile", "tuples", "density", "csr_tuples")
     rows = [(c.name, str(c.type), "key" if c.is_key else "value",
              str(list(c.type.extent)) if c.is_tensor else None,
-             str(list(c.type.tile)) if c.is_tensor else None, None, None, None) for c in plan.schema]
+             str(list(c.type.tile)) if c.is_tensor else None, None, None, None) for c in schema]
     return _text_result(names, rows)
+
+
+def describe_query(sc: StatementContext, node: ast.DescribeQuery) -> Result:
+    """The schema of a query's result (DuckDB's DESCRIBE SELECT ...), bound but not run."""
+    return _schema_rows(sc.bind_query(node.query).plan.schema)
 
 
 def set_setting(sc: StatementContext, node: ast.SetSetting) -> Result:
@@ -60,26 +79,7 @@ def reset_setting(sc: StatementContext, node: ast.ResetSetting) -> Result:
 
 
 def show_setting(sc: StatementContext, node: ast.ShowSetting) -> Result:
-    value = sc.settings.get(node.name)
-    shown = ("on" if value else "off") if isinstance(value, bool) else str(value)
-    return _text_result((node.name.lower(),), [(shown,)])
-
-
-def explain(sc: StatementContext, node: ast.Explain) -> Result:
-    """The plan SELECT runs: each shared subplan once (they run first), then the plan reading them."""
-    if not isinstance(node.statement, ast.QueryStatement):
-        raise sc.bind.fail(node.statement, "EXPLAIN takes a query", error=NotSupportedError)
-    rules = RuleContext(sc.catalog, sc.settings)
-    run = sc.explain_query(node.statement.query, node.analyze, rules)
-    lines = []
-    for number, stage in enumerate(run.shared, 1):
-        lines.append(f"Shared subplan {number} (runs once, first; read below by a RowsScanExec):")
-        lines.extend("  " + line for line in explain_lines(stage.node, stage.execution))
-    if run.shared:
-        lines.append("Plan:")
-    lines.extend(("  " if run.shared else "") + line for line in explain_lines(run.main.node, run.main.execution))
-    if node.analyze:
-        lines.append(work_total([stage.execution for stage in run.shared] + [run.main.execution]))
-        lines.append(rule_timings(rules.timings))
-    return _text_result(("plan",), [(line,) for line in lines])
-
+    """SHOW setting; SHOW of a tensor or view describes it, as DuckDB's SHOW of a table does."""
+    if node.name.lower() not in SETTINGS and (sc.catalog.has_tensor(node.name) or sc.catalog.view(node.name)):
+        return describe(sc, ast.Describe(node.name, node.span))
+    return _text_result((node.name.lower(),), [(shown(sc.settings.get(node.name)),)])

@@ -23,7 +23,7 @@ from trdb.planner.types import Column, ScalarType
 from trdb.statements.context import StatementContext
 from trdb.statements.tiling import CHUNK_BYTES
 from trdb.storage import tile_store
-from trdb.storage.adam_state import drop_adam_step, read_adam_step, write_adam_step
+from trdb.storage.adam_state import drop_adam_step, read_adam_step, rename_adam_step, write_adam_step
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_writer import TileWriter
 
@@ -135,6 +135,17 @@ def drop_optimizer_state(sc: StatementContext, param_name: str) -> None:
         if _exists(sc, param_name + suffix):
             sc.catalog.drop_tensor(param_name + suffix)
     drop_adam_step(sc.db, param_name)
+
+
+def rename_optimizer_state(sc: StatementContext, param_name: str, new_name: str) -> None:
+    """Move a parameter's Adam moments and step count to its new name (state left under the new name by
+    a tensor dropped long ago is dropped first)."""
+    if param_name.lower() != new_name.lower():
+        drop_optimizer_state(sc, new_name)
+    for suffix in MOMENT_SUFFIXES:
+        if _exists(sc, param_name + suffix):
+            sc.catalog.rename_tensor(param_name + suffix, new_name + suffix)
+    rename_adam_step(sc.db, param_name, new_name)
 
 
 def _exists(sc: StatementContext, name: str) -> bool:

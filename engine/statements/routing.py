@@ -10,7 +10,8 @@ from trdb.catalog.names import fold
 from trdb.config.settings import SETTINGS
 from trdb.parser import ast
 
-_TRQL_ONLY = re.compile(r"^\s*(CREATE\s+(OR\s+REPLACE\s+)?TENSOR|DROP\s+TENSOR|MINIMIZE|SHOW\s+TENSORS)\b", re.I)
+_TRQL_ONLY = re.compile(r"^\s*(CREATE\s+(OR\s+REPLACE\s+)?TENSOR|(DROP|ALTER)\s+TENSOR|MINIMIZE|SHOW\s+TENSORS)\b",
+                        re.I)
 
 
 def count_params(statement) -> int:
@@ -49,7 +50,7 @@ def query_relations(statement) -> Optional[Relations]:
     as running a small plan, so a repeated statement does not walk it again."""
     while isinstance(statement, ast.Explain):
         statement = statement.statement
-    if isinstance(statement, (ast.QueryStatement, ast.CreateView)):
+    if isinstance(statement, (ast.QueryStatement, ast.CreateView, ast.DescribeQuery)):
         return _walk_relations(statement.query)
     return None
 
@@ -79,13 +80,13 @@ def _is_ordinary(name: str, catalog: Catalog) -> bool:
 def is_plain_sql(statement, catalog: Catalog, relations: Optional[Relations] = None) -> bool:
     """True when DuckDB should run the statement as written (it touches only ordinary tables).
     `relations`: query_relations(statement), when the caller has kept it."""
-    if isinstance(statement, (ast.QueryStatement, ast.CreateView)):
+    if isinstance(statement, (ast.QueryStatement, ast.CreateView, ast.DescribeQuery)):
         return _reads_only_ordinary_tables(relations or query_relations(statement), catalog)
     if isinstance(statement, ast.Explain):
         return is_plain_sql(statement.statement, catalog, relations)
     if isinstance(statement, (ast.InsertValues, ast.InsertQuery, ast.Update, ast.Delete)):
         return _is_ordinary(statement.table, catalog)
-    if isinstance(statement, ast.Describe):
+    if isinstance(statement, (ast.Describe, ast.Summarize)):
         return _is_ordinary(statement.name, catalog)
     if isinstance(statement, ast.CopyTo):  # DuckDB's COPY of ordinary tables and queries over them
         if isinstance(statement.source, str):
@@ -93,11 +94,34 @@ def is_plain_sql(statement, catalog: Catalog, relations: Optional[Relations] = N
         return _reads_only_ordinary_tables(_walk_relations(statement.source), catalog)
     if isinstance(statement, ast.CopyFrom):
         return _is_ordinary(statement.name, catalog)
-    if isinstance(statement, ast.Drop):
-        return statement.kind == "VIEW" and _is_ordinary(statement.name, catalog)
-    if isinstance(statement, (ast.SetSetting, ast.ResetSetting, ast.ShowSetting)):
+    if isinstance(statement, (ast.Drop, ast.AlterRename)):
+        return _duckdb_owns(statement, catalog)
+    if isinstance(statement, ast.ShowSetting):  # SHOW of a tensor or trdb view describes it
+        return statement.name.lower() not in SETTINGS and not catalog.has_tensor(statement.name) \
+            and catalog.view(statement.name) is None
+    if isinstance(statement, (ast.SetSetting, ast.ResetSetting)):
         return statement.name.lower() not in SETTINGS
     return False
+
+
+def _duckdb_owns(statement, catalog: Catalog) -> bool:
+    """DROP / ALTER of DuckDB's tables and views go to DuckDB, as does DROP TABLE IF EXISTS of nothing."""
+    if statement.kind == "TENSOR":
+        return False
+    if _is_ordinary(statement.name, catalog):
+        return True
+    nothing = catalog.kind_of(statement.name) is None
+    return nothing and statement.kind == "TABLE" and getattr(statement, "if_exists", False)
+
+
+_DOT_FORMAT = re.compile(r"(\bFORMAT\s+)(?:dot|\"dot\")\b", re.I)
+
+
+def duckdb_text(statement, text: str) -> str:
+    """The text DuckDB runs for a plain statement: EXPLAIN (FORMAT dot) is DuckDB's FORMAT graphviz."""
+    if isinstance(statement, ast.Explain) and statement.format == "dot":
+        return _DOT_FORMAT.sub(r"\1graphviz", text, count=1)
+    return text
 
 
 def is_trql_only(text: str) -> bool:

@@ -26,3 +26,10 @@ def drop_adam_step(db: Database, param: str) -> None:
     if db.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND table_name = 'adam_steps'",
                   [SCHEMA]):
         db.execute(f"DELETE FROM {_STEPS} WHERE lower(param) = lower(?)", [param])
+
+
+def rename_adam_step(db: Database, param: str, new_name: str) -> None:
+    """Move a parameter's step count to its new name (ALTER TENSOR ... RENAME), where there is one."""
+    if db.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND table_name = 'adam_steps'",
+                  [SCHEMA]):
+        db.execute(f"UPDATE {_STEPS} SET param = ? WHERE lower(param) = lower(?)", [new_name, param])

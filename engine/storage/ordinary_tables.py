@@ -19,6 +19,23 @@ def ordinary_tables(db: Database) -> dict[str, list[tuple[str, str]]]:
     return tables
 
 
+def ordinary_views(db: Database) -> set[str]:
+    """The names of DuckDB views outside trdb's schema (ordinary_tables lists them beside the tables)."""
+    rows = db.execute("SELECT table_name FROM information_schema.tables WHERE table_type = 'VIEW' "
+                      f"AND table_schema NOT IN ('{SCHEMA}', 'information_schema', 'pg_catalog')")
+    return {name for (name,) in rows}
+
+
+def ordinary_table_listing(db: Database) -> list[tuple]:
+    """DuckDB's SHOW ALL TABLES without trdb's own schema: (database, schema, name, column_names,
+    column_types, temporary) per plain table or view."""
+    return db.execute(f"SELECT * FROM (SHOW ALL TABLES) WHERE schema <> '{SCHEMA}' ORDER BY database, schema, name")
+
+
+def current_database(db: Database) -> str:
+    return db.execute("SELECT current_database()")[0][0]
+
+
 def read_ordinary_table(db: Database, table: str, columns: tuple[str, ...]) -> list[tuple]:
     """Every row of an ordinary table, only the named columns, in that order."""
     names = ", ".join(quote_identifier(c) for c in columns)

@@ -7,11 +7,16 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from trdb.errors import ProgrammingError
+from trdb.errors import ProgrammingError, did_you_mean
 
 DEFAULT_KEY_NAMES = ("i", "j", "k", "l", "m", "n")
 MAX_SIZE = 2 ** 63  # a SHAPE or TILE size, like every key, must fit a BIGINT
 DTYPES = ("float32", "float64", "int32", "int64", "bool", "float16")
+# SQL spellings a user of DuckDB or PostgreSQL tries first, as DuckDB reads them (FLOAT is REAL,
+# 4 bytes, in DuckDB; PostgreSQL's FLOAT is 8 bytes, but DuckDB is the SQL trdb passes through).
+DTYPE_ALIASES = {"boolean": "bool", "real": "float32", "float": "float32", "float4": "float32",
+                 "double": "float64", "float8": "float64", "int": "int32", "integer": "int32",
+                 "int4": "int32", "bigint": "int64", "int8": "int64", "half": "float16"}
 
 
 def default_key_names(count: int) -> tuple[str, ...]:
@@ -22,12 +27,13 @@ def parse_dtype(name: Optional[str]) -> np.dtype:
     """A user-facing dtype name to numpy; float32 when none is given."""
     if name is None:
         return np.dtype("float32")
-    text = name.lower()
+    text = DTYPE_ALIASES.get(name.lower(), name.lower())
     if text == "bfloat16":
         raise ProgrammingError("dtype bfloat16 is not supported on the CPU backend",
                                hint="use float32 or float16")
     if text not in DTYPES:
-        raise ProgrammingError(f'unknown dtype "{name}"', hint="dtypes: " + ", ".join(DTYPES))
+        raise ProgrammingError(f'unknown dtype "{name}"', hint=did_you_mean(text, (*DTYPES, *DTYPE_ALIASES))
+                               or "dtypes: " + ", ".join(DTYPES))
     return np.dtype(text)
 
 

@@ -451,7 +451,7 @@ def test_semantic_syntax_errors(text, message):
 @pytest.mark.parametrize("text", [
     "SELECT", "SELECT * FROM A JOIN", "INSERT INTO A VALUES", "CREATE TENSOR A", "UPDATE W SET",
     "SELECT (1", "SELECT 1)", "SELECT a b c", "MINIMIZE loss WRT W", "SET x", "SELECT a.b.c",
-    "SELECT 1 +", "SELECT f(,)", "SELECT * FROM GRAD(loss)", "DROP TABLE t", "SHOW", "@",
+    "SELECT 1 +", "SELECT f(,)", "SELECT * FROM GRAD(loss)", "DROP TABLE", "SHOW", "@",
 ])
 def test_every_bad_statement_raises_parse_error(text):
     with pytest.raises(ParseError):
