@@ -61,7 +61,7 @@ def test_dot_commands_change_the_runner(runner):
     assert run_command(runner, ".maxrows 0") and runner.max_rows is None
     assert not run_command(runner, ".mode xml")
     assert not run_command(runner, ".timer maybe")
-    assert "usage: .mode table|csv|json|markdown" in runner.err.getvalue()
+    assert "usage: .mode box|table|line|csv|tsv|json|jsonlines|markdown" in runner.err.getvalue()
     with pytest.raises(Quit):
         run_command(runner, ".quit")
 
