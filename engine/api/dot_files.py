@@ -41,23 +41,16 @@ def once(runner: "Runner", args: list[str]) -> bool:
 
 
 def shell(runner: "Runner", args: list[str]) -> bool:
+    """.shell CMD ...: run through the system's shell, as the duckdb CLI does (pipes and globs work)."""
     if not args:
         raise CommandError("usage: .shell COMMAND [ARGUMENT ...]")
     runner.out.flush()
-    done = subprocess.run(args, capture_output=True, text=True, check=False) if _exists(args[0]) else None
-    if done is None:
-        raise CommandError(f"{args[0]}: command not found")
+    done = subprocess.run(" ".join(args), shell=True, capture_output=True, text=True, check=False)
     if done.stdout:
         runner.message(done.stdout.rstrip("\n"))
     if done.stderr:
         runner.message(done.stderr.rstrip("\n"), runner.err)
     return done.returncode == 0
-
-
-def _exists(program: str) -> bool:
-    import shutil
-
-    return shutil.which(program) is not None
 
 
 def import_file(runner: "Runner", args: list[str]) -> bool:

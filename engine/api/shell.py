@@ -30,6 +30,8 @@ def _arguments(argv: Optional[Sequence[str]]) -> argparse.Namespace:
         parser.add_argument(f"-{mode}", dest="mode", action="store_const", const=mode, help=argparse.SUPPRESS)
     parser.add_argument("--noheader", "-noheader", dest="headers", action="store_false",
                         help="leave out the column names")
+    parser.add_argument("--header", "-header", dest="headers", action="store_true", help="print the column names "
+                        "(the default)")
     parser.add_argument("--version", "-version", action="version", version=f"trdb {version()}")
     return parser.parse_args(argv)
 

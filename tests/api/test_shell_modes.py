@@ -150,3 +150,16 @@ def test_output_once_and_dump_round_trip(tmp_path, capsys):
 def test_sparkline():
     assert sparkline([4.0, 3.0, 2.0, 1.0]) == "█▆▃▁"
     assert sparkline([1.0, float("nan")]) == "▁ "
+
+
+def test_plot_writes_a_sparsity_picture_and_the_loss_curve(tmp_path):
+    pytest.importorskip("matplotlib")
+    runner = Runner(trdb.connect(), out=io.StringIO(), err=io.StringIO())
+    script = ("CREATE TENSOR w SHAPE (4, 4) TILE (2, 2) FILL IDENTITY; "
+              "CREATE VIEW loss AS SELECT SUM(SUMSQ(w.v)) AS v FROM w; MINIMIZE loss WRT (w) WITH (steps = 3);\n"
+              f".plot loss {tmp_path / 'loss.png'}\n.plot spy w {tmp_path / 'w.png'}\n")
+    assert runner.run_script(script) == 0, runner.err.getvalue()
+    assert len(runner.losses) == 3 and runner.losses[0] > runner.losses[-1]
+    for name in ("loss.png", "w.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    runner.con.close()
