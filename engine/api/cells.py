@@ -1,8 +1,6 @@
-"""One value as the shell shows it: scalars, and tiles as numpy prints them (small in full, large summarized)."""
+"""One value as a table shows it: scalars, and tiles as numpy prints them (small in full, large summarized)."""
 from __future__ import annotations
 
-import json
-import math
 from decimal import Decimal
 from typing import Any, Optional
 
@@ -85,63 +83,3 @@ def _bounds(data: np.ndarray, has_zeros: bool) -> tuple[float, float]:
         return 0.0, 0.0
     low, high = float(data.min()), float(data.max())
     return (min(low, 0.0), max(high, 0.0)) if has_zeros else (low, high)
-
-
-# --- values for csv, tsv and json: every digit the value's dtype has, nothing more ---
-
-def _element_texts(array: np.ndarray) -> np.ndarray:
-    """Each element's shortest text that reads back equal at its dtype (numpy's repr of the dtype)."""
-    if array.dtype == np.bool_:
-        return np.where(array, "true", "false")
-    return array.astype(str)
-
-
-def tile_text(tile: Any, missing: Optional[str] = None) -> str:
-    """A tile as a nested list, each value at its dtype's precision: [[0.1, 0.2], [0.3, 0.4]]; NaN and
-    infinities as Python's json writes them, or all as `missing` (JSON's null)."""
-    array = np.asarray(dense(tile))
-    texts = _element_texts(array)
-    if array.dtype.kind == "f" and not np.isfinite(array).all():
-        special = np.where(np.isnan(array), "NaN", np.where(array > 0, "Infinity", "-Infinity"))
-        texts = np.where(np.isfinite(array), texts, special if missing is None else missing)
-    return _nest(texts)
-
-
-def _nest(texts: np.ndarray) -> str:
-    if texts.ndim == 0:
-        return str(texts)
-    if texts.ndim == 1:
-        return "[" + ", ".join(texts.tolist()) + "]"
-    return "[" + ", ".join(_nest(part) for part in texts) + "]"
-
-
-def csv_text(value: Any) -> str:
-    """A value in a csv or tsv field: empty for NULL, a tile as a nested list."""
-    if value is None:
-        return ""
-    if is_tile(value):
-        return tile_text(value)
-    if isinstance(value, (bool, np.bool_)):
-        return "true" if value else "false"
-    if isinstance(value, np.floating):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
-def json_text(value: Any) -> str:
-    """A value as JSON text (RFC 8259): NaN and infinities are null, a tile nested lists at its dtype's precision."""
-    if is_tile(value):
-        return tile_text(value, missing="null")
-    if isinstance(value, np.floating) and np.isfinite(value):
-        return str(value)  # its dtype's shortest text: a float32 0.1 is 0.1
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, Decimal):
-        value = float(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return "null"
-    if value is not None and not isinstance(value, (bool, int, float, str)):
-        value = str(value)
-    return json.dumps(value, allow_nan=False)
