@@ -123,6 +123,9 @@ def test_quit_words_end_a_script():
     assert items == [("sql", "SELECT 1"), ("dot", ".quit"), ("sql", "SELECT 2")]
     assert [i.text for i in script_items("exit\nquit;\n")] == [".quit", ".quit"]
     assert [i.kind for i in script_items("SELECT 1 AS quit;\n")] == ["sql"]
+    from trdb.api.repl import ready
+
+    assert ready("exit") and ready("\\q") and ready("quit") and not ready("SELECT 1 AS quit")  # Enter runs them
 
 
 def test_output_once_and_dump_round_trip(tmp_path, capsys):

@@ -56,8 +56,7 @@ def _run(child, line: str) -> list[str]:
     return _visible(_prompt(child))
 
 
-def test_tables_fit_the_terminal_and_small_tiles_show_whole(shell):
-    child = shell()
+def _tables_fit_the_terminal_and_small_tiles_show_whole(child):
     _run(child, WIDE)
     lines = _run(child, "SELECT * FROM notes;")
     table = [line for line in lines if line.startswith(("+", "|"))]
@@ -69,10 +68,7 @@ def test_tables_fit_the_terminal_and_small_tiles_show_whole(shell):
     _run(child, ".mode box")
     lines = _run(child, "SELECT *, note AS again, more AS twice FROM notes;")
     assert any(line.startswith("┌") for line in lines) and all(len(line) <= COLUMNS for line in lines), lines
-    child.send("\\q\r")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    _run(child, ".mode table")
 
 
 def test_minimize_shows_step_and_loss_and_ctrl_c_says_what_was_kept(shell):
@@ -93,9 +89,10 @@ def test_minimize_shows_step_and_loss_and_ctrl_c_says_what_was_kept(shell):
     assert child.exitstatus == 0 and "...>" not in child.before
 
 
-def test_spy_and_dot_commands(shell, tmp_path):
+def test_fitted_tables_spy_and_dot_commands(shell, tmp_path):
     (tmp_path / "rows.csv").write_text("k,x\n1,0.5\n2,0.25\n")
     child = shell()
+    _tables_fit_the_terminal_and_small_tiles_show_whole(child)
     _run(child, "CREATE TENSOR B SHAPE (8, 12) TILE (2, 3) FILL IDENTITY;")
     lines = _run(child, ".spy B")
     frame = [line for line in lines if line.startswith(("┌", "│", "└"))]
@@ -116,6 +113,7 @@ def test_spy_and_dot_commands(shell, tmp_path):
     _run(child, ".open second.trdb")
     lines = _run(child, ".tables")
     assert not any("B" in line.split(",")[0] for line in lines)  # a new, empty database
-    child.sendeof()
+    child.send("\\q\r")  # psql's quit word
     child.expect(pexpect.EOF)
-    assert (tmp_path / "second.trdb").exists()
+    child.close()
+    assert child.exitstatus == 0 and (tmp_path / "second.trdb").exists()
