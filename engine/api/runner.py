@@ -17,6 +17,7 @@ from trdb.errors import QueryCancelled
 from trdb.parser import is_complete, split_statements
 
 EXPLAINABLE = re.compile(r"\s*(\(\s*)*(SELECT|WITH|VALUES)\b", re.I)
+QUIET = re.compile(r"\s*(SET|RESET)\b", re.I)  # settings print nothing, as in the duckdb CLI
 QUIT_WORDS = re.compile(r"\s*(\\q|quit|exit)\s*;?\s*$", re.I)   # psql's \q; quit and exit as the duckdb CLI takes them
 # DuckDB's answer to a statement without rows (a one-column count or `Success`): the shell prints a line instead
 NO_ROWS = re.compile(r"\s*(CREATE|INSERT|UPDATE|DELETE|DROP|ALTER|SET|RESET|COPY|CHECKPOINT|BEGIN|COMMIT|ROLLBACK|"
@@ -154,7 +155,7 @@ class Runner:
         """The rows; for a statement without rows its status line (in the shell, or with .echo on)."""
         if outcome.names is not None and not _no_rows(outcome, sql):
             self.print_rows(outcome.names, _at_dtype(outcome.rows, outcome.types))
-        elif self.interactive or self.echo:
+        elif (self.interactive or self.echo) and not QUIET.match(sql):
             status = outcome.status or _count_status(outcome, sql)
             if status:
                 print(status, file=self.out)

@@ -102,6 +102,7 @@ def test_status_lines_and_statements_without_rows():
     runner.echo = True
     runner.show(Outcome(None, status="UPDATE A: 12 tiles"), "UPDATE A SET v = 1")
     runner.show(Outcome(["Success"], []), "SET TimeZone = 'UTC'")
+    runner.show(Outcome(None, status="SET"), "SET workers = 2")
     runner.show(Outcome(["Count"], [(3,)]), "CREATE TABLE t AS SELECT 1")
     assert out.getvalue() == "UPDATE A: 12 tiles\nCREATE TABLE: 3 rows\n"
     runner.con.close()
