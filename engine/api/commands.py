@@ -1,12 +1,11 @@
-"""The shell's dot commands: .help .tables .schema .timer .mode .read .explain .maxrows .quit."""
+"""The shell's dot commands, named and behaving as the duckdb CLI's: settings of the shell and the registry."""
 from __future__ import annotations
 
 import shlex
 from typing import TYPE_CHECKING, Callable, Optional
 
 import trdb
-from trdb.api.formatting import MODES, format_rows
-from trdb.storage.sql_text import quote_identifier
+from trdb.api.formatting import MODES
 
 if TYPE_CHECKING:
     from trdb.api.runner import Runner
@@ -15,12 +14,26 @@ HELP = [
     (".help", "show this list"),
     (".tables", "list the tensors, views and tables"),
     (".schema [NAME]", "describe NAME (DESCRIBE NAME), or every tensor and view"),
+    (".show", "show the shell's settings"),
+    (".mode [MODE]", "print results as " + ", ".join(MODES) + " (no MODE: the current one)"),
+    (".headers on|off", "print the column names (table, box, csv, tsv)"),
+    (".maxrows [N]", "show at most N rows of a table, first and last (0: all; no N: the current value)"),
     (".timer on|off", "print the time each statement takes"),
-    (".mode [MODE]", "print results as " + ", ".join(MODES)),
-    (".read FILE", "run the statements of FILE (stops at its first error)"),
+    (".echo on|off", "print each statement and dot command before running it"),
+    (".bail on|off", "stop a script at its first error"),
     (".explain on|off", "print the plan of each query instead of running it (prefixes EXPLAIN)"),
-    (".maxrows N", "show at most N rows of a table, first and last (0: all)"),
-    (".quit", "leave the shell (also .exit and Ctrl-D)"),
+    (".output [FILE]", "send results to FILE (no FILE: back to standard output)"),
+    (".once FILE", "send the next result to FILE"),
+    (".read FILE", "run the statements of FILE (stops at its first error)"),
+    (".import FILE NAME", "load a CSV file into table NAME (made when missing), or a .npy file as tensor NAME"),
+    (".dump [NAME]", "print the SQL that re-creates the database (or one tensor, view or table)"),
+    (".open [FILE]", "close this database and open FILE (no FILE: a new one in memory)"),
+    (".shell CMD ...", "run a command of the operating system (also .system)"),
+    (".print TEXT ...", "print the text"),
+    (".spy TENSOR", "draw which tiles of a 2-d tensor are stored, and how dense each is"),
+    (".plot spy TENSOR FILE.png", "write a PNG of a tensor's non-zeros (needs trdb[plot])"),
+    (".plot loss FILE.png", "write a PNG of the last MINIMIZE's loss curve (needs trdb[plot])"),
+    (".quit", "leave the shell (also .exit, \\q, quit, exit and Ctrl-D)"),
 ]
 
 LISTINGS = (("SHOW TENSORS", "tensor"), ("SHOW VIEWS", "view"), ("SHOW TABLES", "table"))
@@ -59,11 +72,13 @@ def _help(runner: "Runner", args: list[str]) -> bool:
 
 def _tables(runner: "Runner", args: list[str]) -> bool:
     names = sorted(relation_names(runner.con), key=lambda row: (row[1], row[0].lower()))
-    runner.message(format_rows(["name", "kind"], names, runner.mode))
+    runner.print_rows(["name", "kind"], names)
     return True
 
 
 def _schema(runner: "Runner", args: list[str]) -> bool:
+    from trdb.storage.sql_text import quote_identifier
+
     if len(args) > 1:
         raise CommandError("usage: .schema [NAME]")
     if args:
@@ -71,25 +86,24 @@ def _schema(runner: "Runner", args: list[str]) -> bool:
     return runner.run_sql("SHOW TENSORS") and runner.run_sql("SHOW VIEWS")
 
 
-def _switch(args: list[str], usage: str) -> bool:
-    if len(args) != 1 or args[0].lower() not in ("on", "off"):
+def switch(args: list[str], usage: str) -> bool:
+    """on|off (also true|false, 1|0, yes|no, as sqlite3 takes them)."""
+    if len(args) != 1 or args[0].lower() not in ("on", "off", "true", "false", "1", "0", "yes", "no"):
         raise CommandError(f"usage: {usage} on|off")
-    return args[0].lower() == "on"
+    return args[0].lower() in ("on", "true", "1", "yes")
 
 
-def _timer(runner: "Runner", args: list[str]) -> bool:
-    runner.timer = _switch(args, ".timer")
-    return True
+def _flag(name: str) -> Callable[["Runner", list[str]], bool]:
+    def command(runner: "Runner", args: list[str]) -> bool:
+        setattr(runner, name, switch(args, "." + name))
+        return True
 
-
-def _explain(runner: "Runner", args: list[str]) -> bool:
-    runner.explain = _switch(args, ".explain")
-    return True
+    return command
 
 
 def _mode(runner: "Runner", args: list[str]) -> bool:
     if not args:
-        runner.message(f"current mode: {runner.mode}")
+        runner.message(f"current output mode: {runner.mode}")
         return True
     if len(args) != 1 or args[0].lower() not in MODES:
         raise CommandError(f"usage: .mode {'|'.join(MODES)}")
@@ -98,31 +112,49 @@ def _mode(runner: "Runner", args: list[str]) -> bool:
 
 
 def _maxrows(runner: "Runner", args: list[str]) -> bool:
+    if not args:
+        runner.message(f"current max rows: {runner.max_rows or 0}")
+        return True
     if len(args) != 1 or not args[0].isdigit():
-        raise CommandError("usage: .maxrows N (0 shows every row)")
+        raise CommandError("usage: .maxrows [N] (0 shows every row)")
     runner.max_rows = int(args[0]) or None
     return True
 
 
-def _read(runner: "Runner", args: list[str]) -> bool:
-    if len(args) != 1:
-        raise CommandError("usage: .read FILE")
-    try:
-        with open(args[0], encoding="utf-8") as handle:
-            text = handle.read()
-    except OSError as exc:
-        raise CommandError(f"cannot read {args[0]}: {exc.strerror}") from None
-    return runner.run_script(text, args[0], bail=True) == 0
+def _show(runner: "Runner", args: list[str]) -> bool:
+    on = lambda value: "on" if value else "off"
+    rows = [("echo", on(runner.echo)), ("headers", on(runner.headers)), ("mode", runner.mode),
+            ("maxrows", str(runner.max_rows or 0)), ("timer", on(runner.timer)), ("bail", on(runner.bail)),
+            ("explain", on(runner.explain)), ("output", runner.output_name),
+            ("database", runner.database or ":memory:")]
+    width = max(len(name) for name, _ in rows)
+    runner.message("\n".join(f"{name.rjust(width)}: {value}" for name, value in rows))
+    return True
+
+
+def _print(runner: "Runner", args: list[str]) -> bool:
+    runner.message(" ".join(args))
+    return True
 
 
 def _quit(runner: "Runner", args: list[str]) -> bool:
     raise Quit()
 
 
-COMMANDS: dict[str, Callable[["Runner", list[str]], bool]] = {
-    ".help": _help, ".tables": _tables, ".schema": _schema, ".timer": _timer, ".mode": _mode,
-    ".read": _read, ".explain": _explain, ".maxrows": _maxrows, ".quit": _quit, ".exit": _quit,
-}
+def _commands() -> dict[str, Callable[["Runner", list[str]], bool]]:
+    from trdb.api import dot_files, spy
+
+    return {
+        ".help": _help, ".tables": _tables, ".schema": _schema, ".timer": _flag("timer"), ".mode": _mode,
+        ".read": dot_files.read, ".explain": _flag("explain"), ".maxrows": _maxrows, ".quit": _quit,
+        ".exit": _quit, ".headers": _flag("headers"), ".echo": _flag("echo"), ".bail": _flag("bail"),
+        ".show": _show, ".print": _print, ".output": dot_files.output, ".once": dot_files.once,
+        ".import": dot_files.import_file, ".open": dot_files.open_database, ".dump": dot_files.dump,
+        ".shell": dot_files.shell, ".system": dot_files.shell, ".spy": spy.spy_command, ".plot": spy.plot_command,
+    }
+
+
+COMMAND_NAMES = tuple(sorted({name.split()[0] for name, _ in HELP} | {".exit", ".system"}))
 
 
 def run_command(runner: "Runner", line: str, where: Optional[str] = None) -> bool:
@@ -132,7 +164,7 @@ def run_command(runner: "Runner", line: str, where: Optional[str] = None) -> boo
     except ValueError as exc:
         runner.error(CommandError(f"{line}: {exc}"), where)
         return False
-    handler = COMMANDS.get(words[0].lower()) if words else None
+    handler = _commands().get(words[0].lower()) if words else None
     if handler is None:
         runner.error(CommandError(f'unknown command "{words[0] if words else line}"; .help lists the '
                                   "commands"), where)
@@ -142,3 +174,4 @@ def run_command(runner: "Runner", line: str, where: Optional[str] = None) -> boo
     except CommandError as exc:
         runner.error(exc, where)
         return False
+

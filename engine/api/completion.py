@@ -10,7 +10,7 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion, Path
 from prompt_toolkit.document import Document
 
 import trdb.parser
-from trdb.api.commands import COMMANDS, relation_names
+from trdb.api.commands import COMMAND_NAMES, relation_names
 from trdb.api.formatting import MODES
 from trdb.catalog.functions import function_names
 from trdb.storage.sql_text import quote_identifier
@@ -24,7 +24,9 @@ EXTRA_WORDS = """TABLE TABLES SUM AVG MIN MAX COUNT ZEROS ONES CONSTANT IDENTITY
 IDENT = r"[^\W\d]\w*"
 WORD_BEFORE = re.compile(rf"({IDENT})?$")
 QUALIFIED = re.compile(rf"({IDENT})\.(\w*)$")
-DOT_ARGUMENTS = {".mode": MODES, ".timer": ("on", "off"), ".explain": ("on", "off")}
+ON_OFF = ("on", "off")
+DOT_ARGUMENTS = {".mode": MODES, ".timer": ON_OFF, ".explain": ON_OFF, ".headers": ON_OFF, ".echo": ON_OFF,
+                 ".bail": ON_OFF, ".plot": ("spy", "loss")}
 
 
 @functools.cache
@@ -111,12 +113,12 @@ class SqlCompleter(Completer):
     def _dot_command(self, text: str, event: CompleteEvent) -> Iterator[Completion]:
         command, _, argument = text.partition(" ")
         if not _:
-            yield from _matching(sorted(COMMANDS), command, "command")
+            yield from _matching(COMMAND_NAMES, command, "command")
             return
         argument = argument.lstrip()
-        if command == ".read":
+        if command in (".read", ".output", ".once", ".open", ".import"):
             yield from PathCompleter(expanduser=True).get_completions(Document(argument), event)
-        elif command == ".schema":
+        elif command in (".schema", ".spy", ".dump"):
             yield from _matching([name for name, _kind in self.names()], argument, "name")
         elif command in DOT_ARGUMENTS:
             yield from _matching(DOT_ARGUMENTS[command], argument, "option")

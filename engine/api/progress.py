@@ -1,17 +1,23 @@
-"""Run one statement in a worker thread: an elapsed-time spinner on stderr after a second, Ctrl-C cancels it."""
+"""Run one statement in a worker thread: a progress line on stderr after a second (MINIMIZE: a bar with step,
+loss and a loss sparkline), Ctrl-C cancels it."""
 from __future__ import annotations
 
+import os
 import threading
 import time
+from contextvars import copy_context
 from dataclasses import dataclass, field
 from typing import Optional, TextIO
 
 import trdb
 from trdb.errors import QueryCancelled
+from trdb.statements.minimize import STEP_LISTENER
 
 SPINNER_DELAY = 1.0     # seconds a statement runs before the spinner shows
 TICK = 0.1              # how often the waiting thread wakes up (spinner frames, Ctrl-C)
 FRAMES = "|/-\\"
+SPARKS = "▁▂▃▄▅▆▇█"
+SPARK_WIDTH = 16        # the sparkline shows the loss of the last this many steps
 
 
 @dataclass
@@ -22,14 +28,48 @@ class Outcome:
     rows: list[tuple] = field(default_factory=list)
     rowcount: int = -1
     elapsed: float = 0.0
+    status: Optional[str] = None  # the cursor's statusmessage (`UPDATE A: 12 tiles`), where it sets one
+    types: list = field(default_factory=list)  # each column's type_code
 
 
-def _work(cursor: trdb.Cursor, sql: str, box: dict, done: threading.Event) -> None:
+def sparkline(values: list[float]) -> str:
+    """The values as a line of block characters, lowest ▁ to highest █ (non-finite ones as a space)."""
+    finite = [v for v in values if v == v and abs(v) != float("inf")]
+    if not finite:
+        return ""
+    low, high = min(finite), max(finite)
+    scale = (len(SPARKS) - 1) / (high - low) if high > low else 0.0
+    return "".join(SPARKS[round((v - low) * scale)] if v in finite else " " for v in values)
+
+
+class StepReport:
+    """What MINIMIZE reports as it runs: each committed step and its loss (written by the statement's thread)."""
+
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+        self.total = 0
+
+    def __call__(self, step: int, steps: int, loss: float) -> None:
+        self.total = steps
+        self.losses.append(loss)  # one writer, one reader that only reads the length and items before it
+
+    def kept_note(self) -> str:
+        if not self.losses:
+            return ""
+        n = len(self.losses)
+        return (f" MINIMIZE kept {n} of {self.total} step{'s' if self.total != 1 else ''} (each step commits on"
+                f" its own); the loss after step {n} was {self.losses[-1]:.6g}.")
+
+
+def _work(cursor: trdb.Cursor, sql: str, box: dict, done: threading.Event, steps: Optional[StepReport]) -> None:
     try:
+        if steps is not None:
+            STEP_LISTENER.set(steps)
         cursor.execute(sql)
         names = [d[0] for d in cursor.description] if cursor.description else None
         rows = cursor.fetchall() if names is not None else []
-        box["outcome"] = Outcome(names, rows, cursor.rowcount)
+        box["outcome"] = Outcome(names, rows, cursor.rowcount, status=getattr(cursor, "statusmessage", None),
+                                 types=[d[1] for d in cursor.description or ()])
     except BaseException as exc:  # handed to the waiting thread, which raises it
         box["error"] = exc
     finally:
@@ -40,7 +80,7 @@ class _Spinner:
     """A tqdm line on the stream: a turning bar and the time since the statement started; cleared when done."""
 
     def __init__(self, stream: TextIO, start: float):
-        self.frame, self.start = 0, start
+        self.frame, self.start, self.stream = 0, start, stream
         from tqdm import tqdm  # loaded only when a statement runs long in a terminal
 
         class Bar(tqdm):
@@ -49,15 +89,36 @@ class _Spinner:
         self.bar = Bar(total=None, file=stream, leave=False, mininterval=0, dynamic_ncols=True, bar_format="{desc}")
         self.tick()
 
-    def tick(self, label: str = "running", note: str = "(Ctrl-C cancels)") -> None:
+    def tick(self, label: str = "running", note: str = "(Ctrl-C cancels)", steps: Optional[StepReport] = None) -> None:
         self.frame = (self.frame + 1) % len(FRAMES)
         elapsed = time.perf_counter() - self.start
-        self.bar.set_description_str(f"{FRAMES[self.frame]} {label} {elapsed:.1f} s {note}".rstrip(),
-                                     refresh=False)
+        text = f"{FRAMES[self.frame]} {label} {elapsed:.1f} s {note}".rstrip()
+        if steps is not None and steps.losses and label == "running":
+            text = _step_line(steps, elapsed)
+        self.bar.set_description_str(text[:_columns(self.stream) - 1], refresh=False)  # one line: \r redraws it
         self.bar.refresh()
 
     def close(self) -> None:
         self.bar.close()
+
+
+def _step_line(steps: StepReport, elapsed: float) -> str:
+    """`MINIMIZE step 37/300 loss=0.1234 ▇▆▅▄▃▂▁ ██▍       | 12.3 steps/s [00:03<00:21]`: what matters first,
+    as the line is cut to the terminal's width (the bar and the rate are tqdm's meter)."""
+    from tqdm import tqdm
+
+    done = len(steps.losses)
+    meter = tqdm.format_meter(done, steps.total, elapsed, unit=" steps",
+                              bar_format="{bar:10}| {rate_fmt} [{elapsed}<{remaining}]")
+    return (f"MINIMIZE step {done}/{steps.total} loss={steps.losses[-1]:.6g} "
+            f"{sparkline(steps.losses[-SPARK_WIDTH:])} {meter}")
+
+
+def _columns(stream: TextIO) -> int:
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        return 80
 
 
 def is_terminal(stream: Optional[TextIO]) -> bool:
@@ -68,7 +129,7 @@ def is_terminal(stream: Optional[TextIO]) -> bool:
 
 
 def execute(con: trdb.Connection, sql: str, progress: Optional[TextIO] = None,
-            delay: float = SPINNER_DELAY) -> Outcome:
+            steps: Optional[StepReport] = None, delay: float = SPINNER_DELAY) -> Outcome:
     """Run sql on a new cursor of con and fetch its rows; raises the statement's trdb.Error.
 
     Ctrl-C (KeyboardInterrupt in this, the main, thread) closes the cursor, which cancels the
@@ -76,7 +137,8 @@ def execute(con: trdb.Connection, sql: str, progress: Optional[TextIO] = None,
     cursor, box, done = con.cursor(), {}, threading.Event()
     # Waiting on an Event, never Thread.join: a KeyboardInterrupt inside join() can leave the thread
     # marked as stopped while it still runs (CPython gh-90882).
-    worker = threading.Thread(target=_work, args=(cursor, sql, box, done), name="trdb-statement", daemon=True)
+    worker = threading.Thread(target=copy_context().run, args=(_work, cursor, sql, box, done, steps),
+                              name="trdb-statement", daemon=True)
     start = time.perf_counter()
     spinner: Optional[_Spinner] = None
     worker.start()
@@ -85,7 +147,7 @@ def execute(con: trdb.Connection, sql: str, progress: Optional[TextIO] = None,
             if spinner is None and time.perf_counter() - start >= delay and is_terminal(progress):
                 spinner = _Spinner(progress, start)
             elif spinner is not None:
-                spinner.tick()
+                spinner.tick(steps=steps)
     except KeyboardInterrupt:
         _cancel(cursor, done, spinner)
         if "outcome" not in box:

@@ -11,7 +11,8 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
 from trdb.api.commands import Quit
 from trdb.api.completion import SqlCompleter
-from trdb.api.runner import Cancelled, Runner
+from trdb.api.runner import QUIT_WORDS, Cancelled, Runner
+from trdb.api.shell import version
 from trdb.parser import is_complete
 
 PROMPT = "trdb> "
@@ -36,7 +37,7 @@ def _history(err) -> History:
 
 def ready(text: str) -> bool:
     """Whether Enter runs the text: empty, a dot command, or statements ended by `;`."""
-    return not text.strip() or text.lstrip().startswith(".") or is_complete(text)
+    return not text.strip() or text.lstrip().startswith(".") or bool(QUIT_WORDS.match(text)) or is_complete(text)
 
 
 def _bindings() -> KeyBindings:
@@ -61,17 +62,8 @@ def _continuation(width: int, line_number: int, is_soft_wrap: bool) -> str:
 
 def banner(database: Optional[str]) -> str:
     where = f'database "{database}"' if database else "a database in memory (give a file name to keep it)"
-    return (f"trdb {_version()}, the tensor-relational database, on {where}.\n"
+    return (f"trdb {version()}, the tensor-relational database, on {where}.\n"
             "Statements end with ';'. Enter .help for the dot commands; Ctrl-C cancels, Ctrl-D leaves.")
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("trdb")
-    except Exception:  # not installed as a distribution (run from a source tree)
-        return "(source)"
 
 
 def interact(runner: Runner, database: Optional[str]) -> int:

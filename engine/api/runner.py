@@ -1,10 +1,13 @@
 """What the shell and batch files share: reading a script into statements and dot commands, running them, printing."""
 from __future__ import annotations
 
+import os
 import re
 import sys
 from dataclasses import dataclass
 from typing import Iterator, Optional, TextIO
+
+import numpy as np
 
 import trdb
 from trdb.api import progress
@@ -14,6 +17,11 @@ from trdb.errors import QueryCancelled
 from trdb.parser import is_complete, split_statements
 
 EXPLAINABLE = re.compile(r"\s*(\(\s*)*(SELECT|WITH|VALUES)\b", re.I)
+QUIET = re.compile(r"\s*(SET|RESET)\b", re.I)  # settings print nothing, as in the duckdb CLI
+QUIT_WORDS = re.compile(r"\s*(\\q|quit|exit)\s*;?\s*$", re.I)   # psql's \q; quit and exit as the duckdb CLI takes them
+# DuckDB's answer to a statement without rows (a one-column count or `Success`): the shell prints a line instead
+NO_ROWS = re.compile(r"\s*(CREATE|INSERT|UPDATE|DELETE|DROP|ALTER|SET|RESET|COPY|CHECKPOINT|BEGIN|COMMIT|ROLLBACK|"
+                     r"INSTALL|LOAD|USE|VACUUM|ANALYZE|PRAGMA|DETACH|IMPORT|EXPORT)\b", re.I)
 
 
 class Cancelled(Exception):
@@ -39,10 +47,16 @@ def script_items(text: str) -> Iterator[Item]:
     with `.` where no statement is under way."""
     buffer, start = "", 1
     for number, line in enumerate(text.splitlines(keepends=True), 1):
-        if line.lstrip().startswith(".") and _at_boundary(buffer):
-            yield Item("dot", line.strip(), number)
+        if _at_boundary(buffer) and QUIT_WORDS.match(line):
+            yield Item("dot", ".quit", number)
             buffer = ""
             continue
+        if line.lstrip().startswith(".") and _at_boundary(buffer):
+            command, _, rest = line.strip().partition(";")  # `.mode csv; SELECT 1;`: SQL may follow on the line
+            yield Item("dot", command.strip(), number)
+            buffer, line, start = "", rest, number
+            if not rest.strip():
+                continue
         if not buffer.strip():
             buffer, start = "", number
         buffer += line
@@ -67,28 +81,35 @@ class Runner:
     """Runs statements and dot commands on one connection and prints what they return."""
 
     def __init__(self, con: trdb.Connection, mode: str = "table", out: TextIO = None, err: TextIO = None,
-                 interactive: bool = False):
+                 interactive: bool = False, database: Optional[str] = None):
         self.con = con
+        self.database = database
         self.mode = mode
-        self.out = out or sys.stdout
+        self.stdout = out or sys.stdout
+        self.out = self.stdout
         self.err = err or sys.stderr
         self.interactive = interactive
-        self.timer = False
-        self.explain = False
+        self.timer = self.explain = self.echo = self.bail = False
+        self.headers = True
         self.max_rows: Optional[int] = 40 if interactive else None
         self.generation = 0  # counts statements run: completion refreshes its names when it changes
+        self.losses: list[float] = []  # the last MINIMIZE's loss per step (for .plot loss)
         self._progress = False  # the `progress` setting, as last read
+        self._once = False
+        self.output_name = "stdout"
 
     def run_script(self, text: str, source: Optional[str] = None, bail: bool = True) -> int:
         """Run each statement and dot command; 0 when all succeeded, else 1 (stops at the first error
-        when bail). Raises Cancelled after Ctrl-C, Quit on .quit."""
+        when bail or .bail on). Raises Cancelled after Ctrl-C, Quit on .quit."""
         status = 0
         for item in script_items(text):
             where = f"{source}:{item.line}" if source else None
+            if self.echo:
+                self.message(item.text if item.kind == "dot" else item.text + ";")
             ok = run_command(self, item.text, where) if item.kind == "dot" else self.run_sql(item.text, where)
             if not ok:
                 status = 1
-                if bail:
+                if bail or self.bail:
                     break
         return status
 
@@ -97,19 +118,27 @@ class Runner:
         if self.explain and EXPLAINABLE.match(sql):
             sql = "EXPLAIN " + sql
         self.generation += 1
+        steps = progress.StepReport()
         try:
-            outcome = progress.execute(self.con, sql, self._progress_stream())
+            outcome = progress.execute(self.con, sql, self._progress_stream(), steps)
         except QueryCancelled as exc:
+            self._keep_losses(steps)
             if where:
                 self.error(exc, where, sql)
             else:
-                self.message("Cancelled.", self.err)
+                self.message("Cancelled." + steps.kept_note(), self.err)
             raise Cancelled() from None
         except Exception as exc:  # trdb.Error, or a bug: one message either way, never a traceback
+            self._keep_losses(steps)
             self.error(exc, where, sql)
             return False
-        self.show(outcome)
+        self._keep_losses(steps)
+        self.show(outcome, sql)
         return True
+
+    def _keep_losses(self, steps: "progress.StepReport") -> None:
+        if steps.losses:
+            self.losses = list(steps.losses)
 
     def _progress_stream(self) -> Optional[TextIO]:
         """stderr when it is a terminal and the `progress` setting is on (the shell turns it on)."""
@@ -122,12 +151,65 @@ class Runner:
             pass  # e.g. in an aborted transaction: keep the last value
         return self.err if self._progress else None
 
-    def show(self, outcome: progress.Outcome) -> None:
-        if outcome.names is not None:
-            print(format_rows(outcome.names, outcome.rows, self.mode, self.max_rows), file=self.out)
+    def show(self, outcome: progress.Outcome, sql: str = "") -> None:
+        """The rows; for a statement without rows its status line (in the shell, or with .echo on)."""
+        if outcome.names is not None and not _no_rows(outcome, sql):
+            self.print_rows(outcome.names, _at_dtype(outcome.rows, outcome.types))
+        elif (self.interactive or self.echo) and not QUIET.match(sql):
+            status = outcome.status or _count_status(outcome, sql)
+            if status:
+                print(status, file=self.out)
         if self.timer:
             print(f"Run Time: {outcome.elapsed:.3f} s", file=self.out)
         self.out.flush()
+        self._end_once()
+
+    def print_rows(self, names: list[str], rows: list[tuple]) -> None:
+        text = format_rows(names, rows, self.mode, self.max_rows, self.width(), self.headers)
+        if text or self.mode not in ("jsonlines",):
+            print(text, file=self.out)
+
+    def width(self) -> Optional[int]:
+        """The terminal's width when results go to one (tables are fitted to it), else None."""
+        if not progress.is_terminal(self.out):
+            return None
+        try:
+            return os.get_terminal_size(self.out.fileno()).columns
+        except (OSError, ValueError, AttributeError):
+            return None
+
+    def redirect(self, path: Optional[str], once: bool) -> None:
+        """.output FILE / .once FILE: results go to the file (for the next statement only with once)."""
+        handle = None
+        if path is not None:
+            try:
+                handle = open(path, "w", encoding="utf-8")
+            except OSError as exc:
+                raise CommandError(f"cannot write {path}: {exc.strerror}") from None
+        self._close_output()
+        if handle is not None:
+            self.out, self.output_name, self._once = handle, path, once
+
+    def _close_output(self) -> None:
+        if self.out is not self.stdout:
+            self.out.close()
+        self.out, self.output_name, self._once = self.stdout, "stdout", False
+
+    def _end_once(self) -> None:
+        if self._once:
+            self._close_output()
+
+    def replace_connection(self, con: trdb.Connection, database: Optional[str]) -> None:
+        """.open: the old connection is committed and closed, the new one takes its settings."""
+        old, self.con, self.database = self.con, con, database
+        close_connection(old, self.err)
+        self.generation += 1
+        if self.interactive:
+            con.execute("SET progress = on")
+
+    def close(self) -> None:
+        self._close_output()
+        close_connection(self.con, self.err)
 
     def error(self, exc: BaseException, where: Optional[str] = None, sql: Optional[str] = None) -> None:
         """One message: `Error: [FILE:LINE: ]` and the exception's text (with its caret); in a script,
@@ -143,3 +225,36 @@ class Runner:
     def message(self, text: str, stream: Optional[TextIO] = None) -> None:
         self.out.flush()
         print(text, file=stream or self.out, flush=True)
+
+
+def _at_dtype(rows: list[tuple], types: list) -> list[tuple]:
+    """FLOAT columns as float32 values (DuckDB hands them over as Python floats): 0.1, not 0.10000000149011612."""
+    single = [c for c, kind in enumerate(types) if str(kind).upper() in ("FLOAT", "REAL", "FLOAT4")]
+    if not single:
+        return rows
+    as32 = lambda value: np.float32(value) if isinstance(value, float) else value
+    return [tuple(as32(v) if c in single else v for c, v in enumerate(row)) for row in rows]
+
+
+def _no_rows(outcome: progress.Outcome, sql: str) -> bool:
+    """DuckDB's `Count` or `Success` column for a statement that changes something: not a result to show."""
+    return len(outcome.names or ()) == 1 and outcome.names[0] in ("Count", "Success") and bool(NO_ROWS.match(sql))
+
+
+def _count_status(outcome: progress.Outcome, sql: str) -> Optional[str]:
+    """`INSERT: 3 rows` for plain SQL that DuckDB counted, where the statement set no status of its own."""
+    if outcome.names != ["Count"] or not outcome.rows or not NO_ROWS.match(sql):
+        return None
+    verb = " ".join(sql.split()[:2]).upper() if sql.split()[0].upper() == "CREATE" else sql.split()[0].upper()
+    count = outcome.rows[0][0]
+    return f"{verb}: {count} row{'s' if count != 1 else ''}"
+
+
+def close_connection(con: trdb.Connection, err: TextIO) -> None:
+    """Commit and close; an aborted transaction left open is rolled back (and said so)."""
+    try:
+        con.commit()
+    except trdb.Error as exc:
+        print(f"Error: {exc}", file=err)
+    finally:
+        con.close()

@@ -19,13 +19,30 @@ def _arguments(argv: Optional[Sequence[str]]) -> argparse.Namespace:
         prog="trdb", description="trdb, a tensor-relational database. Without -c or -f: an interactive "
         "shell when standard input is a terminal, else the statements read from standard input.")
     parser.add_argument("database", nargs="?", default=None, help="database file (in memory when omitted)")
-    parser.add_argument("-c", dest="command", metavar="SQL", help="run these statements and exit")
+    parser.add_argument("-c", dest="command", metavar="SQL", help="run these statements (and dot commands) and exit")
     parser.add_argument("-f", dest="file", metavar="FILE", help="run the statements of FILE, stopping at the "
                         "first error, and exit")
-    parser.add_argument("--bail", action="store_true", help="with -c or standard input: stop at the first "
-                        "error (-f always does)")
+    parser.add_argument("--bail", "-bail", action="store_true", help="with -c or standard input: stop at the "
+                        "first error (-f always does)")
+    parser.add_argument("--echo", "-echo", action="store_true", help="print each statement before running it")
     parser.add_argument("--mode", choices=MODES, default="table", help="how results are printed")
+    for mode in MODES:  # the duckdb CLI's single-dash spellings: -csv, -json, -box, ...
+        parser.add_argument(f"-{mode}", dest="mode", action="store_const", const=mode, help=argparse.SUPPRESS)
+    parser.add_argument("--noheader", "-noheader", dest="headers", action="store_false",
+                        help="leave out the column names")
+    parser.add_argument("--header", "-header", dest="headers", action="store_true", help="print the column names "
+                        "(the default)")
+    parser.add_argument("--version", "-version", action="version", version=f"trdb {version()}")
     return parser.parse_args(argv)
+
+
+def version() -> str:
+    try:
+        from importlib.metadata import version as installed
+
+        return installed("trdb")
+    except Exception:  # not installed as a distribution (run from a source tree)
+        return "(source)"
 
 
 def _read_file(path: str, runner: Runner) -> Optional[str]:
@@ -39,9 +56,18 @@ def _read_file(path: str, runner: Runner) -> Optional[str]:
 
 
 def run(con: trdb.Connection, args: argparse.Namespace) -> int:
-    """Run what the arguments ask for; the exit status."""
+    """Run what the arguments ask for; the exit status. The connection (or the one .open put in its
+    place) is committed and closed at the end."""
     interactive = args.file is None and args.command is None and sys.stdin.isatty()
-    runner = Runner(con, args.mode, interactive=interactive)
+    runner = Runner(con, args.mode, interactive=interactive, database=args.database)
+    runner.echo, runner.headers = args.echo, args.headers
+    try:
+        return _run(runner, args, interactive)
+    finally:
+        runner.close()
+
+
+def _run(runner: Runner, args: argparse.Namespace, interactive: bool) -> int:
     try:
         if args.file is not None:
             text = _read_file(args.file, runner)
@@ -57,7 +83,8 @@ def run(con: trdb.Connection, args: argparse.Namespace) -> int:
     from trdb.api.repl import interact  # prompt_toolkit is loaded only for the interactive shell
 
     if "TRDB_PROGRESS" not in os.environ:
-        con.execute("SET progress = on")  # the shell shows a spinner on long statements
+        runner.con.execute("SET progress = on")  # the shell shows progress on long statements
+    runner.bail = args.bail
     return interact(runner, args.database)
 
 
@@ -73,17 +100,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except BrokenPipeError:  # `trdb -c ... | head`: the reader left; nothing more can be written
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    finally:
-        _close(con)
-
-
-def _close(con: trdb.Connection) -> None:
-    try:
-        con.commit()
-    except trdb.Error as exc:  # e.g. an aborted transaction left open: it is rolled back
-        print(f"Error: {exc}", file=sys.stderr)
-    finally:
-        con.close()
 
 
 if __name__ == "__main__":

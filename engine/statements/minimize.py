@@ -8,8 +8,9 @@ an interrupted run keeps its completed steps. Adam's moments are tensors `<param
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -26,6 +27,9 @@ from trdb.storage import tile_store
 from trdb.storage.adam_state import drop_adam_step, read_adam_step, rename_adam_step, write_adam_step
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_writer import TileWriter
+
+# Called with (step, steps, loss) once each step has committed, in the thread running MINIMIZE: the shell's progress.
+STEP_LISTENER: ContextVar[Optional[Callable[[int, int, float], None]]] = ContextVar("minimize_steps", default=None)
 
 _DEFAULTS = {"optimizer": "sgd", "learning_rate": None, "steps": 100, "beta1": 0.9, "beta2": 0.999,
              "epsilon": 1e-8}
@@ -201,5 +205,7 @@ def minimize(sc: StatementContext, node: ast.Minimize,
             for param, grad_rows, adam in zip(params, results, adams):
                 _update(sc, sc.catalog.require_tensor(param.name), grad_rows, options, adam)
         rows.append((step, float(np.sum([np.asarray(to_host(r[-1]), dtype=np.float64) for r in loss]))))
+        if (listener := STEP_LISTENER.get()) is not None:
+            listener(step, options.steps, rows[-1][1])
     schema = (Column("step", ScalarType(int)), Column("loss", ScalarType(float)))
     return Result(rows=rows, schema=schema, rowcount=len(rows))

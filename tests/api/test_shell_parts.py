@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import _thread
 import io
-import threading
 
 import pytest
 from prompt_toolkit.completion import CompleteEvent
@@ -22,6 +21,17 @@ from trdb.errors import QueryCancelled
 class FakeTerminal(io.StringIO):
     def isatty(self) -> bool:
         return True
+
+
+class CtrlCOnSpinner(FakeTerminal):
+    """A terminal whose user presses Ctrl-C once the spinner shows (synchronised on output, not on time)."""
+
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        if "running" in text and not getattr(self, "pressed", False):
+            self.pressed = True
+            _thread.interrupt_main()
+        return written
 
 
 @pytest.fixture
@@ -61,7 +71,7 @@ def test_dot_commands_change_the_runner(runner):
     assert run_command(runner, ".maxrows 0") and runner.max_rows is None
     assert not run_command(runner, ".mode xml")
     assert not run_command(runner, ".timer maybe")
-    assert "usage: .mode table|csv|json|markdown" in runner.err.getvalue()
+    assert "usage: .mode box|table|line|csv|tsv|json|jsonlines|markdown" in runner.err.getvalue()
     with pytest.raises(Quit):
         run_command(runner, ".quit")
 
@@ -115,15 +125,10 @@ LONG = "SELECT S.i, SUM(EXP(S.v) * T.v) AS v FROM S, S AS T GROUP BY S.i"
 
 def test_ctrl_c_cancels_the_running_statement_and_the_connection_stays(con):
     con.execute("CREATE TENSOR S SHAPE (2048, 2048) TILE (64, 64) FILL RANDOM_NORMAL(0, 1, 3)")
-    timer = threading.Timer(0.5, _thread.interrupt_main)  # Ctrl-C, as the terminal would send it
-    terminal = FakeTerminal()
-    timer.start()
-    try:
-        with pytest.raises(QueryCancelled):
-            progress.execute(con, LONG, terminal, delay=0.2)
-    finally:
-        timer.cancel()
-    assert "running" in terminal.getvalue()  # the spinner showed while the statement ran
+    terminal = CtrlCOnSpinner()  # Ctrl-C, as the terminal would send it, once the spinner shows
+    with pytest.raises(QueryCancelled):
+        progress.execute(con, LONG, terminal, delay=0.2)
+    assert terminal.pressed and "running" in terminal.getvalue()
     assert progress.execute(con, "SELECT COUNT(*) AS n FROM S").rows == [(1024,)]
 
 
