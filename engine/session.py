@@ -55,7 +55,7 @@ _READS: dict[type, Handler] = {
     ast.SetSetting: inspect.set_setting, ast.ResetSetting: inspect.reset_setting,
     ast.ShowSetting: inspect.show_setting, ast.Explain: explaining.explain,
     ast.ShowTables: listings.show_tables, ast.ShowAll: listings.show_all, ast.DescribeQuery: inspect.describe_query,
-    ast.Summarize: summarize.summarize,
+    ast.Summarize: summarize.summarize, ast.SummarizeQuery: summarize.summarize_query,
     ast.CopyTo: copy.copy_to, ast.ExportDatabase: export.export_database,
 }
 

@@ -427,6 +427,14 @@ class Summarize:
 
 
 @dataclass(frozen=True)
+class SummarizeQuery:
+    """SUMMARIZE query, or SUMMARIZE (query): statistics of the query's result."""
+
+    query: Query
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
 class Explain:
     """format: text, json or dot (Graphviz)."""
 
@@ -513,7 +521,7 @@ class ImportDatabase:
 Statement = Union[
     QueryStatement, CreateTensor, CreateTensorFrom, CreateTensorFromCoo, CreateTensorAs, CreateView,
     InsertValues, InsertQuery, Update, Delete, Drop, AlterRename, ShowTensors, ShowViews, ShowTables, ShowAll, Describe,
-    DescribeQuery, Summarize, Explain,
+    DescribeQuery, Summarize, SummarizeQuery, Explain,
     SetSetting, ResetSetting, ShowSetting, Begin, Commit, Rollback, Minimize,
     CopyTo, CopyFrom, ExportDatabase, ImportDatabase,
 ]

@@ -442,6 +442,9 @@ class Builder:
     def summarize(self, meta, children):
         return ast.Summarize(children[0], span_of(meta))
 
+    def summarize_query(self, meta, children):
+        return ast.SummarizeQuery(children[0], span_of(meta))
+
     def explain(self, meta, children):
         analyze, options, statement = children
         chosen = dict(options or ())

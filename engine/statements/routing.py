@@ -50,7 +50,7 @@ def query_relations(statement) -> Optional[Relations]:
     as running a small plan, so a repeated statement does not walk it again."""
     while isinstance(statement, ast.Explain):
         statement = statement.statement
-    if isinstance(statement, (ast.QueryStatement, ast.CreateView, ast.DescribeQuery)):
+    if isinstance(statement, (ast.QueryStatement, ast.CreateView, ast.DescribeQuery, ast.SummarizeQuery)):
         return _walk_relations(statement.query)
     return None
 
@@ -80,7 +80,7 @@ def _is_ordinary(name: str, catalog: Catalog) -> bool:
 def is_plain_sql(statement, catalog: Catalog, relations: Optional[Relations] = None) -> bool:
     """True when DuckDB should run the statement as written (it touches only ordinary tables).
     `relations`: query_relations(statement), when the caller has kept it."""
-    if isinstance(statement, (ast.QueryStatement, ast.CreateView, ast.DescribeQuery)):
+    if isinstance(statement, (ast.QueryStatement, ast.CreateView, ast.DescribeQuery, ast.SummarizeQuery)):
         return _reads_only_ordinary_tables(relations or query_relations(statement), catalog)
     if isinstance(statement, ast.Explain):
         return is_plain_sql(statement.statement, catalog, relations)

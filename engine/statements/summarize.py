@@ -1,4 +1,4 @@
-"""SUMMARIZE tensor: one row per column as DuckDB's SUMMARIZE gives, plus tiles, non-zeros and density.
+"""SUMMARIZE tensor (or view, or query): one row per column as DuckDB's SUMMARIZE, plus tiles, non-zeros, density.
 
 A key's row describes the keys of the stored tiles (range, distinct values, mean). The value's row
 describes every element of the tensor, absent tiles counted as the zeros they stand for, so its
@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
-from trdb.errors import NotSupportedError
 from trdb.execution.result import Result
+from trdb.execution.spool import row_batches
+from trdb.kernels.backend import to_host
 from trdb.kernels.sparse import dense
 from trdb.parser import ast
 from trdb.planner.types import Column, OtherType, ScalarType
@@ -56,7 +58,7 @@ class Moments:
             self.add(values.size, mean, float(np.square(values - mean).sum()), float(values.min()),
                      float(values.max()))
 
-    def std(self) -> float | None:
+    def std(self) -> Optional[float]:
         """The sample standard deviation, as DuckDB's SUMMARIZE (stddev_samp) gives it."""
         return math.sqrt(self.m2 / (self.count - 1)) if self.count > 1 else None
 
@@ -64,14 +66,52 @@ class Moments:
 def summarize(sc: StatementContext, node: ast.Summarize) -> Result:
     meta = sc.catalog.tensor(node.name)
     if meta is None and sc.catalog.view(node.name) is not None:
-        raise NotSupportedError(f'SUMMARIZE takes a stored tensor; "{node.name}" is a view',
-                                hint=f"CREATE TENSOR t AS SELECT * FROM {node.name}; then SUMMARIZE t")
+        return _summarize_result(sc.run_plan(sc.binder().bind_table(ast.TableRef(node.name, span=node.span))))
     if meta is None:
         raise does_not_exist(sc.catalog, "tensor", node.name)
     index, sizes = sc.catalog.tile_index(meta)
     rows = [_key_row(name, index.keys[:, axis]) for axis, name in enumerate(meta.keys)]
     rows.append(_value_row(meta, _value_moments(sc, meta, index, sizes), index))
     schema = tuple(Column(n, t) for n, t in zip(NAMES, TYPES))
+    return Result(rows=rows, schema=schema, rowcount=len(rows))
+
+
+def summarize_query(sc: StatementContext, node: ast.SummarizeQuery) -> Result:
+    """SUMMARIZE query (as DuckDB's SUMMARIZE SELECT ...): the query runs and its result is summarized."""
+    return _summarize_result(sc.run_query(node.query))
+
+
+def _summarize_result(result: Result) -> Result:
+    """Every column of a query's result: keys as stored keys, tensor columns over their tiles plus, where the
+    result is one tensor of known extent (a key per tile axis), the absent tiles' zeros."""
+    columns = list(result.schema)
+    keys = [[] for _ in columns]
+    moments = [Moments() for _ in columns]
+    nonzeros = [0] * len(columns)
+    tuples = 0
+    for batch in row_batches(result.rows):
+        tuples += len(batch)
+        for position, column in enumerate(columns):
+            for row in batch:
+                if column.is_tensor:
+                    tile = dense(to_host(row[position]))
+                    moments[position].add_tile(tile)
+                    nonzeros[position] += int(np.count_nonzero(tile))
+                elif row[position] is not None:
+                    keys[position].append(row[position])
+    key_count = sum(1 for c in columns if c.is_key)
+    rows = []
+    for position, column in enumerate(columns):
+        if not column.is_tensor:
+            rows.append((column.name, str(column.type), *_key_row(column.name, np.asarray(keys[position]))[2:]))
+            continue
+        extent, stats = column.type.extent, moments[position]
+        whole = math.prod(extent) if None not in extent and key_count == len(column.type.tile) else stats.count
+        stats.add(max(0, whole - stats.count), 0.0, 0.0, 0.0, 0.0)
+        rows.append((column.name, str(column.type), stats.low, stats.high, None, stats.mean, stats.std(),
+                     stats.count, tuples, nonzeros[position], nonzeros[position] / stats.count if stats.count else None))
+    schema = tuple(Column(n, t) for n, t in zip(NAMES, TYPES))
+    result.close()
     return Result(rows=rows, schema=schema, rowcount=len(rows))
 
 

@@ -59,3 +59,16 @@ def test_summarize_matches_numpy(cur, monkeypatch, chunk):
     cur.execute("SELECT count(*) FROM A")
     assert tuples == cur.fetchone()[0] == rows["i"][7]
     assert rows["i"][2:5] == (0.0, 1.0, 2)  # keys of the stored tiles: rows 0..19 are tiles 0 and 1
+
+
+def test_summarize_of_a_query_matches_its_assembled_tensor(cur):
+    rng = np.random.default_rng(5)
+    cur.execute("CREATE TENSOR B FROM ? TILE (4, 4)", [rng.normal(size=(10, 8)).astype(np.float32)])
+    query = "SELECT B.i, B.j, RELU(B.v) AS v FROM B WHERE B.i < 2"
+    cur.execute(query)
+    whole = cur.fetch_tensor()
+    cur.execute(f"SUMMARIZE {query}")
+    value = cur.fetchall()[-1]
+    np.testing.assert_allclose(value[2:4] + value[5:7], [whole.min(), whole.max(), whole.mean(), whole.std(ddof=1)],
+                               rtol=1e-6)
+    assert value[7] == whole.size and value[9] == np.count_nonzero(whole)
