@@ -18,6 +18,7 @@ such entry makes float32 numpy differ from float64 by 0.7% of max |dW1|: why a f
 check failed against PyTorch).
 
     python benchmarks/mlp_training.py [--rows 8192] [--features 1024] [--hidden 1024] [--tile 2048]
+        [--feature-tile F] [--hidden-tile H]     (the issue's tiles: --tile 1024 --feature-tile 512 --hidden-tile 512)
 """
 from __future__ import annotations
 
@@ -99,9 +100,8 @@ def executed_flops(cur, query: str) -> int:
     return int(re.search(r"flops=\S+ \((\d+)\)", line).group(1))
 
 
-def load(cur, X, W1, W2, Y, tile: int, hidden_tile: int) -> None:
-    features = X.shape[1]
-    for name, value, tiles in (("X", X, (tile, features)), ("W1", W1, (features, hidden_tile)),
+def load(cur, X, W1, W2, Y, tile: int, feature_tile: int, hidden_tile: int) -> None:
+    for name, value, tiles in (("X", X, (tile, feature_tile)), ("W1", W1, (feature_tile, hidden_tile)),
                                ("W2", W2, (hidden_tile, 1)), ("Y", Y, (tile, 1))):
         cur.execute(f"DROP TENSOR IF EXISTS {name}")
         cur.execute(f"CREATE TENSOR {name} FROM ? TILE {tiles}", [value])
@@ -132,6 +132,7 @@ def main() -> None:
     parser.add_argument("--features", type=int, default=1024)
     parser.add_argument("--hidden", type=int, default=1024)
     parser.add_argument("--tile", type=int, default=2048, help="row tile of X and Y")
+    parser.add_argument("--feature-tile", type=int, default=None, help="column tile of X (default: whole)")
     parser.add_argument("--hidden-tile", type=int, default=None, help="column tile of W1 (default: whole)")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
@@ -144,7 +145,7 @@ def main() -> None:
 
     con = trdb.connect()
     cur = con.cursor()
-    load(cur, X, W1, W2, Y, args.tile, args.hidden_tile or args.hidden)
+    load(cur, X, W1, W2, Y, args.tile, args.feature_tile or args.features, args.hidden_tile or args.hidden)
     create_views(cur)
     write = lambda: cur.execute("UPDATE Y SET v = Y.v * 1")  # noqa: E731  (drops the carried forward pass)
     grad_w1 = lambda: cur.execute("SELECT * FROM GRAD(loss, W1)").fetch_tensor()  # noqa: E731
@@ -163,8 +164,9 @@ def main() -> None:
     flops = executed_flops(cur, "SELECT * FROM GRAD(loss, W1)")
     check_step(cur, X, W1, W2, Y, bounds, grads64)
 
-    print(f"# X {args.rows}x{args.features} in tiles of {args.tile} rows, hidden {args.hidden} "
-          f"(W1 tile {args.hidden_tile or args.hidden}); best of {args.repeats} after a warm-up, systems taking turns")
+    print(f"# X {args.rows}x{args.features} in tiles {args.tile}x{args.feature_tile or args.features}, hidden "
+          f"{args.hidden} (W1 tile {args.feature_tile or args.features}x{args.hidden_tile or args.hidden}); "
+          f"best of {args.repeats} after a warm-up, systems taking turns")
     print(f"# checked against float64 with float32 bounds ({uncertain} pre-activations within float32 error of 0)")
     print("# warm: buffer pool, plan cache; a write before every timed GRAD drops the carried forward pass")
     base = timings["numpy dW1, dW2"][0]
