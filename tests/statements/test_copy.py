@@ -90,6 +90,9 @@ def test_paths_are_checked_and_plain_tables_copy_as_in_duckdb(con, tmp_path):
     con.execute("CREATE TABLE t AS SELECT range AS x FROM range(3)")
     con.execute(f"COPY t TO '{tmp_path / 't.csv'}' (HEADER)")  # an ordinary table: DuckDB's COPY
     assert pd.read_csv(tmp_path / "t.csv")["x"].tolist() == [0, 1, 2]
+    with pytest.raises(trdb.DataError, match="not one tensor"):  # four 0-d tiles under the key ()
+        con.execute(f"COPY (SELECT SUMSQ(A.v) AS s FROM A) TO '{tmp_path / 's.csv'}'")
+    assert not (tmp_path / "s.csv").exists()
     assert not list(tmp_path.glob(".*.tmp"))  # failed writes left no temporary file
 
 
