@@ -346,6 +346,7 @@ class Connection:
         self.database = database
         self._live = Session(database, settings, read_only)
         self._cursors: weakref.WeakSet = weakref.WeakSet()  # their results are forgotten when the connection closes
+        self.messages: list = []  # PEP 249's optional extension, as on the cursor: trdb sends no warnings this way
 
     def _session(self):
         if self._live is None:
