@@ -15,6 +15,7 @@ from trdb.statements.materialize import check_tiles, result_columns, result_layo
 from trdb.statements.npy_files import load_npy
 from trdb.statements.tiling import CHUNK_BYTES, write_array
 from trdb.storage import tile_store
+from trdb.storage.export import file_access_refusal
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_writer import TileWriter
 
@@ -122,6 +123,10 @@ def check_path(sc: StatementContext, node, path: str, writing: bool) -> str:
     if os.path.isdir(path):
         raise sc.bind.fail(node, f"cannot {'write' if writing else 'read'} '{path}': it is a directory",
                            error=OperationalError)
+    refusal = file_access_refusal(sc.db, path)
+    if refusal:
+        raise sc.bind.fail(node, refusal, hint="SET allowed_directories or allowed_paths before disabling "
+                                               "enable_external_access", error=OperationalError)
     folder = os.path.dirname(os.path.abspath(path))
     if writing and not os.path.isdir(folder):
         raise sc.bind.fail(node, f"cannot write '{path}': no such directory '{folder}'", error=OperationalError)

@@ -130,3 +130,17 @@ def test_export_and_import_database_round_trip_bit_for_bit(tmp_path):
     with pytest.raises(trdb.IntegrityError):  # every name is there already: nothing is imported twice
         restored.execute("IMPORT DATABASE '" + str(folder).replace("'", "''") + "'")
     assert restored.execute("SELECT count(*) FROM people").fetchall() == [(2,)]
+
+
+def test_copy_refuses_what_duckdb_refuses_with_external_access_off(tmp_path):
+    con = trdb.connect(workers=1)
+    con.execute("CREATE TENSOR A SHAPE (4, 4) TILE (2, 2) FILL ONES")
+    (tmp_path / "ok").mkdir()
+    con.execute(f"SET allowed_directories = ['{tmp_path / 'ok'}']")
+    con.execute("SET enable_external_access = false")
+    for statement in (f"COPY A TO '{tmp_path / 'a.csv'}'", f"COPY A TO '{tmp_path / 'ok' / '..' / 'a.csv'}'",
+                      f"EXPORT DATABASE '{tmp_path / 'backup'}'"):
+        with pytest.raises(trdb.OperationalError, match="disabled by configuration"):
+            con.execute(statement)
+    assert con.execute(f"COPY A TO '{tmp_path / 'ok' / 'a.csv'}'").fetchall() == [(16,)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ok"]
