@@ -220,7 +220,9 @@ class Cursor:
         """The remaining rows as a pyarrow Table: key columns and a fixed_shape_tensor column; the rows are
         read a bounded batch at a time, so the Arrow table is the only whole copy."""
         result = self._require_result("fetch_arrow")
-        return result_to_arrow(result.schema, result.description, self._batches())
+        # plain SQL rows are one list in memory already: converted at once, each column in one Arrow array
+        batches = self._batches() if result.schema is not None else iter([self._take(None)])
+        return result_to_arrow(result.schema, result.description, batches)
 
     fetch_arrow_table = to_arrow_table = fetch_arrow
 
