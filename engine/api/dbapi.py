@@ -225,7 +225,9 @@ class Cursor:
         """The remaining rows as a pyarrow Table: key columns and a fixed_shape_tensor column; the rows are
         read a bounded batch at a time, so the Arrow table is the only whole copy."""
         result = self._require_result("fetch_arrow")
-        return result_to_arrow(result.schema, result.description, self._batches())
+        # plain SQL rows are one list in memory already: converted at once, each column in one Arrow array
+        batches = self._batches() if result.schema is not None else iter([self._take(None)])
+        return result_to_arrow(result.schema, result.description, batches)
 
     fetch_arrow_table = to_arrow_table = fetch_arrow
 
@@ -295,12 +297,15 @@ class Cursor:
             raise
 
     def _batches(self, keep_sparse: bool = False) -> Iterator[list[tuple]]:
-        """The remaining rows, a bounded batch at a time."""
+        """The remaining rows, a batch of about CURSOR_BATCH_BYTES (at most ARROW_BATCH_ROWS rows) at a time."""
+        size = 1
         while True:
-            rows = self._take(ARROW_BATCH_ROWS, keep_sparse)
+            rows = self._take(size, keep_sparse)
             if not rows:
                 return
             yield rows
+            row_bytes = max(1, sum(_nbytes(v) for v in rows[0]))
+            size = max(1, min(ARROW_BATCH_ROWS, CURSOR_BATCH_BYTES // row_bytes))
 
     def _take(self, count: Optional[int], keep_sparse: bool = False) -> list[tuple]:
         """The next rows with host values; CSR tiles stay CSR (scipy) with `keep_sparse`, else become numpy."""
@@ -312,6 +317,15 @@ class Cursor:
         if keep_sparse:
             return [tuple(to_host(v, True) for v in row) for row in rows]
         return [tuple(_user_value(v) for v in row) for row in rows]
+
+
+def _nbytes(value: Any) -> int:
+    """About how many bytes a fetched value holds (a CSR tile: its stored values and indices)."""
+    data = getattr(value, "data", None)
+    if hasattr(value, "nnz") and data is not None:
+        return int(data.nbytes) * 2
+    size = getattr(value, "nbytes", 8)
+    return size if isinstance(size, int) else 8
 
 
 def _user_value(value: Any) -> Any:
@@ -339,6 +353,7 @@ class Connection:
         self.database = database
         self._live = Session(database, settings, read_only)
         self._cursors: weakref.WeakSet = weakref.WeakSet()  # their results are forgotten when the connection closes
+        self.messages: list = []  # PEP 249's optional extension, as on the cursor: trdb sends no warnings this way
 
     def _session(self):
         if self._live is None:

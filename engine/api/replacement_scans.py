@@ -6,7 +6,8 @@ import sys
 from types import FrameType
 from typing import Any, Optional
 
-_WORD = re.compile(r"[^\W\d]\w*")
+# a name right after FROM, JOIN or FROM COO, or after a comma in a FROM list: where a table is named
+_TABLE_NAME = re.compile(r"(?:\bFROM|\bJOIN|\bCOO|,)\s+(?=([^\W\d]\w*)\b(?!\())", re.I)  # FROM COO x
 _STRING_OR_COMMENT = re.compile(r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", re.S)
 
 
@@ -27,13 +28,15 @@ def user_frame() -> Optional[FrameType]:
 
 
 def python_scans(text: str, frame: Optional[FrameType], known) -> dict[str, Any]:
-    """The data frames in `frame`'s variables (locals, then globals) that the text names and that no relation
-    of the database has (`known(name)`): they are readable under their names while the statement runs."""
+    """The data frames in `frame`'s variables (locals, then globals) that the text names where a table goes
+    (after FROM, JOIN, COO or a comma) and that no relation of the database has (`known(name)`): they are
+    readable under their names while the statement runs. A name used elsewhere (a column, a new tensor's
+    name) is never taken for a variable."""
     if frame is None:
         return {}
     local, global_ = frame.f_locals, frame.f_globals
     found: dict[str, Any] = {}
-    for word in set(_WORD.findall(_STRING_OR_COMMENT.sub(" ", text))):
+    for word in set(_TABLE_NAME.findall(_STRING_OR_COMMENT.sub(" ", text))):
         value = local[word] if word in local else global_.get(word)
         if value is not None and is_frame_like(value) and not known(word):
             found[word] = value

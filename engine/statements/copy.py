@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from typing import Iterable, Iterator
 
 from trdb.errors import DataError, IntegrityError, NotSupportedError, OperationalError
 from trdb.execution.result import Result, TensorLayout
@@ -14,6 +15,7 @@ from trdb.statements.materialize import check_tiles, result_columns, result_layo
 from trdb.statements.npy_files import load_npy
 from trdb.statements.tiling import CHUNK_BYTES, write_array
 from trdb.storage import tile_store
+from trdb.storage.export import file_access_refusal
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_writer import TileWriter
 
@@ -49,7 +51,7 @@ def write_result_file(result: Result, path: str, file_format: str, layout_kind: 
 
 def _write(result: Result, layout: TensorLayout, path: str, file_format: str, layout_kind: str) -> int:
     schema, value = result.schema, result.schema[layout.value_position].name
-    batches = row_batches(result.rows)
+    batches = _unique_keys(row_batches(result.rows), layout.key_positions)
     if file_format == "npy":
         return copy_files.write_npy(path, layout, batches)
     if layout_kind == "long":
@@ -62,6 +64,21 @@ def _write(result: Result, layout: TensorLayout, path: str, file_format: str, la
     arrow_schema = copy_files.tile_schema([schema[p].name for p in layout.key_positions], value, layout, ragged)
     return copy_files.write_parquet(path, arrow_schema, (copy_files.tile_batch(layout, rows, arrow_schema)
                                                          for rows in batches if rows))
+
+
+def _unique_keys(batches: Iterable[list], keys: tuple[int, ...]) -> Iterator[list]:
+    """The batches, checked to hold one tile per key (a file holds one tensor); the keys seen are few beside
+    the tiles."""
+    seen: set = set()
+    for rows in batches:
+        for row in rows:
+            key = tuple(row[k] for k in keys)
+            if key in seen or any(k is None or k < 0 for k in key):
+                what = f"two tuples under key {key}" if key in seen else f"the key {key}"
+                raise DataError(f"COPY: the result has {what}, so it is not one tensor",
+                                hint="did you forget SUM(...) with GROUP BY, or COALESCE on an outer join's keys?")
+            seen.add(key)
+        yield rows
 
 
 def _count(count: int) -> Result:
@@ -106,6 +123,10 @@ def check_path(sc: StatementContext, node, path: str, writing: bool) -> str:
     if os.path.isdir(path):
         raise sc.bind.fail(node, f"cannot {'write' if writing else 'read'} '{path}': it is a directory",
                            error=OperationalError)
+    refusal = file_access_refusal(sc.db, path)
+    if refusal:
+        raise sc.bind.fail(node, refusal, hint="SET allowed_directories or allowed_paths before disabling "
+                                               "enable_external_access", error=OperationalError)
     folder = os.path.dirname(os.path.abspath(path))
     if writing and not os.path.isdir(folder):
         raise sc.bind.fail(node, f"cannot write '{path}': no such directory '{folder}'", error=OperationalError)

@@ -9,6 +9,7 @@ through a memory map, so only a batch of tiles is in memory at a time.
 """
 from __future__ import annotations
 
+import mmap
 import os
 from typing import Iterable, Iterator, Optional, Sequence
 
@@ -88,10 +89,17 @@ def write_npy(path: str, layout: TensorLayout, batches: Iterable[Sequence[tuple]
                 target = out[where or ...]
                 target[...] = _dense(row[layout.value_position], layout.dtype).reshape(target.shape)
                 count += 1
-            out.flush()  # the pages go to the file: what is in memory stays one batch of tiles
+            out.flush()  # the pages go to the file, then are let go: what is resident stays one batch of tiles
+            _drop_pages(out)
     finally:
         del out
     return count
+
+
+def _drop_pages(array: np.memmap) -> None:
+    mapping = getattr(array, "_mmap", None)
+    if mapping is not None and hasattr(mmap, "MADV_DONTNEED"):
+        mapping.madvise(mmap.MADV_DONTNEED)  # clean after the flush: dropping them loses nothing
 
 
 def long_form_batches(layout: TensorLayout, names: Sequence[str], value_name: str,

@@ -31,6 +31,9 @@ def export_database(sc: StatementContext, node: ast.ExportDatabase) -> Result:
         raise sc.bind.fail(node, f"EXPORT DATABASE writes to a local directory, not {folder!r}")
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise sc.bind.fail(node, f"cannot export to '{folder}': it is a file", error=OperationalError)
+    refusal = stored.file_access_refusal(sc.db, os.path.join(folder, CATALOG))
+    if refusal:
+        raise sc.bind.fail(node, refusal, error=OperationalError)
     os.makedirs(folder, exist_ok=True)
     with sc.db.statement(writes=False):  # one snapshot for every file
         catalog = {"format": FORMAT, "version": 1, "tensors": [], "views": [], "tables": [], "duckdb_views": []}
@@ -85,6 +88,9 @@ def import_database(sc: StatementContext, node: ast.ImportDatabase) -> Result:
 
 def _read_catalog(sc: StatementContext, node: ast.ImportDatabase) -> dict:
     path = os.path.join(node.path, CATALOG)
+    refusal = stored.file_access_refusal(sc.db, path)
+    if refusal:
+        raise sc.bind.fail(node, refusal, error=OperationalError)
     if not os.path.isfile(path):
         raise sc.bind.fail(node, f"cannot import '{node.path}': it holds no {CATALOG}",
                            hint="IMPORT DATABASE reads a directory EXPORT DATABASE wrote", error=OperationalError)

@@ -63,6 +63,9 @@ def test_register_and_replacement_scans(con):
         con.execute("SELECT avg(age) FROM people")
     with pytest.raises(trdb.IntegrityError):
         con.register("A", edges)
+    v = edges  # noqa: F841 (a variable that is named where no table goes is not read)
+    con.execute("CREATE TENSOR v SHAPE (2) TILE (2) FILL ONES")
+    assert con.sql("SELECT * FROM v").tensor().tolist() == [1.0, 1.0]  # the tensor wins over the variable
 
 
 def test_dollar_parameters(con):

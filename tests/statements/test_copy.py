@@ -90,6 +90,9 @@ def test_paths_are_checked_and_plain_tables_copy_as_in_duckdb(con, tmp_path):
     con.execute("CREATE TABLE t AS SELECT range AS x FROM range(3)")
     con.execute(f"COPY t TO '{tmp_path / 't.csv'}' (HEADER)")  # an ordinary table: DuckDB's COPY
     assert pd.read_csv(tmp_path / "t.csv")["x"].tolist() == [0, 1, 2]
+    with pytest.raises(trdb.DataError, match="not one tensor"):  # four 0-d tiles under the key ()
+        con.execute(f"COPY (SELECT SUMSQ(A.v) AS s FROM A) TO '{tmp_path / 's.csv'}'")
+    assert not (tmp_path / "s.csv").exists()
     assert not list(tmp_path.glob(".*.tmp"))  # failed writes left no temporary file
 
 
@@ -127,3 +130,17 @@ def test_export_and_import_database_round_trip_bit_for_bit(tmp_path):
     with pytest.raises(trdb.IntegrityError):  # every name is there already: nothing is imported twice
         restored.execute("IMPORT DATABASE '" + str(folder).replace("'", "''") + "'")
     assert restored.execute("SELECT count(*) FROM people").fetchall() == [(2,)]
+
+
+def test_copy_refuses_what_duckdb_refuses_with_external_access_off(tmp_path):
+    con = trdb.connect(workers=1)
+    con.execute("CREATE TENSOR A SHAPE (4, 4) TILE (2, 2) FILL ONES")
+    (tmp_path / "ok").mkdir()
+    con.execute(f"SET allowed_directories = ['{tmp_path / 'ok'}']")
+    con.execute("SET enable_external_access = false")
+    for statement in (f"COPY A TO '{tmp_path / 'a.csv'}'", f"COPY A TO '{tmp_path / 'ok' / '..' / 'a.csv'}'",
+                      f"EXPORT DATABASE '{tmp_path / 'backup'}'"):
+        with pytest.raises(trdb.OperationalError, match="disabled by configuration"):
+            con.execute(statement)
+    assert con.execute(f"COPY A TO '{tmp_path / 'ok' / 'a.csv'}'").fetchall() == [(16,)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ok"]
