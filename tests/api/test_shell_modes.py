@@ -167,3 +167,11 @@ def test_plot_writes_a_sparsity_picture_and_the_loss_curve(tmp_path):
     for name in ("loss.png", "w.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     runner.con.close()
+
+
+def test_import_a_npy_file_as_a_tensor(tmp_path, capsys):
+    array = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
+    np.save(tmp_path / "a.npy", array)
+    assert main(["-json", "-c", f".import {tmp_path / 'a.npy'} N\nSELECT * FROM N;"]) == 0
+    (row,) = strict(capsys.readouterr().out)
+    np.testing.assert_array_equal(np.array(row["v"], dtype=np.float32), array)  # float32 digits read back equal
