@@ -78,6 +78,9 @@ def test_tables_fit_a_width_and_right_align_numbers():
     assert all(len(line) <= 60 for line in many.splitlines()) and "│ … │" in many
     assert "of 30 columns shown" in many
     assert format_rows(["a", "b"], [(1, "x")], "line") == "a = 1\nb = x"
+    plan = format_rows(["plan"], [("Scan(A)  [est. cost=1 tuples=2]  " * 4,)], "table", width=40)
+    assert all(len(line) <= 40 for line in plan.splitlines()) and "…" not in plan  # one column: wrapped
+    assert plan.count("tuples=2") == 4
 
 
 def test_small_tiles_whole_large_ones_summarized():
