@@ -60,13 +60,22 @@ def import_file(runner: "Runner", args: list[str]) -> bool:
     path, name = args
     kinds = {n.lower(): kind for n, kind in relation_names(runner.con)}
     if path.lower().endswith(".npy"):
-        return runner.run_sql(f"CREATE TENSOR {quote_identifier(name)} FROM {quote_literal(path)}")
+        return runner.run_sql(f"CREATE TENSOR {quote_identifier(name)} FROM {quote_literal(path)} TILE ({_tile(path)})")
     if kinds.get(name.lower()) not in (None, "table"):
         raise CommandError(f'"{name}" is a {kinds[name.lower()]}: .import loads CSV files into tables')
     source = f"read_csv({quote_literal(path)})"
     if name.lower() in kinds:
         return runner.run_sql(f"INSERT INTO {quote_identifier(name)} SELECT * FROM {source}")
     return runner.run_sql(f"CREATE TABLE {quote_identifier(name)} AS SELECT * FROM {source}")
+
+
+def _tile(path: str) -> str:
+    """Tiles of at most 1024 along each dimension of the .npy file (its header read, not its data)."""
+    try:
+        shape = np.load(path, mmap_mode="r", allow_pickle=False).shape
+    except (OSError, ValueError) as exc:
+        raise CommandError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    return ", ".join(str(max(1, min(n, 1024))) for n in shape) or "1"
 
 
 def open_database(runner: "Runner", args: list[str]) -> bool:

@@ -1,6 +1,7 @@
 """Result formatting: tables fitted to the terminal (box, table, markdown, line), and the modes of modes.py."""
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -36,6 +37,8 @@ def format_rows(names: Sequence[str], rows: Sequence[tuple], mode: str = "table"
     shown, hidden_at = _elide(rows, max_rows)
     numeric = [_numeric(shown, c) for c in range(len(names))]
     cells = _cells(names, shown, width)
+    if width is not None and len(names) == 1 and mode in ("box", "table"):
+        cells = [[_wrap(cell[0], width - 4)] for cell in cells]  # one column (a plan, a listing): wrapped, not cut
     if mode == "line":
         return _line_mode(names, cells)
     if hidden_at is not None:
@@ -105,6 +108,16 @@ def _fit(names: Sequence[str], cells: list[list[list[str]]], width: Optional[int
     gap = next((i for i, c in enumerate(kept) if c != i), len(kept))
     shown = kept[:gap] + [None] + kept[gap:]
     return Layout(shown, [widths[c] if c is not None else 1 for c in shown])
+
+
+def _wrap(lines: list[str], width: int) -> list[str]:
+    """Lines longer than the width broken at spaces, continued under their indent plus four."""
+    out = []
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip()) + 4)
+        out += textwrap.wrap(line, max(width, len(indent) + 10), subsequent_indent=indent, break_on_hyphens=False,
+                             drop_whitespace=True) or [""]
+    return out
 
 
 def _cut(text: str, width: int) -> str:

@@ -112,7 +112,7 @@ def test_completion_timer_mode_and_read(spawn, tmp_path):
     child = spawn()
     _run(child, "CREATE TENSOR Weights SHAPE (2, 2) TILE (1, 2) FILL ONES;")
     child.send("SELECT Wei\t")  # one candidate: completed in place
-    child.expect_exact("Weights")
+    child.expect_exact("ghts")  # the completed rest: prompt_toolkit may draw "Wei" and "ghts" apart
     child.send(".i, Weights.\t")  # the columns of Weights (i, j, v): a menu
     child.expect_exact("column")
     out = _run(child, "v FROM Weights WHERE Weights.i = 0;")

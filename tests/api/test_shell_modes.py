@@ -78,6 +78,9 @@ def test_tables_fit_a_width_and_right_align_numbers():
     assert all(len(line) <= 60 for line in many.splitlines()) and "│ … │" in many
     assert "of 30 columns shown" in many
     assert format_rows(["a", "b"], [(1, "x")], "line") == "a = 1\nb = x"
+    plan = format_rows(["plan"], [("Scan(A)  [est. cost=1 tuples=2]  " * 4,)], "table", width=40)
+    assert all(len(line) <= 40 for line in plan.splitlines()) and "…" not in plan  # one column: wrapped
+    assert plan.count("tuples=2") == 4
 
 
 def test_small_tiles_whole_large_ones_summarized():
@@ -167,3 +170,11 @@ def test_plot_writes_a_sparsity_picture_and_the_loss_curve(tmp_path):
     for name in ("loss.png", "w.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     runner.con.close()
+
+
+def test_import_a_npy_file_as_a_tensor(tmp_path, capsys):
+    array = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
+    np.save(tmp_path / "a.npy", array)
+    assert main(["-json", "-c", f".import {tmp_path / 'a.npy'} N\nSELECT * FROM N;"]) == 0
+    (row,) = strict(capsys.readouterr().out)
+    np.testing.assert_array_equal(np.array(row["v"], dtype=np.float32), array)  # float32 digits read back equal

@@ -100,7 +100,14 @@ def test_fitted_tables_spy_and_dot_commands(shell, tmp_path):
     assert frame == ["┌────────┐", "│▒▒      │", "│░░░░    │", "│  ▒▒    │", "│    ▒▒  │", "└────────┘"], lines
     assert "B: 8 x 12, tiles 2 x 3: 5 of 16 tiles stored, 8 non-zeros" in "\n".join(lines)
     assert any("current max rows: 40" in line for line in _run(child, ".maxrows"))
-    _run(child, ".import rows.csv t")
+    lines = _run(child, ".import rows.csv t")  # a statement that changes something says what it did
+    assert any(line.startswith("CREATE TABLE") and line.endswith("2 rows") for line in lines), lines
+    _run(child, ".mode line")
+    assert _run(child, "SELECT * FROM t WHERE k = 1;")[:2] == ["k = 1", "x = 0.5"]
+    assert "INSERT INTO \"t\" VALUES (2, 0.25);" in _run(child, ".dump t")
+    _run(child, ".output all.txt")
+    assert _run(child, "SELECT 7 AS seven;") == [""] and (tmp_path / "all.txt").read_text().startswith("seven = 7")
+    _run(child, ".output")
     _run(child, ".headers off")
     _run(child, ".mode csv")
     _run(child, ".once out.csv")
