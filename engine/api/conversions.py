@@ -56,7 +56,26 @@ def result_to_arrow(schema: Optional[Schema], description, batches: Iterable[Seq
         for name in [n for n in names if n in ragged]:
             table = table.add_column(table.schema.get_field_index(name) + 1, f"{name}_shape", shapes[name])
         tables.append(table)
-    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    return _concatenated(tables) if len(tables) > 1 else tables[0]
+
+
+def _concatenated(tables: list[pa.Table]) -> pa.Table:
+    """The batches as one table; a plain column whose batches were inferred as different types (DESCRIBE's
+    shape: counts in one batch, a list in another) becomes text in every batch, as one batch alone would."""
+    try:
+        return pa.concat_tables(tables, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        pass
+    mixed = {name for name in tables[0].column_names
+             if len({t.schema.field(name).type for t in tables} - {pa.null()}) > 1}
+    as_text = []
+    for table in tables:
+        for name in mixed:
+            index = table.schema.get_field_index(name)
+            values = [None if v is None else str(v) for v in table.column(index).to_pylist()]
+            table = table.set_column(index, name, pa.array(values, pa.string()))
+        as_text.append(table)
+    return pa.concat_tables(as_text, promote_options="permissive")
 
 
 def _arrow_batch(schema, description, names: list[str], rows: Sequence[tuple], ragged: set[str]):
