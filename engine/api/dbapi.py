@@ -225,8 +225,10 @@ class Cursor:
         """The remaining rows as a pyarrow Table: key columns and a fixed_shape_tensor column; the rows are
         read a bounded batch at a time, so the Arrow table is the only whole copy."""
         result = self._require_result("fetch_arrow")
-        # plain SQL rows are one list in memory already: converted at once, each column in one Arrow array
-        batches = self._batches() if result.schema is not None else iter([self._take(None)])
+        # results without tiles (plain SQL, DESCRIBE) are small and converted at once: each column's type is
+        # inferred from all its values
+        tiled = result.schema is not None and any(c.is_tensor for c in result.schema)
+        batches = self._batches() if tiled else iter([self._take(None)])
         return result_to_arrow(result.schema, result.description, batches)
 
     fetch_arrow_table = to_arrow_table = fetch_arrow

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from trdb.api.formatting import format_rows
+
 
 class Relation:
     """A query run by con.sql(). The first fetch reads the run that con.sql() started; each later one runs
@@ -77,6 +79,13 @@ class Relation:
     def fetch_long(self):
         """The result in long form: (index, ..., value) rows, as cursor.fetch_long()."""
         return self._fetch("fetch_long")
+
+    def show(self, max_rows: int = 40) -> None:
+        """Print the result as the shell does (tiles summarized), as DuckDB's relation.show()."""
+        print(self._table(max_rows))
+
+    def _table(self, max_rows: int = 40) -> str:
+        return format_rows(self.columns, self.fetchall(), "table", max_rows)
 
     def __len__(self) -> int:
         return len(self.fetchall())

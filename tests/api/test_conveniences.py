@@ -19,7 +19,7 @@ def con():
     connection.close()
 
 
-def test_sql_relation_fetches_in_every_form_and_runs_again(con):
+def test_sql_relation_fetches_in_every_form_and_runs_again(con, capsys):
     rel = con.sql("SELECT * FROM A")
     assert rel.columns == ["i", "j", "v"] and rel.types[2] == trdb.TENSOR
     np.testing.assert_array_equal(rel.tensor(), A)  # the first fetch reads con.sql's run, the others run again
@@ -31,6 +31,8 @@ def test_sql_relation_fetches_in_every_form_and_runs_again(con):
     frame = rel.df()
     assert list(frame.columns) == ["i", "j", "v"] and str(frame["i"].dtype) == "int64"
     np.testing.assert_array_equal(frame["v"][0], A[:2, :2])
+    rel.show()
+    assert "| i " in capsys.readouterr().out
     assert con.sql("CREATE TENSOR B SHAPE (2) TILE (2)") is None  # no result set: None, as DuckDB
     plain = con.sql("SELECT 1.5::FLOAT AS x, 2 AS y")
     assert [str(t) for t in plain.df().dtypes] == ["float32", "int32"] and plain.fetchone() == (1.5, 2)

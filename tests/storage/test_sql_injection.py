@@ -122,7 +122,7 @@ REFUSED = [
     "SET search_path = concat('_tr', 'db')",
     "ATTACH ':memory:' AS elsewhere",
     "DETACH memory",
-    "IMPORT DATABASE '/nonexistent'",
+    "PRAGMA import_database('/nonexistent')",  # DuckDB's import (IMPORT DATABASE is trdb's restore)
     "SET max_memory = '1GB'",
     "SET GLOBAL memory_limit = '1GB'",
     "PRAGMA threads = 1",
