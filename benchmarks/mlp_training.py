@@ -29,7 +29,7 @@ import re
 import numpy as np
 
 import trdb
-from timing import FLOAT32_UNIT_ROUNDOFF, best_of_alternating, check, gamma
+from timing import FLOAT32_UNIT_ROUNDOFF, alternating_runs, check, gamma, paired_ratio
 
 STEP = "MINIMIZE loss WRT (W1, W2) WITH (optimizer = 'sgd', learning_rate = {rate}, steps = 1)"
 RATE = 1e-6
@@ -156,7 +156,8 @@ def main() -> None:
         runs["pytorch dW1, dW2"] = torch_gradients(X, W1, W2, Y)
     except ImportError:
         print("# PyTorch is not installed: skipped")
-    timings = best_of_alternating(args.repeats, runs, before={"trdb GRAD W1": write, "trdb GRAD W1, GRAD W2": write})
+    rounds = alternating_runs(args.repeats, runs, before={"trdb GRAD W1": write, "trdb GRAD W1, GRAD W2": write})
+    timings = {name: (min(times), result) for name, (times, result) in rounds.items()}
     for name, (_, got) in timings.items():
         for n, (value, want, bound) in enumerate(zip(got, grads64, bounds), 1):
             check(f"{name}: dW{n}", value, want, bound)
@@ -170,19 +171,22 @@ def main() -> None:
     print(f"# checked against float64 with float32 bounds ({uncertain} pre-activations within float32 error of 0)")
     print("# warm: buffer pool, plan cache; a write before every timed GRAD drops the carried forward pass")
     base = timings["numpy dW1, dW2"][0]
+    print(f"{'':24s} {'best':>8s}  {'best/numpy':>10s}  paired ratios to numpy: min median max")
     for name, (seconds, _) in timings.items():
-        print(f"{name:24s} {seconds:8.3f} s  {seconds / base:6.2f}x numpy")
+        low, mid, high = paired_ratio(rounds[name][0], rounds["numpy dW1, dW2"][0])
+        print(f"{name:24s} {seconds:8.3f}s {seconds / base:10.2f}x  {low:9.2f} {mid:6.2f} {high:4.2f}")
     expected = numpy_flops(args.rows, args.features, args.hidden)
     print(f"executed FLOPs of GRAD(loss, W1): trdb {flops / 1e9:.3f} G, numpy {expected / 1e9:.3f} G, "
           f"ratio {flops / expected:.4f}")
     # one training step: forward, both gradients (sharing the forward pass) and the SGD update
     step = STEP.format(rate=RATE)
     W1n, W2n = W1.copy(), W2.copy()
-    steps = best_of_alternating(args.repeats, {"trdb": lambda: cur.execute(step).fetchall(),
-                                               "numpy": lambda: numpy_step(X, W1n, W2n, Y, RATE)})
-    trdb_step, numpy_s = steps["trdb"][0], steps["numpy"][0]
+    steps = alternating_runs(args.repeats, {"trdb": lambda: cur.execute(step).fetchall(),
+                                            "numpy": lambda: numpy_step(X, W1n, W2n, Y, RATE)})
+    trdb_step, numpy_s = min(steps["trdb"][0]), min(steps["numpy"][0])
+    low, mid, high = paired_ratio(steps["trdb"][0], steps["numpy"][0])
     print(f"training step: trdb MINIMIZE {trdb_step:.3f} s, numpy fwd+bwd+update {numpy_s:.3f} s, "
-          f"trdb / numpy = {trdb_step / numpy_s:.2f}")
+          f"trdb / numpy = {trdb_step / numpy_s:.2f} (paired: min {low:.2f} median {mid:.2f} max {high:.2f})")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ forward pass of a gradient) are dropped by any write, which is why gradient benc
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from typing import Callable, Optional, Union
 
@@ -42,26 +43,39 @@ def best_of(repeats: int, run: Callable[[], object], warmup: bool = True,
     return min(times, default=math.inf), result
 
 
-def best_of_alternating(repeats: int, runs: dict[str, Callable[[], object]],
-                        before: Optional[dict[str, Callable[[], object]]] = None) -> dict[str, tuple[float, object]]:
-    """`best_of` for a few systems at once, taking turns (each round times every system once), so
-    that a slow spell of the machine (another tenant of the host, CPU frequency) falls on all of them
-    alike. `before[name]`, where given, runs untimed before each of that system's runs. Returns each
-    system's best time and last output."""
+def alternating_runs(repeats: int, runs: dict[str, Callable[[], object]],
+                     before: Optional[dict[str, Callable[[], object]]] = None) -> dict[str, tuple[list[float], object]]:
+    """Every system's timed runs, taking turns (each round times every system once, after one warm-up
+    round), so that a slow spell of the machine (another tenant of the host, CPU frequency) falls on
+    all of them alike. `before[name]`, where given, runs untimed before each of that system's runs.
+    Returns each system's run times, round by round, and last output."""
     before = before or {}
     prepare = {name: before.get(name, lambda: None) for name in runs}
     results = {}
     for name, run in runs.items():  # warm-up
         prepare[name]()
         results[name] = run()
-    best = {name: math.inf for name in runs}
+    times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
             prepare[name]()
             started = time.perf_counter()
             results[name] = run()
-            best[name] = min(best[name], time.perf_counter() - started)
-    return {name: (best[name], results[name]) for name in runs}
+            times[name].append(time.perf_counter() - started)
+    return {name: (times[name], results[name]) for name in runs}
+
+
+def best_of_alternating(repeats: int, runs: dict[str, Callable[[], object]],
+                        before: Optional[dict[str, Callable[[], object]]] = None) -> dict[str, tuple[float, object]]:
+    """`alternating_runs`' best time and last output of each system."""
+    return {name: (min(times), result) for name, (times, result) in alternating_runs(repeats, runs, before).items()}
+
+
+def paired_ratio(times: list[float], base: list[float]) -> tuple[float, float, float]:
+    """(lowest, median, highest) of the ratios of runs made in the same round: on a busy machine the
+    median of such pairs is steadier than the ratio of two best times, and the spread shows the noise."""
+    ratios = sorted(t / b for t, b in zip(times, base))
+    return ratios[0], statistics.median(ratios), ratios[-1]
 
 
 def print_ratios(times: dict[str, float], base: str, label: str, width: int = 32) -> None:

@@ -12,6 +12,7 @@ from collections import Counter
 from typing import Callable, Optional
 
 from trdb.kernels.sparse import nbytes as tile_bytes
+from trdb.optimizer.subsumed_projections import merge_rekeys, read_subsuming
 from trdb.planner import logical as lp
 
 _CHILD_FIELDS = ("input", "left", "right")
@@ -130,6 +131,8 @@ class SharedWork:
         """`plan` with its repeated subplans (counted now, or by `expect` already) replaced by their tuples."""
         counts = self.counts
         if not counts:
+            # one statement's plan: a projection that another computes more of reads that one
+            plan = read_subsuming(merge_rekeys(plan), self.numbering.number)
             counts = Counter()
             self._count(plan, counts)
         return self._rewrite(plan, counts)

@@ -1,0 +1,36 @@
+"""A projection that another projection of the same shared input computes more of reads that one:
+the MLP gradient's forward RELU runs once, though the backward pass adds lineage columns to it."""
+from __future__ import annotations
+
+import numpy as np
+
+from mlp_views import create_mlp_views
+
+
+def _mlp(cur):
+    rng = np.random.default_rng(0)
+    tensors = {}
+    for name, shape, tile in (("X", (8, 4), (4, 4)), ("W1", (4, 6), (4, 3)), ("W2", (6, 1), (3, 1)),
+                              ("Y", (8, 1), (4, 1))):
+        tensors[name] = rng.standard_normal(shape, dtype=np.float32)
+        cur.execute(f"CREATE TENSOR {name} FROM ? TILE {tile}", [tensors[name]])
+    create_mlp_views(cur)
+    return tensors
+
+
+def test_the_forward_relu_runs_once_in_the_gradient(cur):
+    t = _mlp(cur)
+    plan = [row[0] for row in cur.execute("EXPLAIN SELECT * FROM GRAD(loss, W1)").fetchall()]
+    assert sum("RELU(" in line for line in plan) == 1
+    H = np.maximum(t["X"] @ t["W1"], 0)
+    d_hidden = ((2 * (H @ t["W2"] - t["Y"])) @ t["W2"].T) * (H > 0)
+    got = cur.execute("SELECT * FROM GRAD(loss, W1)").fetch_tensor()
+    np.testing.assert_allclose(got, t["X"].T @ d_hidden, rtol=1e-4, atol=1e-4)
+
+
+def test_a_projection_with_more_kernels_is_not_read_for_fewer(cur):
+    cur.execute("CREATE TENSOR A FROM ? TILE (2, 2)", [np.arange(16, dtype=np.float32).reshape(4, 4)])
+    query = ("SELECT p.i, p.j, p.v + q.v AS v FROM (SELECT i, j, RELU(v) AS v FROM A) AS p "
+             "JOIN (SELECT i, j, EXP(v) AS v FROM A) AS q ON p.i = q.i AND p.j = q.j")
+    a = np.arange(16, dtype=np.float32).reshape(4, 4)
+    np.testing.assert_allclose(cur.execute(query).fetch_tensor(), np.maximum(a, 0) + np.exp(a), rtol=1e-6)
