@@ -20,7 +20,7 @@ from trdb.statements import tiling
 from trdb.storage import tile_store
 from trdb.storage.database import Database
 from trdb.storage.tensor_meta import TensorMeta
-from trdb.storage.tile_codec import CSR32, CSR64, DENSE, binary_array, csr_sections, little_endian
+from trdb.storage.tile_codec import DENSE, csr_sections, encode_csr_entries, encode_dense_entries
 
 
 def write_entries(db: Database, meta: TensorMeta, entries: pa.Table) -> int:
@@ -100,60 +100,12 @@ class _Chunk:
             position, values = position[entries], values[entries]
         if as_csr:
             width = np.repeat(extents[1], counts)
-            blobs, fmt = csr_tiles(extents[0], counts, position // width, position % width, values,
+            blobs, fmt = encode_csr_entries(extents[0], counts, position // width, position % width, values,
                                    self.meta.dtype)
         else:
-            blobs, fmt = dense_tiles(np.prod(extents, axis=0), counts, position, values, self.meta.dtype), DENSE
+            blobs, fmt = encode_dense_entries(np.prod(extents, axis=0), counts, position, values, self.meta.dtype), DENSE
         tile_store.insert_encoded(db, self.meta, [k[chosen] for k in self.keys], counts,
                                   np.full(len(counts), fmt, dtype=np.int8), blobs)
-
-
-def dense_tiles(elements: np.ndarray, counts: np.ndarray, position: np.ndarray, values: np.ndarray,
-                dtype: np.dtype) -> pa.Array:
-    """One binary array of dense tiles: values scattered into a zeroed buffer, tiles back to back."""
-    stored = little_endian(dtype)
-    offsets = np.zeros(len(elements) + 1, dtype=np.int64)
-    np.cumsum(elements, out=offsets[1:])
-    buffer = np.zeros(int(offsets[-1]), dtype=stored)
-    buffer[np.repeat(offsets[:-1], counts) + position] = values
-    return binary_array(offsets * stored.itemsize, buffer.view(np.uint8))
-
-
-def csr_tiles(rows: np.ndarray, counts: np.ndarray, local_rows: np.ndarray, local_cols: np.ndarray,
-              values: np.ndarray, dtype: np.dtype) -> tuple[pa.Array, int]:
-    """One binary array of CSR tiles (tile_codec's layout) from their entries in row-major order, and the format."""
-    stored = little_endian(dtype)
-    wide = max(int(counts.max()), int(rows.max()) + 1, int(local_cols.max()) + 1) >= 2 ** 31
-    fmt, index = (CSR64, np.dtype("<i8")) if wide else (CSR32, np.dtype("<i4"))
-    value_bytes, index_bytes, pointer_bytes = csr_sections(counts, rows, stored.itemsize, index.itemsize)
-    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(value_bytes + index_bytes + pointer_bytes, out=offsets[1:])
-    buffer = np.zeros(int(offsets[-1]), dtype=np.uint8)
-    within = _positions_within(counts)
-    buffer.view(stored)[np.repeat(offsets[:-1] // stored.itemsize, counts) + within] = values
-    column_starts = (offsets[:-1] + value_bytes) // index.itemsize
-    buffer.view(index)[np.repeat(column_starts, counts) + within] = local_cols
-    pointer_starts = (offsets[:-1] + value_bytes + index_bytes) // index.itemsize
-    buffer.view(index)[np.repeat(pointer_starts, rows + 1) + _positions_within(rows + 1)] = \
-        _row_pointers(rows, counts, local_rows)
-    return binary_array(offsets, buffer), fmt
-
-
-def _positions_within(counts: np.ndarray) -> np.ndarray:
-    """0..count-1 for each run of `counts`, concatenated."""
-    total = int(counts.sum())
-    return np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-
-
-def _row_pointers(rows: np.ndarray, counts: np.ndarray, local_rows: np.ndarray) -> np.ndarray:
-    """Every tile's row pointers (rows + 1 each), concatenated: a count of entries per row, summed up."""
-    row_base = np.cumsum(rows) - rows
-    per_row = np.bincount(np.repeat(row_base, counts) + local_rows, minlength=int(rows.sum()))
-    cumulative = np.zeros(len(per_row) + 1, dtype=np.int64)
-    np.cumsum(per_row, out=cumulative[1:])
-    rows_with_end = rows + 1
-    global_rows = np.repeat(row_base, rows_with_end) + _positions_within(rows_with_end)
-    return cumulative[global_rows] - np.repeat(cumulative[row_base], rows_with_end)
 
 
 def _run_starts(columns: list[np.ndarray]) -> np.ndarray:

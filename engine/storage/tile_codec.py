@@ -1,4 +1,4 @@
-"""Tiles as little-endian bytes in Arrow binary columns (dense or CSR), decoded without per-value Python.
+"""Tiles as little-endian bytes in Arrow binary columns (dense or CSR), encoded and decoded without per-value Python.
 
 A dense tile is its values in C order. A CSR tile (format CSR32 or CSR64, the width of its index
 arrays) is three sections, each padded to 8 bytes so the next one stays aligned: the stored values
@@ -158,3 +158,53 @@ def _csr_sections(blob: np.ndarray, shape: tuple[int, ...], nnz: int, stored: np
     column_indices = blob[values:values + nnz * index.itemsize].view(index)
     start = values + indices
     return data, column_indices, blob[start:start + (shape[0] + 1) * index.itemsize].view(index)
+
+
+# ------------------------------------------------------------ many tiles at once, from their entries
+
+def encode_dense_entries(elements: np.ndarray, counts: np.ndarray, position: np.ndarray, values: np.ndarray,
+                dtype: np.dtype) -> pa.Array:
+    """One binary array of dense tiles: values scattered into a zeroed buffer, tiles back to back."""
+    stored = little_endian(dtype)
+    offsets = np.zeros(len(elements) + 1, dtype=np.int64)
+    np.cumsum(elements, out=offsets[1:])
+    buffer = np.zeros(int(offsets[-1]), dtype=stored)
+    buffer[np.repeat(offsets[:-1], counts) + position] = values
+    return binary_array(offsets * stored.itemsize, buffer.view(np.uint8))
+
+
+def encode_csr_entries(rows: np.ndarray, counts: np.ndarray, local_rows: np.ndarray, local_cols: np.ndarray,
+              values: np.ndarray, dtype: np.dtype) -> tuple[pa.Array, int]:
+    """One binary array of CSR tiles from their entries in row-major order, and the format."""
+    stored = little_endian(dtype)
+    wide = max(int(counts.max()), int(rows.max()) + 1, int(local_cols.max()) + 1) >= 2 ** 31
+    fmt, index = (CSR64, np.dtype("<i8")) if wide else (CSR32, np.dtype("<i4"))
+    value_bytes, index_bytes, pointer_bytes = csr_sections(counts, rows, stored.itemsize, index.itemsize)
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(value_bytes + index_bytes + pointer_bytes, out=offsets[1:])
+    buffer = np.zeros(int(offsets[-1]), dtype=np.uint8)
+    within = _positions_within(counts)
+    buffer.view(stored)[np.repeat(offsets[:-1] // stored.itemsize, counts) + within] = values
+    column_starts = (offsets[:-1] + value_bytes) // index.itemsize
+    buffer.view(index)[np.repeat(column_starts, counts) + within] = local_cols
+    pointer_starts = (offsets[:-1] + value_bytes + index_bytes) // index.itemsize
+    buffer.view(index)[np.repeat(pointer_starts, rows + 1) + _positions_within(rows + 1)] = \
+        _row_pointers(rows, counts, local_rows)
+    return binary_array(offsets, buffer), fmt
+
+
+def _positions_within(counts: np.ndarray) -> np.ndarray:
+    """0..count-1 for each run of `counts`, concatenated."""
+    total = int(counts.sum())
+    return np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+def _row_pointers(rows: np.ndarray, counts: np.ndarray, local_rows: np.ndarray) -> np.ndarray:
+    """Every tile's row pointers (rows + 1 each), concatenated: a count of entries per row, summed up."""
+    row_base = np.cumsum(rows) - rows
+    per_row = np.bincount(np.repeat(row_base, counts) + local_rows, minlength=int(rows.sum()))
+    cumulative = np.zeros(len(per_row) + 1, dtype=np.int64)
+    np.cumsum(per_row, out=cumulative[1:])
+    rows_with_end = rows + 1
+    global_rows = np.repeat(row_base, rows_with_end) + _positions_within(rows_with_end)
+    return cumulative[global_rows] - np.repeat(cumulative[row_base], rows_with_end)
