@@ -11,6 +11,13 @@ from trdb.kernels import dense_accumulate  # noqa: F401  (loads scipy's own BLAS
 _BLAS = ThreadpoolController()  # every BLAS loaded now: numpy's and scipy's (the GEMM that accumulates)
 
 
+def one_blas_thread():
+    """A context in which BLAS runs one thread: a small plan on one partition (its cost below
+    min_parallel_cost) gains nothing from BLAS threads and loses to their hand-offs (a matrix-vector
+    product on a busy machine: 90 ms with two threads, 12 ms with one)."""
+    return _BLAS.limit(limits=1, user_api="blas")
+
+
 class Workers(Protocol):
     """Where an execution runs its producer fragments."""
 

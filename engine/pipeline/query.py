@@ -8,6 +8,7 @@ shows them all, even those a SELECT right after the same work would take from th
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass, field
 from typing import Optional, Union
@@ -18,6 +19,7 @@ from trdb.execution.executor import Execution, start_execution
 from trdb.execution.operators.operator import ExecContext
 from trdb.execution.spool import RowSpool
 from trdb.execution.state import ExecutionState
+from trdb.execution.workers import one_blas_thread
 from trdb.kernels.backend import Backend
 from trdb.optimizer.common_subplans import CarriedWork, SharedWork
 from trdb.optimizer.driver import RuleContext, optimize
@@ -107,8 +109,9 @@ class Pipeline:
         # a spool keeps at most a share of the budget, so that the operators running beside it keep room
         spool = RowSpool(memory.reservation("tuples"), lambda: database.spill.new_file("tuples"),
                          memory.budget // SPOOL_SHARE)
+        blas = one_blas_thread() if _small_kernel_plan(node, self.settings.workers) else contextlib.nullcontext()
         try:
-            with execution, nesting_guard():
+            with blas, execution, nesting_guard():
                 spool.extend(execution.batches())
         except BaseException:
             spool.close()  # a failed or cancelled statement leaves no spill file behind
@@ -160,3 +163,21 @@ class Pipeline:
         if self._run is not None:
             self._run.shared.append(stage)
         return spool
+
+
+SMALL_PLAN_FLOPS = 1e7  # below this, limiting BLAS's threads costs more (~40 us) than it can save
+
+
+def _small_kernel_plan(node: PhysicalNode, workers: int) -> bool:
+    """A plan kept on one partition though more workers are allowed (its cost is below
+    min_parallel_cost) that still runs kernels worth a BLAS call: it runs them on one BLAS thread."""
+    if workers <= 1:
+        return False  # workers = 1 asks for one partition: BLAS keeps its threads
+    nodes, flops = [node], 0.0
+    while nodes:
+        current = nodes.pop()
+        if current.exchange is not None:
+            return False  # workers started by the exchange limit BLAS themselves
+        flops += current.estimate.flops
+        nodes.extend(current.children)
+    return flops >= SMALL_PLAN_FLOPS
