@@ -44,8 +44,8 @@ class OperandTiling:
 
 
 def candidates(letter: str, size: int, operands: list[OperandTiling]) -> list[int]:
-    found = {min(t, size) for o in operands for c, t in zip(o.term, o.tile) if c == letter}
-    found.add(size)
+    found = {max(1, min(t, size)) for o in operands for c, t in zip(o.term, o.tile) if c == letter}
+    found.add(max(1, size))  # an empty axis is cut in tiles of 1
     split = SMALLEST_SPLIT
     while split < size:
         found.add(split)
