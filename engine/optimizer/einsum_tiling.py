@@ -15,7 +15,7 @@ FLOP-equivalents of `einsum_order.py`:
 Re-cut operands keep their sparsity as well as it can be told: coarser tiles are present when any
 of the old tiles they cover is (placed at random), finer tiles as often as the old ones. The search
 is exhaustive over up to `EXHAUSTIVE` assignments, else coordinate descent from the tiling the
-operands already have. Ties keep the operands' tiling, so nothing is retiled unless it pays.
+operands already have; none when that tiling costs less than one re-cut (nothing else can win). Ties keep the operands' tiling, so nothing is retiled unless it pays.
 """
 from __future__ import annotations
 
@@ -74,6 +74,10 @@ def _choose(operands: tuple, terms: tuple, output: str, sizes: tuple, start: tup
 
     best = dict(start)
     best_cost = cost(best)
+    if best_cost <= RETILE_COST:
+        # any other assignment re-cuts the operand whose tile `start` took for the letter it changes,
+        # so it costs more than RETILE_COST: small EINSUMs skip the search (seconds for 7 operands)
+        return best, best_cost
     if math.prod(len(options[c]) for c in letters) <= EXHAUSTIVE:
         for values in itertools.product(*(options[c] for c in letters)):
             assignment = dict(zip(letters, values))

@@ -7,9 +7,8 @@ shapes) they are called with (the sublist form, `einsum(a, [0, 1], b, [1, 2])`, 
 stands for); opt_einsum's opt_einsum/tests/test_contract.py lists its expressions in `tests`, with
 operand shapes from its opt_einsum/testing.py size table, as its own tests build them. Sizes are
 mapped, per case, onto 2, 3, 4, ... in order (0 and 1 kept): the same letters agree, the same
-broadcasts happen, numpy accepts and refuses the same cases, and every case stays small. Within a
-suite, calls that differ only in spaces, in the letters chosen or in sizes other than 0 and 1 are
-one case (the first one found).
+broadcasts happen, numpy accepts and refuses the same cases, and every case stays small. Calls that differ only in spaces, in the letters chosen or in sizes other than 0 and 1 are
+one case (the first one found); a case both suites have is named by both ("numpy+opt_einsum").
 """
 from __future__ import annotations
 
@@ -128,7 +127,9 @@ def main(numpy_repo: str, opt_einsum_repo: str) -> None:
         for spec, shapes in found:
             shrunk = small(shapes)
             assert accepts(spec, shrunk) == accepts(spec, shapes), (spec, shapes)
-            cases.setdefault((source, canonical(spec), pattern(shrunk)), [source, spec, shrunk])
+            case = cases.setdefault((canonical(spec), pattern(shrunk)), [source, spec, shrunk])
+            if source not in case[0].split("+"):
+                case[0] += "+" + source  # numpy's tests repeat many of opt_einsum's: run once, named by both
     document = {
         "sources": {
             "numpy": {"repository": "https://github.com/numpy/numpy", "commit": numpy_commit, "path": NUMPY_TESTS},

@@ -41,7 +41,10 @@ REJECTED = [c for c in CASES if not numpy_accepts(c[1], c[2])]
 
 
 def eligible(shapes) -> list[str]:
-    """The tilings that mean something for these operands."""
+    """The tilings that mean something for these operands. With 6 or more operands, choosing the
+    tile sizes alone takes seconds when tiles are split: those cases run whole and half absent."""
+    if len(shapes) >= 6:
+        return ["whole", "absent"]
     found = ["whole", "split", "absent", "workers2"]
     if len(shapes) > 1:
         found.append("mixed")
@@ -57,7 +60,7 @@ def two_tilings(n: int, shapes) -> tuple[str, str]:
 
 
 def split_tile(n: int) -> int:
-    return 2 if n >= 3 else 1 if n == 2 else max(n, 1)  # ragged wherever n is odd
+    return max(1, -(-n // 2))  # two tiles an axis, the second one shorter wherever n is odd
 
 
 def tile_of(tiling: str, shape: tuple, position: int) -> tuple:
@@ -164,7 +167,8 @@ def test_rejected_expression_is_a_programming_error(db, n, spec, shapes):
 def test_cases_come_from_both_suites_and_cover_every_tiling():
     sources = DOCUMENT["sources"]
     assert all(len(s["commit"]) == 40 for s in sources.values())
-    assert Counter(c[0] for c in DOCUMENT["cases"]).keys() == {"numpy", "opt_einsum"}
+    suites = Counter(suite for c in DOCUMENT["cases"] for suite in c[0].split("+"))
+    assert suites["numpy"] > 150 and suites["opt_einsum"] > 60, suites
     coverage = Counter(t for n, _, shapes in ACCEPTED for t in set(two_tilings(n, shapes)))
     assert set(coverage) == set(TILINGS) and min(coverage.values()) >= 20, coverage
     assert all(len(set(two_tilings(n, shapes))) == 2 for n, _, shapes in ACCEPTED)
