@@ -12,10 +12,11 @@ FLOP-equivalents of `einsum_order.py`:
 - the cheapest contraction path under that tiling (`einsum_order.best_path`): kernel FLOPs,
   kernel result elements and joined tuples, FLOPs shared by the workers the step's tiles allow.
 
-Re-cut operands keep their sparsity as well as it can be told: coarser tiles are present when any
-of the old tiles they cover is (placed at random), finer tiles as often as the old ones. The search
-is exhaustive over up to `EXHAUSTIVE` assignments, else coordinate descent from the tiling the
-operands already have; none when that tiling costs less than one re-cut (nothing else can win). Ties keep the operands' tiling, so nothing is retiled unless it pays.
+Re-cut operands keep their sparsity as well as it can be told: coarser tiles are present when any of
+the old tiles they cover is (placed at random), finer tiles as often as the old ones. The search is
+exhaustive over up to `EXHAUSTIVE` assignments, else coordinate descent from the tiling the operands
+already have; none when that tiling costs less than one re-cut (nothing else can win). Ties keep the
+operands' tiling, so nothing is retiled unless it pays.
 """
 from __future__ import annotations
 

@@ -1,14 +1,15 @@
 """Builds einsum_cases.json: the einsum expressions of numpy's and opt_einsum's own test suites.
 
 Run as `python tests/einsum/make_einsum_cases.py NUMPY_REPO OPT_EINSUM_REPO` with git checkouts of
-github.com/numpy/numpy and github.com/dgasmith/opt_einsum. numpy's numpy/_core/tests/test_einsum.py is
-run under pytest with numpy.einsum and numpy.einsum_path wrapped to record every (spec, operand
-shapes) they are called with (the sublist form, `einsum(a, [0, 1], b, [1, 2])`, written as the spec it
-stands for); opt_einsum's opt_einsum/tests/test_contract.py lists its expressions in `tests`, with
-operand shapes from its opt_einsum/testing.py size table, as its own tests build them. Sizes are
-mapped, per case, onto 2, 3, 4, ... in order (0 and 1 kept): the same letters agree, the same
-broadcasts happen, numpy accepts and refuses the same cases, and every case stays small. Calls that differ only in spaces, in the letters chosen or in sizes other than 0 and 1 are
-one case (the first one found); a case both suites have is named by both ("numpy+opt_einsum").
+github.com/numpy/numpy and github.com/dgasmith/opt_einsum. numpy's numpy/_core/tests/test_einsum.py
+is run under pytest with numpy.einsum and numpy.einsum_path wrapped to record every (spec, operand
+shapes) they are called with (the sublist form, `einsum(a, [0, 1], b, [1, 2])`, written as the spec
+it stands for); opt_einsum's opt_einsum/tests/test_contract.py lists its expressions in `tests`,
+with operand shapes from its opt_einsum/testing.py size table, as its own tests build them. Sizes
+are mapped, per case, onto 2, 3, 4, ... in order (0 and 1 kept): the same letters agree, the same
+broadcasts happen, numpy accepts and refuses the same cases, and every case stays small. Calls that
+differ only in spaces, in the letters chosen or in sizes other than 0 and 1 are one case (the first
+one found); a case both suites have is named by both ("numpy+opt_einsum").
 """
 from __future__ import annotations
 
