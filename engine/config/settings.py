@@ -46,6 +46,13 @@ def _parse_bytes(value: Any) -> int:
     return size
 
 
+def _parse_bytes_or_zero(value: Any) -> int:
+    """A size, or 0 for "the default"."""
+    if not isinstance(value, bool) and str(value).strip() == "0":
+        return 0
+    return _parse_bytes(value)
+
+
 def _parse_positive_int(value: Any) -> int:
     if isinstance(value, bool) or not (isinstance(value, int) or str(value).strip().isdigit()):
         raise ValueError("expected a positive integer")
@@ -158,6 +165,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("memory_limit", lambda: int(_physical_memory() * 0.8), _parse_bytes,
             "memory for the whole database (every connection): cached tiles, operator state, "
             "exchange queues, results and DuckDB's own; operators spill to temp_directory beyond it"),
+    Setting("gpu_memory_limit", lambda: 0, _parse_bytes_or_zero,
+            "GPU memory for operator state, exchange queues and results while device is 'gpu' (0: 80% "
+            "of the device's memory); operators spill beyond it; database-wide"),
     Setting("temp_directory", lambda: "", str,
             "where operators spill ('' : beside the database file, or the system's temp directory "
             "for a database in memory); database-wide"),
@@ -173,7 +183,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
 )}
 
 
-DATABASE_WIDE = frozenset({"memory_limit", "temp_directory"})  # one value per database, as DuckDB's global settings
+# one value per database, as DuckDB's global settings
+DATABASE_WIDE = frozenset({"memory_limit", "gpu_memory_limit", "temp_directory"})
 
 
 class Settings:

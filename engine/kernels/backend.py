@@ -33,6 +33,15 @@ class Backend:
         """Whether this backend can run kernels on this machine."""
         return True
 
+    @property
+    def on_host(self) -> bool:
+        """Whether its arrays live in host memory (so they count against memory_limit)."""
+        return True
+
+    def device_memory(self) -> int:
+        """The total memory of the device its arrays live on (a host backend: 0)."""
+        return 0
+
     def asarray(self, value: Any, dtype: Any = None) -> Any:
         """`value` as an array of this backend (no copy when it already is one of that dtype);
         a CSR tile stays a CSR tile (of this backend's sparse module)."""

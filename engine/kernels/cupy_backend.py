@@ -51,6 +51,13 @@ class CupyBackend(Backend):
             raise NotSupportedError(f"the cupy backend is not available: {self._why_not}")
         return importlib.import_module("cupy")
 
+    @property
+    def on_host(self) -> bool:
+        return False
+
+    def device_memory(self) -> int:
+        return int(self.xp.cuda.Device().mem_info[1])
+
     def to_numpy(self, array: Any) -> numpy.ndarray:
         if isinstance(array, numpy.ndarray):
             return array

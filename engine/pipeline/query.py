@@ -100,12 +100,13 @@ class Pipeline:
         if not checked:
             check_plan(self.settings, node)
         database = self.catalog.db.file
+        memory = database.memory_for(self.backend)
         execution = start_execution(node, ExecContext(self.backend, self.catalog, ExecutionState(self.interrupted),
-                                                      database.memory, database.spill),
+                                                      memory, database.spill),
                                     self.settings)
         # a spool keeps at most a share of the budget, so that the operators running beside it keep room
-        spool = RowSpool(database.memory.reservation("tuples"), lambda: database.spill.new_file("tuples"),
-                         database.memory.budget // SPOOL_SHARE)
+        spool = RowSpool(memory.reservation("tuples"), lambda: database.spill.new_file("tuples"),
+                         memory.budget // SPOOL_SHARE)
         try:
             with execution, nesting_guard():
                 spool.extend(execution.batches())

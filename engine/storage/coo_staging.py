@@ -1,8 +1,8 @@
-"""COO entries staged in DuckDB temp tables: read from a file, table or Arrow table, checked, sorted, read in batches."""
+"""COO entries staged in a DuckDB temp table: read from a file, table or Arrow table, checked, streamed out in batches."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -12,7 +12,6 @@ from trdb.storage.sql_text import quote_identifier
 from trdb.storage.tensor_meta import TensorMeta
 
 ENTRIES = "_trdb_coo_entries"  # temp table: the named columns of the source, renamed i0.. and v
-SORTED = "_trdb_coo_sorted"  # temp table: the entries with their tile, sorted by tile and offset
 INPUT = "_trdb_coo_input"  # the name a bound Arrow table is registered under while it is copied
 INTEGER_TYPES = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT",
                            "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"})
@@ -86,36 +85,33 @@ def _index_probes(name: str, sql_type: str, size: int) -> list[str]:
             f"count(*) FILTER (WHERE {name} < 0 OR {name} >= {size})"]
 
 
-def sort_staged_entries(db: Database, meta: TensorMeta, exact: bool) -> None:
-    """The entries as (t, k0.., p, v) in a second temp table, sorted by (t, p): t the tile's place in the grid
-    (C order), p the C-order offset inside the tile, v the value (BIGINT when `exact`, else DOUBLE). Sorted,
-    duplicates are adjacent and ranges of t can be read one batch at a time (zone maps skip the rest)."""
-    db.execute(f"CREATE OR REPLACE TEMP TABLE {SORTED} AS {_entries_sql(meta, exact)}")
-    db.execute(f"DROP TABLE {ENTRIES}")  # its space is given back while the tiles are built
-
-
-def staged_tile_counts(db: Database) -> tuple[np.ndarray, np.ndarray]:
+def staged_tile_counts(db: Database, meta: TensorMeta) -> tuple[np.ndarray, np.ndarray]:
     """Each tile that has entries (its grid place t, ascending) and its count of entries."""
-    table = db.arrow(f"SELECT t, count(*) AS n FROM {SORTED} GROUP BY t ORDER BY t")
+    table = db.arrow(f"SELECT {_place_sql(meta)} AS t, count(*) AS n FROM {ENTRIES} GROUP BY t ORDER BY t")
     return table.column("t").to_numpy(), table.column("n").to_numpy()
 
 
-def read_sorted_entries(db: Database, meta: TensorMeta, first: int, last: int) -> pa.Table:
-    """The sorted entries (k0.., p, v) of the tiles whose grid place is in first..last."""
-    keys = ", ".join(f"k{d}" for d in range(len(meta.keys)))
-    # the bounds are integers written into the text: with parameters DuckDB's Arrow output copies the rows
-    return db.arrow(f"SELECT {keys + ', ' if keys else ''}p, v FROM {SORTED} "
-                    f"WHERE t BETWEEN {int(first)} AND {int(last)} ORDER BY t, p")
+def staged_entry_batches(db: Database, meta: TensorMeta, exact: bool, rows: int) -> Iterator[pa.RecordBatch]:
+    """The entries as (t, k0.., p, v), unsorted, `rows` at a time, streamed: t the tile's place in the grid
+    (C order), p the C-order offset inside the tile, v the value (BIGINT when `exact`, else DOUBLE). Read
+    them all before the next statement on this connection."""
+    return db.arrow_batches(_entries_sql(meta, exact), rows)
 
 
 def drop_staged_entries(db: Database) -> None:
     db.execute(f"DROP TABLE IF EXISTS {ENTRIES}")
-    db.execute(f"DROP TABLE IF EXISTS {SORTED}")
+
+
+def _place_sql(meta: TensorMeta) -> str:
+    place = "0"
+    for d in range(len(meta.keys)):
+        place = f"({place}) * {meta.grid[d]} + CAST(i{d} AS BIGINT) // {meta.tile[d]}"
+    return place
 
 
 def _entries_sql(meta: TensorMeta, exact: bool) -> str:
-    """A sort, not GROUP BY: the sort is needed anyway, and DuckDB's hash aggregation over millions of
-    distinct coordinates costs twice as much as the sort; duplicates are summed in numpy instead."""
+    """Not sorted in DuckDB: within a small memory_limit its sort of tens of millions of rows is slow (one
+    thread); trdb buckets the entries by tile range and sorts each bucket in numpy (statements/coo.py)."""
     index = ", ".join(f"CAST(i{d} AS BIGINT) AS i{d}" for d in range(len(meta.shape)))
     value = f"CAST(v AS {'BIGINT' if exact else 'DOUBLE'}) AS v"
     position = "0"
@@ -125,9 +121,6 @@ def _entries_sql(meta: TensorMeta, exact: bool) -> str:
         else:  # an unkeyed axis: every tile covers it whole
             width, local = str(tile), f"i{d}"
         position = f"({position}) * {width} + {local}"
-    place = "0"
-    for d in range(len(meta.keys)):
-        place = f"({place}) * {meta.grid[d]} + i{d} // {meta.tile[d]}"
     keys = [f"i{d} // {meta.tile[d]} AS k{d}" for d in range(len(meta.keys))]
-    return (f"SELECT {', '.join([place + ' AS t'] + keys + [position + ' AS p', 'v'])} "
-            f"FROM (SELECT {index}, {value} FROM {ENTRIES}) ORDER BY t, p")
+    return (f"SELECT {', '.join([_place_sql(meta) + ' AS t'] + keys + [position + ' AS p', 'v'])} "
+            f"FROM (SELECT {index}, {value} FROM {ENTRIES})")

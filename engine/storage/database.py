@@ -111,6 +111,13 @@ class Database:
                 return self._con.execute(sql, list(params)).to_arrow_table()
             return self._con.sql(sql).to_arrow_table()
 
+    def arrow_batches(self, sql: str, rows: int) -> Iterator[pa.RecordBatch]:
+        """A query's result streamed as Arrow record batches of `rows` rows; the connection is held until
+        the last one is read (or the iterator is closed)."""
+        with self._lock, self._translated():
+            reader = self._con.sql(sql).to_arrow_reader(rows)
+            yield from reader
+
     def insert_arrow(self, table: str, data: pa.Table) -> None:
         """Append an Arrow table's rows to a DuckDB table with the same column order."""
         self.register_and_run("_trdb_incoming", data, f"INSERT INTO {table} SELECT * FROM _trdb_incoming")

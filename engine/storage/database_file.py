@@ -10,11 +10,13 @@ from typing import Iterator, Optional
 import duckdb
 
 from trdb import errors
+from trdb.kernels.backend import Backend
 from trdb.storage.buffer_pool import BufferPool
-from trdb.storage.memory import MemoryManager, duckdb_bytes
+from trdb.storage.memory import MemoryManager, duckdb_bytes, duckdb_threads
 from trdb.storage.spill import SpillDirectory, default_directory
 
 _OPEN: dict[str, "DatabaseFile"] = {}
+GPU_SHARE = 0.8  # of the device's memory, the default gpu_memory_limit (as DuckDB takes 80% of RAM)
 _OPEN_LOCK = threading.Lock()
 
 
@@ -35,10 +37,11 @@ class DatabaseFile:
             raise errors.OperationalError(f"cannot open database {path!r}: {_reason(exc)}",
                                           hint=_open_hint(exc, read_only)) from None
         self.memory = MemoryManager(memory_limit)
+        self.device_memory: Optional[MemoryManager] = None  # the GPU's budget, made when a statement runs there
         self.pool = BufferPool(self.memory)
         self.shared_settings: dict = {}  # the database-wide settings (config.settings.DATABASE_WIDE)
         self.spill = SpillDirectory(default_directory(path))
-        self._duckdb_limits: tuple = (None, None)
+        self._duckdb_limits: tuple = (None, None, None)
         self.write_lock = threading.RLock()
         self.generation = 0
         self._generation_changed = threading.Condition()
@@ -74,22 +77,37 @@ class DatabaseFile:
         if directory != self.spill.root:
             self.spill.close()
             self.spill = SpillDirectory(directory)
-        limits = (duckdb_bytes(self.memory.limit), os.path.join(self.spill.root, "duckdb"))
+        limits = (duckdb_bytes(self.memory.limit), duckdb_threads(self.memory.limit, os.cpu_count() or 1),
+                  os.path.join(self.spill.root, "duckdb"))
         if limits == self._duckdb_limits:
             return
         old, self._duckdb_limits = self._duckdb_limits, limits
         self.spill.remove_leftovers()
         try:
-            if old[:1] != limits[:1]:
+            if old[:2] != limits[:2]:  # fewer threads where a small part could not hold each one's sort
                 self.root.execute(f"SET memory_limit = '{limits[0]}B'")
-            if old[1:] != limits[1:] and not self.read_only:
-                os.makedirs(limits[1], mode=0o700, exist_ok=True)  # DuckDB makes only the last folder
-                self._point_duckdb_at(limits[1])
+                self.root.execute(f"SET threads = {limits[1]}")
+            if old[2] != limits[2] and not self.read_only:
+                os.makedirs(limits[2], mode=0o700, exist_ok=True)  # DuckDB makes only the last folder
+                self._point_duckdb_at(limits[2])
         except OSError as exc:
             raise errors.OperationalError(f"cannot use temp_directory {self.spill.root!r}: {exc.strerror}",
                                           hint="SET temp_directory to a writable directory") from None
         except duckdb.Error as exc:
             raise errors.OperationalError(f"cannot apply memory_limit or temp_directory: {_reason(exc)}") from None
+
+    def memory_for(self, backend: Backend) -> MemoryManager:
+        """The budget a statement's operators, queues and result reserve from: memory_limit while kernels
+        run on the host; with device 'gpu' the tiles live in the GPU's memory, a budget of its own
+        (gpu_memory_limit, by default 80% of the device's memory), counted and spilled the same way."""
+        if backend.on_host:
+            return self.memory
+        limit = self.shared_settings.get("gpu_memory_limit") or int(backend.device_memory() * GPU_SHARE)
+        with self.write_lock:
+            if self.device_memory is None:
+                self.device_memory = MemoryManager(limit, duckdb_share=False)
+            self.device_memory.resize(limit)
+            return self.device_memory
 
     def _point_duckdb_at(self, folder: str) -> None:
         try:

@@ -18,15 +18,25 @@ DUCKDB_MIN, DUCKDB_MAX = 32 << 20, 4 << 30   # ... within these bounds (DuckDB n
                                              # the budget: below 64 MB, DuckDB's 32 MB come on top of trdb's half)
 
 
+DUCKDB_THREAD_BYTES = 48 << 20      # what one DuckDB thread needs to sort or hash out of core (with less, a
+                                    # 40M-row sort of COO entries fails to pin a block instead of spilling)
+
+
 def duckdb_bytes(limit: int) -> int:
     """The part of `limit` DuckDB itself may use (its buffer manager, while it reads and writes tiles)."""
     return max(DUCKDB_MIN, min(DUCKDB_MAX, limit // DUCKDB_SHARE))
 
 
+def duckdb_threads(limit: int, cores: int) -> int:
+    """How many threads DuckDB may run within its part of `limit`: each needs DUCKDB_THREAD_BYTES."""
+    return max(1, min(cores, duckdb_bytes(limit) // DUCKDB_THREAD_BYTES))
+
+
 class MemoryManager:
     """Bytes reserved against one limit, shared by every connection and worker of one database."""
 
-    def __init__(self, limit: int):
+    def __init__(self, limit: int, duckdb_share: bool = True):
+        self.duckdb_share = duckdb_share  # False for a GPU's memory, of which DuckDB takes nothing
         self._lock = threading.Lock()
         self._reserved = 0
         self._shrinkers: list[Callable[[int], int]] = []
@@ -42,6 +52,8 @@ class MemoryManager:
     @property
     def budget(self) -> int:
         """The bytes trdb's own reservations share: the limit less DuckDB's part."""
+        if not self.duckdb_share:
+            return self.limit
         return max(self.limit - duckdb_bytes(self.limit), self.limit // 2)
 
     @property

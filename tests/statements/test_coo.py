@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pyarrow as pa
@@ -11,7 +12,7 @@ import pytest
 import scipy.sparse
 
 import trdb
-from trdb.statements import tiling
+from trdb.statements import coo, coo_buckets, tiling
 
 SHAPE, TILE = (23, 17), (5, 4)  # ragged edge tiles on both axes
 
@@ -159,6 +160,21 @@ def test_many_chunks(cur, monkeypatch):
     index, values = random_entries(shape, 400, seed=7)
     cur.execute("CREATE TENSOR A FROM COO ? (r, c, v) SHAPE (64, 48) TILE (6, 5)", [entries_table(index, values)])
     check(cur, "A", dense(shape, index, values), (6, 5))
+
+
+@pytest.mark.parametrize("buckets", [3, 256])
+def test_entries_bucketed_through_spill_files(cur, monkeypatch, tmp_path, buckets):
+    """Buckets of a few tiles each (at most `buckets` of them), spilled, each sorted on its own; ragged
+    edge tiles, duplicates across batches of the read, the spill files gone afterwards."""
+    monkeypatch.setattr(coo_buckets, "MAX_BUCKETS", buckets)
+    monkeypatch.setattr(coo_buckets, "READ_ROWS", 97)
+    monkeypatch.setattr(coo, "ENTRY_BATCH_BYTES", 50 * coo._ENTRY_BYTES)
+    cur.execute(f"SET temp_directory = '{tmp_path}'")
+    shape = (64, 48)
+    index, values = random_entries(shape, 3000, seed=11, duplicates=300)
+    cur.execute("CREATE TENSOR A FROM COO ? (r, c, v) SHAPE (64, 48) TILE (6, 5)", [entries_table(index, values)])
+    check(cur, "A", dense(shape, index, values), (6, 5))
+    assert not [f for _, _, files in os.walk(tmp_path) for f in files if f.startswith("coo")]
 
 
 def test_leaves_no_temporary_table(cur):

@@ -8,6 +8,7 @@ import pytest
 import scipy.sparse
 
 import trdb
+from trdb.kernels.numpy_backend import NumpyBackend
 from trdb.storage.memory import MemoryManager, duckdb_bytes
 from trdb.storage.spill import SpillDirectory
 
@@ -111,3 +112,36 @@ def test_temp_directory_can_change_after_duckdb_has_spilled(tmp_path):
         con.execute(f"SET temp_directory = '{tmp_path / 'elsewhere'}'")  # DuckDB keeps its own: no error
         con.execute("SET memory_limit = '16KB'")
         assert con.execute("SELECT A.i, SUM(REDUCE_SUM(A.v)) AS v FROM A GROUP BY A.i").fetchall()
+
+
+class _DeviceBackend(NumpyBackend):
+    """numpy arrays standing in for a GPU's: what trdb counts against the device's own budget."""
+
+    @property
+    def on_host(self) -> bool:
+        return False
+
+    def device_memory(self) -> int:
+        return 1 << 30
+
+
+def test_a_statement_on_a_device_reserves_from_the_devices_budget_and_spills_past_it(tmp_path, monkeypatch):
+    monkeypatch.setattr("trdb.session.backend_for", lambda device: _DeviceBackend())
+    with trdb.connect(str(tmp_path / "db.trdb")) as con:
+        con.execute("CREATE TENSOR A SHAPE (512, 512) TILE (64, 64) FILL RANDOM_UNIFORM(0, 1, 3)")
+        con.execute("SET workers = 1")
+        con.execute("SET gpu_memory_limit = '64KB'")  # room for four of the eight 16 KB sums
+        file = con._session().db.file
+        host_peak = file.memory.peak
+        got = con.execute("SELECT A.j, SUM(A.v) FROM A GROUP BY A.j ORDER BY A.j").fetchall()
+        assert file.device_memory is not None and file.device_memory.limit == 64 << 10
+        assert file.device_memory.peak > 0 and file.memory.peak == host_peak
+        dense = con.execute("SELECT * FROM A").fetch_tensor()
+        assert all(np.allclose(tile, dense[:, 64 * j:64 * j + 64].reshape(8, 64, 64).sum(axis=0))
+                   for j, tile in got)
+        plan = "\n".join(r[0] for r in con.execute(
+            "EXPLAIN ANALYZE SELECT A.j, SUM(A.v) FROM A GROUP BY A.j ORDER BY A.j").fetchall())
+        assert "spilled=" in plan
+        con.execute("SET gpu_memory_limit = 0")
+        con.execute("SELECT SUM(SUMSQ(A.v)) FROM A").fetchall()
+        assert file.device_memory.limit == int(0.8 * (1 << 30))
