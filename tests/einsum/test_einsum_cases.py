@@ -111,6 +111,7 @@ def per_tuple_result(cur, spec: str, names: list[str]) -> np.ndarray:
 @pytest.fixture(scope="module")
 def db():
     connection = trdb.connect()
+    connection.cursor().execute("SET workers = 1")
     yield connection
     connection.close()
 
@@ -126,8 +127,14 @@ def run_case(cur, n: int, spec: str, shapes: list, tiling: str) -> None:
         arrays.append(operand(rng, tiling, shape, tile))
         load(cur, name, arrays[-1], tile)
     expected = np.einsum(spec, *arrays)
-    cur.execute(f"SET workers = {2 if tiling == 'workers2' else 1}")
-    np.testing.assert_allclose(from_result(cur, spec, names, expected.shape), expected, rtol=1e-9, atol=1e-9)
+    if tiling == "workers2":
+        cur.execute("SET workers = 2")
+    try:
+        got = from_result(cur, spec, names, expected.shape)
+    finally:
+        if tiling == "workers2":
+            cur.execute("SET workers = 1")
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
     if tiling == "whole" and all(math.prod(s) for s in shapes):
         got = per_tuple_result(cur, spec, names)
         assert got.shape == expected.shape
