@@ -216,7 +216,7 @@ def _tensordot_plan(spec: str):
     column). None when the spec is not a plain contraction (batch, repeated or summed-away indices).
     """
     if "->" not in spec or not spec.replace(",", "").replace("->", "").isalpha():
-        return None  # implicit output, ellipsis or spaces: opt_einsum reads those
+        return None  # not a plain spec (plain_spec makes them so): opt_einsum reads it
     inputs, output = spec.split("->")
     operands = inputs.split(",")
     letters = "".join(operands)

@@ -60,7 +60,8 @@ def bind_operand(binder, node, position: int) -> Operand:
     if None in shape:
         raise binder.ctx.fail(node, f"EINSUM operand {position}: its logical shape is not known; "
                                     f"store it as a tensor first")
-    tile = tuple(min(t, n) if axis < len(keys) else n for axis, (t, n) in enumerate(zip(column.tile, shape)))
+    # an empty axis (size 0) is cut in tiles of 1, none of them present
+    tile = tuple(max(1, min(t, n) if axis < len(keys) else n) for axis, (t, n) in enumerate(zip(column.tile, shape)))
     return Operand(plan, keys, tile, shape, column.dtype.itemsize)
 
 

@@ -125,7 +125,7 @@ def path_cost(terms: list[str], output: str, size: dict, tile: dict, densities: 
 def step_cost(left: str, right: str, out: str, size: dict, tile: dict, dl: float, dr: float,
               workers: int = 1) -> tuple[float, float]:
     """(cost, density of the result's tiles) of one join + per-tile einsum + SUM."""
-    grid = {c: math.ceil(size[c] / tile[c]) for c in set(left + right)}
+    grid = {c: max(1, math.ceil(size[c] / max(tile[c], 1))) for c in set(left + right)}  # empty axis: one tile
     tiles_l = dl * math.prod(grid[c] for c in left)
     tiles_r = dr * math.prod(grid[c] for c in right)
     shared = set(left) & set(right)

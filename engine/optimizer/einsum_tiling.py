@@ -12,10 +12,11 @@ FLOP-equivalents of `einsum_order.py`:
 - the cheapest contraction path under that tiling (`einsum_order.best_path`): kernel FLOPs,
   kernel result elements and joined tuples, FLOPs shared by the workers the step's tiles allow.
 
-Re-cut operands keep their sparsity as well as it can be told: coarser tiles are present when any
-of the old tiles they cover is (placed at random), finer tiles as often as the old ones. The search
-is exhaustive over up to `EXHAUSTIVE` assignments, else coordinate descent from the tiling the
-operands already have. Ties keep the operands' tiling, so nothing is retiled unless it pays.
+Re-cut operands keep their sparsity as well as it can be told: coarser tiles are present when any of
+the old tiles they cover is (placed at random), finer tiles as often as the old ones. The search is
+exhaustive over up to `EXHAUSTIVE` assignments, else coordinate descent from the tiling the operands
+already have; none when that tiling costs less than one re-cut (nothing else can win). Ties keep the
+operands' tiling, so nothing is retiled unless it pays.
 """
 from __future__ import annotations
 
@@ -44,8 +45,8 @@ class OperandTiling:
 
 
 def candidates(letter: str, size: int, operands: list[OperandTiling]) -> list[int]:
-    found = {min(t, size) for o in operands for c, t in zip(o.term, o.tile) if c == letter}
-    found.add(size)
+    found = {max(1, min(t, size)) for o in operands for c, t in zip(o.term, o.tile) if c == letter}
+    found.add(max(1, size))  # an empty axis is cut in tiles of 1
     split = SMALLEST_SPLIT
     while split < size:
         found.add(split)
@@ -74,6 +75,10 @@ def _choose(operands: tuple, terms: tuple, output: str, sizes: tuple, start: tup
 
     best = dict(start)
     best_cost = cost(best)
+    if best_cost <= RETILE_COST:
+        # any other assignment re-cuts the operand whose tile `start` took for the letter it changes,
+        # so it costs more than RETILE_COST: small EINSUMs skip the search (seconds for 7 operands)
+        return best, best_cost
     if math.prod(len(options[c]) for c in letters) <= EXHAUSTIVE:
         for values in itertools.product(*(options[c] for c in letters)):
             assignment = dict(zip(letters, values))
