@@ -29,7 +29,11 @@ def adam(cur, steps: int) -> None:
 
 
 def tensor_names(cur) -> set[str]:
-    return {row[0] for row in cur.execute("SHOW TENSORS").fetchall()}
+    """The tensors, and the optimizer state that DESCRIBE of each lists (SHOW TENSORS leaves state out)."""
+    names = {row[0] for row in cur.execute("SHOW TENSORS").fetchall()}
+    state = {row[0] for name in names for row in cur.execute(f"DESCRIBE {name}").fetchall()
+             if row[2] == "optimizer state"}
+    return names | state
 
 
 def adam_steps(cur) -> list[tuple]:

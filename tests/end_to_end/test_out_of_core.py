@@ -65,7 +65,8 @@ CHILD = textwrap.dedent("""
     ]
     for name, sql in steps:
         try:
-            rows = cur.execute(sql).fetchall()
+            cur.execute(sql)
+            rows = cur.fetchall() if cur.description else None
         except trdb.Error as exc:
             report["failed"] = [name, sql, type(exc).__name__ + ": " + " ".join(str(exc).split())[:600]]
             break

@@ -122,6 +122,8 @@ def test_logic_statements_match_the_local_executor(cluster, path):
     local, remote = trdb.connect(workers=2), trdb.connect(executor="ray", workers=2)
     try:
         for record in parse_file(path):
+            if " ".join(record.sql.split()).upper().rstrip(";") == "SHOW ALL":
+                continue  # the connection's settings: `executor` differs by design
             expected = _outcome(local.cursor(), record.sql)
             assert _outcome(remote.cursor(), record.sql) == expected, f"{path.name}:{record.line}\n{record.sql}"
     finally:
