@@ -13,7 +13,7 @@ from trdb import errors
 from trdb.kernels.backend import Backend
 from trdb.storage.buffer_pool import BufferPool
 from trdb.storage.memory import MemoryManager, duckdb_bytes, duckdb_threads
-from trdb.storage.spill import SpillDirectory, default_directory
+from trdb.storage.spill import SpillDirectory, default_directory, make_folder
 
 _OPEN: dict[str, "DatabaseFile"] = {}
 GPU_SHARE = 0.8  # of the device's memory, the default gpu_memory_limit (as DuckDB takes 80% of RAM)
@@ -78,7 +78,7 @@ class DatabaseFile:
             self.spill.close()
             self.spill = SpillDirectory(directory)
         limits = (duckdb_bytes(self.memory.limit), duckdb_threads(self.memory.limit, os.cpu_count() or 1),
-                  os.path.join(self.spill.root, "duckdb"))
+                  self.spill.duckdb_folder)
         if limits == self._duckdb_limits:
             return
         old, self._duckdb_limits = self._duckdb_limits, limits
@@ -88,7 +88,7 @@ class DatabaseFile:
                 self.root.execute(f"SET memory_limit = '{limits[0]}B'")
                 self.root.execute(f"SET threads = {limits[1]}")
             if old[2] != limits[2] and not self.read_only:
-                os.makedirs(limits[2], mode=0o700, exist_ok=True)  # DuckDB makes only the last folder
+                make_folder(limits[2])  # DuckDB makes only the last folder
                 self._point_duckdb_at(limits[2])
         except OSError as exc:
             raise errors.OperationalError(f"cannot use temp_directory {self.spill.root!r}: {exc.strerror}",

@@ -59,6 +59,12 @@ class SpillDirectory:
             if pid is not None and not _alive(pid):
                 shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
 
+    @property
+    def duckdb_folder(self) -> str:
+        """DuckDB's own temp folder: one per process too (two processes' DuckDB instances would share file
+        names), and named so that `remove_leftovers` removes it after a crash."""
+        return os.path.join(self.root, f"{_PREFIX}{os.getpid()}-duckdb")
+
     def new_file(self, purpose: str) -> "SpillFile":
         return SpillFile(os.path.join(self._directory(), f"{purpose}-{secrets.token_hex(6)}.spill"))
 
@@ -67,7 +73,7 @@ class SpillDirectory:
             if self._own is None or not os.path.isdir(self._own):
                 own = os.path.join(self.root, f"{_PREFIX}{os.getpid()}-{secrets.token_hex(4)}")
                 try:
-                    os.makedirs(own, mode=0o700, exist_ok=True)
+                    make_folder(own)
                 except OSError as exc:
                     raise _spill_error(exc, self.root) from None
                 self._own = own
@@ -81,8 +87,20 @@ class SpillDirectory:
             if self._own is not None:
                 shutil.rmtree(self._own, ignore_errors=True)
                 self._own = None
-        _remove_if_empty(os.path.join(self.root, "duckdb"))
+        shutil.rmtree(self.duckdb_folder, ignore_errors=True)  # DuckDB has closed: what is left is garbage
         _remove_if_empty(self.root)
+
+
+def make_folder(path: str, attempts: int = 5) -> None:
+    """os.makedirs, again when another process removed an empty parent (its last connection closed) between
+    making it and making `path`."""
+    for attempt in range(attempts):
+        try:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+            return
+        except FileNotFoundError:
+            if attempt == attempts - 1:
+                raise
 
 
 def _pid_of(name: str) -> Optional[int]:

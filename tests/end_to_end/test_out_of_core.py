@@ -41,7 +41,7 @@ CHILD = textwrap.dedent("""
 
     folder, n, t = sys.argv[1], {n}, {t}
     g = n // t
-    os.makedirs(os.path.join(folder, "temp", "duckdb"), exist_ok=True)
+    os.makedirs(os.path.join(folder, "temp"), exist_ok=True)
     con = trdb.connect(os.path.join(folder, "big.trdb"))
     cur = con.cursor()
     cur.execute("SET memory_limit = '{limit}MB'")
@@ -123,7 +123,7 @@ def test_a_tensor_four_times_memory_limit_is_processed_within_it(tmp_path) -> No
 
 
 def test_duckdb_spills_into_the_default_temp_directory(tmp_path) -> None:
-    """A write larger than DuckDB's part of the budget makes DuckDB spill into `<temp_directory>/duckdb`;
+    """A write larger than DuckDB's part of the budget makes DuckDB spill into `<temp_directory>/trdb-<pid>-duckdb`;
     the default temp_directory (`<database file>.tmp`) need not exist beforehand."""
     path = str(tmp_path / "db.trdb")
     con = trdb.connect(path)

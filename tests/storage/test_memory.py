@@ -10,7 +10,7 @@ import scipy.sparse
 import trdb
 from trdb.kernels.numpy_backend import NumpyBackend
 from trdb.storage.memory import MemoryManager, duckdb_bytes
-from trdb.storage.spill import SpillDirectory
+from trdb.storage.spill import SpillDirectory, make_folder
 
 
 def test_reservations_share_one_budget_and_the_minimum_is_always_granted():
@@ -64,7 +64,7 @@ def test_spill_files_hold_tiles_keys_and_scalars_as_written(tmp_path):
 def test_leftover_spill_directories_of_ended_processes_are_removed(tmp_path):
     root = tmp_path / "spill"
     child = subprocess.run([sys.executable, "-c", f"""
-from trdb.storage.spill import SpillDirectory
+from trdb.storage.spill import SpillDirectory, make_folder
 f = SpillDirectory({str(root)!r}).new_file("x"); f.write([(1, 2)]); f.finish()
 import os; os._exit(0)  # no clean-up: as after kill -9
 """], check=True)
@@ -145,3 +145,27 @@ def test_a_statement_on_a_device_reserves_from_the_devices_budget_and_spills_pas
         con.execute("SET gpu_memory_limit = 0")
         con.execute("SELECT SUM(SUMSQ(A.v)) FROM A").fetchall()
         assert file.device_memory.limit == int(0.8 * (1 << 30))
+
+
+def test_duckdbs_temp_folder_is_one_per_process_and_a_dead_ones_is_removed(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    leftover = tmp_path / "spill" / f"trdb-{int(dead.stdout)}-duckdb"
+    leftover.mkdir(parents=True)
+    (leftover / "duckdb_temp_storage-0.tmp").write_bytes(b"x")
+    with trdb.connect(str(tmp_path / "db.trdb"), temp_directory=str(tmp_path / "spill")) as con:
+        folder = con._session().db.file.spill.duckdb_folder
+        assert os.path.basename(folder) == f"trdb-{os.getpid()}-duckdb" and os.path.isdir(folder)
+        assert not leftover.exists()
+
+
+def test_a_folder_another_process_removed_meanwhile_is_made_again(tmp_path, monkeypatch):
+    real, calls = os.makedirs, []
+
+    def racing(path, mode=0o777, exist_ok=False):
+        calls.append(path)
+        if len(calls) == 1:  # the parent vanished between making it and making the child
+            raise FileNotFoundError(2, "No such file or directory")
+        real(path, mode, exist_ok)
+    monkeypatch.setattr(os, "makedirs", racing)
+    make_folder(str(tmp_path / "a" / "b"))
+    assert (tmp_path / "a" / "b").is_dir() and calls.count(str(tmp_path / "a" / "b")) == 2
