@@ -91,3 +91,17 @@ def test_read_only_connection(tmp_path):
         assert con.sql("SELECT * FROM A").tensor().tolist() == [1.0, 1.0]
         with pytest.raises(trdb.Error):
             con.execute("DROP TENSOR A")
+
+
+def test_polars_frames_load_register_and_are_scanned_by_name(con):
+    pl = pytest.importorskip("polars")
+    edges = pl.DataFrame({"src": [0, 1, 2], "dst": [1, 0, 2], "w": [0.5, 2.0, 3.0]})
+    con.execute("CREATE TENSOR G FROM COO edges (src, dst, w) SHAPE (3, 3) TILE (2, 2)")
+    dense = np.zeros((3, 3), np.float32)
+    dense[[0, 1, 2], [1, 0, 2]] = [0.5, 2.0, 3.0]
+    np.testing.assert_array_equal(con.sql("SELECT * FROM G").tensor(), dense)
+    assert con.execute("SELECT sum(w) FROM edges").fetchall() == [(5.5,)]
+    con.execute("CREATE TENSOR P FROM ?", [pl.DataFrame({"a": [1.0, 2.0], "b": [3.0, 4.0]})])
+    np.testing.assert_array_equal(con.sql("SELECT * FROM P").tensor(), [[1.0, 3.0], [2.0, 4.0]])
+    con.register("people", pl.DataFrame({"age": [30, 40]}))
+    assert con.execute("SELECT avg(age) FROM people").fetchall() == [(35.0,)]
