@@ -12,6 +12,7 @@ from typing import Optional, TextIO
 import trdb
 from trdb.errors import QueryCancelled
 from trdb.statements.minimize import STEP_LISTENER
+from trdb.storage.progress import PROGRESS, StatementProgress
 
 SPINNER_DELAY = 1.0     # seconds a statement runs before the spinner shows
 TICK = 0.1              # how often the waiting thread wakes up (spinner frames, Ctrl-C)
@@ -61,8 +62,10 @@ class StepReport:
                 f" its own); the loss after step {n} was {self.losses[-1]:.6g}.")
 
 
-def _work(cursor: trdb.Cursor, sql: str, box: dict, done: threading.Event, steps: Optional[StepReport]) -> None:
+def _work(cursor: trdb.Cursor, sql: str, box: dict, done: threading.Event, steps: Optional[StepReport],
+          counts: StatementProgress) -> None:
     try:
+        PROGRESS.set(counts)  # the statement's scans, result and writes count into it (this thread's context)
         if steps is not None:
             STEP_LISTENER.set(steps)
         cursor.execute(sql)
@@ -79,8 +82,8 @@ def _work(cursor: trdb.Cursor, sql: str, box: dict, done: threading.Event, steps
 class _Spinner:
     """A tqdm line on the stream: a turning bar and the time since the statement started; cleared when done."""
 
-    def __init__(self, stream: TextIO, start: float):
-        self.frame, self.start, self.stream = 0, start, stream
+    def __init__(self, stream: TextIO, start: float, counts: Optional[StatementProgress] = None):
+        self.frame, self.start, self.stream, self.counts = 0, start, stream, counts
         from tqdm import tqdm  # loaded only when a statement runs long in a terminal
 
         class Bar(tqdm):
@@ -92,7 +95,8 @@ class _Spinner:
     def tick(self, label: str = "running", note: str = "(Ctrl-C cancels)", steps: Optional[StepReport] = None) -> None:
         self.frame = (self.frame + 1) % len(FRAMES)
         elapsed = time.perf_counter() - self.start
-        text = f"{FRAMES[self.frame]} {label} {elapsed:.1f} s {note}".rstrip()
+        done = self.counts.describe(elapsed) if self.counts is not None and label == "running" else ""
+        text = f"{FRAMES[self.frame]} {label} {elapsed:.1f} s {done + ' ' if done else ''}{note}".rstrip()
         if steps is not None and steps.losses and label == "running":
             text = _step_line(steps, elapsed)
         self.bar.set_description_str(text[:_columns(self.stream) - 1], refresh=False)  # one line: \r redraws it
@@ -134,10 +138,10 @@ def execute(con: trdb.Connection, sql: str, progress: Optional[TextIO] = None,
 
     Ctrl-C (KeyboardInterrupt in this, the main, thread) closes the cursor, which cancels the
     statement; QueryCancelled is raised once it has stopped unless it had already finished."""
-    cursor, box, done = con.cursor(), {}, threading.Event()
+    cursor, box, done, counts = con.cursor(), {}, threading.Event(), StatementProgress()
     # Waiting on an Event, never Thread.join: a KeyboardInterrupt inside join() can leave the thread
     # marked as stopped while it still runs (CPython gh-90882).
-    worker = threading.Thread(target=copy_context().run, args=(_work, cursor, sql, box, done, steps),
+    worker = threading.Thread(target=copy_context().run, args=(_work, cursor, sql, box, done, steps, counts),
                               name="trdb-statement", daemon=True)
     start = time.perf_counter()
     spinner: Optional[_Spinner] = None
@@ -145,7 +149,7 @@ def execute(con: trdb.Connection, sql: str, progress: Optional[TextIO] = None,
     try:
         while not done.wait(TICK):
             if spinner is None and time.perf_counter() - start >= delay and is_terminal(progress):
-                spinner = _Spinner(progress, start)
+                spinner = _Spinner(progress, start, counts)
             elif spinner is not None:
                 spinner.tick(steps=steps)
     except KeyboardInterrupt:

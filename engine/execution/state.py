@@ -5,6 +5,7 @@ import threading
 from typing import Optional
 
 from trdb.errors import QueryCancelled
+from trdb.storage.progress import StatementProgress
 
 
 class ExecutionState:
@@ -14,7 +15,9 @@ class ExecutionState:
     statement, while `cancelled` ends just this one (its first error, or its end).
     """
 
-    def __init__(self, interrupted: Optional[threading.Event] = None) -> None:
+    def __init__(self, interrupted: Optional[threading.Event] = None,
+                 progress: Optional[StatementProgress] = None) -> None:
+        self.progress = progress  # the statement's counts, read by the shell while it runs (or None)
         self.cancelled = threading.Event()
         self.interrupted = interrupted or threading.Event()
         self.first_error: Optional[BaseException] = None

@@ -31,6 +31,7 @@ from trdb.pipeline.nesting import nesting_guard
 from trdb.planner import logical as lp
 from trdb.planner.binder import Binder, BoundQuery
 from trdb.planner.expression_binder import BindContext
+from trdb.storage.progress import PROGRESS, StatementProgress
 
 SPOOL_SHARE = 4  # a result or shared subplan holds at most 1/SPOOL_SHARE of the memory budget in memory
 
@@ -103,8 +104,9 @@ class Pipeline:
             check_plan(self.settings, node)
         database = self.catalog.db.file
         memory = database.memory_for(self.backend)
-        execution = start_execution(node, ExecContext(self.backend, self.catalog, ExecutionState(self.interrupted),
-                                                      memory, database.spill),
+        progress = PROGRESS.get()
+        execution = start_execution(node, ExecContext(self.backend, self.catalog,
+                                                      ExecutionState(self.interrupted, progress), memory, database.spill),
                                     self.settings)
         # a spool keeps at most a share of the budget, so that the operators running beside it keep room
         spool = RowSpool(memory.reservation("tuples"), lambda: database.spill.new_file("tuples"),
@@ -112,7 +114,7 @@ class Pipeline:
         blas = one_blas_thread() if _small_kernel_plan(node, self.settings.workers) else contextlib.nullcontext()
         try:
             with blas, execution, nesting_guard():
-                spool.extend(execution.batches())
+                spool.extend(_counted(execution.batches(), progress))
         except BaseException:
             spool.close()  # a failed or cancelled statement leaves no spill file behind
             raise
@@ -181,3 +183,11 @@ def _small_kernel_plan(node: PhysicalNode, workers: int) -> bool:
         flops += current.estimate.flops
         nodes.extend(current.children)
     return flops >= SMALL_PLAN_FLOPS
+
+
+def _counted(batches, progress: Optional[StatementProgress]):
+    """The result's batches, each counted in the statement's progress as it passes."""
+    for batch in batches:
+        if progress is not None:
+            progress.tuples += len(batch)
+        yield batch

@@ -14,6 +14,7 @@ from trdb.storage import tile_parts
 from trdb.storage.catalog_validation import TILE_TABLE
 from trdb.storage.database import Database
 from trdb.storage.key_hash import partition_sql
+from trdb.storage.progress import count_written
 from trdb.storage.sql_text import quote_dotted
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_codec import CSR64, DENSE, csr_sections, decode_tiles, encode_tiles
@@ -67,6 +68,7 @@ def insert_encoded(db: Database, meta: TensorMeta, keys: Sequence[np.ndarray], n
                    formats: np.ndarray, blobs: pa.Array) -> None:
     """Append encoded tiles: one key array per key column, their non-zeros, formats and bytes. They go into
     the first part of the tile table with room, in runs of at most `part_bytes`; new parts as needed."""
+    count_written(len(blobs))
     columns = {name: pa.array(key) for name, key in zip(key_columns(len(meta.keys)), keys)}
     columns.update(nnz=pa.array(nonzeros), v=blobs, fmt=pa.array(np.asarray(formats, dtype=np.int8)))
     table = pa.table(columns)

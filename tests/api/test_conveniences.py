@@ -95,7 +95,7 @@ def test_read_only_connection(tmp_path):
 
 def test_polars_frames_load_register_and_are_scanned_by_name(con):
     pl = pytest.importorskip("polars")
-    edges = pl.DataFrame({"src": [0, 1, 2], "dst": [1, 0, 2], "w": [0.5, 2.0, 3.0]})
+    edges = pl.DataFrame({"src": [0, 1, 2], "dst": [1, 0, 2], "w": [0.5, 2.0, 3.0]})  # noqa: F841 (read by name)
     con.execute("CREATE TENSOR G FROM COO edges (src, dst, w) SHAPE (3, 3) TILE (2, 2)")
     dense = np.zeros((3, 3), np.float32)
     dense[[0, 1, 2], [1, 0, 2]] = [0.5, 2.0, 3.0]

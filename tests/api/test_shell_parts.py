@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import _thread
+import contextvars
 import io
+import re
 
 import pytest
 from prompt_toolkit.completion import CompleteEvent
@@ -16,6 +18,7 @@ from trdb.api.formatting import format_rows
 from trdb.api.repl import ready
 from trdb.api.runner import Runner, script_items
 from trdb.errors import QueryCancelled
+from trdb.storage.progress import PROGRESS, StatementProgress
 
 
 class FakeTerminal(io.StringIO):
@@ -137,3 +140,35 @@ def test_statement_errors_come_back_from_the_worker(con):
         progress.execute(con, "SELECT * FROM missing")
     outcome = progress.execute(con, "SELECT 1 AS x")
     assert outcome.names == ["x"] and outcome.rows == [(1,)] and outcome.elapsed >= 0
+
+
+class CtrlCOnCounts(FakeTerminal):
+    """A terminal whose user presses Ctrl-C once the progress line shows tiles read."""
+
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        if "tiles read (" in text and not getattr(self, "pressed", False):
+            self.pressed = True
+            _thread.interrupt_main()
+        return written
+
+
+def test_the_progress_line_counts_tiles_read_with_their_rate(con):
+    con.execute("CREATE TENSOR S SHAPE (2048, 2048) TILE (64, 64) FILL RANDOM_NORMAL(0, 1, 3)")
+    terminal = CtrlCOnCounts()
+    with pytest.raises(QueryCancelled):
+        progress.execute(con, LONG, terminal, delay=0.2)
+    assert re.search(r"running [\d.]+ s [\d,]+ tiles read \([\d,]+/s\)", terminal.getvalue())
+
+
+def test_statement_progress_counts_reads_results_and_writes(con):
+    counts = StatementProgress()
+
+    def run():
+        PROGRESS.set(counts)
+        con.execute("CREATE TENSOR W SHAPE (64, 64) TILE (16, 16) FILL ONES")
+        assert counts.tiles_written == 16 and counts.tiles_read == 0
+        con.execute("SELECT W.i, SUM(W.v) FROM W GROUP BY W.i").fetchall()
+    contextvars.copy_context().run(run)
+    assert counts.tiles_read == 16 and counts.tuples == 4 and counts.tiles_written == 16
+    assert counts.describe(2.0) == "16 tiles read (8/s), 16 written, 4 result tuples"

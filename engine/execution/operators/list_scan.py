@@ -14,6 +14,8 @@ class ListScanExec(PhysicalOperator):
     """Subclasses say how to load all tuples (`_load`), or how to stream this partition's batches
     (`_batches`); by default a partition keeps the loaded tuples whose key hash is its own."""
 
+    reads_tiles = True
+
     def __init__(self, partition: int = 0, partitions: int = 1, columns: tuple[int, ...] = ()):
         super().__init__()
         self.partition, self.partitions, self.columns = partition, partitions, columns

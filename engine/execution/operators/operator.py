@@ -48,6 +48,7 @@ class OperatorMetrics:
 class PhysicalOperator:
     """A Volcano operator. Subclasses implement _open, _next and optionally _close."""
 
+    reads_tiles = False  # a scan of stored tiles or kept tuples: what the statement's progress counts as read
     children: tuple["PhysicalOperator", ...] = ()
 
     def __init__(self) -> None:
@@ -91,6 +92,8 @@ class PhysicalOperator:
         self.metrics.seconds += time.perf_counter() - started
         if batch is not None:
             self.metrics.tuples += len(batch)
+            if self.reads_tiles and self.ctx.state.progress is not None:
+                self.ctx.state.progress.tiles_read += len(batch)
         return batch
 
     def close(self) -> None:

@@ -11,6 +11,8 @@ from trdb.execution.spool import RowSpool, row_batches
 class RowsScanExec(PhysicalOperator):
     """Reads the tuples batch by batch (a spilled spool from its file); a partition keeps those whose key hash is its own."""
 
+    reads_tiles = True
+
     def __init__(self, rows: Union[list, RowSpool], partition: int = 0, partitions: int = 1,
                  columns: tuple[int, ...] = ()):
         super().__init__()
