@@ -165,6 +165,17 @@ def _conjunct_selectivity(expr: bx.Bound, distinct: tuple) -> float:
     return DEFAULT_SELECTIVITY
 
 
+def _narrowed(predicate: bx.Bound, distinct: tuple) -> tuple:
+    """Distinct values per column once `predicate` holds: a column kept IN a set has at most its values."""
+    narrowed = list(distinct)
+    for conjunct in bx.conjuncts(predicate):
+        if isinstance(conjunct, bx.InSet) and not conjunct.negated and isinstance(conjunct.arg, bx.ColumnIndex):
+            index = conjunct.arg.index
+            known = narrowed[index]
+            narrowed[index] = float(len(conjunct.values)) if known is None else min(known, len(conjunct.values))
+    return tuple(narrowed)
+
+
 class Estimator:
     """Estimates for each logical operator; tables' sizes come from the catalog."""
 
@@ -209,7 +220,7 @@ class Estimator:
     def _Filter(self, plan: lp.Filter) -> Estimate:
         child = self.estimate(plan.input)
         rows = child.rows * selectivity(plan.predicate, child.distinct)
-        distinct = tuple(min(d, rows) if d is not None else None for d in child.distinct)
+        distinct = tuple(min(d, rows) if d is not None else None for d in _narrowed(plan.predicate, child.distinct))
         return Estimate(rows, child.row_bytes, distinct, child.rows * expression_flops(plan.predicate, child.fill),
                         child.fill, child.rows * expression_elements(plan.predicate, child.fill))
 

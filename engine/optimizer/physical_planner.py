@@ -15,6 +15,7 @@ from trdb.config.unit_costs import EXCHANGE_BYTE_COST, SPILL_BYTE_COST
 from trdb.errors import InternalError
 from trdb.optimizer import physical_operators as po
 from trdb.optimizer.aggregation import final_calls, splittable
+from trdb.optimizer.banded_aggregate import banded
 from trdb.optimizer.cardinality import Estimate, Estimator
 from trdb.optimizer.physical_plan import SINGLE, Partitioning, PhysicalNode
 from trdb.planner import expressions as bx
@@ -72,6 +73,7 @@ class PhysicalPlanner:
         self.memory_share = memory_budget / max(1, workers)  # the operators of all workers run at once
         self._memo: dict[tuple, tuple[lp.Plan, list[PhysicalNode]]] = {}
         self._sizes: dict[int, tuple[PhysicalNode, int]] = {}
+        self._in_band = False  # planning the bands of a banded aggregate (optimizer/banded_aggregate.py)
 
     def build(self, plan: lp.Plan, want: Want) -> PhysicalNode:
         """The cheapest physical node for `plan`; `want` names columns the parent would like it hashed on."""
@@ -249,8 +251,18 @@ class PhysicalPlanner:
     def _Aggregate(self, plan: lp.Aggregate, want: Want) -> list[PhysicalNode]:
         groups = tuple(e.index for e in plan.group_by if isinstance(e, bx.ColumnIndex))
         simple = len(groups) == len(plan.group_by)
-        return [self._aggregate_over(plan, child, groups, simple)
-                for child in self.candidates(plan.input, groups if simple and groups else None)]
+        found = [self._aggregate_over(plan, child, groups, simple)
+                 for child in self.candidates(plan.input, groups if simple and groups else None)]
+        if self._in_band:  # a band's own aggregate is not cut into bands again
+            return found
+        bands = banded(plan, lambda p: self.estimator.estimate(p).bytes, self.memory_share * self.workers)
+        if bands is None:
+            return found
+        self._in_band = True
+        try:
+            return found + [self._UnionAll(bands, want)]
+        finally:
+            self._in_band = False
 
     def _aggregate_over(self, plan: lp.Aggregate, child: PhysicalNode, groups: tuple[int, ...],
                         simple: bool) -> PhysicalNode:

@@ -1,7 +1,10 @@
 """The cost model counts the bytes an operator will spill when its state exceeds its share of memory_limit."""
 import trdb
 
-MATMUL = "SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i GROUP BY A.i, B.j"
+# both inputs computed, so no band of a stored tensor's key applies (optimizer/banded_aggregate.py): the join's
+# build side and the aggregate's groups do not fit, and both spill
+MATMUL = ("SELECT X.i, Y.j, SUM(MATMUL(X.v, Y.v)) AS v FROM (SELECT A.i, A.j, RELU(A.v) AS v FROM A) AS X "
+          "JOIN (SELECT B.i, B.j, RELU(B.v) AS v FROM B) AS Y ON X.j = Y.i GROUP BY X.i, Y.j")
 
 
 def _explain(limit: str) -> list[str]:
