@@ -1,7 +1,7 @@
 """EXPORT DATABASE 'dir' / IMPORT DATABASE 'dir': trdb's backup and restore (Parquet files plus the catalog).
 
-The directory holds `catalog.json` (tensors with their layout, trdb views, ordinary tables and DuckDB
-views with the SQL that creates them), one tile-form Parquet file per tensor (the layout COPY ... TO
+The directory holds `catalog.json` (tensors with their layout, Adam's step counts, trdb views, ordinary
+tables and DuckDB views with the SQL that creates them), one tile-form Parquet file per tensor (the layout COPY ... TO
 writes) and one Parquet file per ordinary table. IMPORT recreates everything in one transaction, into
 a database that has none of the names yet; tiles come back bit for bit (dense; a tile stored as CSR
 is written dense and stored again by the same density rule).
@@ -19,6 +19,7 @@ from trdb.parser import ast
 from trdb.statements.context import StatementContext
 from trdb.statements.copy import read_tiles_into, write_result_file
 from trdb.storage import export as stored
+from trdb.storage.adam_state import all_adam_steps, read_adam_step, write_adam_step
 from trdb.storage.tensor_meta import TensorMeta
 
 CATALOG = "catalog.json"
@@ -48,6 +49,7 @@ def export_database(sc: StatementContext, node: ast.ExportDatabase) -> Result:
             catalog["tensors"].append({"name": meta.name, "keys": list(meta.keys), "value": meta.value_name,
                                        "dtype": meta.dtype.name, "shape": list(meta.shape),
                                        "tile": list(meta.tile), "file": file})
+        catalog["adam_steps"] = all_adam_steps(sc.db)  # the moments are tensors, exported above
         catalog["views"] = [{"name": name, "query": text} for name, text in sc.catalog.views()]
         for number, (name, sql) in enumerate(stored.ordinary_tables(sc.db)):
             file = f"table_{number}.parquet"
@@ -73,6 +75,7 @@ def import_database(sc: StatementContext, node: ast.ImportDatabase) -> Result:
                                                        tuple(entry["tile"]), ""))
             read_tiles_into(sc, meta, _file(folder, entry["file"]))
             sc.catalog.refresh_statistics(meta)
+        _import_adam_steps(sc, catalog.get("adam_steps", {}), {e["name"] for e in catalog["tensors"]})
         for view in catalog["views"]:
             sc.catalog.create_view(view["name"], view["query"], False)
         for view in catalog["duckdb_views"]:
@@ -84,6 +87,15 @@ def import_database(sc: StatementContext, node: ast.ImportDatabase) -> Result:
     finally:
         sc.catalog.forget_ordinary_tables()
     return Result(rowcount=0)
+
+
+def _import_adam_steps(sc: StatementContext, steps: dict, tensors: set) -> None:
+    """Adam's step counts, each of a tensor the export holds (with its moments, imported as tensors)."""
+    for param, step in steps.items():
+        if param not in tensors or not isinstance(step, int) or isinstance(step, bool) or step < 0:
+            raise ValueError(f"adam step {param!r}: {step!r}")
+        read_adam_step(sc.db, param)  # makes the table
+        write_adam_step(sc.db, param, step)
 
 
 def _read_catalog(sc: StatementContext, node: ast.ImportDatabase) -> dict:

@@ -21,15 +21,25 @@ def write_adam_step(db: Database, param: str, step: int) -> None:
     db.execute(f"INSERT OR REPLACE INTO {_STEPS} VALUES (?, ?)", [param, step])
 
 
+def all_adam_steps(db: Database) -> dict[str, int]:
+    """Every parameter's step count (none before the first Adam step), without creating the table."""
+    if not _has_steps(db):
+        return {}
+    return {param: int(step) for param, step in db.execute(f"SELECT param, step FROM {_STEPS} ORDER BY param")}
+
+
+def _has_steps(db: Database) -> bool:
+    return bool(db.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND "
+                           "table_name = 'adam_steps'", [SCHEMA]))
+
+
 def drop_adam_step(db: Database, param: str) -> None:
     """Forget a parameter's step count (its name matched case-insensitively), where there is one."""
-    if db.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND table_name = 'adam_steps'",
-                  [SCHEMA]):
+    if _has_steps(db):
         db.execute(f"DELETE FROM {_STEPS} WHERE lower(param) = lower(?)", [param])
 
 
 def rename_adam_step(db: Database, param: str, new_name: str) -> None:
     """Move a parameter's step count to its new name (ALTER TENSOR ... RENAME), where there is one."""
-    if db.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND table_name = 'adam_steps'",
-                  [SCHEMA]):
+    if _has_steps(db):
         db.execute(f"UPDATE {_STEPS} SET param = ? WHERE lower(param) = lower(?)", [new_name, param])

@@ -132,6 +132,23 @@ def test_export_and_import_database_round_trip_bit_for_bit(tmp_path):
     assert restored.execute("SELECT count(*) FROM people").fetchall() == [(2,)]
 
 
+def test_export_and_import_keep_adams_state_so_training_goes_on_alike(tmp_path):
+    def train(con, steps):
+        con.execute(f"MINIMIZE loss WRT (W) WITH (optimizer = 'adam', learning_rate = 0.1, steps = {steps})")
+
+    con = trdb.connect(str(tmp_path / "a.trdb"), workers=1)
+    con.execute("CREATE TENSOR W SHAPE (4, 3) TILE (2, 3) FILL RANDOM_NORMAL(0, 1, 5)")
+    con.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(W.v - 1)) AS v FROM W")
+    train(con, 3)
+    con.execute(f"EXPORT DATABASE '{tmp_path / 'backup'}'")
+    restored = trdb.connect(str(tmp_path / "b.trdb"), workers=1)
+    restored.execute(f"IMPORT DATABASE '{tmp_path / 'backup'}'")
+    assert restored.execute("DESCRIBE W").fetchall() == con.execute("DESCRIBE W").fetchall()  # the moments
+    train(con, 2)
+    train(restored, 2)  # step 4 and 5 of Adam in both: the bias correction needs the step count
+    assert restored.sql("SELECT * FROM W").tensor().tobytes() == con.sql("SELECT * FROM W").tensor().tobytes()
+
+
 def test_copy_refuses_what_duckdb_refuses_with_external_access_off(tmp_path):
     con = trdb.connect(workers=1)
     con.execute("CREATE TENSOR A SHAPE (4, 4) TILE (2, 2) FILL ONES")
