@@ -71,7 +71,7 @@ def _tables_fit_the_terminal_and_small_tiles_show_whole(child):
     _run(child, ".mode table")
 
 
-def test_minimize_shows_step_and_loss_and_ctrl_c_says_what_was_kept(shell):
+def test_progress_shows_minimize_steps_and_loss_and_the_tiles_a_query_read(shell):
     child = shell()
     _run(child, TRAIN)
     child.send("MINIMIZE loss WRT (w) WITH (learning_rate = 0.001, steps = 100000);\r")
@@ -82,6 +82,13 @@ def test_minimize_shows_step_and_loss_and_ctrl_c_says_what_was_kept(shell):
     child.expect(r"Cancelled\. MINIMIZE kept (\d+) of 100000 steps \(each step commits on its own\)")
     kept = int(child.match.group(1))
     assert kept >= shown
+    _prompt(child)
+    _run(child, "CREATE TENSOR S SHAPE (2048, 2048) TILE (64, 64) FILL RANDOM_NORMAL(0, 1, 3);")
+    child.send("SELECT S.i, SUM(EXP(S.v) * T.v) AS v FROM S, S AS T GROUP BY S.i;\r")  # long: a cross join
+    child.expect(r"running [\d.]+ s ([\d,]+) tiles read \(([\d,]+)/s\)")  # the work done so far, and its rate
+    assert int(child.match.group(1).replace(",", "")) >= 1
+    child.sendintr()
+    child.expect_exact("Cancelled.")
     _prompt(child)
     child.send("quit\r")  # a quit word: the shell ends, no continuation prompt
     child.expect(pexpect.EOF)
