@@ -58,20 +58,21 @@ def tile_batch(layout: TensorLayout, rows: Sequence[tuple], schema: pa.Schema) -
 
 
 def write_parquet(path: str, schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> int:
-    count = 0
     with pq.ParquetWriter(path, schema) as writer:
-        for batch in batches:
-            writer.write_batch(batch)
-            count += batch.num_rows
-    return count
+        return _write_batches(writer, batches)
 
 
 def write_csv(path: str, schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> int:
-    count = 0
     with pa_csv.CSVWriter(path, schema) as writer:
-        for batch in batches:
-            writer.write_batch(batch)
-            count += batch.num_rows
+        return _write_batches(writer, batches)
+
+
+def _write_batches(writer, batches: Iterable[pa.RecordBatch]) -> int:
+    """Each batch through the writer as it comes; the rows written."""
+    count = 0
+    for batch in batches:
+        writer.write_batch(batch)
+        count += batch.num_rows
     return count
 
 
