@@ -1,6 +1,7 @@
 """Tile rows tampered with outside trdb (bytes, fmt, nnz, keys) give a DataError naming the tensor, never a crash."""
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -15,17 +16,19 @@ import trdb
 
 CSR32 = 1
 READER = textwrap.dedent("""
-    import sys, trdb
-    con = trdb.connect(sys.argv[1])
-    for query in sys.argv[2:]:
-        try:
-            con.execute(query).fetchall()
-        except trdb.DataError as exc:
-            print("DataError:", exc.message)
-        except trdb.Error as exc:
-            print(type(exc).__name__ + ":", exc.message)
-        else:
-            print("ok")
+    import json, sys, trdb
+    for path, queries in json.loads(sys.argv[1]):
+        con = trdb.connect(path)
+        for query in queries:
+            try:
+                con.execute(query).fetchall()
+            except trdb.DataError as exc:
+                print("DataError:", exc.message)
+            except trdb.Error as exc:
+                print(type(exc).__name__ + ":", exc.message)
+            else:
+                print("ok")
+        con.close()
 """)
 
 
@@ -45,9 +48,9 @@ def pristine(tmp_path_factory):
     return path
 
 
-def tampered(pristine, tmp_path, tensor: str, change) -> str:
+def tampered(pristine, folder, tensor: str, change) -> str:
     """A copy of the pristine database whose tile table of `tensor` was changed by change(duckdb, table)."""
-    path = tmp_path / "tampered.db"
+    path = folder / "tampered.db"
     shutil.copy(pristine, path)
     con = duckdb.connect(str(path))
     table = con.execute("SELECT tile_table FROM _trdb.tensors WHERE name = ?", [tensor]).fetchone()[0]
@@ -56,12 +59,31 @@ def tampered(pristine, tmp_path, tensor: str, change) -> str:
     return str(path)
 
 
-def read_in_subprocess(path: str, *queries: str) -> list[str]:
-    """Run the queries in a fresh process, so that a segfault fails the test instead of killing pytest."""
-    done = subprocess.run([sys.executable, "-c", READER, path, *queries], capture_output=True, text=True,
-                          timeout=120)
+def read_in_subprocess(*jobs: tuple[str, tuple[str, ...]]) -> list[list[str]]:
+    """Run each job's queries on its database in one fresh process, so that a segfault fails the tests
+    instead of killing pytest; each job's output lines (one per query)."""
+    done = subprocess.run([sys.executable, "-c", READER, json.dumps(jobs)], capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 0, f"reader died with {done.returncode}: {done.stderr[-2000:]}"
-    return done.stdout.strip().splitlines()
+    lines = done.stdout.strip().splitlines()
+    counts = [len(queries) for _, queries in jobs]
+    starts = np.cumsum([0] + counts)
+    return [lines[start:start + count] for start, count in zip(starts, counts)]
+
+
+DENSE_QUERIES = ("SELECT * FROM D", "SELECT SUM(SUMSQ(D.v)) FROM D", "SELECT * FROM S")
+SPARSE_QUERIES = ("SELECT * FROM S", "SELECT SUM(MATMUL(S.v, S.v)) FROM S", "SELECT * FROM D")
+
+
+@pytest.fixture(scope="module")
+def readings(pristine, tmp_path_factory) -> dict:
+    """Every tampered copy read in one process (a process per case took two minutes of the suite)."""
+    jobs, names = [], []
+    for tensor, cases, queries in (("D", DENSE_CASES, DENSE_QUERIES), ("S", SPARSE_CASES, SPARSE_QUERIES)):
+        for case, change in sorted(cases.items()):
+            jobs.append((tampered(pristine, tmp_path_factory.mktemp("case"), tensor, change), queries))
+            names.append((tensor, case))
+    return dict(zip(names, read_in_subprocess(*jobs)))
 
 
 def blob(con, table: str, key: tuple[int, int]) -> bytearray:
@@ -128,26 +150,23 @@ SPARSE_CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(DENSE_CASES))
-def test_tampered_dense_tile_is_a_data_error(pristine, tmp_path, case):
-    path = tampered(pristine, tmp_path, "D", DENSE_CASES[case])
-    lines = read_in_subprocess(path, "SELECT * FROM D", "SELECT SUM(SUMSQ(D.v)) FROM D", "SELECT * FROM S")
+def test_tampered_dense_tile_is_a_data_error(readings, case):
+    lines = readings[("D", case)]
     assert lines[0].startswith('DataError: tensor "D" has a corrupt tile at key'), lines
     assert lines[1].startswith('DataError: tensor "D"'), lines
     assert lines[2] == "ok", lines  # the other tensor is still readable
 
 
 @pytest.mark.parametrize("case", sorted(SPARSE_CASES))
-def test_tampered_csr_tile_is_a_data_error(pristine, tmp_path, case):
-    path = tampered(pristine, tmp_path, "S", SPARSE_CASES[case])
-    lines = read_in_subprocess(path, "SELECT * FROM S", "SELECT SUM(MATMUL(S.v, S.v)) FROM S",
-                               "SELECT * FROM D")
+def test_tampered_csr_tile_is_a_data_error(readings, case):
+    lines = readings[("S", case)]
     assert lines[0].startswith('DataError: tensor "S" has a corrupt tile at key (0, 0)'), lines
     assert lines[1].startswith('DataError: tensor "S"'), lines
     assert lines[2] == "ok", lines
 
 
 def test_untampered_tiles_read_back(pristine):
-    assert read_in_subprocess(str(pristine), "SELECT * FROM D", "SELECT * FROM S") == ["ok", "ok"]
+    assert read_in_subprocess((str(pristine), ("SELECT * FROM D", "SELECT * FROM S"))) == [["ok", "ok"]]
     con = trdb.connect(str(pristine))
     np.testing.assert_array_equal(con.execute("SELECT * FROM S").fetch_tensor(), sparse_matrix().toarray())
     con.close()
