@@ -6,9 +6,7 @@ from typing import Callable, Protocol
 
 from threadpoolctl import ThreadpoolController
 
-from trdb.kernels import dense_accumulate  # noqa: F401  (loads scipy's own BLAS first: it is limited too)
-
-_BLAS = ThreadpoolController()  # every BLAS loaded now: numpy's and scipy's (the GEMM that accumulates)
+_BLAS = ThreadpoolController()  # every BLAS loaded now (numpy's)
 
 
 def one_blas_thread():
