@@ -5,7 +5,7 @@ arrived; when the result is larger than the memory budget, the hash aggregate sp
 (each output tile several times over). Grouped by a key of a stored tensor (A.i), the aggregate can
 run instead once per band of that key's values: a band of A's rows joined with all of B, its groups
 complete and handed on when the band ends, as the block-partitioned products of the tensor-relational
-algebra do. B is read once per band and nothing spills. The physical planner offers this plan as
+algebra do. B is read once per band and the partial sums do not spill. The physical planner offers this plan as
 one more candidate, and the cost model chooses it when reading B again costs less than the spill.
 """
 from __future__ import annotations
