@@ -1,4 +1,4 @@
-"""Block-sparse matmul (issue 4, benchmark a): trdb's tiled join against dense numpy and scipy BSR.
+"""Block-sparse matmul (benchmark a): trdb's tiled join against dense numpy and scipy BSR.
 
 A is n x n (default 8192) in 256 x 256 blocks, 2% of the blocks non-zero at random positions with
 dense random values inside them; B is a dense n x 1024 float32 matrix. Compared in one run:
@@ -12,7 +12,7 @@ dense random values inside them; B is a dense n x 1024 float32 matrix. Compared 
 
 Only A's non-zero blocks are stored (absent tiles are zeros), so the join pairs only those with B.
 Times are the best of `--repeats` runs after a warm-up; every result is checked against numpy
-(float64 reference). The issue asks trdb to be at least 10x faster than numpy and than BSR (goal
+(float64 reference). The target: trdb at least 10x faster than numpy and than BSR (goal
 20x); the ratios printed are peer time / trdb time (> 1: trdb is faster).
 
     python benchmarks/block_sparse_matmul.py [--n 8192] [--block 256] [--density 0.02] [--cols 1024]
@@ -130,7 +130,7 @@ def main() -> None:
     print(f"\nfastest trdb: B TILE ({t}, {best_cols}), workers = {best_workers}: {trdb_s:.4f} s "
           f"(query {query_only:.4f} s + fetch_tensor {fetch_only:.4f} s)")
     print(f"numpy / trdb = {numpy_s / trdb_s:.1f}x, bsr / trdb = {bsr_s / trdb_s:.1f}x "
-          f"(issue 4 wants >= 10x both, goal 20x); trdb / per-block loop = {trdb_s / loop_s:.2f}")
+          f"(target: >= 10x both, goal 20x); trdb / per-block loop = {trdb_s / loop_s:.2f}")
     print("\nEXPLAIN ANALYZE of the fastest configuration:\n" + plan)
 
 

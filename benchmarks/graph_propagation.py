@@ -1,4 +1,4 @@
-"""Graph propagation A @ X (issue 4, benchmark b): trdb's tiled join over CSR tiles against scipy.sparse CSR.
+"""Graph propagation A @ X (benchmark b): trdb's tiled join over CSR tiles against scipy.sparse CSR.
 
 A is a random power-law graph (benchmarks/load_graph.py's `power_law_graph`: 1 million weighted
 edges over 100,000 nodes, duplicates summed), X a dense 100,000 x 64 float32 feature matrix. The
@@ -17,7 +17,7 @@ handful of tuples, and each product's rows of X stay in cache, which is why the 
 beat the one-matrix `csr @ X`. Measured on a shared 2-core machine, best of 5-7: 12,500 (64 tiles)
 0.85-1.0x scipy's time, 25,000 (16 tiles) 0.75-0.86x at both worker counts, 50,000 (4 tiles)
 0.65-0.75x at workers = 1 but 0.6-0.9x at 2 (only 2 block rows to share); 25,000 is the default,
-the steadiest, with 4 block rows for parallel workers. The issue asks for at most 1.5x scipy's
+the steadiest, with 4 block rows for parallel workers. The target is at most 1.5x scipy's
 time (goal: parity); the ratio printed is trdb time / scipy time (< 1: trdb is faster).
 
     python benchmarks/graph_propagation.py [--tiles 12500,25000,50000] [--repeats 5]
@@ -117,7 +117,7 @@ def main() -> None:
         print(f"{name:<34} {seconds:9.4f} {seconds / scipy_s:10.2f}  {note}")
     best = min(results[1:], key=lambda r: r[1])
     print(f"\nfastest trdb: {best[0]}: {best[1]:.4f} s = {best[1] / scipy_s:.2f}x scipy CSR "
-          "(issue 4 wants <= 1.5x, goal parity)")
+          "(target: <= 1.5x, goal parity)")
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.1f} GB")
 
 

@@ -1,6 +1,6 @@
 """Loading sparse COO data from Parquet: trdb's CREATE TENSOR ... FROM COO against scipy.sparse CSR.
 
-Case `graph` (issue 4, benchmark c): a random power-law graph, 1 million edges over 100,000 nodes,
+Case `graph` (benchmark c): a random power-law graph, 1 million edges over 100,000 nodes,
 as (src, dst, weight) in Parquet. Case `10m`: 10 million uniformly random entries of a 10,000 x
 10,000 matrix. trdb runs `CREATE TENSOR G FROM COO 'file' (src, dst, weight) SHAPE (n, n) TILE (t, t)`
 (DuckDB reads, validates and sorts; numpy sums duplicates and builds each tile's CSR arrays, or its

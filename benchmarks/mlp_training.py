@@ -18,7 +18,7 @@ such entry makes float32 numpy differ from float64 by 0.7% of max |dW1|: why a f
 check failed against PyTorch).
 
     python benchmarks/mlp_training.py [--rows 8192] [--features 1024] [--hidden 1024] [--tile 2048]
-        [--feature-tile F] [--hidden-tile H]     (the issue's tiles: --tile 1024 --feature-tile 512 --hidden-tile 512)
+        [--feature-tile F] [--hidden-tile H]     (finer tiles: --tile 1024 --feature-tile 512 --hidden-tile 512)
 """
 from __future__ import annotations
 
