@@ -10,8 +10,8 @@ from trdb.execution.spool import row_batches
 from trdb.parser import ast
 from trdb.statements import copy_files
 from trdb.statements.context import StatementContext
-from trdb.statements.copy_partitioned import check_folder, partition_count, write_dataset
 from trdb.statements.coo import create_tensor_from_coo
+from trdb.statements.copy_partitioned import check_folder, partition_count, write_dataset
 from trdb.statements.materialize import check_tiles, result_columns, result_layout
 from trdb.statements.npy_files import load_npy
 from trdb.statements.tiling import CHUNK_BYTES, write_array
@@ -128,7 +128,8 @@ def _options(sc: StatementContext, node, path: str, partitioned: bool = False) -
         if (value or "").lower() not in allowed:
             raise sc.bind.fail(node, f"COPY option {name} takes {' | '.join(allowed)}, not {value!r}")
     extension = os.path.splitext(path)[1].lower()
-    file_format = (given.get("FORMAT") or ("parquet" if partitioned else FORMATS.get(extension, "csv"))).lower()  # DuckDB's default is CSV
+    default = "parquet" if partitioned else FORMATS.get(extension, "csv")  # DuckDB's default is CSV
+    file_format = (given.get("FORMAT") or default).lower()
     layout = (given.get("LAYOUT") or ("tiles" if file_format == "parquet" else "long")).lower()
     if file_format == "csv" and layout != "long":
         raise sc.bind.fail(node, "CSV holds a tensor in long form only", hint="LAYOUT long, or FORMAT parquet")

@@ -15,8 +15,7 @@ import pyarrow as pa
 
 from trdb.errors import DataError
 from trdb.storage.external_location import Location
-from trdb.storage.external_tensors import (Dataset, _guarded, check_schema, declared_partitions, list_dataset,
-                                           open_parquet)
+from trdb.storage.external_tensors import Dataset, _guarded, check_schema, declared_partitions, list_dataset, open_parquet
 from trdb.storage.key_hash import key_hash_array
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_store import sorted_by_key

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Iterator, Optional, Sequence
+from typing import Optional
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +24,6 @@ import pyarrow.parquet as pq
 
 from trdb.errors import DataError, NotSupportedError, OperationalError
 from trdb.storage.external_location import Location
-from trdb.storage.key_hash import key_hash_array
 from trdb.storage.tensor_meta import TensorMeta
 
 PARTITIONS_KEY = b"trdb.partitions"
@@ -96,6 +95,9 @@ def _guarded(location: Location, call):
     an OperationalError naming the location."""
     try:
         return call()
+    except pa.ArrowInvalid as exc:  # a file that is not Parquet, or damaged
+        raise DataError(f"the dataset at '{location.uri}' is malformed: {str(exc).splitlines()[0][:300]}",
+                        hint=_WRITE_HINT) from None
     except (OSError, pa.ArrowException) as exc:
         hint = ("check the s3_endpoint setting and the credentials in the environment or ~/.aws"
                 if location.scheme == "s3" else None)
