@@ -29,8 +29,7 @@ from trdb.storage.tensor_meta import TensorMeta
 PARTITIONS_KEY = b"trdb.partitions"
 PARTITION_FOLDER = re.compile(r"part=([0-9]{1,9})")
 SUFFIXES = (".parquet", ".parq", ".pq")
-_WRITE_HINT = "COPY (query) TO 'dir' (FORMAT parquet, PARTITIONS n) writes a new dataset; CREATE TENSOR Y AS " \
-              "SELECT * FROM X copies it into the database"
+_WRITE_HINT = "COPY (query) TO 'dir' (FORMAT parquet, PARTITIONS n) writes a dataset in tile form"
 
 
 @dataclass(frozen=True)
@@ -54,7 +53,9 @@ def refuse_write(meta: TensorMeta) -> None:
     """Writes to an external tensor are refused: its files lie outside the database's transactions."""
     if meta.external:
         raise NotSupportedError(f'tensor "{meta.name}" is external (LOCATION \'{meta.location}\'): trdb reads it '
-                                "and does not write it", hint=_WRITE_HINT)
+                                "and does not write it",
+                                hint=f"CREATE TENSOR {meta.name}_copy AS SELECT * FROM {meta.name} copies it into the "
+                                     f"database; COPY (query) TO 'dir' (PARTITIONS n) writes a new dataset")
 
 
 def list_dataset(location: Location) -> Dataset:

@@ -101,7 +101,7 @@ def test_writes_to_an_external_tensor_are_refused(made, statement):
     params = [np.ones(TILE, np.float32)] if "?" in statement else None
     with pytest.raises(trdb.NotSupportedError, match='"X" is external .*does not write it') as error:
         con.execute(statement.format(folder=folder), params)
-    assert "CREATE TENSOR Y AS SELECT * FROM X" in str(error.value)
+    assert "CREATE TENSOR X_copy AS SELECT * FROM X" in str(error.value)
     assert _tensors(con) == before
     np.testing.assert_array_equal(con.execute("SELECT * FROM X").fetch_tensor(), _array())
 
