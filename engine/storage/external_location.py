@@ -55,9 +55,8 @@ def locate(uri: str, roots: Sequence[str], endpoint: str = "") -> Location:
     """The checked location of `uri`; an OperationalError when it lies outside every root."""
     scheme, path = _split(uri)
     if scheme == "file":
-        path = os.path.abspath(path)
-        real = os.path.realpath(path)
-        inside = any(_under(real, os.path.realpath(os.path.abspath(r))) for r in roots if _split(r)[0] == "file")
+        path = os.path.realpath(os.path.abspath(path))  # read where it was checked: links resolved once
+        inside = any(_under(path, os.path.realpath(os.path.abspath(r))) for r in roots if _split(r)[0] == "file")
     else:
         inside = any(_under_key(path, _split(r)[1]) for r in roots if _split(r)[0] == "s3")
     if not inside:

@@ -184,3 +184,15 @@ def test_a_tampered_location_is_refused_when_read(made, tmp_path_factory):
     with trdb.connect(str(folder / "db.trdb")) as again:
         with pytest.raises(trdb.DataError, match='"X" is damaged.*both a location and a tile table'):
             again.execute("SELECT * FROM X")
+
+
+def test_a_link_out_of_the_roots_is_refused_and_location_goes_without_fill(made, tmp_path_factory):
+    con, folder = made
+    outside = tmp_path_factory.mktemp("outside")
+    shutil.copytree(folder / "ds", outside / "ds")
+    os.symlink(outside / "ds", folder / "link")  # inside the root by name, outside once resolved
+    with pytest.raises(trdb.OperationalError, match="outside the allowed roots"):
+        con.execute(f"CREATE TENSOR Y SHAPE (50, 70) TILE (16, 16) LOCATION '{folder / 'link'}'")
+    with pytest.raises(trdb.ProgrammingError, match="has no FILL") as error:
+        con.execute(f"CREATE TENSOR Y SHAPE (50, 70) TILE (16, 16) FILL ONES LOCATION '{folder / 'ds'}'")
+    assert "LINE 1:" in str(error.value)
