@@ -196,3 +196,23 @@ def test_a_link_out_of_the_roots_is_refused_and_location_goes_without_fill(made,
     with pytest.raises(trdb.ProgrammingError, match="has no FILL") as error:
         con.execute(f"CREATE TENSOR Y SHAPE (50, 70) TILE (16, 16) FILL ONES LOCATION '{folder / 'ds'}'")
     assert "LINE 1:" in str(error.value)
+
+
+@pytest.mark.parametrize("seed", range(0, 48, 4), ids=lambda s: f"seed{s:03d}")
+def test_random_queries_on_external_tensors_give_the_oracle_results(tmp_path, seed):
+    """Every tensor of a random case written out (4 partitions) and registered again as external."""
+    from random_queries import build_case
+    from test_random_queries import check_rows
+
+    case = build_case(seed)
+    with trdb.connect(str(tmp_path / "db.trdb")) as con:
+        for sql, array, _ in case.setup:
+            con.execute(sql, None if array is None else [array])
+        for name, keys, shape, tile, dtype, *_ in con.execute("SHOW TENSORS").fetchall():
+            con.execute(f"COPY {name} TO '{tmp_path / name}' (PARTITIONS 4)")
+            con.execute(f"CREATE OR REPLACE TENSOR {name} ({keys}) SHAPE ({shape[1:-1]}) TILE ({tile[1:-1]}) "
+                        f"DTYPE {dtype} LOCATION '{tmp_path / name}'")
+        assert con.execute("SELECT count(*) FROM _trdb.tensors WHERE location IS NULL").fetchall() == [(0,)]
+        con.execute("SET workers = 2")
+        problems = check_rows(case, con.execute(case.sql).fetchall())
+    assert not problems, f"{case.describe()}\n" + "\n".join(problems[:8])
