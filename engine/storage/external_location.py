@@ -77,7 +77,8 @@ def parse_roots(text: str) -> list[str]:
 def _split(uri: str) -> tuple[str, str]:
     """('file', path) or ('s3', 'bucket/key...'); anything else is refused with a reason."""
     if not isinstance(uri, str) or not uri.strip() or "\x00" in uri:
-        raise OperationalError("an external tensor needs a location: a directory, a Parquet file or an s3:// URI")
+        raise OperationalError("an external tensor needs a location: a directory, a Parquet file or an s3:// URI",
+                               hint="LOCATION '/shared/data/x' or LOCATION 's3://bucket/prefix/x'")
     if uri.startswith("file://"):
         return "file", urlsplit(uri).path
     if "://" not in uri:

@@ -126,6 +126,7 @@ def _misplaced(folder):
 LAYOUT = "SHAPE (50, 70) TILE (16, 16)"
 BAD = [  # where, the declaration, the error, its message, whether it has a hint
     (lambda f: f / "missing", LAYOUT, trdb.OperationalError, "no Parquet dataset at", True),
+    (lambda f: " ", LAYOUT, trdb.OperationalError, "needs a location", True),
     (lambda f: "/etc", LAYOUT, trdb.OperationalError, "outside the allowed roots", True),
     (lambda f: "gs://bucket/x", LAYOUT, trdb.NotSupportedError, "neither a path", True),
     (_long_form, LAYOUT, trdb.DataError, "not in tile form", True),
@@ -216,3 +217,11 @@ def test_random_queries_on_external_tensors_give_the_oracle_results(tmp_path, se
         con.execute("SET workers = 2")
         problems = check_rows(case, con.execute(case.sql).fetchall())
     assert not problems, f"{case.describe()}\n" + "\n".join(problems[:8])
+
+
+def test_duckdb_refusing_file_access_refuses_local_external_tensors(made):
+    con, folder = made
+    con.execute(f"CREATE TENSOR X SHAPE (50, 70) TILE (16, 16) LOCATION '{folder / 'ds'}'")
+    con.execute("SET enable_external_access = false")
+    with pytest.raises(trdb.OperationalError, match="file system operations are disabled"):
+        con.execute("SELECT * FROM X")
