@@ -225,3 +225,16 @@ def test_duckdb_refusing_file_access_refuses_local_external_tensors(made):
     con.execute("SET enable_external_access = false")
     with pytest.raises(trdb.OperationalError, match="file system operations are disabled"):
         con.execute("SELECT * FROM X")
+
+
+def test_a_failed_or_refused_partitioned_copy_leaves_no_directory(made):
+    con, folder = made
+    with pytest.raises(trdb.DataError, match="two tuples under key"):
+        con.execute(f"COPY (SELECT A.i // 2 AS i, A.j, A.v FROM A) TO '{folder / 'dup'}' (PARTITIONS 2)")
+    for options, message in (("PARTITIONS 2, FORMAT csv", "PARTITIONS writes a Parquet dataset of tiles"),
+                             ("PARTITIONS 0", "takes a count from 1 to 1024"), ("PARTITIONS x", "not 'x'")):
+        with pytest.raises(trdb.ProgrammingError, match=message):
+            con.execute(f"COPY A TO '{folder / 'dup'}' ({options})")
+    with pytest.raises(trdb.OperationalError, match="not a partitioned dataset COPY wrote"):
+        con.execute(f"COPY A TO '{folder}' (PARTITIONS 2)")  # the database's own directory
+    assert not [n for n in os.listdir(folder) if "dup" in n]
