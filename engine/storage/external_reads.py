@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from trdb.errors import DataError
 from trdb.storage.external_location import Location
-from trdb.storage.external_tensors import Dataset, _guarded, check_schema, declared_partitions, list_dataset, open_parquet
+from trdb.storage.external_tensors import Dataset, check_schema, declared_partitions, guarded, list_dataset, open_parquet
 from trdb.storage.key_hash import key_hash_array
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_store import sorted_by_key
@@ -100,9 +100,9 @@ class _FileReader:
     def batches(self, rows: int) -> Iterator[Tiles]:
         names = list(self.meta.keys) + [self.meta.value_name] + ([self.shape_column] if self.shape_column else [])
         with self.file:
-            batches = _guarded(self.dataset.location, lambda: self.file.iter_batches(batch_size=rows, columns=names))
+            batches = guarded(self.dataset.location, lambda: self.file.iter_batches(batch_size=rows, columns=names))
             while True:
-                batch = _guarded(self.dataset.location, lambda: next(batches, None))
+                batch = guarded(self.dataset.location, lambda: next(batches, None))
                 if batch is None:
                     return
                 yield self._tiles(batch)
@@ -123,7 +123,10 @@ class _FileReader:
             if shapes is not None and tuple(shapes[row] or ()) != shape:
                 raise DataError(f"'{where}': the tile at key {tuple(key)} has shape {shapes[row]}, its place "
                                 f"in a tensor of SHAPE {meta.shape} holds {shape}")
-            tile = stacked[row][tuple(slice(0, n) for n in shape)]
+            tile = stacked[row]
+            if shape != tile.shape:  # an edge tile: its own copy, so that the padded batch is not kept for it
+                tile = np.ascontiguousarray(tile[tuple(slice(0, n) for n in shape)])
+                tile.setflags(write=False)
             if tile.any():  # an absent tile is a zero tile: a stored tensor never holds one either
                 kept.append(row)
                 tiles.append(tile)

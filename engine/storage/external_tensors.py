@@ -34,7 +34,7 @@ _WRITE_HINT = "COPY (query) TO 'dir' (FORMAT parquet, PARTITIONS n) writes a dat
 
 @dataclass(frozen=True)
 class Dataset:
-    """The files of an external tensor's dataset as listed now: paths, partition of each, partition count."""
+    """The files of an external tensor's dataset as listed now: their paths and the partition of each."""
 
     location: Location
     files: tuple[str, ...]
@@ -61,7 +61,7 @@ def refuse_write(meta: TensorMeta) -> None:
 def list_dataset(location: Location) -> Dataset:
     """The dataset's Parquet files (hidden ones, '.' or '_' first, left out), in a stable order."""
     fs = location.filesystem()
-    info = _guarded(location, lambda: fs.get_file_info(location.path))
+    info = guarded(location, lambda: fs.get_file_info(location.path))
     if info.type == pafs.FileType.NotFound:
         raise OperationalError(f"no Parquet dataset at '{location.uri}'",
                                hint="write one with COPY X TO 'dir' (FORMAT parquet, PARTITIONS n)")
@@ -69,7 +69,7 @@ def list_dataset(location: Location) -> Dataset:
         infos = [info]
     else:
         selector = pafs.FileSelector(location.path, recursive=True)
-        infos = sorted((i for i in _guarded(location, lambda: fs.get_file_info(selector))
+        infos = sorted((i for i in guarded(location, lambda: fs.get_file_info(selector))
                         if i.type == pafs.FileType.File and _visible(location.path, i.path)), key=lambda i: i.path)
     if not infos:
         raise DataError(f"the dataset at '{location.uri}' holds no Parquet file", hint=_WRITE_HINT)
@@ -91,7 +91,7 @@ def _partition_of(location: Location, path: str) -> Optional[int]:
     return int(found.group(1)) if found else None
 
 
-def _guarded(location: Location, call):
+def guarded(location: Location, call):
     """A pyarrow filesystem call; what goes wrong there (a server that does not answer, no permission) is
     an OperationalError naming the location."""
     try:
@@ -108,7 +108,7 @@ def _guarded(location: Location, call):
 # ------------------------------------------------------------ schema
 
 def open_parquet(location: Location, path: str) -> pq.ParquetFile:
-    return _guarded(location, lambda: pq.ParquetFile(location.filesystem().open_input_file(path)))
+    return guarded(location, lambda: pq.ParquetFile(location.filesystem().open_input_file(path)))
 
 
 def value_column(location: Location, schema: pa.Schema, name: str) -> str:
