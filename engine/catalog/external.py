@@ -38,7 +38,7 @@ def registered(db: Database, meta: TensorMeta, uri: str) -> TensorMeta:
     location = location_of(db, uri)
     dataset = list_dataset(location)
     with open_parquet(location, dataset.files[0]) as first:
-        value = value_column(location, first.schema_arrow, meta.value_name)
+        value = value_column(location, first.schema_arrow, meta.value_name, scalar=meta.tile == ())
     meta = replace(meta, value_name=value, location=normalized(uri), table="")
     return meta.with_stats(*external_reads.statistics(location, meta))
 

@@ -114,7 +114,8 @@ class _FileReader:
         keys = np.stack([batch.column(n).to_numpy().astype(np.int64) for n in meta.keys], axis=1) \
             if meta.keys else np.zeros((batch.num_rows, 0), dtype=np.int64)
         self._check_keys(keys, where)
-        stacked = batch.column(meta.value_name).to_numpy_ndarray()
+        column = batch.column(meta.value_name)
+        stacked = column.to_numpy_ndarray() if meta.tile else column.to_numpy(zero_copy_only=False)
         stacked.setflags(write=False)
         shapes = batch.column(self.shape_column).to_pylist() if self.shape_column else None
         kept, tiles = [], []
@@ -123,7 +124,7 @@ class _FileReader:
             if shapes is not None and tuple(shapes[row] or ()) != shape:
                 raise DataError(f"'{where}': the tile at key {tuple(key)} has shape {shapes[row]}, its place "
                                 f"in a tensor of SHAPE {meta.shape} holds {shape}")
-            tile = stacked[row]
+            tile = stacked[row] if meta.tile else stacked[row:row + 1].reshape(())
             if shape != tile.shape:  # an edge tile: its own copy, so that the padded batch is not kept for it
                 tile = np.ascontiguousarray(tile[tuple(slice(0, n) for n in shape)])
                 tile.setflags(write=False)

@@ -111,10 +111,11 @@ def open_parquet(location: Location, path: str) -> pq.ParquetFile:
     return guarded(location, lambda: pq.ParquetFile(location.filesystem().open_input_file(path)))
 
 
-def value_column(location: Location, schema: pa.Schema, name: str) -> str:
-    """The tile column: `name` if the dataset has it, else its one fixed_shape_tensor column."""
+def value_column(location: Location, schema: pa.Schema, name: str, scalar: bool = False) -> str:
+    """The tile column: `name` if the dataset has it, else its one fixed_shape_tensor column (a 0-d tensor's
+    tiles, `scalar`, are a plain column, as COPY writes them)."""
     tiles = [f.name for f in schema if isinstance(f.type, pa.FixedShapeTensorType)]
-    if name in tiles:
+    if name in tiles or (scalar and name in schema.names):
         return name
     if len(tiles) != 1:
         raise DataError(f"the dataset at '{location.uri}' is not in tile form: it has "
@@ -131,9 +132,11 @@ def check_schema(location: Location, path: str, schema: pa.Schema, meta: TensorM
             raise DataError(f"'{where}' has no integer key column {key!r} (it has {', '.join(schema.names)})",
                             hint="name the dataset's key columns in CREATE TENSOR X (key, ...) ... LOCATION")
     field = schema.field(meta.value_name) if meta.value_name in schema.names else None
-    if field is None or not isinstance(field.type, pa.FixedShapeTensorType):
+    tensor = field is not None and isinstance(field.type, pa.FixedShapeTensorType)
+    if field is None or not (tensor or (meta.tile == () and pa.types.is_primitive(field.type))):
         raise DataError(f"'{where}' has no fixed_shape_tensor column {meta.value_name!r}", hint=_WRITE_HINT)
-    dtype, shape = field.type.value_type.to_pandas_dtype(), tuple(field.type.shape)
+    value_type = field.type.value_type if tensor else field.type
+    dtype, shape = value_type.to_pandas_dtype(), tuple(field.type.shape) if tensor else ()
     if np.dtype(dtype) != meta.dtype or shape != tuple(meta.tile):
         raise DataError(f"'{where}' holds {np.dtype(dtype).name} tiles of shape {shape}; {meta.name} is declared "
                         f"{meta.dtype.name} with TILE {tuple(meta.tile)}",

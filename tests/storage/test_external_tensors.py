@@ -238,3 +238,16 @@ def test_a_failed_or_refused_partitioned_copy_leaves_no_directory(made):
     with pytest.raises(trdb.OperationalError, match="not a partitioned dataset COPY wrote"):
         con.execute(f"COPY A TO '{folder}' (PARTITIONS 2)")  # the database's own directory
     assert not [n for n in os.listdir(folder) if "dup" in n]
+
+
+def test_fewer_keys_than_axes_other_dtypes_and_a_0_d_tensor(tmp_path):
+    b = np.random.default_rng(4).standard_normal((40, 8))
+    with trdb.connect(str(tmp_path / "db.trdb")) as con:
+        con.execute("CREATE TENSOR B (r) FROM ? TILE (16, 8)", [b])
+        con.execute("CREATE TENSOR S SHAPE () TILE () DTYPE int64 FILL CONSTANT(7)")
+        for name in ("B", "S"):
+            con.execute(f"COPY {name} TO '{tmp_path / name}' (PARTITIONS 2)")
+        con.execute(f"CREATE TENSOR XB (r) SHAPE (40, 8) TILE (16, 8) DTYPE float64 LOCATION '{tmp_path / 'B'}'")
+        con.execute(f"CREATE TENSOR XS SHAPE () TILE () DTYPE int64 LOCATION '{tmp_path / 'S'}'")
+        np.testing.assert_array_equal(con.execute("SELECT * FROM XB").fetch_tensor(), b)
+        assert con.execute("SELECT XS.v * 2 AS v FROM XS").fetchall() == [(14,)]
