@@ -79,7 +79,8 @@ def _partition_count(dataset: Dataset, meta: TensorMeta) -> int:
 def _check_unique(meta: TensorMeta, keys: np.ndarray, seen: set, where: str) -> None:
     for key in map(tuple, keys.tolist()):
         if key in seen:
-            raise DataError(f'tensor "{meta.name}" has more than one tile at key {key} (in \'{where}\')')
+            raise DataError(f'tensor "{meta.name}" has more than one tile at key {key} (in \'{where}\')',
+                            hint="a tile-form dataset holds one tile per key, as COPY ... TO writes it")
         seen.add(key)
 
 
@@ -138,7 +139,8 @@ class _FileReader:
         outside = np.flatnonzero(((keys < 0) | (keys >= grid)).any(axis=1)) if keys.shape[1] else []
         if len(outside):
             raise DataError(f'tensor "{self.meta.name}" has a tile at key {tuple(keys[outside[0]].tolist())} in '
-                            f"'{where}', outside its tile grid {tuple(grid.tolist())}")
+                            f"'{where}', outside its tile grid {tuple(grid.tolist())}",
+                            hint="declare the dataset's SHAPE in CREATE TENSOR ... LOCATION")
         if self.part is not None:
             wrong = np.flatnonzero(key_hash_array(keys) % self.count != self.part)
             if len(wrong):

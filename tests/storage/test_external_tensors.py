@@ -117,6 +117,12 @@ def _not_parquet(folder):
     return folder / "junk"
 
 
+def _repeated(folder):
+    table = pq.read_table(str(folder / "a.parquet"))
+    pq.write_table(pa.concat_tables([table, table.slice(3, 1)]), str(folder / "repeated.parquet"))
+    return folder / "repeated.parquet"
+
+
 def _misplaced(folder):
     shutil.copytree(folder / "ds", folder / "bad")
     os.replace(folder / "bad" / "part=1" / "data.parquet", folder / "bad" / "part=2" / "data.parquet")
@@ -133,9 +139,10 @@ BAD = [  # where, the declaration, the error, its message, whether it has a hint
     (_not_parquet, LAYOUT, trdb.DataError, "is malformed", True),
     (lambda f: f / "ds", "SHAPE (50, 70) TILE (8, 8)", trdb.DataError, r"float32 tiles of shape \(16, 16\); X is", True),
     (lambda f: f / "ds", LAYOUT + " DTYPE float64", trdb.DataError, "declared float64", True),
-    (lambda f: f / "ds", "SHAPE (32, 70) TILE (16, 16)", trdb.DataError, "outside its tile grid", False),
+    (lambda f: f / "ds", "SHAPE (32, 70) TILE (16, 16)", trdb.DataError, "outside its tile grid", True),
     (lambda f: f / "ds", "(r, c) " + LAYOUT, trdb.DataError, "no integer key column 'r'", True),
     (_misplaced, LAYOUT, trdb.DataError, "belongs in another part", True),
+    (_repeated, LAYOUT, trdb.DataError, "more than one tile at key", True),
 ]
 
 
