@@ -19,6 +19,7 @@ from trdb.planner import logical as lp
 from trdb.planner.types import Column, ScalarType
 from trdb.statements.context import StatementContext
 from trdb.statements.dml import delete_query, update_query
+from trdb.statements.minimize import step_plans
 
 _TAKES = "SELECT, CREATE TENSOR ... AS, INSERT INTO ... query, UPDATE, DELETE ... WHERE or MINIMIZE"
 
@@ -63,10 +64,7 @@ def _plans(sc: StatementContext, statement) -> list[tuple[Optional[str], lp.Plan
 
 
 def _minimize_plans(sc: StatementContext, statement: ast.Minimize, shared) -> list:
-    binder = sc.binder()
-    loss = binder.bind_table(ast.TableRef(statement.view, span=statement.span))
-    params = [sc.catalog.require_tensor(name) for name in statement.params]
-    gradients = [binder.bind_grad(ast.GradRef(statement.view, p.name, span=statement.span)) for p in params]
+    loss, params, gradients = step_plans(sc, statement)
     shared.expect([loss, *gradients])  # as MINIMIZE runs them: the forward pass once for all
     step = f"MINIMIZE {statement.view}, each step"
     return [(f"{step}: the loss", loss, shared)] + \

@@ -20,6 +20,7 @@ from trdb.execution.result import Result
 from trdb.kernels.backend import to_host
 from trdb.kernels.sparse import dense
 from trdb.parser import ast
+from trdb.planner import logical as lp
 from trdb.planner.types import Column, ScalarType
 from trdb.statements.context import StatementContext
 from trdb.statements.tiling import CHUNK_BYTES
@@ -184,13 +185,21 @@ def _update(sc: StatementContext, param: TensorMeta, rows: list[tuple], options:
     _replace_tiles(sc, param, [k for k in keys if k in current], new)
 
 
+def step_plans(sc: StatementContext, node: ast.Minimize) -> tuple[lp.Plan, list[TensorMeta], list[lp.Plan]]:
+    """The plans of one step: the loss, then each parameter's gradient; expanded, so that what they share
+    (the forward pass) is seen before the first of them runs."""
+    binder = sc.binder()
+    loss = sc.pipeline.expand(binder.bind_table(ast.TableRef(node.view, span=node.span)))
+    params = [sc.catalog.require_tensor(name) for name in node.params]
+    gradients = [sc.pipeline.expand(binder.bind_grad(ast.GradRef(node.view, p.name, span=node.span)))
+                 for p in params]
+    return loss, params, gradients
+
+
 def minimize(sc: StatementContext, node: ast.Minimize,
              step_transaction: Callable[[], AbstractContextManager]) -> Result:
     options = parse_options(sc, node)
-    binder = sc.binder()
-    loss_plan = binder.bind_table(ast.TableRef(node.view, span=node.span))
-    params = [sc.catalog.require_tensor(name) for name in node.params]
-    gradients = [binder.bind_grad(ast.GradRef(node.view, p.name, span=node.span)) for p in params]
+    loss_plan, params, gradients = step_plans(sc, node)
     adams: list = [None] * len(params)
     rows = []
     for step in range(1, options.steps + 1):

@@ -60,3 +60,25 @@ def test_a_query_without_shared_subplans_explains_as_one_plan(cur):
     lines = [row[0] for row in cur.execute("EXPLAIN SELECT A.i, A.j, A.v * 2 AS v FROM A").fetchall()]
     assert not any(line.startswith(("Shared subplan", "Plan:")) for line in lines)
     assert lines[0].startswith("ProjectExec") or lines[0].startswith("GatherExec")
+
+
+def test_a_minimize_step_reads_the_input_once_forward_and_once_backward(cur, monkeypatch):
+    """The loss and each gradient of a step share the forward pass (expanded before they are counted)."""
+    for statement in MLP:
+        cur.execute(statement)
+    cur.execute("CREATE TENSOR W2 SHAPE (8, 1) TILE (8, 1) FILL RANDOM_NORMAL(0, 1, 3)")
+    cur.execute("CREATE VIEW loss2 AS SELECT SUM(SUMSQ(RELU(h.v))) + SUM(SUMSQ(W2.v)) AS v FROM h, W2")
+    scans = []
+    original = Pipeline.execute
+
+    def execute(self, node, checked=False):
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            stack.extend(current.children)
+            if current.operator == "TensorScanExec" and current.spec.tensor.name == "X":
+                scans.append(current)
+        return original(self, node, checked)
+    monkeypatch.setattr(Pipeline, "execute", execute)
+    cur.execute("MINIMIZE loss2 WRT (W, W2) WITH (optimizer = 'adam', learning_rate = 0.01, steps = 1)")
+    assert 1 <= len(scans) <= 2  # the forward product X @ W once; dW = X^T @ (...) reads X again
