@@ -11,7 +11,12 @@ ELEMENT_COST = 100.0          # one element of a kernel result written and summe
 RETILE_COST = 3e7             # one Retile operator: reads all before it writes, Python loops: ~0.3 ms
 RETILE_BYTE_COST = 10.0       # one byte copied into a new tile: ~0.1 ns
 EXCHANGE_BYTE_COST = 5.0      # one byte moved between workers
-SPILL_BYTE_COST = 10.0        # one byte an operator spills: written to temp_directory and read back (~1 GB/s each way)
+SPILL_BYTE_COST = 200.0       # one byte an operator spills: written to temp_directory and read back once (raw tile
+                              # bytes through the page cache: ~1 ns each way; see docs/running.md § Memory)
+SCAN_BYTE_COST = 400.0        # one byte of a tensor too large for the buffer pool, read from DuckDB and decoded:
+                              # ~4 ns (a streamed full scan at memory_limit 256MB: ~250 MB/s)
+CACHED_SCAN_BYTE_COST = 0.0   # one byte of a tensor the buffer pool holds, read again: nothing beyond the per-tuple
+                              # cost (its tiles are handed on, not copied)
 CSR_MAX_DENSITY = 0.1         # a 2-d tile with at most this fraction of non-zeros is stored and computed as CSR
 SPARSE_FLOP_COST = 4.0        # one multiply-add of a sparse kernel, per non-zero, against a dense BLAS FLOP
 MIN_PARALLEL_COST = 4e8       # plans estimated below ~4 ms of one core run on one worker: starting
