@@ -269,8 +269,8 @@ class PhysicalPlanner:
         if bands is None:
             return found
         self._in_band = True
-        try:
-            return found + [self._UnionAll(bands, want)]
+        try:  # EXPLAIN says how many: each band reads the other input (and this one) again
+            return found + [replace(self._UnionAll(bands, want), detail=f"{len(bands.parts)} bands")]
         finally:
             self._in_band = False
 

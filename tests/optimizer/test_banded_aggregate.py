@@ -55,6 +55,8 @@ def test_a_product_whose_spill_costs_more_than_reading_again_runs_in_bands(con):
     cur.execute("SET memory_limit = '2MB'")  # trdb's part: 1 MB, less than the product
     plan = explain(cur, PRODUCT)
     assert top(plan) == "UnionAllExec" and plan.count("HashAggregateExec") >= 2, plan
+    bands = int(plan.split("UnionAllExec(")[1].split(" bands)")[0])
+    assert bands == plan.count("HashAggregateExec") and bands == plan.count("TensorScanExec(B"), plan
     # each band is a contiguous range of A.i, printed as one (the filter keeps the set: exact estimates)
     assert "FilterExec(i BETWEEN 0 AND " in plan and "IN (" not in plan and not spilling(plan), plan
     cur.execute("CREATE TENSOR C AS " + PRODUCT)
