@@ -11,9 +11,9 @@ import trdb
 PRODUCT = "SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i GROUP BY A.i, B.j"
 # (rows, inner, columns) in tiles of T x T. WIDE: a 36 x 36 grid of result tiles from an inner grid of 2, each
 # tensor 1.3 MB or less: the partial sums (every product) spill more bytes than reading A and B again per band.
-# SQUARE: 8 x 8 x 8 tiles of 16 KB, each tensor 1 MB: every group takes 8 products, and reading A and B once
-# per band (several bands) costs more than spilling them.
-WIDE, SQUARE = (36, 2, 36, 16), (8, 8, 8, 64)
+# DEEP: 5 x 8 x 5 tiles of 64 KB, the product 1.6 MB: every group takes 8 products, and reading A and B (2.6 MB
+# each) once per band (several bands) costs more than spilling the products.
+WIDE, DEEP = (36, 2, 36, 16), (5, 8, 5, 128)
 
 
 @pytest.fixture(params=[1, 2], ids=["workers1", "workers2"])
@@ -78,18 +78,18 @@ def test_a_band_of_the_right_input_when_its_key_is_grouped_first(con):
 
 
 def test_a_product_whose_rereads_cost_more_than_its_spill_spills(con):
-    cur, a, b = tensors(con, SQUARE)
+    cur, a, b = tensors(con, DEEP)
     cur.execute("SET memory_limit = '2MB'")
     plan = explain(cur, PRODUCT)
     assert "UnionAllExec" not in plan and top(plan).startswith("HashAggregateExec"), plan
     aggregate = next(line for line in plan.splitlines() if "HashAggregateExec" in line)
-    assert "spill=8.4MB" in aggregate, plan  # every product's partial sum, 16 KB each, written once
+    assert "spill=13.1MB" in aggregate, plan  # every product's partial sum (200 of 64 KB), written once
     cur.execute("CREATE TENSOR C AS " + PRODUCT)
     cur.execute("SET memory_limit = '1GB'")
     np.testing.assert_allclose(dense(cur, "C"), a @ b, rtol=1e-4, atol=1e-3)
 
 
 def test_a_product_that_fits_is_one_aggregate(con):
-    cur, _, _ = tensors(con, SQUARE)
+    cur, _, _ = tensors(con, DEEP)
     plan = explain(cur, PRODUCT)
     assert "UnionAllExec" not in plan and top(plan).startswith("HashAggregateExec") and not spilling(plan), plan
