@@ -15,7 +15,6 @@ from trdb.kernels.allocator import tune_allocator
 from trdb.kernels.placement import backend_for
 from trdb.optimizer.common_subplans import CarriedWork
 from trdb.parser import ParseError, ast, parse, split_statements
-from trdb.pipeline.expansions import QUERY_EXPANSIONS
 from trdb.planner.expression_binder import BindContext
 from trdb.statements import coo, copy, ddl, dml, explaining, export, inspect, listings, minimize, summarize
 from trdb.statements.context import StatementContext
@@ -187,8 +186,7 @@ class Session:
                 raise errors.IntegrityError(f'a relation named "{statement.name}" already exists')
             return self._plain_sql(duckdb_text(statement, text), params, statement)
         sc = StatementContext(self.db, self.catalog, self.settings, backend_for(self.settings.device),
-                              BindContext(text, params, self.settings.workers, QUERY_EXPANSIONS,
-                                          self.settings.memory_limit),
+                              BindContext(text, params, self.settings.memory_limit),
                               self._running or threading.Event(), self.plans, self.carried)
         return self._run(sc, statement)
 

@@ -266,6 +266,7 @@ class CreateTensor:
     or_replace: bool = False
     if_not_exists: bool = False
     span: Span = _span()
+    location: Optional[str] = None  # LOCATION 'uri': an external tensor, its tiles in a Parquet dataset there
 
 
 @dataclass(frozen=True)

@@ -307,11 +307,16 @@ class Builder:
             if kind in chosen:
                 raise self.error(f"{kind} is given twice", where)
             chosen[kind] = value
+        if "FILL" in chosen and "LOCATION" in chosen:
+            raise self.error("an external tensor (LOCATION) has no FILL: its tiles are the dataset's", meta)
         return ast.CreateTensor(name, keys, shape, tile, chosen.get("DTYPE"), chosen.get("FILL"),
-                                span=span_of(meta), **head)
+                                span=span_of(meta), location=chosen.get("LOCATION"), **head)
 
     def dtype_option(self, meta, children):
         return "DTYPE", children[0].lower(), meta
+
+    def location_option(self, meta, children):
+        return "LOCATION", unquote(children[0]), meta
 
     def fill_option(self, meta, children):
         kind, args = children[0].upper(), children[1] or ()

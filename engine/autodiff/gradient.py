@@ -17,8 +17,9 @@ from trdb.catalog.names import fold
 from trdb.errors import NotSupportedError, ProgrammingError
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
+from trdb.planner.gradient_binding import gradient_schema, loss_column
 from trdb.planner.kernel_calls import call
-from trdb.planner.types import KEY, Column, ScalarType, TensorType
+from trdb.planner.types import KEY, Column, ScalarType
 from trdb.storage.tensor_meta import TensorMeta
 
 
@@ -209,25 +210,19 @@ class Differentiator:
     # ------------------------------------------------------------ result
 
     def result_schema(self) -> tuple[Column, ...]:
-        meta = self.param
-        value = TensorType(meta.dtype, meta.tile, meta.shape)
-        return tuple(Column(k, KEY) for k in meta.keys) + (Column(meta.value_name, value),)
+        return gradient_schema(self.param)
 
 
 def gradient_plan(loss: lp.Plan, param: TensorMeta) -> lp.Plan:
     """The plan of d(sum of the loss's tuples) / d param: param's keys, then the gradient tile."""
-    tensors = [i for i, c in enumerate(loss.schema) if c.is_tensor]
-    if len(tensors) != 1 or any(n != 1 for n in loss.schema[tensors[0]].type.tile):
-        shapes = ", ".join(str(loss.schema[i].type) for i in tensors) or "none"
-        raise ProgrammingError(f"GRAD: the loss must give one 0-d (or one-element) tensor column; it gives {shapes}",
-                               hint="end the loss view with SELECT SUM(...) AS loss FROM ...")
+    value = loss_column(loss)
     differentiator = Differentiator(param)
     if not differentiator.wanted(loss):
         raise ProgrammingError(f'GRAD: the loss does not depend on "{param.name}"')
     root, count = with_lineage(loss)
-    seed = call("ONES_LIKE", _index(root, tensors[0]))
+    seed = call("ONES_LIKE", _index(root, value))
     lineage = [_index(root, len(loss.schema) + n) for n in range(count)]
-    differentiator.backward(loss, _gradient_plan(root, lineage, {tensors[0]: seed}))
+    differentiator.backward(loss, _gradient_plan(root, lineage, {value: seed}))
     return _sum_contributions(differentiator)
 
 

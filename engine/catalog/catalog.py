@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Optional
+from typing import Iterator, Optional
 
 import numpy as np
 
+from trdb.catalog import external
 from trdb.catalog.names import did_you_mean, fold
 from trdb.errors import DataError, IntegrityError, ProgrammingError, StaleSnapshot
 from trdb.storage import catalog_store, tile_store
@@ -13,6 +14,8 @@ from trdb.storage.buffer_pool import TensorTiles
 from trdb.storage.catalog_format import ensure_schema, schema_exists
 from trdb.storage.catalog_validation import DamagedTensor
 from trdb.storage.database import Database
+from trdb.storage.external_reads import read_all
+from trdb.storage.external_tensors import refuse_write
 from trdb.storage.ordinary_tables import ordinary_tables, ordinary_views
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_store import TileIndex
@@ -145,6 +148,16 @@ class Catalog:
         self._tensors[fold(meta.name)] = meta
         return meta
 
+    def create_external_tensor(self, meta: TensorMeta, location: str) -> TensorMeta:
+        """Register a tensor whose tiles are the Parquet dataset at `location` (checked and counted now)."""
+        self.version += 1
+        self.check_new_name(meta.name)
+        meta = external.registered(self.db, meta, location)
+        meta = meta.with_version(catalog_store.new_data_version(self.db))
+        catalog_store.save_tensor(self.db, meta)
+        self._tensors[fold(meta.name)] = meta
+        return meta
+
     def drop_tensor(self, name: str) -> None:
         self.version += 1
         damaged = self._damaged.pop(fold(name), None)
@@ -184,6 +197,7 @@ class Catalog:
 
     def refresh_statistics(self, meta: TensorMeta) -> TensorMeta:
         """Recount tuples and non-zeros after a write; the tiles get a new data version."""
+        refuse_write(meta)
         self.version += 1
         meta = meta.with_stats(*tile_store.tile_statistics(self.db, meta))
         meta = meta.with_version(catalog_store.new_data_version(self.db))
@@ -214,7 +228,15 @@ class Catalog:
 
     def tiles(self, meta: TensorMeta) -> TensorTiles:
         """All tiles of a tensor (dense arrays or CSR tiles), through the buffer pool."""
+        if meta.external:
+            key, dataset = external.whole_key(self.db, meta)
+            return self.pool.get(key, lambda: read_all(dataset, meta))
         return self.pool.get((meta.table, meta.version), lambda: self._read_tiles(meta))
+
+    def external_reads(self, meta: TensorMeta, partition: int = 0, partitions: int = 1,
+                       columns: tuple[int, ...] = (), read_bytes: int = 16 << 20) -> Iterator[TensorTiles]:
+        """An external tensor's tiles of one partition, in reads of about `read_bytes` (location checked now)."""
+        return external.partition_reads(self.db, meta, partition, partitions, columns, read_bytes)
 
     def _read_tiles(self, meta: TensorMeta) -> TensorTiles:
         keys, tiles = tile_store.read_tiles(self.db, meta)
@@ -264,6 +286,10 @@ class Catalog:
 
     def tile_nonzeros(self, meta: TensorMeta):
         """Per stored tile: keys (n x m, sorted), non-zeros and format (storage.tile_codec DENSE/CSR32/CSR64)."""
+        if meta.external:  # dense tiles only
+            keys, tiles = self.tiles(meta)
+            counts = np.array([np.count_nonzero(t) for t in tiles], dtype=np.int64)
+            return keys, counts, np.zeros(len(tiles), dtype=np.int8)
         return tile_store.tile_nonzeros(self.db, meta)
 
 

@@ -117,6 +117,22 @@ def _parse_bool(value: Any) -> bool:
     raise ValueError("expected on or off")
 
 
+def _parse_roots(value: Any) -> str:
+    """Comma-separated directories and s3://bucket[/prefix] URIs (storage.external_location reads them)."""
+    roots = [part.strip() for part in str(value).split(",") if part.strip()]
+    for root in roots:
+        if "\x00" in root or ("://" in root and not root.lower().startswith(("s3://", "file://"))):
+            raise ValueError(f"'{root}' is neither a directory nor an s3:// URI")
+    return ",".join(roots)
+
+
+def _parse_endpoint(value: Any) -> str:
+    text = str(value).strip()
+    if text and not re.fullmatch(r"(https?://)?[A-Za-z0-9.\-\[\]:]+/?", text):
+        raise ValueError("expected host:port or http(s)://host:port, such as 'http://127.0.0.1:9000'")
+    return text.rstrip("/")
+
+
 # The optimizer's rules in the order its driver runs them (optimizer/driver.py checks it runs these).
 OPTIMIZER_RULES = ("constant_folding", "predicate_pushdown", "outer_join_elimination", "join_ordering",
                    "redundant_rekey_removal", "kernel_fusion", "aggregate_pushdown", "projection_pruning")
@@ -171,6 +187,13 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("temp_directory", lambda: "", str,
             "where operators spill ('' : beside the database file, or the system's temp directory "
             "for a database in memory); database-wide"),
+    Setting("external_roots", lambda: "", _parse_roots,
+            "where external tensors (CREATE TENSOR ... LOCATION) may live: comma-separated directories and "
+            "s3://bucket/prefix URIs ('' : the database file's directory; none for a database in memory); "
+            "database-wide, never stored in the file"),
+    Setting("s3_endpoint", lambda: "", _parse_endpoint,
+            "the S3-compatible server external tensors on s3:// are read from, as host:port or "
+            "http(s)://host:port ('' : AWS); credentials come from the environment and ~/.aws; database-wide"),
     Setting("max_tuples", lambda: 16_000_000, _parse_count,
             "statements estimated to produce more tuples than this are refused before they run"),
     Setting("max_bytes", lambda: 1 << 40, _parse_bytes,
@@ -184,7 +207,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
 
 
 # one value per database, as DuckDB's global settings
-DATABASE_WIDE = frozenset({"memory_limit", "gpu_memory_limit", "temp_directory"})
+DATABASE_WIDE = frozenset({"memory_limit", "gpu_memory_limit", "temp_directory", "external_roots", "s3_endpoint"})
 
 
 class Settings:

@@ -55,20 +55,21 @@ def candidates(letter: str, size: int, operands: list[OperandTiling]) -> list[in
 
 
 def choose_tiles(operands: list[OperandTiling], terms: list[str], output: str, sizes: dict, start: dict,
-                 workers: int = 1) -> tuple[dict, float]:
-    """(tile per letter, estimated cost): the cheapest assignment found, `start` on ties.
+                 workers: int = 1, fixed: frozenset = frozenset()) -> tuple[dict, float]:
+    """(tile per letter, estimated cost): the cheapest assignment found, `start` on ties; the letters
+    in `fixed` keep their tile from `start`.
 
     `terms` are the operands' letters as they enter the pairwise contraction (a letter repeated
     within an operand or needed by no one else already taken away)."""
     return _choose(tuple(operands), tuple(terms), output, tuple(sorted(sizes.items())),
-                   tuple(sorted(start.items())), max(1, int(workers)))
+                   tuple(sorted(start.items())), max(1, int(workers)), frozenset(fixed))
 
 
 @functools.lru_cache(maxsize=256)
-def _choose(operands: tuple, terms: tuple, output: str, sizes: tuple, start: tuple, workers: int):
+def _choose(operands: tuple, terms: tuple, output: str, sizes: tuple, start: tuple, workers: int, fixed: frozenset):
     size = dict(sizes)
     letters = sorted(size)
-    options = {c: candidates(c, size[c], list(operands)) for c in letters}
+    options = {c: [dict(start)[c]] if c in fixed else candidates(c, size[c], list(operands)) for c in letters}
 
     def cost(assignment: dict) -> float:
         return assignment_cost(operands, terms, output, size, assignment, workers)

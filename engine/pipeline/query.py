@@ -1,6 +1,7 @@
 """One query's path, the same for SELECT, every statement that runs a query, EXPLAIN and EXPLAIN ANALYZE.
 
-    bind (planner) -> shared subplans (each run once, first) -> optimize -> physical plan -> execute
+    bind (planner) -> expand EINSUM and GRAD -> shared subplans (each run once, first) -> optimize
+    -> physical plan -> execute
 
 Shared subplans are part of what runs: EXPLAIN plans them, runs them (their tuples decide the
 plan of the rest, as they do for SELECT), and shows each once above the plan that reads them. It
@@ -26,6 +27,7 @@ from trdb.optimizer.driver import RuleContext, optimize
 from trdb.optimizer.physical_plan import PhysicalNode
 from trdb.optimizer.physical_planner import plan_physical
 from trdb.parser import ast
+from trdb.pipeline.expansions import expand
 from trdb.pipeline.limits import check_plan
 from trdb.pipeline.nesting import nesting_guard
 from trdb.planner import logical as lp
@@ -73,6 +75,11 @@ class Pipeline:
     def bind(self, query: ast.Query) -> BoundQuery:
         with nesting_guard():
             return Binder(self.catalog, self.bind_context).bind_query(query)
+
+    def expand(self, plan: lp.Plan) -> lp.Plan:
+        """EINSUM decomposed (for this statement's workers) and GRAD built into relational plans."""
+        with nesting_guard():
+            return expand(plan, self.settings.workers)
 
     def shared_work(self, carried: bool = True) -> SharedWork:
         """Repeated subplans run once; the carried work (unless `carried` is false) holds the previous
@@ -134,6 +141,7 @@ class Pipeline:
 
     def _run_with(self, plan: lp.Plan, shared: SharedWork, keep_zero_tuples: bool, execute: bool,
                   rules: Optional[RuleContext]) -> QueryRun:
+        plan = self.expand(plan)
         run, outer = QueryRun(), self._run
         self._run = run
         try:

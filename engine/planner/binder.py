@@ -10,7 +10,9 @@ from trdb.errors import Error, NotSupportedError
 from trdb.parser import ast
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
+from trdb.planner.einsum_binding import bind_einsum
 from trdb.planner.expression_binder import BindContext, ExpressionBinder
+from trdb.planner.gradient_binding import bind_gradient
 from trdb.planner.grouping import bind_grouped_select, contains_aggregate
 from trdb.planner.joins import bind_join, join_with_where
 from trdb.planner.naming import output_names
@@ -175,7 +177,7 @@ class Binder:
         if isinstance(item, ast.GradRef):
             return requalify(self.bind_grad(item), item.alias or "grad")
         if isinstance(item, ast.EinsumRef):
-            return self.ctx.expand(item).einsum(self, item)
+            return bind_einsum(self, item)
         if isinstance(item, ast.RetileRef):
             return bind_retile(self, item)
         what = {ast.EinsumRef: "EINSUM", ast.GradRef: "GRAD", ast.RetileRef: "RETILE"}.get(type(item), "this")
@@ -214,17 +216,14 @@ class Binder:
             raise self.ctx.fail(item, f'GRAD: "{item.param}" is not a stored tensor',
                                 hint=did_you_mean(item.param, [m.name for m in self.catalog.tensors()]))
         loss = self.bind_view(ast.TableRef(item.view, span=item.span), *view)
-        try:
-            return self.ctx.expand(item).gradient(loss, param)
-        except Error as exc:
-            raise exc.at(self.ctx.text, item.span.line, item.span.column)
+        return bind_gradient(self, item, loss, param)
 
     def bind_view(self, ref: ast.TableRef, name: str, text: str) -> lp.Plan:
         from trdb.parser import parse  # views are stored as text and bound where they are used
 
         if fold(name) in self.views:
             raise self.ctx.fail(ref, f'view "{name}" refers to itself')
-        view_ctx = BindContext(text, self.ctx.params, self.ctx.workers, self.ctx.expansions, self.ctx.value_limit)
+        view_ctx = BindContext(text, self.ctx.params, self.ctx.value_limit)
         try:
             statement = parse(text)
             return Binder(self.catalog, view_ctx, {}, self.views + (fold(name),)).bind_query(statement.query).plan

@@ -16,11 +16,10 @@ from trdb.catalog.functions import (
     lookup_function,
 )
 from trdb.catalog.names import did_you_mean, fold
-from trdb.errors import DataError, Error, NotSupportedError, ProgrammingError
+from trdb.errors import DataError, Error, ProgrammingError
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.parser import ast
 from trdb.planner import expressions as bx
-from trdb.planner.expansion import Expansions
 from trdb.planner.types import KeyType, OtherType, ScalarType, Schema, TensorType
 
 ARITHMETIC = ("+", "-", "*", "/", "//", "%")
@@ -28,24 +27,13 @@ COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
 
 
 class BindContext:
-    """What every binder of one statement shares: its text (for carets), its parameters, and the
-    number of workers it will run on (EINSUM chooses its tiling for them)."""
+    """What every binder of one statement shares: its text (for carets) and its parameters."""
 
-    def __init__(self, text: str, params: Sequence[Any], workers: Optional[int] = None,
-                 expansions: Optional[Expansions] = None, value_limit: Optional[int] = None):
+    def __init__(self, text: str, params: Sequence[Any], value_limit: Optional[int] = None):
         self.text = text
         self.params = list(params)
-        self.workers = workers
-        self.expansions = expansions  # EINSUM and GRAD, from the query pipeline
         self.value_limit = value_limit  # bytes a parameter used as a value in an expression may hold
         self.used_params: set[int] = set()
-
-    def expand(self, node: Any) -> Expansions:
-        """The pipeline's EINSUM and GRAD builders; a binder used outside it cannot bind those."""
-        if self.expansions is None:
-            raise self.fail(node, "EINSUM and GRAD are bound only through the query pipeline",
-                            error=NotSupportedError)
-        return self.expansions
 
     def fail(self, node: Any, message: str, hint: Optional[str] = None, error=ProgrammingError) -> Error:
         span = getattr(node, "span", None)

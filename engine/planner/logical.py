@@ -1,11 +1,15 @@
-"""Logical plan: immutable TRA operators (scans, Filter, Project, Join, Aggregate, Retile, UnionAll, Sort, Limit)."""
+"""Logical plan: immutable TRA operators (scans, Filter, Project, Join, Aggregate, Retile, UnionAll, Sort, Limit,
+and the bound EINSUM and GRAD that the pipeline expands into those)."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
+import numpy as np
+
 from trdb.errors import InternalError
+from trdb.kernels.einsum_spec import Resolved
 from trdb.planner.expressions import Bound
 from trdb.planner.types import Schema
 from trdb.storage.tensor_meta import TensorMeta
@@ -178,7 +182,64 @@ class Limit:
         return (self.input,)
 
 
-Plan = Union[TensorScan, TableScan, RowsScan, Filter, Project, Join, Aggregate, Retile, UnionAll, Sort, Limit]
+@dataclass(frozen=True)
+class SourcePosition:
+    """Where a node was written (a statement's or a view's text), for errors raised when it is expanded."""
+
+    text: str
+    line: Optional[int]
+    column: Optional[int]
+
+
+@dataclass(frozen=True)
+class EinsumOperand:
+    """What the decomposition knows of an EINSUM operand: its key positions (mapped to its leading
+    tile axes), per tile axis the nominal tile and logical size, and its element type."""
+
+    keys: tuple[int, ...]
+    tile: tuple[int, ...]
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+
+@dataclass(frozen=True)
+class Einsum:
+    """EINSUM('spec', X, ...) in FROM, bound: the optimizer's decomposition (optimizer/einsum_decomposition.py)
+    turns it into joins and aggregates. Output: a key per output letter, then `v` tiled like the
+    largest operand along each letter (the decomposition keeps that tiling)."""
+
+    operands: tuple["Plan", ...]
+    details: tuple[EinsumOperand, ...]
+    spec: Resolved
+    schema: Schema
+    position: Optional[SourcePosition] = field(default=None, compare=False)
+
+    @property
+    def inputs(self) -> tuple:
+        return self.operands
+
+
+@dataclass(frozen=True)
+class Gradient:
+    """GRAD(loss view, parameter), bound: autodiff's pass (autodiff/gradient.py) turns it into the plan of
+    d(sum of the loss) / d parameter. Output: the parameter's keys, then its gradient tile."""
+
+    input: "Plan"  # the loss
+    param: TensorMeta
+    schema: Schema
+    position: Optional[SourcePosition] = field(default=None, compare=False)
+
+    @property
+    def inputs(self) -> tuple:
+        return (self.input,)
+
+
+Plan = Union[TensorScan, TableScan, RowsScan, Filter, Project, Join, Aggregate, Retile, UnionAll, Sort, Limit,
+             Einsum, Gradient]
 
 
 def with_inputs(plan: "Plan", inputs: list) -> "Plan":
@@ -189,6 +250,8 @@ def with_inputs(plan: "Plan", inputs: list) -> "Plan":
         return plan
     if isinstance(plan, UnionAll):
         return dataclasses.replace(plan, parts=tuple(inputs))
+    if isinstance(plan, Einsum):
+        return dataclasses.replace(plan, operands=tuple(inputs))
     if isinstance(plan, Join):
         left, right = inputs
         return dataclasses.replace(plan, left=left, right=right, schema=left.schema + right.schema)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Optional
 
 from trdb.errors import DataError, IntegrityError, NotSupportedError, OperationalError
 from trdb.execution.result import Result, TensorLayout
@@ -11,6 +11,7 @@ from trdb.parser import ast
 from trdb.statements import copy_files
 from trdb.statements.context import StatementContext
 from trdb.statements.coo import create_tensor_from_coo
+from trdb.statements.copy_partitioned import check_folder, partition_count, write_dataset
 from trdb.statements.materialize import check_tiles, result_columns, result_layout
 from trdb.statements.npy_files import load_npy
 from trdb.statements.tiling import CHUNK_BYTES, write_array
@@ -25,20 +26,34 @@ _OPTIONS = {"FORMAT": ("parquet", "csv", "npy"), "LAYOUT": ("tiles", "long")}
 
 
 def copy_to(sc: StatementContext, node: ast.CopyTo) -> Result:
-    path = check_path(sc, node, node.path, writing=True)
-    file_format, layout_kind = _options(sc, node, path)
+    given = dict(node.options)
+    partitions = partition_count(sc, node, given["PARTITIONS"]) if "PARTITIONS" in given else None
+    if partitions is None:
+        path = check_path(sc, node, node.path, writing=True)
+    else:
+        path = check_folder(sc, node, node.path)
+        if given.get("FORMAT", "parquet").lower() != "parquet" or given.get("LAYOUT", "tiles").lower() != "tiles":
+            raise sc.bind.fail(node, "PARTITIONS writes a Parquet dataset of tiles",
+                               hint="FORMAT parquet, LAYOUT tiles (the defaults with PARTITIONS)")
+    file_format, layout_kind = _options(sc, node, path, partitions is not None)
     result = sc.run_query(_query_of(sc, node))
     try:
-        count = write_result_file(result, path, file_format, layout_kind)
+        count = write_result_file(result, path, file_format, layout_kind, partitions)
     finally:
         result.close()
     return _count(count)
 
 
-def write_result_file(result: Result, path: str, file_format: str, layout_kind: str) -> int:
-    """Write a tensor result batch by batch to a new file that replaces `path` only once complete."""
+def write_result_file(result: Result, path: str, file_format: str, layout_kind: str,
+                      partitions: Optional[int] = None) -> int:
+    """Write a tensor result batch by batch to a new file that replaces `path` only once complete (or to a
+    hash-partitioned dataset, a directory, with `partitions`)."""
     result_columns(result, "COPY")
     layout = result_layout(result)  # a first pass over the batches: the extent of a query's result
+    if partitions is not None:
+        schema, batches = _tile_batches(result, layout)
+        return write_dataset(path, schema, batches, [result.schema[p].name for p in layout.key_positions],
+                             partitions)
     temporary = copy_files.temporary_path(path)
     try:
         count = _write(result, layout, temporary, file_format, layout_kind)
@@ -50,20 +65,26 @@ def write_result_file(result: Result, path: str, file_format: str, layout_kind: 
 
 
 def _write(result: Result, layout: TensorLayout, path: str, file_format: str, layout_kind: str) -> int:
+    if file_format == "parquet" and layout_kind == "tiles":
+        return copy_files.write_parquet(path, *_tile_batches(result, layout))
     schema, value = result.schema, result.schema[layout.value_position].name
     batches = _unique_keys(row_batches(result.rows), layout.key_positions)
     if file_format == "npy":
         return copy_files.write_npy(path, layout, batches)
-    if layout_kind == "long":
-        arrow_schema, arrow_batches = copy_files.long_form_batches(layout, copy_files.index_names(schema, layout),
-                                                                   value, batches)
-        writer = copy_files.write_csv if file_format == "csv" else copy_files.write_parquet
-        return writer(path, arrow_schema, arrow_batches)
+    arrow_schema, arrow_batches = copy_files.long_form_batches(layout, copy_files.index_names(schema, layout),
+                                                               value, batches)
+    writer = copy_files.write_csv if file_format == "csv" else copy_files.write_parquet
+    return writer(path, arrow_schema, arrow_batches)
+
+
+def _tile_batches(result: Result, layout: TensorLayout) -> tuple:
+    """The Arrow schema of the result's tile form and its batches in that form."""
+    schema, value = result.schema, result.schema[layout.value_position].name
+    batches = _unique_keys(row_batches(result.rows), layout.key_positions)
     keyed = len(layout.key_positions)
     ragged = any(n % t for n, t in zip(layout.shape[:keyed], layout.tile[:keyed]))
     arrow_schema = copy_files.tile_schema([schema[p].name for p in layout.key_positions], value, layout, ragged)
-    return copy_files.write_parquet(path, arrow_schema, (copy_files.tile_batch(layout, rows, arrow_schema)
-                                                         for rows in batches if rows))
+    return arrow_schema, (copy_files.tile_batch(layout, rows, arrow_schema) for rows in batches if rows)
 
 
 def _unique_keys(batches: Iterable[list], keys: tuple[int, ...]) -> Iterator[list]:
@@ -95,17 +116,20 @@ def _query_of(sc: StatementContext, node: ast.CopyTo) -> ast.Query:
     return ast.Query(select)
 
 
-def _options(sc: StatementContext, node, path: str) -> tuple[str, str]:
+def _options(sc: StatementContext, node, path: str, partitioned: bool = False) -> tuple[str, str]:
     given = dict(node.options)
     for name, value in node.options:
+        if name == "PARTITIONS" and isinstance(node, ast.CopyTo):
+            continue
         allowed = _OPTIONS.get(name)
         if allowed is None:
             raise sc.bind.fail(node, f"COPY of a tensor has no option {name}",
-                               hint="options: FORMAT parquet | csv | npy, LAYOUT tiles | long")
+                               hint="options: FORMAT parquet | csv | npy, LAYOUT tiles | long, PARTITIONS n")
         if (value or "").lower() not in allowed:
             raise sc.bind.fail(node, f"COPY option {name} takes {' | '.join(allowed)}, not {value!r}")
     extension = os.path.splitext(path)[1].lower()
-    file_format = (given.get("FORMAT") or FORMATS.get(extension, "csv")).lower()  # DuckDB's default is CSV
+    default = "parquet" if partitioned else FORMATS.get(extension, "csv")  # DuckDB's default is CSV
+    file_format = (given.get("FORMAT") or default).lower()
     layout = (given.get("LAYOUT") or ("tiles" if file_format == "parquet" else "long")).lower()
     if file_format == "csv" and layout != "long":
         raise sc.bind.fail(node, "CSV holds a tensor in long form only", hint="LAYOUT long, or FORMAT parquet")

@@ -54,6 +54,10 @@ def create_tensor(sc: StatementContext, node: ast.CreateTensor) -> Result:
     tile = clamp_tile(node.shape, node.tile)
     keys = validate_layout(node.shape, tile, node.keys)
     meta = TensorMeta(node.name, keys, "v", parse_dtype(node.dtype), tuple(node.shape), tile, "")
+    if node.location is not None:
+        check_tile(sc.settings, meta)
+        sc.catalog.create_external_tensor(meta, node.location)
+        return Result(rowcount=0)
     fill = node.fill or ast.Fill("ZEROS")
     args = [sc.constant(a) for a in fill.args]
     maker = fill_maker(meta, fill.kind, args)

@@ -2,7 +2,8 @@
 
 Format 1 is every database written before the version was stored (it has no `_trdb.format` table);
 format 2 adds the data version of each tensor (`tensors.data_version`, from the `data_versions`
-sequence), which lets connections to one file share cached tiles safely.
+sequence), which lets connections to one file share cached tiles safely; format 3 adds the location
+of an external tensor (`tensors.location`; NULL for a tensor whose tiles are in the database).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from trdb.errors import OperationalError
 from trdb.storage.database import Database
 
 SCHEMA = "_trdb"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 def ensure_schema(db: Database) -> None:
@@ -56,7 +57,8 @@ def stored_version(db: Database) -> int:
 _TENSORS = f"""{SCHEMA}.tensors (
         name VARCHAR PRIMARY KEY, keys VARCHAR, value_name VARCHAR, dtype VARCHAR, shape VARCHAR,
         tile VARCHAR, tile_table VARCHAR, tuple_count BIGINT, nnz BIGINT, csr_tuples BIGINT DEFAULT 0,
-        csr_nnz BIGINT DEFAULT 0, distinct_keys VARCHAR DEFAULT NULL, data_version BIGINT DEFAULT 0)"""
+        csr_nnz BIGINT DEFAULT 0, distinct_keys VARCHAR DEFAULT NULL, data_version BIGINT DEFAULT 0,
+        location VARCHAR DEFAULT NULL)"""
 
 
 def _create(db: Database) -> None:
@@ -98,4 +100,10 @@ def _to_format_2(db: Database) -> None:
     db.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA}.format (version INTEGER)")
 
 
-_MIGRATIONS: dict[int, Callable[[Database], None]] = {2: _to_format_2}
+def _to_format_3(db: Database) -> None:
+    """External tensors: where their Parquet dataset is (NULL for every tensor an older trdb wrote)."""
+    if "location" not in _columns(db).get("tensors", []):
+        db.execute(f"ALTER TABLE {SCHEMA}.tensors ADD COLUMN location VARCHAR DEFAULT NULL")
+
+
+_MIGRATIONS: dict[int, Callable[[Database], None]] = {2: _to_format_2, 3: _to_format_3}

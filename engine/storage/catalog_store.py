@@ -10,7 +10,7 @@ from trdb.storage.database import Database
 from trdb.storage.tensor_meta import TensorMeta
 
 _TENSOR_COLUMNS = ("name, keys, value_name, dtype, shape, tile, tile_table, tuple_count, nnz, csr_tuples, csr_nnz, "
-                   "distinct_keys, data_version")
+                   "distinct_keys, data_version, location")
 
 
 def new_tile_table_name(db: Database) -> str:
@@ -48,10 +48,10 @@ def _tile_tables(db: Database) -> dict[str, dict[str, tuple[str, bool]]]:
 def save_tensor(db: Database, meta: TensorMeta) -> None:
     db.execute(f"DELETE FROM {SCHEMA}.tensors WHERE name = ?", [meta.name])
     distinct = json.dumps(list(meta.distinct_keys)) if meta.distinct_keys is not None else None
-    db.execute(f"INSERT INTO {SCHEMA}.tensors ({_TENSOR_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    db.execute(f"INSERT INTO {SCHEMA}.tensors ({_TENSOR_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                [meta.name, json.dumps(list(meta.keys)), meta.value_name, meta.dtype.name,
-                json.dumps(list(meta.shape)), json.dumps(list(meta.tile)), meta.table,
-                meta.tuple_count, meta.nnz, meta.csr_tuples, meta.csr_nnz, distinct, meta.version])
+                json.dumps(list(meta.shape)), json.dumps(list(meta.tile)), meta.table or None,
+                meta.tuple_count, meta.nnz, meta.csr_tuples, meta.csr_nnz, distinct, meta.version, meta.location])
 
 
 def delete_tensor(db: Database, name: str) -> None:

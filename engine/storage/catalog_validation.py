@@ -13,6 +13,7 @@ from trdb.storage.tensor_meta import DTYPES, TensorMeta
 from trdb.storage.tile_parts import part_number
 
 INT64_MAX = 2**63 - 1
+MAX_LOCATION = 4096
 TILE_TABLE = re.compile(r"_trdb\.tiles_[0-9]{1,18}")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -34,6 +35,7 @@ class CatalogRow:
     csr_nnz: Any
     distinct_keys: Any
     data_version: Any
+    location: Any = None
 
 
 @dataclass(frozen=True)
@@ -64,14 +66,27 @@ def tensor_from_row(row: CatalogRow, tile_tables: dict[str, dict[str, tuple[str,
     tile = tuple(_json_list(row.tile, "tile", lambda t: _is_int(t) and 0 < t <= INT64_MAX))
     if len(tile) != len(shape) or len(keys) > len(shape):
         raise DataError(f"shape {list(shape)}, tile {list(tile)} and keys {list(keys)} do not agree in rank")
-    table = _tile_table(row.tile_table, len(keys), tile_tables)
+    location = _location(row.location, row.tile_table)
+    table = "" if location is not None else _tile_table(row.tile_table, len(keys), tile_tables)
     counts = [row.tuple_count, row.nnz, row.csr_tuples or 0, row.csr_nnz or 0, row.data_version or 0]
     if not all(_is_int(c) and c >= 0 for c in counts):
         raise DataError(f"the statistics {counts[:4]} or the data version {counts[4]!r} are not counts")
     distinct = None if row.distinct_keys is None else \
         tuple(_json_list(row.distinct_keys, "distinct_keys", lambda n: _is_int(n) and n >= 0))
     return TensorMeta(row.name, keys, row.value_name, np.dtype(row.dtype), shape, tile, table, *counts[:4],
-                      distinct_keys=distinct, version=counts[4])
+                      distinct_keys=distinct, version=counts[4], location=location)
+
+
+def _location(location: Any, tile_table: Any) -> Optional[str]:
+    """An external tensor's location is only text here: it is checked against the allowed roots (settings of
+    the connection, never of the file) each time it is read."""
+    if location is None:
+        return None
+    if not isinstance(location, str) or not location or "\x00" in location or len(location) > MAX_LOCATION:
+        raise DataError(f"the location {location!r} is not a path or URI")
+    if tile_table is not None:
+        raise DataError("it names both a location and a tile table")
+    return location
 
 
 def _tile_table(name: Any, key_count: int, tile_tables: dict[str, dict[str, tuple[str, bool]]]) -> str:

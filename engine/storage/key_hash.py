@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+import numpy as np
+
 PRIME = 2_147_483_647         # 2**31 - 1: a hash below it times the multiplier stays below 2**62
 MULTIPLIER = 1_327_217_885    # near PRIME / 1.618: consecutive keys of one axis land far apart
 
@@ -34,3 +36,12 @@ def key_hash_sql(columns: Sequence[str]) -> str:
 def partition_sql(columns: Sequence[str], partitions: int, partition: int) -> str:
     """A WHERE condition true for the rows whose key hash (on `columns`) falls in `partition`."""
     return f"({key_hash_sql(columns)}) % {int(partitions)} = {int(partition)}"
+
+
+def key_hash_array(keys: np.ndarray) -> np.ndarray:
+    """`key_hash` of every row of an n x m int64 array at once (numpy: the intermediate values fit an int64)."""
+    keys = np.asarray(keys, dtype=np.int64)
+    value = np.zeros(len(keys), dtype=np.int64)
+    for column in range(keys.shape[1] if keys.ndim == 2 else 0):
+        value = (value * MULTIPLIER + np.mod(keys[:, column], PRIME)) % PRIME
+    return value

@@ -58,6 +58,12 @@ class TensorMeta:
     csr_nnz: int = 0  # non-zeros inside those CSR tiles
     distinct_keys: Optional[tuple[int, ...]] = None  # distinct values of each key column (None: not counted)
     version: int = 0  # names the tile table's contents: every write takes a new one (the buffer pool's key)
+    location: Optional[str] = None  # an external tensor's Parquet dataset (its `table` is then '')
+
+    @property
+    def external(self) -> bool:
+        """Whether the tiles live in a Parquet dataset outside the database (read-only to trdb)."""
+        return self.location is not None
 
     @property
     def grid(self) -> tuple[int, ...]:

@@ -13,6 +13,7 @@ from trdb.kernels.sparse import stored_form
 from trdb.storage import tile_parts
 from trdb.storage.catalog_validation import TILE_TABLE
 from trdb.storage.database import Database
+from trdb.storage.external_tensors import refuse_write
 from trdb.storage.key_hash import partition_sql
 from trdb.storage.progress import count_written
 from trdb.storage.sql_text import quote_dotted
@@ -57,6 +58,7 @@ def drop_tile_table(db: Database, table: str) -> None:
 def write_tiles(db: Database, meta: TensorMeta, keys: np.ndarray, tiles: Sequence) -> int:
     """Append tiles (host arrays or CSR tiles) under `keys` (an n x m int array), each stored dense or CSR
     as its density says; all-zero tiles are skipped. Returns tiles written."""
+    refuse_write(meta)  # its files lie outside the database's transactions
     forms = [stored_form(t) for t in tiles]
     nonzeros = np.fromiter((nnz for _, nnz in forms), dtype=np.int64, count=len(forms))
     kept = np.flatnonzero(nonzeros)
@@ -72,6 +74,7 @@ def insert_encoded(db: Database, meta: TensorMeta, keys: Sequence[np.ndarray], n
                    formats: np.ndarray, blobs: pa.Array) -> None:
     """Append encoded tiles: one key array per key column, their non-zeros, formats and bytes. They go into
     the first part of the tile table with room, in runs of at most `part_bytes`; new parts as needed."""
+    refuse_write(meta)  # its files lie outside the database's transactions
     count_written(len(blobs))
     columns = {name: pa.array(key) for name, key in zip(key_columns(len(meta.keys)), keys)}
     columns.update(nnz=pa.array(nonzeros), v=blobs, fmt=pa.array(np.asarray(formats, dtype=np.int8)))
@@ -291,6 +294,7 @@ def tile_nonzeros(db: Database, meta: TensorMeta) -> tuple[np.ndarray, np.ndarra
 
 def delete_tiles(db: Database, meta: TensorMeta, keys: Optional[np.ndarray] = None) -> None:
     """Delete the tiles under `keys`, or every tile when keys is None (its parts but the first are dropped)."""
+    refuse_write(meta)  # its files lie outside the database's transactions
     names = key_columns(len(meta.keys))
     if keys is not None and len(keys) == 0:
         return
@@ -321,6 +325,7 @@ def _renew(db: Database, meta: TensorMeta, emptied: list[str]) -> None:
 
 def existing_keys(db: Database, meta: TensorMeta, keys: np.ndarray) -> list[tuple[int, ...]]:
     """Which of `keys` are already stored."""
+    refuse_write(meta)  # its files lie outside the database's transactions
     names = key_columns(len(meta.keys))
     if not names:
         return [()] if db.execute(f"SELECT count(*) FROM {_source(db, meta, ['nnz'])}")[0][0] else []

@@ -15,6 +15,7 @@ import numpy as np
 from trdb.kernels.sparse import is_sparse
 from trdb.storage import tile_store
 from trdb.storage.database import Database
+from trdb.storage.external_tensors import refuse_write
 from trdb.storage.tensor_meta import TensorMeta
 
 # Measured on 8192² float32 in 1024² tiles (file database, one transaction): 16 MB inserts took no longer
@@ -38,6 +39,7 @@ class TileWriter:
 
     def __init__(self, db: Database, meta: TensorMeta, batch_bytes: int = BATCH_BYTES,
                  after_batch: Optional[Callable[[], None]] = None):
+        refuse_write(meta)
         self.db, self.meta = db, meta
         memory = db.file.memory
         self.batch_bytes = max(1, min(batch_bytes, memory.budget // BUDGET_SHARE))

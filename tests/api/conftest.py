@@ -1,4 +1,4 @@
-"""Fixtures for the shell tests: running `python -m trdb` as a subprocess, in a temporary HOME."""
+"""Fixtures for the shell tests: running `python -m trdb` as a subprocess or in a pseudo-terminal, in a temporary HOME."""
 from __future__ import annotations
 
 import os
@@ -26,3 +26,29 @@ def trdb_cli(shell_env, tmp_path):
                               text=True, env=shell_env, cwd=tmp_path, timeout=60)
 
     return run
+
+
+PROMPT = "trdb>"  # prompt_toolkit draws the trailing space with a cursor move
+# prompt_toolkit turns bracketed paste on when a prompt starts and off when the input is taken
+INPUT_TAKEN, NEW_PROMPT = "\x1b[?2004l", "\x1b[?2004h"
+
+
+@pytest.fixture
+def pty_shell(shell_env, tmp_path):
+    """Start `python -m trdb ARGS` in a pseudo-terminal of `dimensions` (rows, columns) and wait for its
+    first prompt; every child is closed at the end."""
+    pexpect = pytest.importorskip("pexpect")
+    children = []
+
+    def start(*args: str, dimensions: tuple[int, int], timeout: float):
+        child = pexpect.spawn(sys.executable, ["-m", "trdb", *args], env=shell_env, cwd=str(tmp_path),
+                              encoding="utf-8", dimensions=dimensions, timeout=timeout)
+        children.append(child)
+        child.expect_exact(NEW_PROMPT)
+        child.expect_exact(PROMPT)
+        return child
+
+    yield start
+    for child in children:
+        if child.isalive():
+            child.terminate(force=True)

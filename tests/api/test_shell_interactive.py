@@ -1,8 +1,6 @@
 """The interactive shell, driven in a real pseudo-terminal with pexpect."""
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 pexpect = pytest.importorskip("pexpect")
@@ -17,21 +15,9 @@ LONG_QUERY = "SELECT S.i, SUM(EXP(S.v) * T.v) AS v FROM S, S AS T GROUP BY S.i;"
 
 
 @pytest.fixture
-def spawn(shell_env, tmp_path):
-    """Start `python -m trdb ARGS` in a pseudo-terminal; every child is closed at the end."""
-    children = []
-
-    def start(*args: str):
-        child = pexpect.spawn(sys.executable, ["-m", "trdb", *args], env=shell_env, cwd=str(tmp_path),
-                              encoding="utf-8", dimensions=(40, 200), timeout=20)
-        children.append(child)
-        _prompt(child)
-        return child
-
-    yield start
-    for child in children:
-        if child.isalive():
-            child.terminate(force=True)
+def spawn(pty_shell):
+    """Start `python -m trdb ARGS` in a wide pseudo-terminal, at its first prompt."""
+    return lambda *args: pty_shell(*args, dimensions=(40, 200), timeout=20)
 
 
 def _prompt(child, timeout: float = 20) -> str:

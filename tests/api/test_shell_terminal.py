@@ -3,7 +3,6 @@ Ctrl-C, .spy, the quit words and the dot commands (pexpect, synchronised on outp
 from __future__ import annotations
 
 import re
-import sys
 
 import pytest
 
@@ -27,20 +26,9 @@ def _visible(text: str) -> list[str]:
 
 
 @pytest.fixture
-def shell(shell_env, tmp_path):
-    children = []
-
-    def start(*args: str):
-        child = pexpect.spawn(sys.executable, ["-m", "trdb", *args], env=shell_env, cwd=str(tmp_path),
-                              encoding="utf-8", dimensions=(50, COLUMNS), timeout=30)
-        children.append(child)
-        _prompt(child)
-        return child
-
-    yield start
-    for child in children:
-        if child.isalive():
-            child.terminate(force=True)
+def shell(pty_shell):
+    """Start `python -m trdb ARGS` in an 80-column pseudo-terminal, at its first prompt."""
+    return lambda *args: pty_shell(*args, dimensions=(50, COLUMNS), timeout=30)
 
 
 def _prompt(child) -> str:

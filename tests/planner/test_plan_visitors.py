@@ -18,9 +18,11 @@ from trdb.planner import logical as lp
 
 OPERATORS = typing.get_args(lp.Plan)
 VISITORS = {"cardinality": Estimator, "physical planning": PhysicalPlanner, "lineage": lineage}
-# Operators a visitor never meets: gradients (and so lineage) are built before shared subplans become
+# Operators a visitor never meets: the pipeline expands EINSUM and GRAD (`Einsum`, `Gradient`) before
+# anything else walks the plan; gradients (and so lineage) are built before shared subplans become
 # RowsScan leaves (tuples already computed).
-NEVER_MET = {"lineage": {"RowsScan"}}
+EXPANDED = {"Einsum", "Gradient"}
+NEVER_MET = {"cardinality": EXPANDED, "physical planning": EXPANDED, "lineage": EXPANDED | {"RowsScan"}}
 
 
 @pytest.mark.parametrize("visitor", list(VISITORS), ids=list(VISITORS))

@@ -36,7 +36,7 @@ def _table_of(path: str, name: str) -> str:
 def _to_format_1(path: str) -> None:
     """What every trdb before the stored format wrote: no format table, no data versions."""
     _tamper(path, "DROP TABLE _trdb.format", "DROP SEQUENCE _trdb.data_versions",
-            "ALTER TABLE _trdb.tensors DROP COLUMN data_version")
+            "ALTER TABLE _trdb.tensors DROP COLUMN data_version", "ALTER TABLE _trdb.tensors DROP COLUMN location")
 
 
 def test_a_database_of_format_1_is_upgraded_when_opened(path):
@@ -67,6 +67,7 @@ CRAFTED = [
     ("tile_table", "'_trdb.tiles_999'"), ("tile_table", "'main.t'"),
     ("tile_table", "'_trdb.tiles_1; COPY (SELECT 42) TO ''injected.csv''; --'"),
     ("tuple_count", "-1"), ("nnz", "NULL"), ("distinct_keys", "'garbage'"), ("data_version", "-5"),
+    ("location", "'/etc'"),
 ]
 
 

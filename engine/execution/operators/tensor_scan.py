@@ -4,7 +4,8 @@ A tensor the buffer pool would keep is read whole (once for all workers) and kep
 read straight from DuckDB in bounded reads, each decoded on its own and never cached: a partition
 first reads the index of its own tiles (row ids and keys, no tile bytes; the key hash is in the
 SQL), then reads them in row id ranges of about `read_bytes` each. The scan's reservation holds the
-index and the read in hand.
+index and the read in hand. An external tensor too large to keep is read the same way from its
+Parquet dataset: a partition opens only its own files where the dataset's partitioning allows.
 """
 from __future__ import annotations
 
@@ -35,8 +36,18 @@ class TensorScanExec(ListScanExec):
 
     def _batches(self) -> Iterator[Batch]:
         if self.ctx.catalog.streams(self.tensor):
-            return self._streamed()
+            return self._external() if self.tensor.external else self._streamed()
         return super()._batches()
+
+    def _external(self) -> Iterator[Batch]:
+        memory = self.reservation()
+        reads = self.ctx.catalog.external_reads(self.tensor, self.partition, self.partitions, self.columns,
+                                                self.read_bytes())
+        for keys, tiles in reads:
+            memory.shrink(memory.held)  # the previous read is handed on
+            memory.grow(sum(t.nbytes for t in tiles))
+            yield from bounded_batches(self._tuples(keys, tiles))
+        memory.release_all()
 
     def _streamed(self) -> Iterator[Batch]:
         catalog, where = self.ctx.catalog, (self.partition, self.partitions, self.columns)
