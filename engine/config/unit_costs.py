@@ -11,7 +11,15 @@ ELEMENT_COST = 100.0          # one element of a kernel result written and summe
 RETILE_COST = 3e7             # one Retile operator: reads all before it writes, Python loops: ~0.3 ms
 RETILE_BYTE_COST = 10.0       # one byte copied into a new tile: ~0.1 ns
 EXCHANGE_BYTE_COST = 5.0      # one byte moved between workers
-SPILL_BYTE_COST = 10.0        # one byte an operator spills: written to temp_directory and read back (~1 GB/s each way)
+SPILL_BYTE_COST = 260.0       # one byte an operator spills, written to temp_directory and read back once: ~2.6 ns
+                              # (8192^2 float32 product at memory_limit 256MB: 5.2 s more than with no limit for
+                              # 1.9 GiB of partial sums spilled; see docs/running.md § Memory)
+SCAN_BYTE_COST = 400.0        # one byte of a tensor too large for the buffer pool, read from DuckDB and decoded, as
+                              # a band reads its inputs again: ~4 ns (that product in 6 bands: 7.2 s more than
+                              # spilling for 2.7 GB more read and 1.3 GB less spilled; a lone full scan of 1 GiB
+                              # with 2 workers reads at ~2.5 ns)
+CACHED_SCAN_BYTE_COST = 0.0   # one byte of a tensor the buffer pool holds, read again: nothing beyond the per-tuple
+                              # cost (its tiles are handed on, not copied)
 CSR_MAX_DENSITY = 0.1         # a 2-d tile with at most this fraction of non-zeros is stored and computed as CSR
 SPARSE_FLOP_COST = 4.0        # one multiply-add of a sparse kernel, per non-zero, against a dense BLAS FLOP
 MIN_PARALLEL_COST = 4e8       # plans estimated below ~4 ms of one core run on one worker: starting

@@ -17,6 +17,7 @@ from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 from trdb.planner.types import KEY
 
+SHOWN_VALUES = 2  # EXPLAIN prints an IN-set of more keys than this that is a contiguous range as BETWEEN
 BAND_SHARE = 0.5   # a band's groups and its build side (the band of the banded input) take this share of the
                    # budget together; scans, the other input's batches and the result take the rest
 
@@ -73,7 +74,23 @@ def _band(plan: lp.Aggregate, join: lp.Join, side: str, key: int, lo: int, hi: i
 
 
 def _in_band(key: int, lo: int, hi: int) -> bx.Bound:
+    """Keys lo..hi-1 as a set: the estimator narrows the key's distinct count to exactly the band's."""
     return bx.InSet(bx.ColumnIndex(key, KEY), frozenset(range(lo, hi)))
+
+
+def band_text(predicate: bx.Bound, names: list[str]) -> Optional[str]:
+    """`key BETWEEN lo AND hi` for a filter that keeps a contiguous range of more than a few values of a key
+    column (a band's, which keeps them as a set for exact estimates), as EXPLAIN prints it; else None."""
+    if not (isinstance(predicate, bx.InSet) and not predicate.negated and isinstance(predicate.arg, bx.ColumnIndex)
+            and predicate.arg.type == KEY and len(predicate.values) > SHOWN_VALUES):
+        return None
+    values = predicate.values
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return None
+    lo, hi = min(values), max(values)
+    if hi - lo + 1 != len(values):
+        return None
+    return f"{names[predicate.arg.index]} BETWEEN {lo} AND {hi}"
 
 
 def _remapped(call: lp.AggregateCall, moved: dict[int, int]) -> lp.AggregateCall:

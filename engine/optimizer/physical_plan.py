@@ -39,8 +39,10 @@ class PhysicalNode:
 
     An exchange node (its spec an `Exchange`) runs its child as producers, one per child instance,
     and has one consumer instance per partition of its own. `cost` is the estimated bytes moved by
-    the exchanges in this subtree, plus its expected spill in exchange-byte equivalents; `spill` is
-    the bytes this operator is expected to spill (its state does not fit its share of memory_limit).
+    the exchanges in this subtree, plus its expected spill and reads from DuckDB in exchange-byte
+    equivalents; `spill` is the bytes this operator is expected to write to spill files (and read back:
+    its state does not fit its share of memory_limit); `read_cost` is the cost (unit_costs.py) of
+    reading a scan's tiles from DuckDB, counted for every time a plan reads them.
     """
 
     spec: OperatorSpec
@@ -51,6 +53,7 @@ class PhysicalNode:
     estimate: Estimate
     cost: float = 0.0
     spill: float = 0.0
+    read_cost: float = 0.0
 
     @property
     def operator(self) -> str:
@@ -71,7 +74,7 @@ class PhysicalNode:
         """This operator's estimated cost alone (config/unit_costs.py): FLOPs and written elements,
         tuples, bytes moved."""
         if self.exchange is None:
-            return self.estimate.cost + self.spill * SPILL_BYTE_COST
+            return self.estimate.cost + self.spill * SPILL_BYTE_COST + self.read_cost
         # an exchange shares its input's estimate: its own cost is passing the tuples and moving them
         return self.estimate.rows * TUPLE_COST_FLOPS + self.moved_bytes * EXCHANGE_BYTE_COST
 

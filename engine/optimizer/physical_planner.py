@@ -11,11 +11,11 @@ import math
 from dataclasses import replace
 from typing import Optional
 
-from trdb.config.unit_costs import EXCHANGE_BYTE_COST, SPILL_BYTE_COST
+from trdb.config.unit_costs import CACHED_SCAN_BYTE_COST, EXCHANGE_BYTE_COST, SCAN_BYTE_COST, SPILL_BYTE_COST
 from trdb.errors import InternalError
 from trdb.optimizer import physical_operators as po
 from trdb.optimizer.aggregation import final_calls, splittable
-from trdb.optimizer.banded_aggregate import banded
+from trdb.optimizer.banded_aggregate import band_text, banded
 from trdb.optimizer.cardinality import Estimate, Estimator
 from trdb.optimizer.physical_plan import SINGLE, Partitioning, PhysicalNode
 from trdb.planner import expressions as bx
@@ -56,9 +56,9 @@ def _memory_budget(catalog) -> float:
 
 
 def _node(spec: po.OperatorSpec, detail: str, children: tuple, schema, partitioning: Partitioning,
-          estimate: Estimate, spill: float = 0.0) -> PhysicalNode:
-    node = PhysicalNode(spec, detail, children, schema, partitioning, estimate, spill=spill)
-    own = node.moved_bytes + spill * SPILL_BYTE_COST / EXCHANGE_BYTE_COST
+          estimate: Estimate, spill: float = 0.0, read_cost: float = 0.0) -> PhysicalNode:
+    node = PhysicalNode(spec, detail, children, schema, partitioning, estimate, spill=spill, read_cost=read_cost)
+    own = node.moved_bytes + (spill * SPILL_BYTE_COST + read_cost) / EXCHANGE_BYTE_COST
     return replace(node, cost=sum(c.cost for c in children) + own)
 
 
@@ -71,6 +71,7 @@ class PhysicalPlanner:
         self.workers = workers
         self.estimator = estimator
         self.memory_share = memory_budget / max(1, workers)  # the operators of all workers run at once
+        self.memory_budget = memory_budget
         self._memo: dict[tuple, tuple[lp.Plan, list[PhysicalNode]]] = {}
         self._sizes: dict[int, tuple[PhysicalNode, int]] = {}
         self._in_band = False  # planning the bands of a banded aggregate (optimizer/banded_aggregate.py)
@@ -89,11 +90,18 @@ class PhysicalPlanner:
         return cached[1]
 
     def spill(self, state: PhysicalNode, spilled: float, instances: int) -> float:
-        """Expected bytes an operator spills (written, then read back): `spilled` bytes in all, when the
-        state it holds (the estimated output of node `state`, spread over `instances`) exceeds its share."""
+        """Expected bytes an operator writes to spill files (and reads back once): `spilled` bytes in all, when
+        the state it holds (the estimated output of node `state`, spread over `instances`) exceeds its share."""
         held = state.estimate.bytes / max(1, instances) if state.partitioning.kind != "replicated" \
             else state.estimate.bytes
-        return 2.0 * spilled if held > self.memory_share else 0.0
+        return float(spilled) if held > self.memory_share else 0.0
+
+    def read_cost(self, nbytes: float) -> float:
+        """The cost of one read of a stored tensor of `nbytes`: from DuckDB, decoded, when it streams (it is
+        larger than half the budget, as the buffer pool decides); from the buffer pool when it is cached
+        there (then only its first read costs as much, the same in every plan, so it is not counted)."""
+        streams = nbytes > self.memory_budget / 2
+        return nbytes * (SCAN_BYTE_COST if streams else CACHED_SCAN_BYTE_COST)
 
     def candidates(self, plan: lp.Plan, want: Want) -> list[PhysicalNode]:
         """Alternative plans (join strategies) kept apart until an operator above can tell which is cheaper."""
@@ -129,12 +137,13 @@ class PhysicalPlanner:
         keys = tuple(range(len(plan.tensor.keys)))
         estimate = self.estimator.estimate(plan)
         tiles = f"{plan.tensor.name}, tile {list(plan.tensor.tile)}"
+        reads = self.read_cost(estimate.bytes)
         if self.workers == 1 or not keys:
-            return _node(po.TensorScan(plan.tensor), tiles, (), plan.schema, SINGLE, estimate)
+            return _node(po.TensorScan(plan.tensor), tiles, (), plan.schema, SINGLE, estimate, read_cost=reads)
         columns = want if self._spreads(estimate, want, keys) else keys
         detail = f"{tiles}, hash: {_names(plan.schema, columns)}"
         return _node(po.TensorScan(plan.tensor, self.workers, columns), detail, (), plan.schema,
-                     Partitioning("hash", self.workers, columns), estimate)
+                     Partitioning("hash", self.workers, columns), estimate, read_cost=reads)
 
     def _spreads(self, estimate: Estimate, want: Want, keys: tuple[int, ...]) -> bool:
         """Whether hashing a leaf on the key columns `want` keeps every worker busy: enough distinct values."""
@@ -160,7 +169,8 @@ class PhysicalPlanner:
     # ------------------------------------------------------------ per-tuple operators
 
     def _Filter(self, plan: lp.Filter, want: Want) -> list[PhysicalNode]:
-        detail = render(plan.predicate, column_names(plan.input.schema))
+        names = column_names(plan.input.schema)
+        detail = band_text(plan.predicate, names) or render(plan.predicate, names)
         return [_node(po.Filter(plan.predicate), detail, (child,), plan.schema, child.partitioning,
                       self.estimator.estimate(plan))
                 for child in self.candidates(plan.input, want)]
@@ -259,8 +269,8 @@ class PhysicalPlanner:
         if bands is None:
             return found
         self._in_band = True
-        try:
-            return found + [self._UnionAll(bands, want)]
+        try:  # EXPLAIN says how many: each band reads the other input (and this one) again
+            return found + [replace(self._UnionAll(bands, want), detail=f"{len(bands.parts)} bands")]
         finally:
             self._in_band = False
 
@@ -288,8 +298,8 @@ class PhysicalPlanner:
         estimate = self.estimator.estimate(plan)
         spec = po.HashAggregate(plan.group_by, plan.calls, plan.schema, phase.startswith("partial"))
         groups = PhysicalNode(spec, detail, (), plan.schema, partitioning, estimate)
-        # groups that do not fit: partial sums spill, about one per input tuple at worst
-        spill = self.spill(groups, child.estimate.bytes, partitioning.count)
+        # groups that do not fit: partial sums spill, about one per input tuple at worst, each a group's size
+        spill = self.spill(groups, child.estimate.rows * estimate.bytes / max(1.0, estimate.rows), partitioning.count)
         return _node(spec, detail, (child,), plan.schema, partitioning, estimate, spill)
 
     def _two_phase(self, plan: lp.Aggregate, child: PhysicalNode, estimate: Estimate) -> PhysicalNode:

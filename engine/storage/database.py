@@ -112,8 +112,14 @@ class Database:
             return self._con.sql(sql).to_arrow_table()
 
     def arrow_batches(self, sql: str, rows: int) -> Iterator[pa.RecordBatch]:
-        """A query's result streamed as Arrow record batches of `rows` rows; the connection is held until
-        the last one is read (or the iterator is closed)."""
+        """A query's result streamed as Arrow record batches of `rows` rows; this connection is held until
+        the last one is read (or the iterator is closed).
+
+        The lock is this connection's alone: other connections (each its own DuckDB connection) run their
+        statements meanwhile (tests/storage/test_arrow_batches.py). It is held across yields because the
+        stream lives on this DuckDB connection, where any other query would close it; a DuckDB cursor of
+        its own cannot take over, being another connection: it would not see the statement's uncommitted
+        work or its temp tables (FROM COO streams its staged entries from one)."""
         with self._lock, self._translated():
             reader = self._con.sql(sql).to_arrow_reader(rows)
             yield from reader

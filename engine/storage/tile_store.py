@@ -20,6 +20,10 @@ from trdb.storage.sql_text import quote_dotted
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_codec import CSR64, DENSE, csr_sections, decode_tiles, encode_tiles
 
+MAX_RUNS = 64  # a partition's read names at most this many runs of row ids (one SELECT each); with more (small
+               # tiles) it reads the row id range whole and keeps its own rows with the hash filter, reading
+               # the other partitions' tiles in between too (DuckDB evaluates that filter after its scan)
+
 
 def key_columns(count: int) -> list[str]:
     return [f"k{d}" for d in range(count)]
@@ -128,17 +132,34 @@ def read_tiles_at(db: Database, meta: TensorMeta, keys: np.ndarray) -> tuple[np.
 
 
 def read_tile_rows(db: Database, meta: TensorMeta, index: "TileIndex", start: int, stop: int,
-                    where: Optional[str] = None) -> tuple[np.ndarray, list]:
+                   where: Optional[str] = None) -> tuple[np.ndarray, list]:
     """Keys and tiles of rows start..stop-1 of `index` (and `where`), sorted by key: one bounded read of a
-    streamed scan, a rowid range in each part it spans (DuckDB pushes it into its scan, so each read costs
+    streamed scan, rowid ranges in each part it spans (DuckDB pushes them into its scan, so each read costs
     its own rows)."""
+    if where:  # one partition's rows: read exactly its runs of row ids, not the others' tiles between them
+        runs = index.rowid_runs(start, stop)
+        if len(runs) <= MAX_RUNS:
+            keys, tiles = _decoded(meta, db.arrow(_rows_sql(meta, runs)))
+            if _same_keys(keys, index.keys[start:stop]):
+                return sorted_by_key(keys, tiles)
+    ranges = [(int(index.rowids[lo]), int(index.rowids[hi - 1]), table) for lo, hi, table in index.part_ranges(start, stop)]
+    return sorted_by_key(*_decoded(meta, db.arrow(_rows_sql(meta, ranges, where))))
+
+
+def _rows_sql(meta: TensorMeta, ranges: Sequence[tuple[int, int, str]], where: Optional[str] = None) -> str:
+    """The tiles of row ids first..last (of each range's part, and `where`): one SELECT per range."""
     names = key_columns(len(meta.keys)) + ["fmt", "nnz", "v"]
-    selects = []
-    for lo, hi, table in index.part_ranges(start, stop):
-        first, last = int(index.rowids[lo]), int(index.rowids[hi - 1])
-        clause = f" WHERE rowid BETWEEN {first} AND {last}" + (f" AND {where}" if where else "")
-        selects.append(f"SELECT {', '.join(names)} FROM {quote_dotted(table)}{clause}")
-    return sorted_by_key(*_decoded(meta, db.arrow(" UNION ALL ".join(selects))))
+    extra = f" AND {where}" if where else ""
+    return " UNION ALL ".join(f"SELECT {', '.join(names)} FROM {quote_dotted(table)} "
+                              f"WHERE rowid BETWEEN {first} AND {last}{extra}" for first, last, table in ranges)
+
+
+def _same_keys(keys: np.ndarray, wanted: np.ndarray) -> bool:
+    """Whether a read by row id found exactly the tiles the index put there (a checkpoint may move row ids)."""
+    if keys.shape != wanted.shape:
+        return False
+    order, want = key_order(keys), key_order(wanted)
+    return np.array_equal(keys if order is None else keys[order], wanted if want is None else wanted[want])
 
 
 def _read(db: Database, meta: TensorMeta, clause: str, params: Sequence = ()) -> tuple[np.ndarray, list]:
@@ -194,6 +215,16 @@ class TileIndex:
         cuts = [start, *(int(c) for c in self.starts if start < c < stop), stop]
         owners = np.searchsorted(self.starts, cuts[:-1], side="right") - 1
         return [(lo, hi, self.tables[int(o)]) for lo, hi, o in zip(cuts[:-1], cuts[1:], owners)]
+
+    def rowid_runs(self, start: int, stop: int) -> list[tuple[int, int, str]]:
+        """Rows start..stop-1 as runs of consecutive row ids: (first, last, table) each."""
+        runs = []
+        for lo, hi, table in self.part_ranges(start, stop):
+            ids = self.rowids[lo:hi]
+            if not len(ids):  # an empty part
+                continue
+            runs += [(int(run[0]), int(run[-1]), table) for run in np.split(ids, np.flatnonzero(np.diff(ids) != 1) + 1)]
+        return runs
 
     def __len__(self) -> int:
         return len(self.rowids)

@@ -1,5 +1,6 @@
-"""A product whose result does not fit in memory_limit runs in bands of one input's key (a blocked order):
-chosen by the cost model over a spilling aggregate, equal to numpy, and only when the result does not fit."""
+"""A product whose result does not fit in memory_limit runs in bands of one input's key (a blocked order) when
+the cost model finds reading the inputs once per band cheaper than spilling the partial sums; the result
+equals numpy's either way, and a product that fits is one aggregate."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,18 +8,28 @@ import pytest
 
 import trdb
 
-N, T = 512, 64        # 8 x 8 tiles of 16 KB: each tensor and the product are 1 MB
 PRODUCT = "SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i GROUP BY A.i, B.j"
+# (rows, inner, columns) in tiles of T x T. WIDE: a 36 x 36 grid of result tiles from an inner grid of 2, each
+# tensor 1.3 MB or less: the partial sums (every product) spill more bytes than reading A and B again per band.
+# DEEP: 5 x 8 x 5 tiles of 64 KB, the product 1.6 MB: every group takes 8 products, and reading A and B (2.6 MB
+# each) once per band (several bands) costs more than spilling the products.
+WIDE, DEEP = (36, 2, 36, 16), (5, 8, 5, 128)
 
 
 @pytest.fixture(params=[1, 2], ids=["workers1", "workers2"])
-def cur(request, tmp_path):
-    con = trdb.connect(str(tmp_path / "db.trdb"), workers=request.param)
-    cursor = con.cursor()
-    cursor.execute(f"CREATE TENSOR A SHAPE ({N}, {N}) TILE ({T}, {T}) FILL RANDOM_NORMAL(0, 1, 1)")
-    cursor.execute(f"CREATE TENSOR B SHAPE ({N}, {N}) TILE ({T}, {T}) FILL RANDOM_NORMAL(0, 1, 2)")
-    yield cursor
-    con.close()
+def con(request, tmp_path):
+    connection = trdb.connect(str(tmp_path / "db.trdb"), workers=request.param)
+    yield connection
+    connection.close()
+
+
+def tensors(con, shape) -> tuple:
+    """A and B of `shape`, and their values."""
+    rows, inner, columns, t = shape
+    cur = con.cursor()
+    cur.execute(f"CREATE TENSOR A SHAPE ({rows * t}, {inner * t}) TILE ({t}, {t}) FILL RANDOM_NORMAL(0, 1, 1)")
+    cur.execute(f"CREATE TENSOR B SHAPE ({inner * t}, {columns * t}) TILE ({t}, {t}) FILL RANDOM_NORMAL(0, 1, 2)")
+    return cur, dense(cur, "A"), dense(cur, "B")
 
 
 def explain(cur, sql: str) -> str:
@@ -35,30 +46,50 @@ def dense(cur, name: str) -> np.ndarray:
     return cur.execute(f"SELECT * FROM {name}").fetch_tensor().astype(np.float64)
 
 
-def test_a_product_larger_than_the_budget_runs_in_bands_without_spilling(cur):
-    a, b = dense(cur, "A"), dense(cur, "B")
+def spilling(plan: str) -> list[str]:
+    return [line for line in plan.splitlines() if "spill=" in line]
+
+
+def test_a_product_whose_spill_costs_more_than_reading_again_runs_in_bands(con):
+    cur, a, b = tensors(con, WIDE)
     cur.execute("SET memory_limit = '2MB'")  # trdb's part: 1 MB, less than the product
     plan = explain(cur, PRODUCT)
     assert top(plan) == "UnionAllExec" and plan.count("HashAggregateExec") >= 2, plan
-    assert "FilterExec(i IN (" in plan and not [line for line in plan.splitlines() if "spill=" in line], plan
+    bands = int(plan.split("UnionAllExec(")[1].split(" bands)")[0])
+    assert bands == plan.count("HashAggregateExec") and bands == plan.count("TensorScanExec(B"), plan
+    # each band is a contiguous range of A.i, printed as one (the filter keeps the set: exact estimates)
+    assert "FilterExec(i BETWEEN 0 AND " in plan and "IN (" not in plan and not spilling(plan), plan
     cur.execute("CREATE TENSOR C AS " + PRODUCT)
     cur.execute("SET memory_limit = '1GB'")
     np.testing.assert_allclose(dense(cur, "C"), a @ b, rtol=1e-4, atol=1e-3)
 
 
-def test_a_band_of_the_right_input_when_its_key_is_grouped_first(cur):
-    a, b = dense(cur, "A"), dense(cur, "B")
+def test_a_band_of_the_right_input_when_its_key_is_grouped_first(con):
+    cur, a, b = tensors(con, WIDE)
     cur.execute("SET memory_limit = '2MB'")
     query = "SELECT B.j, A.i, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i GROUP BY B.j, A.i"
     plan = explain(cur, query)
-    assert top(plan) == "UnionAllExec" and "FilterExec(j IN (" in plan, plan
+    assert top(plan) == "UnionAllExec" and "FilterExec(j BETWEEN 0 AND " in plan, plan
     got = cur.execute(query).fetchall()
-    product = a @ b
-    assert len(got) == (N // T) ** 2
+    product, t = a @ b, WIDE[3]
+    assert len(got) == WIDE[0] * WIDE[2]
     for j, i, tile in got:
-        np.testing.assert_allclose(tile, product[i * T:(i + 1) * T, j * T:(j + 1) * T], rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(tile, product[i * t:(i + 1) * t, j * t:(j + 1) * t], rtol=1e-4, atol=1e-3)
 
 
-def test_a_product_that_fits_is_one_aggregate(cur):
+def test_a_product_whose_rereads_cost_more_than_its_spill_spills(con):
+    cur, a, b = tensors(con, DEEP)
+    cur.execute("SET memory_limit = '2MB'")
     plan = explain(cur, PRODUCT)
     assert "UnionAllExec" not in plan and top(plan).startswith("HashAggregateExec"), plan
+    aggregate = next(line for line in plan.splitlines() if "HashAggregateExec" in line)
+    assert "spill=13.1MB" in aggregate, plan  # every product's partial sum (200 of 64 KB), written once
+    cur.execute("CREATE TENSOR C AS " + PRODUCT)
+    cur.execute("SET memory_limit = '1GB'")
+    np.testing.assert_allclose(dense(cur, "C"), a @ b, rtol=1e-4, atol=1e-3)
+
+
+def test_a_product_that_fits_is_one_aggregate(con):
+    cur, _, _ = tensors(con, DEEP)
+    plan = explain(cur, PRODUCT)
+    assert "UnionAllExec" not in plan and top(plan).startswith("HashAggregateExec") and not spilling(plan), plan

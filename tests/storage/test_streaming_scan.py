@@ -178,3 +178,28 @@ def test_rows_whose_row_ids_moved_are_read_again_by_key(monkeypatch):
     total = con.execute("SELECT SUM(SUMSQ(A.v)) FROM A").fetchone()[0]
     assert abs(float(total) - float(np.sum(data.astype(np.float64) ** 2))) < 1e-3
     con.close()
+
+
+@pytest.mark.parametrize("max_runs", [tile_store.MAX_RUNS, 0], ids=["runs", "hash-filter"])
+def test_a_partition_reads_its_own_row_id_runs_not_the_tiles_between_them(path, monkeypatch, max_runs):
+    """DuckDB evaluates the key-hash filter after its scan, so a range of row ids with the filter reads every
+    partition's tiles in it: a partition reads the runs of its own row ids instead (with many runs, the range)."""
+    expected = oracle(path)
+    filters, original = [], tile_store._rows_sql
+
+    def recorded(meta, ranges, where=None):
+        filters.append(where)
+        return original(meta, ranges, where)
+    monkeypatch.setattr(tile_store, "_rows_sql", recorded)
+    monkeypatch.setattr(tile_store, "MAX_RUNS", max_runs)
+    with trdb.connect(path, workers=2) as con:
+        con.execute(SMALL)
+        np.testing.assert_array_equal(con.execute("SELECT * FROM A").fetch_tensor(), expected)
+    assert filters and all((f is None) == bool(max_runs) for f in filters), filters
+
+
+def test_row_id_runs_split_at_gaps_and_parts():
+    index = tile_store.TileIndex(np.array([0, 1, 2, 5, 7, 8, 0, 1]), np.zeros((8, 1), np.int64), np.zeros(8),
+                                 np.zeros(8), np.array([0, 6, 8]), ("t", "t_p1"))
+    assert index.rowid_runs(0, 8) == [(0, 2, "t"), (5, 5, "t"), (7, 8, "t"), (0, 1, "t_p1")]
+    assert index.rowid_runs(2, 7) == [(2, 2, "t"), (5, 5, "t"), (7, 8, "t"), (0, 0, "t_p1")]
