@@ -17,7 +17,7 @@ import ray
 from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.interpreter import router_for
 from trdb.execution.operators.operator import Batch, ExecContext, OperatorMetrics, PhysicalOperator
-from trdb.execution.ray import inbox  # the module, not its INBOXES: Ray ships this class by value
+from trdb.execution.ray import inbox, resident  # the modules, not their globals: Ray ships this class by value
 from trdb.execution.ray.routing import pieces
 from trdb.kernels.placement import backend_for
 from trdb.optimizer.physical_operators import Exchange
@@ -58,8 +58,24 @@ class RayWorker:
              rows: Optional[Batch], sent: int = 0) -> bool:
         return inbox.INBOXES.deliver(execution_id, key, partition, producers, producer, rows, sent)
 
+    @ray.method(concurrency_group="feed")
+    def keep(self, key: resident.PartitionKey, rows: Batch, drop: tuple) -> int:
+        """Keep a tensor partition across statements (dropping `drop` first); its bytes."""
+        return resident.STORE.keep(key, rows, drop)
+
+    @ray.method(concurrency_group="control")
+    def node(self) -> str:
+        """The id of the Ray node this actor runs on."""
+        return ray.get_runtime_context().get_node_id()
+
+    @ray.method(concurrency_group="control")
+    def held(self) -> dict:
+        return resident.STORE.held()
+
     @ray.method(concurrency_group="run")
-    def run(self, execution_id: str, fragment: PhysicalOperator, route: Exchange, consumers: int, device: str):
+    def run(self, execution_id: str, fragment: PhysicalOperator, route: Exchange, consumers: int, device: str,
+            *kept: int):
+        """Run a fragment; `kept` are the partitions its scans read, which Ray waits for before it starts."""
         execution = inbox.INBOXES.execution(execution_id)
         if execution is None:
             return  # released before it started: the statement has already ended
