@@ -237,6 +237,11 @@ def _at_first_feed(monkeypatch, action, worker: int = 1) -> threading.Event:
     return done
 
 
+def _forwarding() -> int:
+    from trdb.execution.ray.driver_threads import running
+    return running()
+
+
 def _kill(actor) -> None:
     import ray
     ray.kill(actor)
@@ -272,7 +277,7 @@ def test_cursor_close_cancels_a_ray_query(ray_cur, monkeypatch):
     with pytest.raises(trdb.OperationalError, match="cancelled"):
         ray_cur.execute(SLOW)
     assert closed.is_set() and time.monotonic() - began < 20
-    assert not [t for t in threading.enumerate() if t.name.startswith("trdb-worker")]
+    assert _forwarding() == 0  # the driver's tasks of the statement have all ended
     assert ray_cur.connection.cursor().execute("SELECT COUNT(*) FROM S").fetchone() == (256,)
 
 
@@ -282,7 +287,7 @@ def test_ctrl_c_stops_a_ray_query_and_the_connection_survives(ray_cur, monkeypat
     with pytest.raises(KeyboardInterrupt):
         ray_cur.execute(SLOW)
     assert interrupted.is_set()
-    assert not [t for t in threading.enumerate() if t.name.startswith("trdb-worker")]
+    assert _forwarding() == 0  # the driver's tasks of the statement have all ended
     assert ray_cur.execute("SELECT COUNT(*) FROM S").fetchone() == (256,)
 
 

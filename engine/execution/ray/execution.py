@@ -25,6 +25,7 @@ from trdb.execution.interpreter import exchange_for, operator_for, router_for
 from trdb.execution.operators.operator import ExecContext, PhysicalOperator
 from trdb.execution.operators.tensor_scan import TensorScanExec
 from trdb.execution.ray.cluster import POOL, connect
+from trdb.execution.ray.driver_threads import PooledWorkers
 from trdb.execution.ray.inbox import FeedExec, RemoteChannel
 from trdb.execution.ray.residency import RESIDENCY, TOTAL, Shipped
 from trdb.execution.ray.routing import FEED_SLOTS, ActorDestination, LocalDestination, Moved, Slots, pieces, settle
@@ -49,7 +50,7 @@ class RayExecution(Execution):
     """One run of a plan on the Ray cluster; the same interface as `Execution`."""
 
     def __init__(self, root: PhysicalNode, ctx: ExecContext, settings):
-        super().__init__(gathered(root), ctx)
+        super().__init__(gathered(root), ctx, PooledWorkers)
         connect(settings.ray_address)
         gpu = POOL.wants_gpus(settings.device)
         self.device = settings.device if gpu else "cpu"
