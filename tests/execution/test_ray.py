@@ -41,7 +41,7 @@ def cluster():
     seen: set[int] = set()
     try:
         import ray
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # never a running one
         try:
             yield seen
         finally:
@@ -108,6 +108,15 @@ def test_without_ray_the_setting_says_how_to_install(monkeypatch):
     con = trdb.connect()
     with pytest.raises(trdb.ProgrammingError, match=r"pip install 'trdb\[ray\]'"):
         con.execute("SET executor = 'ray'")
+    con.close()
+
+
+def test_a_ray_client_address_is_refused_with_the_reason():
+    pytest.importorskip("ray")
+    con = trdb.connect(executor="ray", address="ray://127.0.0.1:10001", workers=2)
+    with pytest.raises(trdb.NotSupportedError, match="Ray Client does not support") as error:
+        con.execute("CREATE TENSOR A SHAPE (8, 8) TILE (4, 4) FILL ONES; SELECT SUM(A.v) AS v FROM A")
+    assert "ray_address = 'host:port'" in str(error.value)
     con.close()
 
 
@@ -201,6 +210,7 @@ def test_an_error_in_an_actor_is_the_local_executors_error(ray_cur):
 
 def test_a_killed_actor_fails_the_statement_which_changes_nothing(ray_cur, monkeypatch):
     ray_cur.execute("CREATE TENSOR S SHAPE (1536, 1536) TILE (96, 96) FILL RANDOM_NORMAL(0, 1, 3)")
+    ray_cur.execute("SET ray_resident_bytes = 0")  # the driver feeds S: see _at_first_feed
     before = ray_cur.execute("SHOW TENSORS").fetchall()
     killed = _at_first_feed(monkeypatch, _kill)
     with pytest.raises(trdb.OperationalError) as error:
@@ -220,6 +230,9 @@ def _at_first_feed(monkeypatch, action, worker: int = 1) -> threading.Event:
 
     The feeding thread waits there, so the statement is still running when the action lands,
     whatever the machine's speed (an action after a fixed sleep missed statements that had ended).
+    The tests switch kept partitions off (ray_resident_bytes = 0): the driver then feeds every scan
+    to its fragment (a plan whose scans are all kept in the actors, SLOW's, may have no exchange the
+    driver forwards, and so nothing to wait on).
     """
     from trdb.execution.ray.routing import ActorDestination
     done = threading.Event()
@@ -272,6 +285,7 @@ def _wait_until_dead(actor, seconds: float = 30.0) -> None:
 
 def test_cursor_close_cancels_a_ray_query(ray_cur, monkeypatch):
     ray_cur.execute("CREATE TENSOR S SHAPE (1536, 1536) TILE (96, 96) FILL RANDOM_NORMAL(0, 1, 3)")
+    ray_cur.execute("SET ray_resident_bytes = 0")  # the driver feeds S: see _at_first_feed
     closed = _at_first_feed(monkeypatch, lambda actor: ray_cur.close())
     began = time.monotonic()
     with pytest.raises(trdb.OperationalError, match="cancelled"):
@@ -283,6 +297,7 @@ def test_cursor_close_cancels_a_ray_query(ray_cur, monkeypatch):
 
 def test_ctrl_c_stops_a_ray_query_and_the_connection_survives(ray_cur, monkeypatch):
     ray_cur.execute("CREATE TENSOR S SHAPE (1536, 1536) TILE (96, 96) FILL RANDOM_NORMAL(0, 1, 3)")
+    ray_cur.execute("SET ray_resident_bytes = 0")  # the driver feeds S: see _at_first_feed
     interrupted = _at_first_feed(monkeypatch, lambda actor: _thread.interrupt_main())  # what Ctrl-C does
     with pytest.raises(KeyboardInterrupt):
         ray_cur.execute(SLOW)

@@ -11,7 +11,7 @@ from typing import Any
 
 import ray
 
-from trdb.errors import OperationalError
+from trdb.errors import NotSupportedError, OperationalError
 from trdb.execution.ray.worker import RayWorker
 
 PING_SECONDS = 10.0     # an actor that does not answer a ping in this time is replaced
@@ -20,6 +20,11 @@ START_SECONDS = 120.0   # how long a new actor may take to start (worker process
 
 def connect(address: str) -> None:
     """Connect this process to Ray (once): to `address`, or as `ray.init()` finds or starts a cluster."""
+    if address.startswith("ray://"):
+        raise NotSupportedError(f"the Ray executor cannot run through Ray Client ({address!r}): its workers "
+                                "stream their batches (streaming actor methods), which Ray Client does not support",
+                                hint="run trdb on a node of the cluster and SET ray_address = 'host:port' (the GCS "
+                                     "address, port 6379 by default)")
     if ray.is_initialized():
         return
     try:

@@ -32,7 +32,7 @@ from trdb.execution.ray.routing import FEED_SLOTS, ActorDestination, LocalDestin
 from trdb.execution.ray.scans import ResidentScans
 from trdb.execution.ray.worker import FEED_THREADS, RUN_THREADS, preorder
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
-from trdb.optimizer.physical_operators import Exchange, Gather
+from trdb.optimizer.physical_operators import Broadcast, Exchange, Gather
 from trdb.optimizer.physical_plan import SINGLE, PhysicalNode
 
 GENERATOR_WINDOW = 16  # objects a fragment may yield ahead of the driver (each batch is a header and its rows)
@@ -140,6 +140,12 @@ class RayExecution(Execution):
 
     def _remote_exchange(self, node: PhysicalNode, partition: int, path: tuple, worker: int) -> PhysicalOperator:
         """The consumer side of an exchange inside a fragment: it reads its actor's inbox."""
+        child = node.children[0]
+        if isinstance(node.spec, Broadcast) and not child.children:  # a broadcast scan: the actor keeps it whole
+            resident = self._resident.scan(child, partition, worker, whole=True)
+            if resident is not None:
+                self.instances[id(child)].append(resident)
+                return resident
         producers = node.children[0].instances
         key = self._keys_by_path.get(path)
         if key is None:

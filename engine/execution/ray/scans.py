@@ -14,6 +14,7 @@ from typing import Any, Optional
 from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.interpreter import operator_for
 from trdb.execution.operators.operator import ExecContext
+from trdb.execution.operators.tensor_scan import TensorScanExec
 from trdb.execution.ray.residency import RESIDENCY, Shipped, resident_key
 from trdb.execution.ray.resident import PartitionKey, ResidentScanExec
 from trdb.optimizer.physical_operators import TensorScan
@@ -29,17 +30,20 @@ class ResidentScans:
         self.ready: list[list[Any]] = [[] for _ in actors]   # per worker: the keeps its fragments wait for
         self._pinned: list[tuple[Any, PartitionKey]] = []
 
-    def scan(self, node: PhysicalNode, partition: int, worker: int) -> Optional[ResidentScanExec]:
-        """The operator reading `node`'s partition `partition` kept in actor `worker`, or None: fed instead."""
+    def scan(self, node: PhysicalNode, partition: int, worker: int, whole: bool = False) -> Optional[ResidentScanExec]:
+        """The operator reading `node`'s partition `partition` (`whole`: all its partitions, as a broadcast
+        of them gives each consumer) kept in actor `worker`, or None: fed instead."""
         spec = node.spec
         if not isinstance(spec, TensorScan) or self.budget <= 0 or self.leaf_ctx.catalog is None:
             return None
         meta = self._current(spec.tensor)
-        size = estimated_size(meta) // max(1, spec.partitions) if meta is not None else self.budget + 1
+        parts = 1 if whole else max(1, spec.partitions)
+        size = estimated_size(meta) // parts if meta is not None else self.budget + 1
         if size > self.budget:
             return None
-        key = resident_key(self.leaf_ctx.catalog.pool, meta.table, meta.version, partition if spec.partitions > 1
-                           else 0, spec.partitions, spec.columns)
+        partition = partition if parts > 1 else 0
+        key = resident_key(self.leaf_ctx.catalog.pool, meta.table, meta.version, partition, parts,
+                           spec.columns if parts > 1 else ())
         actor = self.actors[worker]
         ready, shipped = RESIDENCY.acquire(actor, key, size, self.budget,
                                            lambda drop: self._ship(node, partition, actor, key, drop))
@@ -60,7 +64,7 @@ class ResidentScans:
 
     def _ship(self, node: PhysicalNode, partition: int, actor: Any, key: PartitionKey, drop: tuple) -> Any:
         """Read the partition here (through the buffer pool) and send it to the actor to keep."""
-        scan = operator_for(node, [], partition)
+        scan = operator_for(node, [], partition) if key.partitions > 1 else TensorScanExec(node.spec.tensor)
         rows: list = []
         scan.open(self.leaf_ctx)
         try:
