@@ -206,8 +206,9 @@ class RayExecution(Execution):
                 if header[0] == "end":
                     self._record(fragment, header[1], header[2])
                     break
-                partitions, tuples, size = header
-                destination.deliver(partitions, self._next_ref(stream), tuples, size)
+                partitions, tuples, size = header[:3]
+                rows = header[3] if len(header) > 3 else self._next_ref(stream)
+                destination.deliver(partitions, rows, tuples, size)
             destination.finish()
         except StopIteration:
             self.ctx.state.fail(QueryCancelled("the statement was cancelled"))  # released before it ran

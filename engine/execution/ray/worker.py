@@ -4,8 +4,9 @@
 next exchanges and scans), routes each output batch to consumer partitions as the exchange's
 router says, and yields for each piece a small header (its partitions, tuples and bytes) and then
 the rows, which Ray stores as one object (shared memory on the node; numpy arrays are read back
-without a copy). The last item carries the operators' metrics and the process id. Methods run in
-threads of their own concurrency groups, so a blocked `feed` never holds up a fragment or `release`.
+without a copy); a small batch travels in the header's item. The last item carries the operators'
+metrics and the process id. Methods run in threads of their own concurrency groups, so a blocked
+`feed` never holds up a fragment or `release`.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from trdb.optimizer.physical_operators import Exchange
 
 RUN_THREADS = 128    # fragments one actor can run at once: a statement's exchanges and scans, per worker
 FEED_THREADS = 256   # feeds that can wait at once for room in a full queue
+INLINE_BYTES = 64 << 10  # a batch up to this size travels in its header's item (Ray inlines small objects)
 
 
 def preorder(operator: PhysicalOperator) -> Iterator[PhysicalOperator]:
@@ -86,8 +88,13 @@ class RayWorker:
             fragment.open(ExecContext(backend, None, execution.state))
             while (batch := fragment.next_batch()) is not None:
                 for partitions, rows in pieces(route_batch(batch, consumers)):
-                    yield partitions, len(rows) * len(partitions), batch_bytes(rows) * len(partitions)
-                    yield host_rows(rows, backend)
+                    size = batch_bytes(rows)
+                    header = (partitions, len(rows) * len(partitions), size * len(partitions))
+                    if size <= INLINE_BYTES:  # small: one item, one round trip fewer
+                        yield header + (host_rows(rows, backend),)
+                    else:
+                        yield header
+                        yield host_rows(rows, backend)
         except BaseException as exc:
             execution.state.fail(exc)  # the other fragments of this statement here stop too
             raise
