@@ -329,3 +329,30 @@ def test_the_shell_runs_on_the_cluster(cluster, tmp_path):
                           capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["executor", "ray", "n", "4"]
+
+
+def test_kept_partitions_are_reused_until_a_write_and_never_stale(ray_cur):
+    from trdb.execution.ray.residency import TOTAL
+    ray_cur.execute("CREATE TENSOR A SHAPE (256, 256) TILE (64, 64) FILL RANDOM_NORMAL(0, 1, 1)")
+    ray_cur.execute("CREATE TENSOR B SHAPE (256, 256) TILE (64, 64) FILL RANDOM_NORMAL(0, 1, 2)")
+
+    def product() -> tuple[np.ndarray, dict]:
+        before = TOTAL.as_dict()
+        result = ray_cur.execute(MATMUL).fetch_tensor()
+        return result, {name: value - before[name] for name, value in TOTAL.as_dict().items()}
+    a, b = (ray_cur.execute(f"SELECT * FROM {n}").fetch_tensor() for n in "AB")
+    product()  # ships A and B
+    again, sent = product()
+    np.testing.assert_allclose(again, a @ b, rtol=1e-4, atol=1e-3)
+    assert sent["bytes_sent"] == 0 and sent["partitions_reused"] > 0, sent
+    ray_cur.execute("UPDATE A SET v = A.v * 2")  # a new version of A: shipped again, B still kept
+    changed, sent = product()
+    np.testing.assert_allclose(changed, 2 * (a @ b), rtol=1e-4, atol=1e-3)
+    assert 0 < sent["tensor_bytes_sent"] <= a.nbytes + 4096 and sent["partitions_reused"] > 0, sent
+    ray_cur.execute("BEGIN")
+    ray_cur.execute("UPDATE A SET v = A.v * 3")
+    np.testing.assert_allclose(product()[0], 6 * (a @ b), rtol=1e-4, atol=1e-3)
+    ray_cur.execute("ROLLBACK")  # the version read inside the transaction is gone: never reused
+    np.testing.assert_allclose(product()[0], 2 * (a @ b), rtol=1e-4, atol=1e-3)
+    ray_cur.execute("UPDATE A SET v = A.v * 5")
+    np.testing.assert_allclose(product()[0], 10 * (a @ b), rtol=1e-4, atol=1e-3)
