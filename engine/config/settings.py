@@ -178,6 +178,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("ray_address", lambda: "", str,
             "the Ray cluster of the 'ray' executor: host:port, 'auto', or '' (a running local cluster, "
             "else a new one)"),
+    Setting("ray_resident_bytes", lambda: 1 << 30, _parse_bytes_or_zero,
+            "tensor partitions each Ray worker keeps across statements (least recently used dropped "
+            "first); 0 keeps none: every statement ships its inputs"),
     Setting("memory_limit", lambda: int(_physical_memory() * 0.8), _parse_bytes,
             "memory for the whole database (every connection): cached tiles, operator state, "
             "exchange queues, results and DuckDB's own; operators spill to temp_directory beyond it"),

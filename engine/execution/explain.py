@@ -73,6 +73,18 @@ def work_total(executions: Sequence[Execution]) -> str:
             "a product counts 2*m*n*k, an elementwise kernel or a tile added into a sum one per element")
 
 
+def shipped_total(executions: Sequence[Execution]) -> Optional[str]:
+    """The statement's line of what the driver sent to Ray actors, or None (the local executor)."""
+    shipped = [e.shipped for e in executions if getattr(e, "shipped", None) is not None]
+    if not shipped:
+        return None
+    size, stored = sum(s.bytes for s in shipped), sum(s.tensors for s in shipped)
+    return (f"Sent to Ray workers: {_quantity(size)}B ({size}), of stored tensors {_quantity(stored)}B; "
+            "tensor partitions shipped "
+            f"{sum(s.kept for s in shipped)}, kept from earlier statements {sum(s.reused for s in shipped)}; "
+            f"scans fed from the driver {sum(s.fed for s in shipped)}")
+
+
 def explain_lines(node: PhysicalNode, execution: Optional[Execution] = None, depth: int = 0) -> list[str]:
     name = f"{node.operator}({node.detail})" if node.detail else node.operator
     line = "  " * depth + ("-> " if depth else "") + name + f"  [{_estimates(node)}]"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Optional
 
 from trdb.errors import NotSupportedError
-from trdb.execution.explain import explain_lines, rule_timings, work_total
+from trdb.execution.explain import explain_lines, rule_timings, shipped_total, work_total
 from trdb.execution.explain_formats import Section, plans_dot, plans_json
 from trdb.execution.result import Result
 from trdb.optimizer.driver import RuleContext
@@ -37,7 +37,11 @@ def explain(sc: StatementContext, node: ast.Explain) -> Result:
     else:
         rows = [(line,) for line in _text_lines(sections)]
         if node.analyze:
-            rows.append((work_total([e for s in sections for e in s.executions()]),))
+            executions = [e for s in sections for e in s.executions()]
+            rows.append((work_total(executions),))
+            shipped = shipped_total(executions)
+            if shipped is not None:
+                rows.append((shipped,))
             rows.append((rule_timings(rules.timings),))
     return Result(rows=rows, schema=(Column("plan", ScalarType(str)),), rowcount=len(rows))
 

@@ -41,7 +41,7 @@ def cluster():
     seen: set[int] = set()
     try:
         import ray
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # never a running one
         try:
             yield seen
         finally:
@@ -108,6 +108,15 @@ def test_without_ray_the_setting_says_how_to_install(monkeypatch):
     con = trdb.connect()
     with pytest.raises(trdb.ProgrammingError, match=r"pip install 'trdb\[ray\]'"):
         con.execute("SET executor = 'ray'")
+    con.close()
+
+
+def test_a_ray_client_address_is_refused_with_the_reason():
+    pytest.importorskip("ray")
+    con = trdb.connect(executor="ray", address="ray://127.0.0.1:10001", workers=2)
+    with pytest.raises(trdb.NotSupportedError, match="Ray Client does not support") as error:
+        con.execute("CREATE TENSOR A SHAPE (8, 8) TILE (4, 4) FILL ONES; SELECT SUM(A.v) AS v FROM A")
+    assert "ray_address = 'host:port'" in str(error.value)
     con.close()
 
 
@@ -201,6 +210,7 @@ def test_an_error_in_an_actor_is_the_local_executors_error(ray_cur):
 
 def test_a_killed_actor_fails_the_statement_which_changes_nothing(ray_cur, monkeypatch):
     ray_cur.execute("CREATE TENSOR S SHAPE (1536, 1536) TILE (96, 96) FILL RANDOM_NORMAL(0, 1, 3)")
+    ray_cur.execute("SET ray_resident_bytes = 0")  # the driver feeds S: see _at_first_feed
     before = ray_cur.execute("SHOW TENSORS").fetchall()
     killed = _at_first_feed(monkeypatch, _kill)
     with pytest.raises(trdb.OperationalError) as error:
@@ -220,6 +230,9 @@ def _at_first_feed(monkeypatch, action, worker: int = 1) -> threading.Event:
 
     The feeding thread waits there, so the statement is still running when the action lands,
     whatever the machine's speed (an action after a fixed sleep missed statements that had ended).
+    The tests switch kept partitions off (ray_resident_bytes = 0): the driver then feeds every scan
+    to its fragment (a plan whose scans are all kept in the actors, SLOW's, may have no exchange the
+    driver forwards, and so nothing to wait on).
     """
     from trdb.execution.ray.routing import ActorDestination
     done = threading.Event()
@@ -235,6 +248,11 @@ def _at_first_feed(monkeypatch, action, worker: int = 1) -> threading.Event:
         return ref
     monkeypatch.setattr(ActorDestination, "_feed", feed)
     return done
+
+
+def _forwarding() -> int:
+    from trdb.execution.ray.driver_threads import running
+    return running()
 
 
 def _kill(actor) -> None:
@@ -267,22 +285,24 @@ def _wait_until_dead(actor, seconds: float = 30.0) -> None:
 
 def test_cursor_close_cancels_a_ray_query(ray_cur, monkeypatch):
     ray_cur.execute("CREATE TENSOR S SHAPE (1536, 1536) TILE (96, 96) FILL RANDOM_NORMAL(0, 1, 3)")
+    ray_cur.execute("SET ray_resident_bytes = 0")  # the driver feeds S: see _at_first_feed
     closed = _at_first_feed(monkeypatch, lambda actor: ray_cur.close())
     began = time.monotonic()
     with pytest.raises(trdb.OperationalError, match="cancelled"):
         ray_cur.execute(SLOW)
     assert closed.is_set() and time.monotonic() - began < 20
-    assert not [t for t in threading.enumerate() if t.name.startswith("trdb-worker")]
+    assert _forwarding() == 0  # the driver's tasks of the statement have all ended
     assert ray_cur.connection.cursor().execute("SELECT COUNT(*) FROM S").fetchone() == (256,)
 
 
 def test_ctrl_c_stops_a_ray_query_and_the_connection_survives(ray_cur, monkeypatch):
     ray_cur.execute("CREATE TENSOR S SHAPE (1536, 1536) TILE (96, 96) FILL RANDOM_NORMAL(0, 1, 3)")
+    ray_cur.execute("SET ray_resident_bytes = 0")  # the driver feeds S: see _at_first_feed
     interrupted = _at_first_feed(monkeypatch, lambda actor: _thread.interrupt_main())  # what Ctrl-C does
     with pytest.raises(KeyboardInterrupt):
         ray_cur.execute(SLOW)
     assert interrupted.is_set()
-    assert not [t for t in threading.enumerate() if t.name.startswith("trdb-worker")]
+    assert _forwarding() == 0  # the driver's tasks of the statement have all ended
     assert ray_cur.execute("SELECT COUNT(*) FROM S").fetchone() == (256,)
 
 
@@ -309,3 +329,30 @@ def test_the_shell_runs_on_the_cluster(cluster, tmp_path):
                           capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["executor", "ray", "n", "4"]
+
+
+def test_kept_partitions_are_reused_until_a_write_and_never_stale(ray_cur):
+    from trdb.execution.ray.residency import TOTAL
+    ray_cur.execute("CREATE TENSOR A SHAPE (256, 256) TILE (64, 64) FILL RANDOM_NORMAL(0, 1, 1)")
+    ray_cur.execute("CREATE TENSOR B SHAPE (256, 256) TILE (64, 64) FILL RANDOM_NORMAL(0, 1, 2)")
+
+    def product() -> tuple[np.ndarray, dict]:
+        before = TOTAL.as_dict()
+        result = ray_cur.execute(MATMUL).fetch_tensor()
+        return result, {name: value - before[name] for name, value in TOTAL.as_dict().items()}
+    a, b = (ray_cur.execute(f"SELECT * FROM {n}").fetch_tensor() for n in "AB")
+    product()  # ships A and B
+    again, sent = product()
+    np.testing.assert_allclose(again, a @ b, rtol=1e-4, atol=1e-3)
+    assert sent["bytes_sent"] == 0 and sent["partitions_reused"] > 0, sent
+    ray_cur.execute("UPDATE A SET v = A.v * 2")  # a new version of A: shipped again, B still kept
+    changed, sent = product()
+    np.testing.assert_allclose(changed, 2 * (a @ b), rtol=1e-4, atol=1e-3)
+    assert 0 < sent["tensor_bytes_sent"] <= a.nbytes + 4096 and sent["partitions_reused"] > 0, sent
+    ray_cur.execute("BEGIN")
+    ray_cur.execute("UPDATE A SET v = A.v * 3")
+    np.testing.assert_allclose(product()[0], 6 * (a @ b), rtol=1e-4, atol=1e-3)
+    ray_cur.execute("ROLLBACK")  # the version read inside the transaction is gone: never reused
+    np.testing.assert_allclose(product()[0], 2 * (a @ b), rtol=1e-4, atol=1e-3)
+    ray_cur.execute("UPDATE A SET v = A.v * 5")
+    np.testing.assert_allclose(product()[0], 10 * (a @ b), rtol=1e-4, atol=1e-3)

@@ -11,7 +11,7 @@ from typing import Any
 
 import ray
 
-from trdb.errors import OperationalError
+from trdb.errors import NotSupportedError, OperationalError
 from trdb.execution.ray.worker import RayWorker
 
 PING_SECONDS = 10.0     # an actor that does not answer a ping in this time is replaced
@@ -20,6 +20,11 @@ START_SECONDS = 120.0   # how long a new actor may take to start (worker process
 
 def connect(address: str) -> None:
     """Connect this process to Ray (once): to `address`, or as `ray.init()` finds or starts a cluster."""
+    if address.startswith("ray://"):
+        raise NotSupportedError(f"the Ray executor cannot run through Ray Client ({address!r}): its workers "
+                                "stream their batches (streaming actor methods), which Ray Client does not support",
+                                hint="run trdb on a node of the cluster and SET ray_address = 'host:port' (the GCS "
+                                     "address, port 6379 by default)")
     if ray.is_initialized():
         return
     try:
@@ -38,6 +43,7 @@ class ActorPool:
         self._actors: dict[str, list[Any]] = {}
         self._gpus: Any = None
         self._job: Any = None
+        self._sharing: set[str] = set()  # CPU actors started when no CPU was free: moved once one is
 
     def wants_gpus(self, device: str) -> bool:
         """GPU actors when the device setting asks for a GPU, or allows one ('auto') and the cluster has them."""
@@ -56,16 +62,38 @@ class ActorPool:
             pool = self._actors.setdefault("gpu" if gpu else "cpu", [])
             pool.extend([None] * (count - len(pool)))
             self._drop_dead(pool, count)
+            if not gpu:
+                self._move_sharing(pool, count)
             missing = [i for i in range(count) if pool[i] is None]
             for index, options in zip(missing, _resources(len(missing), gpu)):
                 pool[index] = RayWorker.options(**options).remote(index)
+                if options.get("num_cpus", 1) == 0 and not gpu:
+                    self._sharing.add(pool[index]._actor_id.hex())
             self._wait_started(pool, missing)
             return pool[:count]
+
+    def _move_sharing(self, pool: list, count: int) -> None:
+        """Actors sharing a CPU are replaced (between statements) by ones of their own once the cluster has
+        free CPUs: a node added to the cluster is used by the next statement."""
+        sharing = [i for i in range(count) if pool[i] is not None and pool[i]._actor_id.hex() in self._sharing]
+        if not sharing:
+            return
+        free = int(ray.available_resources().get("CPU", 0))  # a call to the cluster: only while actors share
+        for index in sharing[:free]:
+            self._sharing.discard(pool[index]._actor_id.hex())
+            ray.kill(pool[index])
+            pool[index] = None
+
+    def live(self) -> list[Any]:
+        """Every actor this process holds now (of every kind)."""
+        with self._lock:
+            return [actor for pool in self._actors.values() for actor in pool if actor is not None]
 
     def _check_job(self) -> None:
         job = ray.get_runtime_context().get_job_id()
         if job != self._job:  # a new connection to Ray: the old actors went with the old one
             self._actors, self._gpus, self._job = {}, None, job
+            self._sharing = set()
 
     @staticmethod
     def _drop_dead(pool: list, count: int) -> None:

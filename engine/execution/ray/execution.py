@@ -23,12 +23,16 @@ from trdb.execution.exchange.channel import POLL_SECONDS, Channel, batch_bytes
 from trdb.execution.executor import Execution
 from trdb.execution.interpreter import exchange_for, operator_for, router_for
 from trdb.execution.operators.operator import ExecContext, PhysicalOperator
+from trdb.execution.operators.tensor_scan import TensorScanExec
 from trdb.execution.ray.cluster import POOL, connect
+from trdb.execution.ray.driver_threads import PooledWorkers
 from trdb.execution.ray.inbox import FeedExec, RemoteChannel
+from trdb.execution.ray.residency import RESIDENCY, TOTAL, Shipped
 from trdb.execution.ray.routing import FEED_SLOTS, ActorDestination, LocalDestination, Moved, Slots, pieces, settle
+from trdb.execution.ray.scans import ResidentScans
 from trdb.execution.ray.worker import FEED_THREADS, RUN_THREADS, preorder
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
-from trdb.optimizer.physical_operators import Exchange, Gather
+from trdb.optimizer.physical_operators import Broadcast, Exchange, Gather
 from trdb.optimizer.physical_plan import SINGLE, PhysicalNode
 
 GENERATOR_WINDOW = 16  # objects a fragment may yield ahead of the driver (each batch is a header and its rows)
@@ -46,7 +50,7 @@ class RayExecution(Execution):
     """One run of a plan on the Ray cluster; the same interface as `Execution`."""
 
     def __init__(self, root: PhysicalNode, ctx: ExecContext, settings):
-        super().__init__(gathered(root), ctx)
+        super().__init__(gathered(root), ctx, PooledWorkers)
         connect(settings.ray_address)
         gpu = POOL.wants_gpus(settings.device)
         self.device = settings.device if gpu else "cpu"
@@ -62,6 +66,9 @@ class RayExecution(Execution):
         self._inboxes = [0] * len(self.actors)
         # scans hand host arrays to actors; they read within the database's memory budget
         self._leaf_ctx = ExecContext(NUMPY_BACKEND, ctx.catalog, ctx.state, ctx.memory, ctx.spill)
+        self.shipped = Shipped(TOTAL)  # the bytes this execution sent to actors (EXPLAIN ANALYZE)
+        RESIDENCY.forget_actors_except({actor._actor_id.hex() for actor in POOL.live()})
+        self._resident = ResidentScans(self.actors, self._leaf_ctx, settings.ray_resident_bytes, self.shipped)
 
     def __enter__(self) -> "RayExecution":
         try:
@@ -84,6 +91,7 @@ class RayExecution(Execution):
             for actor in self.actors:
                 actor.release.remote(self.id)  # stops this execution's fragments and feeds there
             self.workers.join()
+            self._resident.release()
 
     # ------------------------------------------------------------ cutting the plan into fragments
 
@@ -99,12 +107,18 @@ class RayExecution(Execution):
         """Each producer of an exchange: a fragment shipped to an actor, or a scan routed from the driver."""
         child = node.children[0]
         for producer in range(child.instances):
-            if not child.children and child.exchange is None:  # a scan: its tuples are on the driver already
+            worker = producer % len(self.actors)
+            resident = self._resident.scan(child, producer, worker) if not child.children else None
+            if resident is not None:  # a tensor partition kept in the actor: it routes the tuples there
+                self.instances[id(child)].append(resident)
+                self._fragments[worker] += 1
+                task = partial(self._run_fragment, resident, worker, node.exchange, node.instances,
+                               destination(producer))
+            elif not child.children and child.exchange is None:  # a scan on the driver: fed from here
                 scan = operator_for(child, [], producer)
                 self.instances[id(child)].append(scan)
                 task = partial(self._run_scan, scan, node.exchange, node.instances, destination(producer))
             else:
-                worker = producer % len(self.actors)
                 fragment = self._remote(child, producer, path + (0,), worker)
                 self._fragments[worker] += 1
                 task = partial(self._run_fragment, fragment, worker, node.exchange, node.instances,
@@ -126,6 +140,12 @@ class RayExecution(Execution):
 
     def _remote_exchange(self, node: PhysicalNode, partition: int, path: tuple, worker: int) -> PhysicalOperator:
         """The consumer side of an exchange inside a fragment: it reads its actor's inbox."""
+        child = node.children[0]
+        if isinstance(node.spec, Broadcast) and not child.children:  # a broadcast scan: the actor keeps it whole
+            resident = self._resident.scan(child, partition, worker, whole=True)
+            if resident is not None:
+                self.instances[id(child)].append(resident)
+                return resident
         producers = node.children[0].instances
         key = self._keys_by_path.get(path)
         if key is None:
@@ -138,7 +158,12 @@ class RayExecution(Execution):
         return exchange_for(node, RemoteChannel(self.id, key, producers), partition)
 
     def _scan(self, node: PhysicalNode, partition: int, worker: int) -> PhysicalOperator:
-        """A scan runs on the driver and feeds its tuples to the fragment, where a FeedExec stands in for it."""
+        """A scan of a partition the actor keeps; else one on the driver that feeds its tuples to the
+        fragment, where a FeedExec stands in for it."""
+        resident = self._resident.scan(node, partition, worker)
+        if resident is not None:
+            self.instances[id(node)].append(resident)
+            return resident
         scan = operator_for(node, [], partition)
         self.instances[id(node)].append(scan)
         key = self._new_key()
@@ -175,14 +200,15 @@ class RayExecution(Execution):
         stream = None
         try:
             stream = self.actors[worker].run.options(_generator_backpressure_num_objects=GENERATOR_WINDOW).remote(
-                self.id, fragment, route, consumers, self.device)
+                self.id, fragment, route, consumers, self.device, *self._resident.ready[worker])
             while True:
                 header = settle(self._next_ref(stream), self.ctx.state)
                 if header[0] == "end":
                     self._record(fragment, header[1], header[2])
                     break
-                partitions, tuples, size = header
-                destination.deliver(partitions, self._next_ref(stream), tuples, size)
+                partitions, tuples, size = header[:3]
+                rows = header[3] if len(header) > 3 else self._next_ref(stream)
+                destination.deliver(partitions, rows, tuples, size)
             destination.finish()
         except StopIteration:
             self.ctx.state.fail(QueryCancelled("the statement was cancelled"))  # released before it ran
@@ -199,12 +225,19 @@ class RayExecution(Execution):
     def _run_scan(self, scan: PhysicalOperator, route: Exchange, consumers: int, destination) -> None:
         """A scan on the driver: its batches are routed to the consumers, or fed to the fragment that reads it."""
         route_batch = router_for(route)
+        to_actors = isinstance(destination, ActorDestination)
+        stored = isinstance(scan, TensorScanExec)  # else tuples computed on the driver (a shared subplan's)
+        if to_actors:
+            self.shipped.add(fed=1)
         try:
             scan.open(self._leaf_ctx)
             while (batch := scan.next_batch()) is not None:
                 for partitions, rows in pieces(route_batch(batch, consumers)):
                     copies = len(partitions)
-                    destination.deliver(partitions, rows, len(rows) * copies, batch_bytes(rows) * copies)
+                    size = batch_bytes(rows) * copies
+                    destination.deliver(partitions, rows, len(rows) * copies, size)
+                    if to_actors:
+                        self.shipped.add(size, stored=stored)
             destination.finish()
         except BaseException as exc:
             self.ctx.state.fail(self.failure(exc, None))

@@ -4,8 +4,9 @@
 next exchanges and scans), routes each output batch to consumer partitions as the exchange's
 router says, and yields for each piece a small header (its partitions, tuples and bytes) and then
 the rows, which Ray stores as one object (shared memory on the node; numpy arrays are read back
-without a copy). The last item carries the operators' metrics and the process id. Methods run in
-threads of their own concurrency groups, so a blocked `feed` never holds up a fragment or `release`.
+without a copy); a small batch travels in the header's item. The last item carries the operators'
+metrics and the process id. Methods run in threads of their own concurrency groups, so a blocked
+`feed` never holds up a fragment or `release`.
 """
 from __future__ import annotations
 
@@ -17,13 +18,14 @@ import ray
 from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.interpreter import router_for
 from trdb.execution.operators.operator import Batch, ExecContext, OperatorMetrics, PhysicalOperator
-from trdb.execution.ray import inbox  # the module, not its INBOXES: Ray ships this class by value
+from trdb.execution.ray import inbox, resident  # the modules, not their globals: Ray ships this class by value
 from trdb.execution.ray.routing import pieces
 from trdb.kernels.placement import backend_for
 from trdb.optimizer.physical_operators import Exchange
 
 RUN_THREADS = 128    # fragments one actor can run at once: a statement's exchanges and scans, per worker
 FEED_THREADS = 256   # feeds that can wait at once for room in a full queue
+INLINE_BYTES = 64 << 10  # a batch up to this size travels in its header's item (Ray inlines small objects)
 
 
 def preorder(operator: PhysicalOperator) -> Iterator[PhysicalOperator]:
@@ -58,8 +60,24 @@ class RayWorker:
              rows: Optional[Batch], sent: int = 0) -> bool:
         return inbox.INBOXES.deliver(execution_id, key, partition, producers, producer, rows, sent)
 
+    @ray.method(concurrency_group="feed")
+    def keep(self, key: resident.PartitionKey, rows: Batch, drop: tuple) -> int:
+        """Keep a tensor partition across statements (dropping `drop` first); its bytes."""
+        return resident.STORE.keep(key, rows, drop)
+
+    @ray.method(concurrency_group="control")
+    def node(self) -> str:
+        """The id of the Ray node this actor runs on."""
+        return ray.get_runtime_context().get_node_id()
+
+    @ray.method(concurrency_group="control")
+    def held(self) -> dict:
+        return resident.STORE.held()
+
     @ray.method(concurrency_group="run")
-    def run(self, execution_id: str, fragment: PhysicalOperator, route: Exchange, consumers: int, device: str):
+    def run(self, execution_id: str, fragment: PhysicalOperator, route: Exchange, consumers: int, device: str,
+            *kept: int):
+        """Run a fragment; `kept` are the partitions its scans read, which Ray waits for before it starts."""
         execution = inbox.INBOXES.execution(execution_id)
         if execution is None:
             return  # released before it started: the statement has already ended
@@ -70,8 +88,13 @@ class RayWorker:
             fragment.open(ExecContext(backend, None, execution.state))
             while (batch := fragment.next_batch()) is not None:
                 for partitions, rows in pieces(route_batch(batch, consumers)):
-                    yield partitions, len(rows) * len(partitions), batch_bytes(rows) * len(partitions)
-                    yield host_rows(rows, backend)
+                    size = batch_bytes(rows)
+                    header = (partitions, len(rows) * len(partitions), size * len(partitions))
+                    if size <= INLINE_BYTES:  # small: one item, one round trip fewer
+                        yield header + (host_rows(rows, backend),)
+                    else:
+                        yield header
+                        yield host_rows(rows, backend)
         except BaseException as exc:
             execution.state.fail(exc)  # the other fragments of this statement here stop too
             raise

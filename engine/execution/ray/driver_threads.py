@@ -1,0 +1,55 @@
+"""On the driver: the threads that pass a Ray execution's batches on, kept between statements.
+
+Each fragment a statement ships has a driver task that reads the fragment's stream of batch
+references and forwards them (to the next actor, or into the final gather). Those tasks wait on
+Ray, not on the CPU, and run no BLAS, so they need no BLAS limit; starting a thread per task per
+statement cost more than the tiny statements' whole work, so idle threads are kept and reused.
+The pool never queues a task behind others (a queued forwarder could be the one the running ones
+wait for): it grows as the statements in flight need.
+"""
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+_POOL = ThreadPoolExecutor(max_workers=4096, thread_name_prefix="trdb-ray-forward")
+_RUNNING = [0]
+_RUNNING_LOCK = threading.Lock()
+
+
+def running() -> int:
+    """Driver tasks of Ray executions running now, in this process (0 once every execution has ended)."""
+    with _RUNNING_LOCK:
+        return _RUNNING[0]
+
+
+def _count(change: int) -> None:
+    with _RUNNING_LOCK:
+        _RUNNING[0] += change
+
+
+class PooledWorkers:
+    """The `Workers` of a Ray execution: its driver tasks run on the process's kept threads."""
+
+    def __init__(self) -> None:
+        self._done: list[threading.Event] = []
+
+    def start(self, name: str, task: Callable[[], None]) -> None:
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                task()
+            finally:
+                _count(-1)
+                done.set()
+        self._done.append(done)
+        _count(+1)
+        _POOL.submit(run)
+
+    def join(self) -> None:
+        # waits on events, as ThreadWorkers does (a Ctrl-C inside a lock's wait is then harmless)
+        for done in self._done:
+            done.wait()
+        self._done.clear()

@@ -1,0 +1,111 @@
+"""Inside a Ray actor: the tensor partitions it keeps across statements, and the scan that reads them.
+
+A partition is named by `PartitionKey`: the database, the tile table, its data version (every write
+takes a new one, so a key names one content for ever), and which hash partition of which key columns
+it is. The driver decides what each actor keeps and what it drops (`residency.py` mirrors this
+store), so the store only does as told; a scan whose partition is missing runs its `source` (a
+function that reads the partition where the actor is, e.g. from storage every node can read), or
+fails as a broken invariant.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Callable, Iterator, NamedTuple, Optional
+
+from trdb.errors import InternalError
+from trdb.execution.exchange.channel import batch_bytes
+from trdb.execution.operators.list_scan import bounded_batches
+from trdb.execution.operators.operator import Batch, PhysicalOperator
+
+
+class PartitionKey(NamedTuple):
+    """One hash partition of one version of a stored tensor."""
+
+    database: str
+    table: str
+    version: int
+    partition: int
+    partitions: int
+    columns: tuple[int, ...]
+
+
+def _own(value):
+    """A tile copied out of the object store into the actor's heap, read-only as scanned tiles are."""
+    copy = getattr(value, "copy", None)
+    if copy is None:
+        return value
+    value = copy()
+    if hasattr(value, "flags"):
+        value.flags.writeable = False
+    return value
+
+
+class ResidentStore:
+    """The partitions this actor process keeps: rows by key, with their bytes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rows: OrderedDict[PartitionKey, tuple[list, int]] = OrderedDict()
+
+    def keep(self, key: PartitionKey, rows: list, drop: tuple = ()) -> int:
+        """Keep `rows` (copied: the object store's copy can go) under `key`, after dropping `drop`."""
+        owned = [tuple(_own(v) for v in row) for row in rows]
+        size = batch_bytes(owned) if owned else 0
+        with self._lock:
+            for old in drop:
+                self._rows.pop(old, None)
+            self._rows[key] = (owned, size)
+        return size
+
+    def rows(self, key: PartitionKey, source: Optional[Callable[[], list]] = None) -> list:
+        with self._lock:
+            entry = self._rows.get(key)
+        if entry is not None:
+            return entry[0]
+        if source is None:
+            raise InternalError(f"the Ray worker does not hold partition {key.partition} of {key.table} "
+                                f"version {key.version}, which the driver placed there")
+        rows = source()
+        self.keep(key, rows)
+        return rows
+
+    def drop(self, keys: tuple) -> None:
+        with self._lock:
+            for key in keys:
+                self._rows.pop(key, None)
+
+    def held(self) -> dict:
+        """What is kept: the bytes of each key (for tests and statistics)."""
+        with self._lock:
+            return {key: size for key, (_, size) in self._rows.items()}
+
+
+STORE = ResidentStore()  # one per process: a Ray actor is a process
+
+
+class ResidentScanExec(PhysicalOperator):
+    """Stands in (in a shipped fragment) for a tensor scan: its partition is kept in the actor.
+
+    `source`, where given, reads the partition in the actor when it is not kept there yet; without
+    one the driver has shipped it before the fragment runs."""
+
+    reads_tiles = True
+
+    def __init__(self, key: PartitionKey, source: Optional[Callable[[], list]] = None):
+        super().__init__()
+        self.key, self.source = key, source
+        self._stream: Optional[Iterator[Batch]] = None
+
+    def _open(self) -> None:
+        rows = STORE.rows(self.key, self.source)
+        asarray = self.ctx.backend.asarray
+        if self.ctx.backend.name != "numpy":
+            rows = [tuple(asarray(v) if hasattr(v, "__array__") else v for v in row) for row in rows]
+        self._stream = bounded_batches(rows)
+
+    def _next(self) -> Optional[Batch]:
+        return next(self._stream, None)
+
+    def _close(self) -> None:
+        self._stream = None

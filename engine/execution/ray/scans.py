@@ -1,0 +1,82 @@
+"""On the driver: one execution's scans of stored tensors, turned into scans of partitions kept in actors.
+
+A tensor scan's partition runs in the actor that runs its partition's operators (worker =
+partition mod workers, the same in every statement at the same worker count), reading the copy that
+actor keeps. The first statement that needs a partition (or a new version of it: a write) reads it
+on the driver and ships it; later ones ship nothing. A partition larger than the per-actor budget,
+and every other scan (of a shared subplan's rows, of an ordinary table), is read on the driver and
+fed to its fragment batch by batch, as before, every time.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from trdb.execution.exchange.channel import batch_bytes
+from trdb.execution.interpreter import operator_for
+from trdb.execution.operators.operator import ExecContext
+from trdb.execution.operators.tensor_scan import TensorScanExec
+from trdb.execution.ray.residency import RESIDENCY, Shipped, resident_key
+from trdb.execution.ray.resident import PartitionKey, ResidentScanExec
+from trdb.optimizer.physical_operators import TensorScan
+from trdb.optimizer.physical_plan import PhysicalNode
+from trdb.storage.tile_store import estimated_size
+
+
+class ResidentScans:
+    """The resident scans of one execution: the partitions it pinned, what each fragment waits for."""
+
+    def __init__(self, actors: list, leaf_ctx: ExecContext, budget: int, shipped: Shipped):
+        self.actors, self.leaf_ctx, self.budget, self.shipped = actors, leaf_ctx, budget, shipped
+        self.ready: list[list[Any]] = [[] for _ in actors]   # per worker: the keeps its fragments wait for
+        self._pinned: list[tuple[Any, PartitionKey]] = []
+
+    def scan(self, node: PhysicalNode, partition: int, worker: int, whole: bool = False) -> Optional[ResidentScanExec]:
+        """The operator reading `node`'s partition `partition` (`whole`: all its partitions, as a broadcast
+        of them gives each consumer) kept in actor `worker`, or None: fed instead."""
+        spec = node.spec
+        if not isinstance(spec, TensorScan) or self.budget <= 0 or self.leaf_ctx.catalog is None:
+            return None
+        meta = self._current(spec.tensor)
+        parts = 1 if whole else max(1, spec.partitions)
+        size = estimated_size(meta) // parts if meta is not None else self.budget + 1
+        if size > self.budget:
+            return None
+        partition = partition if parts > 1 else 0
+        key = resident_key(self.leaf_ctx.catalog.pool, meta.table, meta.version, partition, parts,
+                           spec.columns if parts > 1 else ())
+        actor = self.actors[worker]
+        ready, shipped = RESIDENCY.acquire(actor, key, size, self.budget,
+                                           lambda drop: self._ship(node, partition, actor, key, drop))
+        self._pinned.append((actor, key))
+        self.ready[worker].append(ready)
+        if not shipped:
+            self.shipped.add(reused=1)
+        return ResidentScanExec(key)
+
+    def _current(self, planned: Any) -> Optional[Any]:
+        """The tensor's metadata now: a cached plan (MINIMIZE's steps, a repeated statement) names the
+        data version it was planned at, and writes since then took new ones. None: not the same table."""
+        try:
+            meta = self.leaf_ctx.catalog.tensor(planned.name)
+        except Exception:  # a damaged tensor: the scan on the driver reports it as usual
+            return None
+        return meta if meta is not None and meta.table == planned.table else None
+
+    def _ship(self, node: PhysicalNode, partition: int, actor: Any, key: PartitionKey, drop: tuple) -> Any:
+        """Read the partition here (through the buffer pool) and send it to the actor to keep."""
+        scan = operator_for(node, [], partition) if key.partitions > 1 else TensorScanExec(node.spec.tensor)
+        rows: list = []
+        scan.open(self.leaf_ctx)
+        try:
+            while (batch := scan.next_batch()) is not None:
+                rows.extend(batch)
+        finally:
+            scan.close()
+        self.shipped.add(batch_bytes(rows) if rows else 0, kept=1)
+        return actor.keep.remote(key, rows, drop)
+
+    def release(self) -> None:
+        """The execution has ended: its partitions may be dropped to make room from now on."""
+        pinned, self._pinned = self._pinned, []
+        for actor, key in pinned:
+            RESIDENCY.release(actor, key)

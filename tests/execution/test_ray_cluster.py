@@ -1,0 +1,205 @@
+"""The 'ray' executor on a Ray cluster of two nodes, both on this machine and on 127.0.0.1 only.
+
+One cluster (`ray.cluster_utils.Cluster`: a head node and a second node, one CPU each, so the two
+workers' actors run on different nodes) serves the module: the local executor's results on it
+(logic files, random queries), partitions kept on the workers across statements, and a node lost
+in the middle of a statement, then a node added.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import secrets
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import trdb
+from logic_runner import format_row, logic_files, parse_file
+from random_queries import build_case
+
+pytestmark = pytest.mark.ray
+
+SQL_ROOT = Path(__file__).parent.parent / "sql"
+QUERIES = Path(__file__).parent.parent.parent / "queries"
+SLOW = "SELECT S.i, SUM(EXP(S.v) * T.v) AS v FROM S, S AS T GROUP BY S.i"  # seconds of work: 65536 tile pairs
+# Each node: one CPU, a small object store; node deaths noticed within about a second.
+NODE = {"num_cpus": 1, "object_store_memory": 100 << 20, "node_ip_address": "127.0.0.1"}
+HEAD = dict(NODE, include_dashboard=False,
+            _system_config={"health_check_period_ms": 200, "health_check_failure_threshold": 3})
+ENV = {"TRDB_MIN_PARALLEL_COST": "0",           # small test plans still get their exchanges
+       "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}  # every Ray address is the loopback one, never the host's
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    if importlib.util.find_spec("ray") is None:
+        pytest.skip("Ray is not installed (pip install 'trdb[ray]')")
+    env = dict(ENV, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(16))
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        import ray
+        from ray._private import ray_constants
+        from ray.cluster_utils import Cluster
+
+        ray_constants.ENABLE_RAY_CLUSTER = False  # as the environment says, where Ray was imported before
+        nodes = Cluster(initialize_head=True, head_node_args=HEAD)
+        try:
+            nodes.add_node(**NODE)
+            nodes.wait_for_nodes()
+            ray.init(address=nodes.address, log_to_driver=False)
+            yield nodes
+        finally:
+            ray.shutdown()
+            nodes.shutdown()
+    finally:
+        for name, value in saved.items():
+            os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
+
+
+def _actors(count: int = 2) -> list:
+    from trdb.execution.ray.cluster import POOL
+    return POOL.actors(count, False)
+
+
+def _nodes_of(actors) -> list[str]:
+    import ray
+    return ray.get([actor.node.remote() for actor in actors], timeout=60)
+
+
+def _outcome(cur, sql: str):
+    """Rows as text (sorted: parallel plans may gather in any order), or the error's type and text."""
+    try:
+        cur.execute(sql)
+    except trdb.Error as exc:
+        return type(exc).__name__, str(exc)
+    return sorted(format_row(r) for r in cur.fetchall()) if cur.description else None
+
+
+def test_the_workers_run_on_both_nodes(cluster):
+    import ray
+    assert [n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]] == ["127.0.0.1", "127.0.0.1"]
+    con = trdb.connect(executor="ray", workers=2)
+    assert con.execute("CREATE TENSOR A SHAPE (8, 8) TILE (4, 4) FILL ONES") is not None
+    assert len(set(_nodes_of(_actors()))) == 2
+    con.close()
+
+
+@pytest.mark.parametrize("path", logic_files(SQL_ROOT), ids=lambda p: p.name)
+def test_logic_statements_match_the_local_executor(cluster, path):
+    local, remote = trdb.connect(workers=2), trdb.connect(executor="ray", workers=2)
+    try:
+        for record in parse_file(path):
+            if " ".join(record.sql.split()).upper().rstrip(";") == "SHOW ALL":
+                continue  # the connection's settings: `executor` differs by design
+            expected = _outcome(local.cursor(), record.sql)
+            assert _outcome(remote.cursor(), record.sql) == expected, f"{path.name}:{record.line}\n{record.sql}"
+    finally:
+        local.close()
+        remote.close()
+
+
+@pytest.mark.parametrize("seed", range(1, 40, 10))
+def test_random_queries_match_the_local_executor(cluster, seed):
+    case = build_case(seed)
+    results = []
+    for settings in ({}, {"executor": "ray"}):
+        con = trdb.connect(workers=2, **settings)
+        cur = con.cursor()
+        for sql, array, _ in case.setup:
+            cur.execute(sql, None if array is None else [array])
+        try:
+            rows = cur.execute(case.sql).fetchall()
+        except trdb.Error as exc:
+            rows = [("error", type(exc).__name__, str(exc))]
+        results.append({tuple(v for v in r if not isinstance(v, np.ndarray)):
+                        [np.asarray(v, np.float64) for v in r if isinstance(v, np.ndarray)] for r in rows})
+        con.close()
+    local, remote = results
+    assert remote.keys() == local.keys(), case.describe()
+    for key, value in local.items():
+        np.testing.assert_allclose(remote[key], value, rtol=1e-5, atol=1e-5, err_msg=case.describe())
+
+
+def _mlp(steps: int, **settings) -> tuple[dict, np.ndarray, int]:
+    """Make and train queries/mlp.sql's model for `steps` steps on the cluster: (what the driver sent
+    meanwhile, the trained W1, the bytes of X)."""
+    from trdb.execution.ray.residency import TOTAL
+    statements = (QUERIES / "mlp.sql").read_text().replace("steps = 60", f"steps = {steps}")
+    setup, minimize = statements.split("MINIMIZE")
+    con = trdb.connect(executor="ray", workers=2, **settings)
+    cur = con.cursor()
+    before = TOTAL.as_dict()
+    cur.execute(setup)  # its query (Y from X) reads X on the workers too
+    cur.execute("MINIMIZE" + minimize)
+    sent = {name: value - before[name] for name, value in TOTAL.as_dict().items()}
+    x = cur.execute("SELECT * FROM X").fetch_tensor()
+    w1 = cur.execute("SELECT * FROM W1").fetch_tensor()
+    con.close()
+    return sent, w1, x.nbytes
+
+
+def test_minimize_ships_its_data_once_and_the_parameters_each_step(cluster):
+    sent, w1, x_bytes = _mlp(20)
+    params = (32 * 64 + 64) * 4  # W1 and W2, float32
+    # of stored tensors: X (256 KiB) and Y (8 KiB) once, then W1 and W2 (a scan or two of each) each step
+    assert x_bytes <= sent["tensor_bytes_sent"] < 2 * x_bytes + 20 * 2 * params, sent
+    assert sent["partitions_reused"] >= 20, sent  # X's partitions, at every step
+    assert np.isfinite(w1).all()  # trained results equal the local executor's: test_ray.py (MINIMIZE)
+
+
+def test_without_resident_partitions_every_step_ships_the_data(cluster):
+    sent, _, x_bytes = _mlp(2, ray_resident_bytes=0)
+    assert sent["tensor_bytes_sent"] >= 2 * x_bytes and sent["partitions_reused"] == 0, sent
+
+
+def _at_first_feed(monkeypatch, action, worker: int) -> threading.Event:
+    """Run `action()` right after the driver has fed `worker`'s actor its first batch: the feeding
+    thread waits there, so the statement is still running when the action lands (see test_ray.py)."""
+    from trdb.execution.ray.routing import ActorDestination
+    done = threading.Event()
+    lock = threading.Lock()
+    original = ActorDestination._feed
+
+    def feed(self, to: int, partition: int, rows, sent: int):
+        ref = original(self, to, partition, rows, sent)
+        with lock:
+            if to == worker and rows is not None and not done.is_set():
+                action()
+                done.set()
+        return ref
+    monkeypatch.setattr(ActorDestination, "_feed", feed)
+    return done
+
+
+def test_a_node_lost_mid_statement_fails_it_and_the_next_runs_on_the_node_left(cluster, monkeypatch):
+    import ray
+    con = trdb.connect(executor="ray", workers=2)
+    cur = con.cursor()
+    cur.execute("CREATE TENSOR S SHAPE (1536, 1536) TILE (96, 96) FILL RANDOM_NORMAL(0, 1, 3)")
+    expected = cur.execute("SELECT S.i, SUM(S.v) AS v FROM S GROUP BY S.i").fetch_tensor()
+    before = cur.execute("SHOW TENSORS").fetchall()
+    head = ray.get_runtime_context().get_node_id()
+    second = next(node for node in cluster.list_all_nodes() if node.node_id != head)
+    worker = _nodes_of(_actors()).index(second.node_id)
+    lost = _at_first_feed(monkeypatch, lambda: cluster.remove_node(second, allow_graceful=False), worker)
+    cur.execute("SET ray_resident_bytes = 0")  # the driver feeds S (SLOW's plan on kept S forwards nothing)
+    with pytest.raises(trdb.OperationalError, match=f"Ray worker {worker} died") as error:
+        cur.execute(f"CREATE TENSOR R AS {SLOW}")
+    cur.execute("RESET ray_resident_bytes")
+    assert lost.is_set() and "rolled back" in str(error.value)
+    monkeypatch.undo()
+    assert cur.execute("SHOW TENSORS").fetchall() == before  # R was not created
+    got = cur.execute("SELECT S.i, SUM(S.v) AS v FROM S GROUP BY S.i").fetch_tensor()  # S re-shipped
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
+    assert set(_nodes_of(_actors())) == {head}
+
+    added = cluster.add_node(**NODE)
+    cluster.wait_for_nodes()
+    got = cur.execute("SELECT S.i, SUM(S.v) AS v FROM S GROUP BY S.i").fetch_tensor()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
+    assert set(_nodes_of(_actors())) == {head, added.node_id}  # the next statement used the new node
+    con.close()

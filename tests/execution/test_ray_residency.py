@@ -1,0 +1,74 @@
+"""The driver's record of the partitions Ray actors keep: least recently used dropped, pinned ones never."""
+from __future__ import annotations
+
+from trdb.execution.ray.residency import Residency, Shipped
+from trdb.execution.ray.resident import PartitionKey, ResidentStore
+
+
+class FakeActor:
+    """What Residency reads of an actor handle: its id."""
+
+    def __init__(self, name: str):
+        self._actor_id = bytes.fromhex(name.encode().hex())  # .hex() gives a stable name back
+
+
+def _key(table: str, version: int = 1, partition: int = 0) -> PartitionKey:
+    return PartitionKey("db", table, version, partition, 2, (0,))
+
+
+def _acquire(residency, actor, key, size, budget, shipped: list):
+    return residency.acquire(actor, key, size, budget, lambda drop: shipped.append((key, drop)) or f"ready-{key.table}")
+
+
+def test_a_kept_partition_is_shipped_once_and_reused():
+    residency, actor, shipped = Residency(), FakeActor("a"), []
+    assert _acquire(residency, actor, _key("A"), 10, 100, shipped) == ("ready-A", True)
+    residency.release(actor, _key("A"))
+    assert _acquire(residency, actor, _key("A"), 10, 100, shipped) == ("ready-A", False)
+    assert shipped == [(_key("A"), ())]
+    assert _acquire(residency, actor, _key("A", version=2), 10, 100, shipped)[1]  # a write: a new key, shipped
+
+
+def test_the_least_recently_used_unpinned_partition_makes_room():
+    residency, actor, shipped = Residency(), FakeActor("a"), []
+    for table in "ABC":
+        _acquire(residency, actor, _key(table), 40, 100, shipped)
+    # A and B and C are all pinned (a statement is using them): C went over budget, nothing dropped
+    assert [drop for _, drop in shipped] == [(), (), ()]
+    for table in "ABC":
+        residency.release(actor, _key(table))
+    _acquire(residency, actor, _key("B"), 40, 100, shipped)  # B is now the most recently used
+    _acquire(residency, actor, _key("D"), 40, 100, shipped)
+    assert shipped[-1] == (_key("D"), (_key("A"), _key("C")))  # A, then C: B (in use) stays
+    assert set(residency.held(actor)) == {_key("B"), _key("D")}
+
+
+def test_actors_that_are_gone_keep_nothing():
+    residency, shipped = Residency(), []
+    old, new = FakeActor("a"), FakeActor("b")
+    _acquire(residency, old, _key("A"), 10, 100, shipped)
+    residency.forget_actors_except({new._actor_id.hex()})
+    assert residency.held(old) == {}
+    assert _acquire(residency, new, _key("A"), 10, 100, shipped)[1]
+
+
+def test_the_store_keeps_copies_and_drops_as_told():
+    import numpy as np
+    store = ResidentStore()
+    tile = np.ones((2, 2), np.float32)
+    store.keep(_key("A"), [(0, 0, tile)])
+    kept = store.rows(_key("A"))[0][2]
+    assert kept is not tile and not kept.flags.writeable and (kept == 1).all()
+    store.keep(_key("B"), [(1, 0, tile)], drop=(_key("A"),))
+    assert set(store.held()) == {_key("B")}
+    assert store.rows(_key("C"), source=lambda: [(2, 0, tile)])[0][0] == 2  # read where the actor is
+
+
+def test_shipped_bytes_add_up_to_the_process_total():
+    total = Shipped()
+    one, two = Shipped(total), Shipped(total)
+    one.add(100, kept=1)
+    two.add(50, fed=1, stored=False)
+    two.add(reused=3)
+    assert total.as_dict() == {"bytes_sent": 150, "tensor_bytes_sent": 100, "partitions_shipped": 1,
+                               "partitions_reused": 3, "scans_fed": 1}
