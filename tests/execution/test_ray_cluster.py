@@ -156,6 +156,31 @@ def test_without_resident_partitions_every_step_ships_the_data(cluster):
     assert sent["tensor_bytes_sent"] >= 2 * x_bytes and sent["partitions_reused"] == 0, sent
 
 
+def test_actors_read_their_own_partitions_of_an_external_tensor(cluster, tmp_path):
+    """A Parquet dataset on a path both nodes read: each actor reads its partition; the driver sends none of it."""
+    from trdb.execution.ray.residency import TOTAL
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((96, 64)).astype(np.float32), rng.standard_normal((64, 32)).astype(np.float32)
+    maker = trdb.connect(str(tmp_path / "db.trdb"))
+    maker.execute("CREATE TENSOR A FROM ? TILE (16, 16)", [a])
+    maker.execute(f"COPY A TO '{tmp_path / 'a'}' (FORMAT parquet, PARTITIONS 2)")
+    maker.execute("CREATE TENSOR B FROM ? TILE (16, 16)", [b])
+    maker.close()
+    query = "SELECT X.i, B.j, SUM(MATMUL(X.v, B.v)) AS v FROM X JOIN B ON X.j = B.i GROUP BY X.i, B.j"
+    results = []
+    for settings in ({}, {"executor": "ray", "workers": 2}):
+        con = trdb.connect(str(tmp_path / "db.trdb"), **settings)
+        con.execute(f"CREATE TENSOR IF NOT EXISTS X SHAPE (96, 64) TILE (16, 16) LOCATION '{tmp_path / 'a'}'")
+        before = TOTAL.as_dict()
+        results.append(con.execute(query).fetch_tensor())
+        sent = {name: value - before[name] for name, value in TOTAL.as_dict().items()}
+        con.close()
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(results[1], a @ b, rtol=1e-4, atol=1e-4)
+    # B (stored) is shipped, a copy to each worker; X (24 KiB) is read by the actors, none of it sent
+    assert sent["tensor_bytes_sent"] <= 2 * b.nbytes + 1024 < a.nbytes, sent
+
+
 def _at_first_feed(monkeypatch, action, worker: int) -> threading.Event:
     """Run `action()` right after the driver has fed `worker`'s actor its first batch: the feeding
     thread waits there, so the statement is still running when the action lands (see test_ray.py)."""

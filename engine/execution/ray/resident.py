@@ -17,6 +17,9 @@ from trdb.errors import InternalError
 from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.operators.list_scan import bounded_batches
 from trdb.execution.operators.operator import Batch, PhysicalOperator
+from trdb.storage.external_location import Location
+from trdb.storage.external_reads import read_partition
+from trdb.storage.tensor_meta import TensorMeta
 
 
 class PartitionKey(NamedTuple):
@@ -82,6 +85,15 @@ class ResidentStore:
 
 
 STORE = ResidentStore()  # one per process: a Ray actor is a process
+
+
+def external_partition(location: Location, meta: TensorMeta, partition: int, partitions: int,
+                       columns: tuple[int, ...]) -> list:
+    """An external tensor's partition read where this runs (an actor, from storage its node can read)."""
+    rows: list = []
+    for keys, tiles in read_partition(location, meta, partition, partitions, columns or None):
+        rows.extend(tuple(k) + (t,) for k, t in zip(keys.tolist(), tiles))
+    return rows
 
 
 class ResidentScanExec(PhysicalOperator):

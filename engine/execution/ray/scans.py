@@ -3,20 +3,23 @@
 A tensor scan's partition runs in the actor that runs its partition's operators (worker =
 partition mod workers, the same in every statement at the same worker count), reading the copy that
 actor keeps. The first statement that needs a partition (or a new version of it: a write) reads it
-on the driver and ships it; later ones ship nothing. A partition larger than the per-actor budget,
+on the driver and ships it; later ones ship nothing. An external tensor's partition is read by the
+actor itself, from the files every node can read: the driver sends the location (checked) only. A partition larger than the per-actor budget,
 and every other scan (of a shared subplan's rows, of an ordinary table), is read on the driver and
 fed to its fragment batch by batch, as before, every time.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Optional
 
+from trdb.catalog.external import location_of, whole_key
 from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.interpreter import operator_for
 from trdb.execution.operators.operator import ExecContext
 from trdb.execution.operators.tensor_scan import TensorScanExec
 from trdb.execution.ray.residency import RESIDENCY, Shipped, resident_key
-from trdb.execution.ray.resident import PartitionKey, ResidentScanExec
+from trdb.execution.ray.resident import PartitionKey, ResidentScanExec, external_partition
 from trdb.optimizer.physical_operators import TensorScan
 from trdb.optimizer.physical_plan import PhysicalNode
 from trdb.storage.tile_store import estimated_size
@@ -42,11 +45,18 @@ class ResidentScans:
         if size > self.budget:
             return None
         partition = partition if parts > 1 else 0
-        key = resident_key(self.leaf_ctx.catalog.pool, meta.table, meta.version, partition, parts,
-                           spec.columns if parts > 1 else ())
+        columns = spec.columns if parts > 1 else ()
         actor = self.actors[worker]
-        ready, shipped = RESIDENCY.acquire(actor, key, size, self.budget,
-                                           lambda drop: self._ship(node, partition, actor, key, drop))
+        if meta.external:  # the actor reads its own partition of the files; the driver lists them only
+            (table, version), _ = whole_key(self.leaf_ctx.catalog.db, meta)
+            key = resident_key(self.leaf_ctx.catalog.pool, table, version, partition, parts, columns)
+            source = partial(external_partition, location_of(self.leaf_ctx.catalog.db, meta.location), meta,
+                             partition, parts, columns)
+            ship = lambda drop: self._load(actor, key, source, drop)  # noqa: E731
+        else:
+            key = resident_key(self.leaf_ctx.catalog.pool, meta.table, meta.version, partition, parts, columns)
+            ship = lambda drop: self._ship(node, partition, actor, key, drop)  # noqa: E731
+        ready, shipped = RESIDENCY.acquire(actor, key, size, self.budget, ship)
         self._pinned.append((actor, key))
         self.ready[worker].append(ready)
         if not shipped:
@@ -74,6 +84,11 @@ class ResidentScans:
             scan.close()
         self.shipped.add(batch_bytes(rows) if rows else 0, kept=1)
         return actor.keep.remote(key, rows, drop)
+
+    def _load(self, actor: Any, key: PartitionKey, source, drop: tuple) -> Any:
+        """Have the actor read the partition itself and keep it (nothing but the reading function is sent)."""
+        self.shipped.add(0, kept=1)
+        return actor.load.remote(key, source, drop)
 
     def release(self) -> None:
         """The execution has ended: its partitions may be dropped to make room from now on."""

@@ -65,6 +65,11 @@ class RayWorker:
         """Keep a tensor partition across statements (dropping `drop` first); its bytes."""
         return resident.STORE.keep(key, rows, drop)
 
+    @ray.method(concurrency_group="feed")
+    def load(self, key: resident.PartitionKey, source, drop: tuple) -> int:
+        """Read a tensor partition here (`source()`: from storage this node can read) and keep it; its bytes."""
+        return resident.STORE.keep(key, source(), drop)
+
     @ray.method(concurrency_group="control")
     def node(self) -> str:
         """The id of the Ray node this actor runs on."""
