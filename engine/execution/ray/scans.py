@@ -4,9 +4,9 @@ A tensor scan's partition runs in the actor that runs its partition's operators 
 partition mod workers, the same in every statement at the same worker count), reading the copy that
 actor keeps. The first statement that needs a partition (or a new version of it: a write) reads it
 on the driver and ships it; later ones ship nothing. An external tensor's partition is read by the
-actor itself, from the files every node can read: the driver sends the location (checked) only. A partition larger than the per-actor budget,
-and every other scan (of a shared subplan's rows, of an ordinary table), is read on the driver and
-fed to its fragment batch by batch, as before, every time.
+actor itself, from the files every node can read: the driver sends the location (checked) only.
+A partition larger than the per-actor budget, and every other scan (of a shared subplan's rows, of
+an ordinary table), is read on the driver and fed to its fragment batch by batch, every time.
 """
 from __future__ import annotations
 
