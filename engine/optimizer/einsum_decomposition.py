@@ -1,13 +1,13 @@
 """A bound EINSUM (`Einsum`) decomposed: operands retiled to one tile size per letter, then join + aggregate steps."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from trdb.optimizer import einsum_tiling
 from trdb.optimizer.einsum_order import contraction_order
 from trdb.optimizer.einsum_tiling import OperandTiling, choose_tiles
 from trdb.planner import logical as lp
+from trdb.planner.einsum_binding import largest_operand_tiles
 from trdb.planner.einsum_terms import Layout, Term, contract, finish, operand_term
 from trdb.planner.retile import retile
 
@@ -26,12 +26,7 @@ class Operand:
 def largest_operand_layout(inputs: list[str], operands: list[Operand], sizes: dict, output: str = "",
                            workers: int = 1) -> Layout:
     """Per letter, the tile of the largest operand that has it (so the most data keeps its tiling)."""
-    tiles: dict[str, int] = {}
-    ranked = sorted(range(len(operands)), key=lambda i: -math.prod(operands[i].shape))
-    for i in ranked:
-        for letter, t in zip(inputs[i], operands[i].tile):
-            tiles.setdefault(letter, t)
-    return Layout(sizes, tiles)
+    return Layout(sizes, largest_operand_tiles(inputs, operands))
 
 
 def cost_layout(inputs: list[str], operands: list[Operand], sizes: dict, output: str = "",

@@ -1,6 +1,9 @@
 """EINSUM in FROM bound: the spec checked against the operands, and the result's columns (a logical `Einsum`)."""
 from __future__ import annotations
 
+import math
+from typing import Sequence
+
 from trdb.kernels import einsum_spec
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
@@ -55,26 +58,20 @@ def _bind_operand(binder, node, position: int) -> tuple[lp.Plan, lp.EinsumOperan
     return plan, lp.EinsumOperand(tuple(keys), tile, shape, column.dtype)
 
 
-def output_tiles(details: tuple[lp.EinsumOperand, ...], resolved: einsum_spec.Resolved) -> dict:
-    """Per letter, the tile of the largest operand that has it: the result keeps the most data's tiling."""
+def largest_operand_tiles(terms: Sequence[str], operands: Sequence) -> dict:
+    """Per letter, the tile of the largest operand that has it (operands: with `shape` and `tile`), so the
+    most data keeps its tiling."""
     tiles: dict[str, int] = {}
-    for i in sorted(range(len(details)), key=lambda i: -_elements(details[i].shape)):
-        for letter, t in zip(resolved.inputs[i], details[i].tile):
+    for i in sorted(range(len(operands)), key=lambda i: -math.prod(operands[i].shape)):
+        for letter, t in zip(terms[i], operands[i].tile):
             tiles.setdefault(letter, t)
     return tiles
 
 
-def _elements(shape: tuple[int, ...]) -> int:
-    total = 1
-    for n in shape:
-        total *= n
-    return total
-
-
 def result_schema(details, resolved: einsum_spec.Resolved, alias: str) -> tuple[Column, ...]:
-    """A key per output letter, then `v`: the einsum's dtype, tiled by `output_tiles`."""
+    """A key per output letter, then `v`: the einsum's dtype, tiled like the largest operand."""
     values = [bx.ColumnIndex(0, TensorType(d.dtype, d.shape, d.shape)) for d in details]
     dtype = call("EINSUM", resolved.spec, *values).type.dtype
-    tiles, size = output_tiles(details, resolved), resolved.size
+    tiles, size = largest_operand_tiles(resolved.inputs, details), resolved.size
     value = TensorType(dtype, tuple(tiles[c] for c in resolved.output), tuple(size[c] for c in resolved.output))
     return tuple(Column(c, KEY, alias) for c in resolved.output) + (Column("v", value, alias),)
