@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import sys
 from pathlib import Path
@@ -13,6 +14,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 # the parallel paths (exchanges, partitioned operators) would go untested. Tests of the threshold
 # itself set it back.
 os.environ.setdefault("TRDB_MIN_PARALLEL_COST", "0")
+# The Ray clusters the tests start use token authentication with a token of this run (nothing written
+# to ~/.ray). Ray reads it once, when first imported (collecting a test module may import it), so it is
+# set here, before anything imports Ray, and every cluster of the run gets the same one.
+os.environ.setdefault("RAY_AUTH_MODE", "token")
+os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(16))
 # A run started in the background by a non-interactive shell (`pytest &`) ignores SIGINT, and so
 # would every shell the tests start: the Ctrl-C tests would wait for an interrupt that never comes.
 # The tests need Ctrl-C delivered, as it is in a terminal.

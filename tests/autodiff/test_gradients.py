@@ -24,10 +24,23 @@ def loss_value(cur, view) -> float:
     return float(cur.execute(f"SELECT * FROM {view}").fetchone()[0])
 
 
-def finite_differences(cur, view, param, shape, tile, eps=1e-6) -> np.ndarray:
+PROBED = 24  # elements of a larger parameter whose derivative is taken by central differences (5 statements each)
+
+
+def probed_indices(shape) -> list[tuple]:
+    """Every element of a small parameter; of a larger one, PROBED of them, the same in every run."""
+    indices = list(itertools.product(*(range(n) for n in shape)))
+    if len(indices) <= PROBED:
+        return indices
+    chosen = np.random.default_rng(len(indices)).choice(len(indices), PROBED, replace=False)
+    return [indices[i] for i in sorted(chosen.tolist())]
+
+
+def finite_differences(cur, view, param, shape, tile, indices, eps=1e-6) -> np.ndarray:
+    """Central differences of the loss at `indices` of the parameter (the other entries stay 0)."""
     keys = "ijkl"[:len(shape)]
     grad = np.zeros(shape)
-    for index in itertools.product(*(range(n) for n in shape)):
+    for index in indices:
         key = tuple(i // t for i, t in zip(index, tile))
         tile_shape = tuple(min(t, n - k * t) for k, t, n in zip(key, tile, shape))
         delta = np.zeros(tile_shape)
@@ -47,7 +60,10 @@ def check(cur, view, param, array, tile, expected=None):
     cur.execute(f"SELECT * FROM GRAD({view}, {param})")
     grad = cur.fetch_tensor(shape=array.shape)
     cur.execute("SET workers = 1")  # many tiny statements: parallel start-up would dominate
-    np.testing.assert_allclose(grad, finite_differences(cur, view, param, array.shape, tile), rtol=1e-5, atol=1e-6)
+    indices = probed_indices(array.shape)
+    numeric = finite_differences(cur, view, param, array.shape, tile, indices)
+    at = tuple(np.array(indices).T)
+    np.testing.assert_allclose(grad[at], numeric[at], rtol=1e-5, atol=1e-6)
     cur.execute("RESET workers")
     if expected is not None:
         np.testing.assert_allclose(grad, expected, rtol=1e-9, atol=1e-9)

@@ -19,7 +19,7 @@ import pytest
 import trdb
 from random_queries import build_case
 
-SEEDS = range(int(os.environ.get("TRDB_GRADIENT_SEEDS", "60")))
+SEEDS = range(int(os.environ.get("TRDB_GRADIENT_SEEDS", "40")))
 EPS = 1e-6
 _TENSOR = re.compile(r"CREATE TENSOR (\w+)")
 

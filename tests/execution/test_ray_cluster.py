@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import secrets
 import threading
 from pathlib import Path
 
@@ -37,7 +36,7 @@ ENV = {"TRDB_MIN_PARALLEL_COST": "0",           # small test plans still get the
 def cluster():
     if importlib.util.find_spec("ray") is None:
         pytest.skip("Ray is not installed (pip install 'trdb[ray]')")
-    env = dict(ENV, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(16))
+    env = dict(ENV)  # the auth token: tests/conftest.py
     saved = {name: os.environ.get(name) for name in env}
     os.environ.update(env)
     try:

@@ -90,7 +90,8 @@ class ActorPool:
             return [actor for pool in self._actors.values() for actor in pool if actor is not None]
 
     def _check_job(self) -> None:
-        job = ray.get_runtime_context().get_job_id()
+        context = ray.get_runtime_context()
+        job = (context.get_session_name(), context.get_job_id())  # job ids restart at 1 in every new cluster
         if job != self._job:  # a new connection to Ray: the old actors went with the old one
             self._actors, self._gpus, self._job = {}, None, job
             self._sharing = set()
