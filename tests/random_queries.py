@@ -675,3 +675,29 @@ class Generator:
 
 def build_case(seed):
     return Generator(seed).build()
+
+
+def executor_results(case: Case, **settings) -> dict:
+    """The case's setup and query on a new 2-worker connection with `settings`: its rows by their
+    non-tensor values (an error as one row), tensors as float64."""
+    import trdb
+
+    con = trdb.connect(workers=2, **settings)
+    try:
+        cur = con.cursor()
+        for sql, array, _ in case.setup:
+            cur.execute(sql, None if array is None else [array])
+        try:
+            rows = cur.execute(case.sql).fetchall()
+        except trdb.Error as exc:
+            rows = [("error", type(exc).__name__, str(exc))]
+    finally:
+        con.close()
+    return {tuple(v for v in r if not isinstance(v, np.ndarray)):
+            [np.asarray(v, np.float64) for v in r if isinstance(v, np.ndarray)] for r in rows}
+
+
+def assert_same_results(case: Case, expected: dict, got: dict) -> None:
+    assert got.keys() == expected.keys(), case.describe()
+    for key, value in expected.items():
+        np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-5, err_msg=case.describe())

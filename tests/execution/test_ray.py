@@ -11,7 +11,6 @@ import importlib.util
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -20,7 +19,8 @@ import pytest
 
 import trdb
 from logic_runner import logic_files, run_file
-from random_queries import build_case
+from random_queries import assert_same_results, build_case, executor_results
+from ray_feeds import at_first_feed
 
 pytestmark = pytest.mark.ray
 
@@ -118,31 +118,7 @@ def test_logic_file_under_ray(cluster, path, workers):
 @pytest.mark.parametrize("seed", range(0, 40, 4))  # 10 seeds; the 2-node cluster runs 4 more
 def test_random_queries_match_the_local_executor(cluster, seed):
     case = build_case(seed)
-    results = []
-    for settings in ({}, {"executor": "ray"}):
-        con = trdb.connect(workers=2, **settings)
-        cur = con.cursor()
-        for sql, array, _ in case.setup:
-            cur.execute(sql, None if array is None else [array])
-        results.append(_tiles(_outcome_rows(cur, case.sql)))
-        con.close()
-    local, remote = results
-    assert remote.keys() == local.keys(), case.describe()
-    for key, value in local.items():
-        np.testing.assert_allclose(remote[key], value, rtol=1e-5, atol=1e-5, err_msg=case.describe())
-
-
-def _outcome_rows(cur, sql):
-    try:
-        return cur.execute(sql).fetchall()
-    except trdb.Error as exc:
-        return [("error", type(exc).__name__, str(exc))]
-
-
-def _tiles(rows) -> dict:
-    return {tuple(v for v in row if not isinstance(v, np.ndarray)): [np.asarray(v, dtype=np.float64) for v in row
-                                                                       if isinstance(v, np.ndarray)]
-            for row in rows}
+    assert_same_results(case, executor_results(case), executor_results(case, executor="ray"))
 
 
 def test_fragments_run_in_actor_processes(ray_cur, monkeypatch):
@@ -185,9 +161,9 @@ def test_an_error_in_an_actor_is_the_local_executors_error(ray_cur):
 
 def test_a_killed_actor_fails_the_statement_which_changes_nothing(ray_cur, monkeypatch):
     ray_cur.execute("CREATE TENSOR S SHAPE (1536, 1536) TILE (96, 96) FILL RANDOM_NORMAL(0, 1, 3)")
-    ray_cur.execute("SET ray_resident_bytes = 0")  # the driver feeds S: see _at_first_feed
+    ray_cur.execute("SET ray_resident_bytes = 0")  # the driver feeds S: see at_first_feed
     before = ray_cur.execute("SHOW TENSORS").fetchall()
-    killed = _at_first_feed(monkeypatch, _kill)
+    killed = at_first_feed(monkeypatch, _kill)
     with pytest.raises(trdb.OperationalError) as error:
         ray_cur.execute(f"CREATE TENSOR R AS {SLOW}")
     assert killed.is_set()
@@ -198,31 +174,6 @@ def test_a_killed_actor_fails_the_statement_which_changes_nothing(ray_cur, monke
     ray_cur.execute("CREATE TENSOR B SHAPE (256, 256) TILE (64, 64) FILL RANDOM_NORMAL(0, 1, 2)")
     a, b = (ray_cur.execute(f"SELECT * FROM {n}").fetch_tensor() for n in "AB")
     np.testing.assert_allclose(ray_cur.execute(MATMUL).fetch_tensor(), a @ b, rtol=1e-4, atol=1e-3)
-
-
-def _at_first_feed(monkeypatch, action, worker: int = 1) -> threading.Event:
-    """Run `action(actor)` right after the driver has fed `worker`'s actor its first batch.
-
-    The feeding thread waits there, so the statement is still running when the action lands,
-    whatever the machine's speed (an action after a fixed sleep missed statements that had ended).
-    The tests switch kept partitions off (ray_resident_bytes = 0): the driver then feeds every scan
-    to its fragment (a plan whose scans are all kept in the actors, SLOW's, may have no exchange the
-    driver forwards, and so nothing to wait on).
-    """
-    from trdb.execution.ray.routing import ActorDestination
-    done = threading.Event()
-    lock = threading.Lock()
-    original = ActorDestination._feed
-
-    def feed(self, to: int, partition: int, rows, sent: int):
-        ref = original(self, to, partition, rows, sent)
-        with lock:
-            if to == worker and rows is not None and not done.is_set():
-                action(self.actors[to])
-                done.set()
-        return ref
-    monkeypatch.setattr(ActorDestination, "_feed", feed)
-    return done
 
 
 def _forwarding() -> int:
@@ -260,8 +211,8 @@ def _wait_until_dead(actor, seconds: float = 30.0) -> None:
 
 def test_cursor_close_cancels_a_ray_query(ray_cur, monkeypatch):
     ray_cur.execute("CREATE TENSOR S SHAPE (1536, 1536) TILE (96, 96) FILL RANDOM_NORMAL(0, 1, 3)")
-    ray_cur.execute("SET ray_resident_bytes = 0")  # the driver feeds S: see _at_first_feed
-    closed = _at_first_feed(monkeypatch, lambda actor: ray_cur.close())
+    ray_cur.execute("SET ray_resident_bytes = 0")  # the driver feeds S: see at_first_feed
+    closed = at_first_feed(monkeypatch, lambda actor: ray_cur.close())
     began = time.monotonic()
     with pytest.raises(trdb.OperationalError, match="cancelled"):
         ray_cur.execute(SLOW)
@@ -272,8 +223,8 @@ def test_cursor_close_cancels_a_ray_query(ray_cur, monkeypatch):
 
 def test_ctrl_c_stops_a_ray_query_and_the_connection_survives(ray_cur, monkeypatch):
     ray_cur.execute("CREATE TENSOR S SHAPE (1536, 1536) TILE (96, 96) FILL RANDOM_NORMAL(0, 1, 3)")
-    ray_cur.execute("SET ray_resident_bytes = 0")  # the driver feeds S: see _at_first_feed
-    interrupted = _at_first_feed(monkeypatch, lambda actor: _thread.interrupt_main())  # what Ctrl-C does
+    ray_cur.execute("SET ray_resident_bytes = 0")  # the driver feeds S: see at_first_feed
+    interrupted = at_first_feed(monkeypatch, lambda actor: _thread.interrupt_main())  # what Ctrl-C does
     with pytest.raises(KeyboardInterrupt):
         ray_cur.execute(SLOW)
     assert interrupted.is_set()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,8 @@ import pytest
 
 import trdb
 from logic_runner import format_row, logic_files, parse_file
-from random_queries import build_case
+from random_queries import assert_same_results, build_case, executor_results
+from ray_feeds import at_first_feed
 
 pytestmark = pytest.mark.ray
 
@@ -104,23 +104,7 @@ def test_logic_statements_match_the_local_executor(cluster, path):
 @pytest.mark.parametrize("seed", range(1, 40, 10))
 def test_random_queries_match_the_local_executor(cluster, seed):
     case = build_case(seed)
-    results = []
-    for settings in ({}, {"executor": "ray"}):
-        con = trdb.connect(workers=2, **settings)
-        cur = con.cursor()
-        for sql, array, _ in case.setup:
-            cur.execute(sql, None if array is None else [array])
-        try:
-            rows = cur.execute(case.sql).fetchall()
-        except trdb.Error as exc:
-            rows = [("error", type(exc).__name__, str(exc))]
-        results.append({tuple(v for v in r if not isinstance(v, np.ndarray)):
-                        [np.asarray(v, np.float64) for v in r if isinstance(v, np.ndarray)] for r in rows})
-        con.close()
-    local, remote = results
-    assert remote.keys() == local.keys(), case.describe()
-    for key, value in local.items():
-        np.testing.assert_allclose(remote[key], value, rtol=1e-5, atol=1e-5, err_msg=case.describe())
+    assert_same_results(case, executor_results(case), executor_results(case, executor="ray"))
 
 
 def _mlp(steps: int, **settings) -> tuple[dict, np.ndarray, int]:
@@ -180,25 +164,6 @@ def test_actors_read_their_own_partitions_of_an_external_tensor(cluster, tmp_pat
     assert sent["tensor_bytes_sent"] <= 2 * b.nbytes + 1024 < a.nbytes, sent
 
 
-def _at_first_feed(monkeypatch, action, worker: int) -> threading.Event:
-    """Run `action()` right after the driver has fed `worker`'s actor its first batch: the feeding
-    thread waits there, so the statement is still running when the action lands (see test_ray.py)."""
-    from trdb.execution.ray.routing import ActorDestination
-    done = threading.Event()
-    lock = threading.Lock()
-    original = ActorDestination._feed
-
-    def feed(self, to: int, partition: int, rows, sent: int):
-        ref = original(self, to, partition, rows, sent)
-        with lock:
-            if to == worker and rows is not None and not done.is_set():
-                action()
-                done.set()
-        return ref
-    monkeypatch.setattr(ActorDestination, "_feed", feed)
-    return done
-
-
 def test_a_node_lost_mid_statement_fails_it_and_the_next_runs_on_the_node_left(cluster, monkeypatch):
     import ray
     con = trdb.connect(executor="ray", workers=2)
@@ -209,7 +174,7 @@ def test_a_node_lost_mid_statement_fails_it_and_the_next_runs_on_the_node_left(c
     head = ray.get_runtime_context().get_node_id()
     second = next(node for node in cluster.list_all_nodes() if node.node_id != head)
     worker = _nodes_of(_actors()).index(second.node_id)
-    lost = _at_first_feed(monkeypatch, lambda: cluster.remove_node(second, allow_graceful=False), worker)
+    lost = at_first_feed(monkeypatch, lambda actor: cluster.remove_node(second, allow_graceful=False), worker)
     cur.execute("SET ray_resident_bytes = 0")  # the driver feeds S (SLOW's plan on kept S forwards nothing)
     with pytest.raises(trdb.OperationalError, match=f"Ray worker {worker} died") as error:
         cur.execute(f"CREATE TENSOR R AS {SLOW}")
