@@ -73,6 +73,11 @@ class ResidentStore:
         self.keep(key, rows)
         return rows
 
+    def find(self, key: PartitionKey) -> Optional[list]:
+        with self._lock:
+            entry = self._rows.get(key)
+        return None if entry is None else entry[0]
+
     def drop(self, keys: tuple) -> None:
         with self._lock:
             for key in keys:

@@ -20,7 +20,8 @@ from trdb.execution.operators.operator import ExecContext
 from trdb.execution.operators.tensor_scan import TensorScanExec
 from trdb.execution.ray.residency import RESIDENCY, Shipped, resident_key
 from trdb.execution.ray.resident import PartitionKey, ResidentScanExec, external_partition
-from trdb.optimizer.physical_operators import TensorScan
+from trdb.execution.ray.shared import PLACEMENTS, SharedScanExec
+from trdb.optimizer.physical_operators import RowsScan, TensorScan
 from trdb.optimizer.physical_plan import PhysicalNode
 from trdb.storage.tile_store import estimated_size
 
@@ -37,6 +38,8 @@ class ResidentScans:
         """The operator reading `node`'s partition `partition` (`whole`: all its partitions, as a broadcast
         of them gives each consumer) kept in actor `worker`, or None: fed instead."""
         spec = node.spec
+        if isinstance(spec, RowsScan):
+            return self._shared(spec, partition, whole)
         if not isinstance(spec, TensorScan) or self.budget <= 0 or self.leaf_ctx.catalog is None:
             return None
         meta = self._current(spec.tensor)
@@ -62,6 +65,17 @@ class ResidentScans:
         if not shipped:
             self.shipped.add(reused=1)
         return ResidentScanExec(key)
+
+    def _shared(self, spec: RowsScan, partition: int, whole: bool) -> Optional[SharedScanExec]:
+        """A scan of a shared subplan's tuples that its producers' actors keep, read there (else None: fed)."""
+        placement = PLACEMENTS.get(spec.rows, {actor._actor_id.hex() for actor in self.actors})
+        if placement is None:
+            return None
+        partitions = 1 if whole else max(1, spec.partitions)
+        columns = spec.columns if partitions > 1 else ()
+        partition = partition if partitions > 1 else 0
+        self.shipped.add(reused=1)
+        return SharedScanExec(placement.sources_for(partition, partitions, columns), partition, partitions, columns)
 
     def _current(self, planned: Any) -> Optional[Any]:
         """The tensor's metadata now: a cached plan (MINIMIZE's steps, a repeated statement) names the
