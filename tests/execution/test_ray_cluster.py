@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import trdb
+from external_tensors import Externals, s3_uploader
 from logic_runner import format_row, logic_files, parse_file
 from random_queries import assert_same_results, build_case, executor_results
 from ray_feeds import at_first_feed
@@ -29,7 +30,14 @@ NODE = {"num_cpus": 1, "object_store_memory": 100 << 20, "node_ip_address": "127
 HEAD = dict(NODE, include_dashboard=False,
             _system_config={"health_check_period_ms": 200, "health_check_failure_threshold": 3})
 ENV = {"TRDB_MIN_PARALLEL_COST": "0",           # small test plans still get their exchanges
-       "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}  # every Ray address is the loopback one, never the host's
+       "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # every Ray address is the loopback one, never the host's
+       # the S3 server's credentials, in the environment of the nodes (so of the actors) as on a real cluster
+       "AWS_ACCESS_KEY_ID": "trdb-key", "AWS_SECRET_ACCESS_KEY": "trdb-secret", "AWS_DEFAULT_REGION": "us-east-1",
+       "AWS_EC2_METADATA_DISABLED": "true"}
+# External tensors: the whole set of logic files and seeds with TRDB_RAY_EXTERNAL_ALL=1; CI runs a few.
+EXTERNAL_ALL = bool(os.environ.get("TRDB_RAY_EXTERNAL_ALL"))
+QUERIES_IN_CI = 3  # of the logic file, with its statements before them
+BUCKET = "trdb-cluster"
 
 
 @pytest.fixture(scope="module")
@@ -101,10 +109,85 @@ def test_logic_statements_match_the_local_executor(cluster, path):
         remote.close()
 
 
-@pytest.mark.parametrize("seed", range(1, 40, 10))
+@pytest.mark.parametrize("seed", [1, 21, 31])  # 11: on external tensors below
 def test_random_queries_match_the_local_executor(cluster, seed):
     case = build_case(seed)
     assert_same_results(case, executor_results(case), executor_results(case, executor="ray"))
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint(cluster):
+    """A local S3 server (moto) on 127.0.0.1 with a bucket; the credentials are the environment's (ENV)."""
+    moto_server = pytest.importorskip("moto.server", reason="the S3 tests need moto[server]")
+    boto3 = pytest.importorskip("boto3")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        boto3.client("s3", endpoint_url=f"http://{host}:{port}").create_bucket(Bucket=BUCKET)
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["shared path", "s3"])
+def externals(request, tmp_path):
+    """How stored tensors become external ones (tests/external_tensors.py), and the settings that allow them."""
+    root = tmp_path / "datasets"
+    root.mkdir()
+    if request.param == "s3":
+        endpoint = request.getfixturevalue("s3_endpoint")
+        prefix = tmp_path.name
+        return (Externals(root, s3_uploader(endpoint, BUCKET, prefix)),
+                [f"SET external_roots = 's3://{BUCKET}/{prefix}'", f"SET s3_endpoint = '{endpoint}'"])
+    return Externals(root), [f"SET external_roots = '{root}'"]
+
+
+@pytest.mark.parametrize("path", [p for p in logic_files(SQL_ROOT) if EXTERNAL_ALL or p.name == "queries.test"],
+                         ids=lambda p: p.name)
+def test_logic_queries_on_external_tensors_match_the_local_executor(cluster, externals, path):
+    """Each query of the file with every stored tensor made external first (then stored again for the rest)."""
+    made, settings = externals
+    connections = trdb.connect(workers=2), trdb.connect(executor="ray", workers=2)
+    cursors = [con.cursor() for con in connections]
+    try:
+        for cur in cursors:
+            for statement in settings:
+                cur.execute(statement)
+        queries = 0
+        for record in parse_file(path):
+            if " ".join(record.sql.split()).upper().rstrip(";") == "SHOW ALL":
+                continue
+            queries += record.kind == "query"
+            if queries > QUERIES_IN_CI and not EXTERNAL_ALL:
+                break
+            moved = [made.externalize(cur) if record.kind == "query" else [] for cur in cursors]
+            expected, got = (_outcome(cur, record.sql) for cur in cursors)
+            for cur, names in zip(cursors, moved):
+                made.restore(cur, names)
+            assert got == expected, f"{path.name}:{record.line}\n{record.sql}"
+            assert moved[0] == moved[1]
+    finally:
+        for con in connections:
+            con.close()
+
+
+@pytest.mark.parametrize("seed", range(1, 40, 10) if EXTERNAL_ALL else [11])
+def test_random_queries_on_external_tensors_match_the_local_executor(cluster, externals, seed):
+    from trdb.execution.ray.residency import TOTAL
+    made, settings = externals
+    case = build_case(seed)
+
+    sent_before = []
+
+    def prepare(cur):
+        for statement in settings:
+            cur.execute(statement)
+        assert made.externalize(cur)
+        sent_before.append(TOTAL.tensors)  # COPY, writing the dataset, may run on the workers
+    expected = executor_results(case, prepare)
+    assert_same_results(case, expected, executor_results(case, prepare, executor="ray"))
+    assert TOTAL.tensors == sent_before[-1]  # the actors read every tensor themselves: the driver sent none of it
 
 
 def _mlp(steps: int, **settings) -> tuple[dict, np.ndarray, int]:
