@@ -233,6 +233,28 @@ def test_without_resident_partitions_every_step_ships_the_data(cluster):
     assert sent["tensor_bytes_sent"] >= 2 * x_bytes and sent["partitions_reused"] == 0, sent
 
 
+def test_a_write_ships_only_the_tiles_it_changed(cluster):
+    from trdb.execution.ray.residency import TOTAL
+    query = "SELECT S.i, SUM(S.v * 2) AS v FROM S GROUP BY S.i"
+    results, sent = {}, []
+    for executor in ("local", "ray"):
+        con = trdb.connect(executor=executor, workers=2)
+        cur = con.cursor()
+        cur.execute("CREATE TENSOR S SHAPE (512, 512) TILE (64, 64) FILL RANDOM_NORMAL(0, 1, 7)")  # 64 tiles, 1 MiB
+        before = TOTAL.tensors
+        cur.execute(query)
+        sent.append(TOTAL.tensors - before)
+        cur.execute("UPDATE S SET v = S.v + 1 WHERE S.j = 3")  # 8 tiles changed
+        before = TOTAL.tensors
+        results[executor] = cur.execute(query).fetch_tensor()
+        sent.append(TOTAL.tensors - before)
+        con.close()
+    np.testing.assert_allclose(results["ray"], results["local"], rtol=1e-5, atol=1e-4)
+    tile = 64 * 64 * 4
+    assert sent[2] >= 64 * tile, sent  # the first query on the workers ships S, all of it
+    assert 8 * tile <= sent[3] < 10 * tile, sent  # after the write, the 8 changed tiles only (not 64)
+
+
 def test_actors_read_their_own_partitions_of_an_external_tensor(cluster, tmp_path):
     """A Parquet dataset on a path both nodes read: each actor reads its partition; the driver sends none of it."""
     from trdb.execution.ray.residency import TOTAL

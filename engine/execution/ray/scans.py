@@ -18,6 +18,7 @@ from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.interpreter import operator_for
 from trdb.execution.operators.operator import ExecContext
 from trdb.execution.operators.tensor_scan import TensorScanExec
+from trdb.execution.ray.deltas import changes, digests_of
 from trdb.execution.ray.residency import RESIDENCY, Shipped, resident_key
 from trdb.execution.ray.resident import PartitionKey, ResidentScanExec, external_partition
 from trdb.execution.ray.shared import PLACEMENTS, SharedScanExec
@@ -55,10 +56,10 @@ class ResidentScans:
             key = resident_key(self.leaf_ctx.catalog.pool, table, version, partition, parts, columns)
             source = partial(external_partition, location_of(self.leaf_ctx.catalog.db, meta.location), meta,
                              partition, parts, columns)
-            ship = lambda drop: self._load(actor, key, source, drop)  # noqa: E731
+            ship = lambda drop, base: self._load(actor, key, source, drop)  # noqa: E731
         else:
             key = resident_key(self.leaf_ctx.catalog.pool, meta.table, meta.version, partition, parts, columns)
-            ship = lambda drop: self._ship(node, partition, actor, key, drop)  # noqa: E731
+            ship = lambda drop, base: self._ship(node, partition, actor, key, drop, base)  # noqa: E731
         ready, shipped = RESIDENCY.acquire(actor, key, size, self.budget, ship)
         self._pinned.append((actor, key))
         self.ready[worker].append(ready)
@@ -86,8 +87,10 @@ class ResidentScans:
             return None
         return meta if meta is not None and meta.table == planned.table else None
 
-    def _ship(self, node: PhysicalNode, partition: int, actor: Any, key: PartitionKey, drop: tuple) -> Any:
-        """Read the partition here (through the buffer pool) and send it to the actor to keep."""
+    def _ship(self, node: PhysicalNode, partition: int, actor: Any, key: PartitionKey, drop: tuple,
+              base: Optional[tuple]) -> tuple[Any, dict]:
+        """Read the partition here (through the buffer pool) and send it to the actor to keep: whole, or
+        where it keeps another version (`base`: its key, digests and reference), the tiles that changed."""
         scan = operator_for(node, [], partition) if key.partitions > 1 else TensorScanExec(node.spec.tensor)
         rows: list = []
         scan.open(self.leaf_ctx)
@@ -96,13 +99,20 @@ class ResidentScans:
                 rows.extend(batch)
         finally:
             scan.close()
-        self.shipped.add(batch_bytes(rows) if rows else 0, kept=1)
-        return actor.keep.remote(key, rows, drop)
+        digests = digests_of(rows)
+        if base is None:
+            self.shipped.add(batch_bytes(rows) if rows else 0, kept=1)
+            return actor.keep.remote(key, rows, drop), digests
+        base_key, base_digests, base_ready = base
+        self._pinned.append((actor, base_key))  # acquire pinned it: it stays until the actor has built this
+        items, changed = changes(rows, digests, base_digests)
+        self.shipped.add(batch_bytes(changed) if changed else 0, kept=1)
+        return actor.patch.remote(key, base_key, items, drop, base_ready), digests
 
-    def _load(self, actor: Any, key: PartitionKey, source, drop: tuple) -> Any:
+    def _load(self, actor: Any, key: PartitionKey, source, drop: tuple) -> tuple[Any, None]:
         """Have the actor read the partition itself and keep it (nothing but the reading function is sent)."""
         self.shipped.add(0, kept=1)
-        return actor.load.remote(key, source, drop)
+        return actor.load.remote(key, source, drop), None
 
     def release(self) -> None:
         """The execution has ended: its partitions may be dropped to make room from now on."""

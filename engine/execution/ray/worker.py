@@ -66,6 +66,13 @@ class RayWorker:
         return resident.STORE.keep(key, rows, drop)
 
     @ray.method(concurrency_group="feed")
+    def patch(self, key: resident.PartitionKey, base: resident.PartitionKey, items: list, drop: tuple,
+              _base_ready: int = 0) -> int:
+        """Keep a new version of a partition from its changed tiles and `base`, kept here (Ray resolves
+        `_base_ready`, the reference of base's own keep, first); its bytes."""
+        return resident.STORE.patch(key, base, items, drop)
+
+    @ray.method(concurrency_group="feed")
     def load(self, key: resident.PartitionKey, source, drop: tuple) -> int:
         """Read a tensor partition here (`source()`: from storage this node can read) and keep it; its bytes."""
         return resident.STORE.keep(key, source(), drop)
