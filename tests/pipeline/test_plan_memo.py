@@ -5,9 +5,9 @@ import gc
 import weakref
 
 import numpy as np
+from tests.pipeline.test_query_pipeline import MLP
 
 import trdb.pipeline.query as query
-from tests.pipeline.test_query_pipeline import MLP
 from trdb.optimizer import physical_operators as po
 from trdb.pipeline.plan_memo import PlanMemo
 from trdb.planner import logical as lp
