@@ -67,7 +67,8 @@ class _Entry:
 
     def __init__(self, size: int):
         self.size, self.ready, self.pins = size, None, 0
-        self.digests: Optional[dict] = None  # per tile key, a digest of the tile shipped (None: read by the actor)
+        self.digests: Optional[Any] = None  # a future of the digest per tile key of what was shipped (None: read
+        # by the actor itself)
 
 
 class Residency:
@@ -84,11 +85,12 @@ class Residency:
                 del self._held[actor]
 
     def acquire(self, actor: Any, key: PartitionKey, size: int, budget: int,
-                ship: Callable[[tuple, Optional[tuple]], tuple[Any, Optional[dict]]]) -> tuple[Any, bool]:
+                ship: Callable[[tuple, Optional[tuple]], tuple[Any, Any]]) -> tuple[Any, bool]:
         """Pin `key` in `actor` for a statement: (a reference that is ready once the actor has it, whether
         it was shipped now). `ship(drop, base)` sends it, dropping `drop` to make room, and gives (that
-        reference, its tiles' digests); `base` is (key, digests, reference) of another version of the same partition
-        the actor keeps (pinned now, for the caller to `release`), which the actor may build it from."""
+        reference, a future of its tiles' digests or None); `base` is (key, digests, reference) of another
+        version of the same partition the actor keeps (pinned now, for the caller to `release`), which the
+        actor may build it from."""
         actor_id = actor._actor_id.hex()
         with self._lock:
             held = self._held.setdefault(actor_id, OrderedDict())

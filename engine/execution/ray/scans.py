@@ -10,6 +10,7 @@ an ordinary table), is read on the driver and fed to its fragment batch by batch
 """
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any, Optional
 
@@ -25,6 +26,8 @@ from trdb.execution.ray.shared import PLACEMENTS, SharedScanExec
 from trdb.optimizer.physical_operators import RowsScan, TensorScan
 from trdb.optimizer.physical_plan import PhysicalNode
 from trdb.storage.tile_store import estimated_size
+
+DIGESTING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trdb-digests")
 
 
 class ResidentScans:
@@ -75,7 +78,6 @@ class ResidentScans:
         partitions = 1 if whole else max(1, spec.partitions)
         columns = spec.columns if partitions > 1 else ()
         partition = partition if partitions > 1 else 0
-        self.shipped.add(reused=1)
         return SharedScanExec(placement.sources_for(partition, partitions, columns), partition, partitions, columns)
 
     def _current(self, planned: Any) -> Optional[Any]:
@@ -88,7 +90,7 @@ class ResidentScans:
         return meta if meta is not None and meta.table == planned.table else None
 
     def _ship(self, node: PhysicalNode, partition: int, actor: Any, key: PartitionKey, drop: tuple,
-              base: Optional[tuple]) -> tuple[Any, dict]:
+              base: Optional[tuple]) -> tuple[Any, Future]:
         """Read the partition here (through the buffer pool) and send it to the actor to keep: whole, or
         where it keeps another version (`base`: its key, digests and reference), the tiles that changed."""
         scan = operator_for(node, [], partition) if key.partitions > 1 else TensorScanExec(node.spec.tensor)
@@ -99,15 +101,18 @@ class ResidentScans:
                 rows.extend(batch)
         finally:
             scan.close()
-        digests = digests_of(rows)
         if base is None:
             self.shipped.add(batch_bytes(rows) if rows else 0, kept=1)
-            return actor.keep.remote(key, rows, drop), digests
+            # digested beside the statement (hashlib lets go of the GIL): only a later write's shipping waits
+            return actor.keep.remote(key, rows, drop), DIGESTING.submit(digests_of, rows)
         base_key, base_digests, base_ready = base
         self._pinned.append((actor, base_key))  # acquire pinned it: it stays until the actor has built this
-        items, changed = changes(rows, digests, base_digests)
+        digests = digests_of(rows)
+        items, changed = changes(rows, digests, base_digests.result())
         self.shipped.add(batch_bytes(changed) if changed else 0, kept=1)
-        return actor.patch.remote(key, base_key, items, drop, base_ready), digests
+        done: Future = Future()
+        done.set_result(digests)
+        return actor.patch.remote(key, base_key, items, drop, base_ready), done
 
     def _load(self, actor: Any, key: PartitionKey, source, drop: tuple) -> tuple[Any, None]:
         """Have the actor read the partition itself and keep it (nothing but the reading function is sent)."""
