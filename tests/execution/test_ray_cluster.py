@@ -109,7 +109,7 @@ def test_logic_statements_match_the_local_executor(cluster, path):
         remote.close()
 
 
-@pytest.mark.parametrize("seed", [1, 21, 31])  # 11: on external tensors below
+@pytest.mark.parametrize("seed", [1, 21, 31])  # 11 (4 workers: two more actors to start): external below
 def test_random_queries_match_the_local_executor(cluster, seed):
     case = build_case(seed)
     assert_same_results(case, executor_results(case), executor_results(case, executor="ray"))
@@ -172,7 +172,7 @@ def test_logic_queries_on_external_tensors_match_the_local_executor(cluster, ext
             con.close()
 
 
-@pytest.mark.parametrize("seed", range(1, 40, 10) if EXTERNAL_ALL else [11])
+@pytest.mark.parametrize("seed", range(1, 40, 10) if EXTERNAL_ALL else [1])
 def test_random_queries_on_external_tensors_match_the_local_executor(cluster, externals, seed):
     from trdb.execution.ray.residency import TOTAL
     made, settings = externals
