@@ -35,9 +35,9 @@ class Externals:
             tensors = cur.execute("SHOW TENSORS").fetchall()
         except trdb.Error:  # an aborted transaction: the statements fail alike on stored tensors
             return moved
-        for name, keys, shape, tile, dtype, *_ in tensors:
-            if name.startswith(ASIDE) or not tile.strip("[]"):
-                continue
+        for name, keys, shape, tile, dtype, *_, location in tensors:
+            if name.startswith(ASIDE) or location is not None or not tile.strip("[]"):
+                continue  # moved aside, external already, or a scalar
             if self._one(cur, name, keys, shape, tile, dtype):
                 moved.append(name)
         return moved
