@@ -181,6 +181,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("ray_resident_bytes", lambda: 1 << 30, _parse_bytes_or_zero,
             "tensor partitions each Ray worker keeps across statements (least recently used dropped "
             "first); 0 keeps none: every statement ships its inputs"),
+    Setting("ray_disk_cache_bytes", lambda: 4 << 30, _parse_bytes_or_zero,
+            "tensor partitions each Ray worker keeps on its node's local disk (in the temp directory) when "
+            "they no longer fit ray_resident_bytes, read back there instead of shipped again; removed when "
+            "the tensor changes or the worker ends; 0 keeps none"),
     Setting("memory_limit", lambda: int(_physical_memory() * 0.8), _parse_bytes,
             "memory for the whole database (every connection): cached tiles, operator state, "
             "exchange queues, results and DuckDB's own; operators spill to temp_directory beyond it"),

@@ -282,3 +282,43 @@ def test_kept_partitions_are_reused_until_a_write_and_never_stale(ray_cur):
     np.testing.assert_allclose(product()[0], 2 * (a @ b), rtol=1e-4, atol=1e-3)
     ray_cur.execute("UPDATE A SET v = A.v * 5")
     np.testing.assert_allclose(product()[0], 10 * (a @ b), rtol=1e-4, atol=1e-3)
+
+
+def test_partitions_past_the_memory_budget_wait_on_the_nodes_disk(ray_cur):
+    import glob
+    import tempfile
+
+    from trdb.execution.ray.disk_cache import PREFIX
+    from trdb.execution.ray.residency import RESIDENCY, TOTAL
+    rng = np.random.default_rng(0)
+    values = {name: rng.standard_normal((256, 256), dtype=np.float32) for name in "ABCD"}
+    for name, value in values.items():
+        ray_cur.execute(f"CREATE TENSOR {name} FROM ? TILE (64, 64)", [value])
+    ray_cur.execute("SET ray_resident_bytes = '300KB'")  # each actor holds the partitions of one product only
+
+    def product(left: str, right: str) -> dict:
+        before = TOTAL.as_dict()
+        got = ray_cur.execute(f"SELECT {left}.i, {right}.j, SUM(MATMUL({left}.v, {right}.v)) AS v FROM {left} "
+                              f"JOIN {right} ON {left}.j = {right}.i GROUP BY {left}.i, {right}.j").fetch_tensor()
+        np.testing.assert_allclose(got, values[left] @ values[right], rtol=1e-4, atol=1e-3)
+        return {name: value - before[name] for name, value in TOTAL.as_dict().items()}
+    product("A", "B")
+    product("C", "D")  # A's and B's partitions go to the actors' disk
+    on_disk = [key.table for actor in _actors() for key in RESIDENCY.on_disk(actor)]
+    files = glob.glob(f"{tempfile.gettempdir()}/{PREFIX}*/*.arrow")
+    assert len(set(on_disk)) == 2 and len(files) >= len(on_disk)
+    sent = product("A", "B")  # read back from disk: nothing shipped
+    assert sent["bytes_sent"] == 0 and sent["partitions_reused"] > 0, sent
+    table = ray_cur.connection._session().catalog.require_tensor("C").table
+
+    def versions_of_c(where) -> set:
+        return {key.version for actor in _actors() for key in where(actor) if key.table == table}
+    old = versions_of_c(RESIDENCY.on_disk)  # C and D went to disk as A and B came back
+    assert old
+    ray_cur.execute("UPDATE C SET v = C.v * 2")  # reads C: its partitions come back from disk
+    values["C"] = values["C"] * 2
+    assert product("C", "D")["tensor_bytes_sent"] > 0  # C's new version is shipped (its changed tiles)
+    product("A", "B")  # C's and D's partitions leave memory: the old version of C is dropped, not kept on disk
+    assert versions_of_c(RESIDENCY.on_disk) and not (versions_of_c(RESIDENCY.on_disk) | versions_of_c(RESIDENCY.held)) & old
+    assert len(glob.glob(f"{tempfile.gettempdir()}/{PREFIX}*/*.arrow")) == \
+        sum(len(RESIDENCY.on_disk(actor)) for actor in _actors())  # the files are the record's

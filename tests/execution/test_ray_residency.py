@@ -1,7 +1,8 @@
-"""The driver's record of the partitions Ray actors keep: least recently used dropped, pinned ones never."""
+"""The driver's record of the partitions Ray actors keep: least recently used moved to disk or dropped, pinned ones
+never; the actor's store and its cache directory."""
 from __future__ import annotations
 
-from trdb.execution.ray.residency import Residency, Shipped
+from trdb.execution.ray.residency import Eviction, Residency, Shipped
 from trdb.execution.ray.resident import PartitionKey, ResidentStore
 
 
@@ -18,7 +19,7 @@ def _key(table: str, version: int = 1, partition: int = 0) -> PartitionKey:
 
 def _acquire(residency, actor, key, size, budget, shipped: list):
     return residency.acquire(actor, key, size, budget,
-                             lambda drop, base: (shipped.append((key, drop)) or f"ready-{key.table}", None))
+                             lambda eviction, base: (shipped.append((key, eviction.drop)) or f"ready-{key.table}", None))
 
 
 def test_a_kept_partition_is_shipped_once_and_reused():
@@ -102,3 +103,58 @@ def _done(value):
     future = Future()
     future.set_result(value)
     return future
+
+
+def test_past_the_memory_budget_partitions_go_to_disk_and_come_back_without_shipping():
+    residency, actor, events = Residency(), FakeActor("a"), []
+
+    def acquire(key, size=40):
+        ready = residency.acquire(actor, key, size, 100, lambda eviction, base: events.append(("ship", key, eviction))
+                                  or ("shipped", None), disk_budget=100,
+                                  restore=lambda eviction: events.append(("restore", key, eviction)) or "restored")
+        residency.release(actor, key)
+        return ready
+    acquire(_key("A")), acquire(_key("B"))
+    assert acquire(_key("C")) == ("shipped", True)
+    assert events[-1] == ("ship", _key("C"), Eviction((), (_key("A"),)))  # A to disk, not dropped
+    assert set(residency.on_disk(actor)) == {_key("A")} and set(residency.held(actor)) == {_key("B"), _key("C")}
+    assert acquire(_key("A")) == ("restored", False)  # read back by the actor: nothing shipped
+    assert events[-1] == ("restore", _key("A"), Eviction((), (_key("B"),)))
+    acquire(_key("D")), acquire(_key("E", version=1))  # the disk holds 100 bytes: the oldest there goes
+    assert set(residency.on_disk(actor)) == {_key("A"), _key("C")} and events[-1][2].drop == (_key("B"),)
+    acquire(_key("A", version=2))  # A changed: its old version's disk copy goes
+    assert _key("A") in events[-1][2].drop and _key("A") not in residency.on_disk(actor)
+    acquire(_key("G"), size=150)
+    acquire(_key("H"), size=10)  # G no longer fits in memory, and is larger than the disk budget: dropped
+    assert _key("G") in events[-1][2].drop and _key("G") not in residency.on_disk(actor)
+
+
+def test_the_store_moves_partitions_to_its_cache_directory_and_back(tmp_path, monkeypatch):
+    import os
+
+    import numpy as np
+    import scipy.sparse as sp
+
+    from trdb.execution.ray import disk_cache
+    monkeypatch.setattr(disk_cache.tempfile, "gettempdir", lambda: str(tmp_path))
+    orphan = tmp_path / f"{disk_cache.PREFIX}999999999-x"  # left by an actor that was killed
+    orphan.mkdir()
+    store = ResidentStore()
+    rows = [(0, 1, np.arange(6, dtype=np.float32).reshape(2, 3)),
+            (1, 1, sp.csr_matrix(np.eye(2, 3, dtype=np.float32))), (2, 0, np.zeros((2, 3), np.float32))]
+    store.keep(_key("A"), rows)
+    store.keep(_key("B"), rows[:1], spill=(_key("A"),))
+    directory = store.disk.directory
+    assert not orphan.exists() and directory.name.startswith(f"{disk_cache.PREFIX}{os.getpid()}-")
+    assert set(store.held()) == {_key("B")} and len(list(directory.iterdir())) == 1
+    store.restore(_key("A"), spill=(_key("B"),))
+    back = store.find(_key("A"))
+    assert [row[:2] for row in back] == [row[:2] for row in rows] and sp.issparse(back[1][2])
+    for got, want in zip(back, rows):
+        np.testing.assert_array_equal(got[2].toarray() if sp.issparse(got[2]) else got[2],
+                                      want[2].toarray() if sp.issparse(want[2]) else want[2])
+    assert set(store.held()) == {_key("A")} and len(list(directory.iterdir())) == 1  # B's file now
+    store.drop((_key("B"),))
+    assert list(directory.iterdir()) == []
+    store.disk.remove()
+    assert not directory.exists()

@@ -70,7 +70,8 @@ class RayExecution(Execution):
         self._leaf_ctx = ExecContext(NUMPY_BACKEND, ctx.catalog, ctx.state, ctx.memory, ctx.spill)
         self.shipped = Shipped(TOTAL)  # the bytes this execution sent to actors (EXPLAIN ANALYZE)
         RESIDENCY.forget_actors_except({actor._actor_id.hex() for actor in POOL.live()})
-        self._resident = ResidentScans(self.actors, self._leaf_ctx, settings.ray_resident_bytes, self.shipped)
+        self._resident = ResidentScans(self.actors, self._leaf_ctx, settings.ray_resident_bytes, self.shipped,
+                                       settings.ray_disk_cache_bytes)
         self._kept = KeptOutput(self.id, self.root.children[0], settings.ray_resident_bytes) if keep else None
 
     def __enter__(self) -> "RayExecution":

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from trdb.execution.ray.resident import PartitionKey
 
@@ -63,12 +63,23 @@ TOTAL = Shipped()  # since the process started: what `ray_statistics()` reports
 
 
 class _Entry:
-    __slots__ = ("size", "ready", "pins", "digests")
+    __slots__ = ("size", "ready", "pins", "digests", "on_disk")
 
     def __init__(self, size: int):
-        self.size, self.ready, self.pins = size, None, 0
+        self.size, self.ready, self.pins, self.on_disk = size, None, 0, False
         self.digests: Optional[Any] = None  # a future of the digest per tile key of what was shipped (None: read
         # by the actor itself)
+
+
+class Eviction(NamedTuple):
+    """What an actor does before it keeps one more partition: keys to drop (from memory and disk), and
+    keys to move from memory to its node's disk."""
+
+    drop: tuple = ()
+    spill: tuple = ()
+
+
+Ship = Callable[[Eviction, Optional[tuple]], tuple[Any, Any]]
 
 
 class Residency:
@@ -77,6 +88,7 @@ class Residency:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._held: dict[str, OrderedDict[PartitionKey, _Entry]] = {}
+        self._newest: dict[tuple, int] = {}  # the newest version of each (database, table) acquired
 
     def forget_actors_except(self, live: set[str]) -> None:
         """Actors that are gone (dead, replaced, or of an earlier connection to Ray) keep nothing."""
@@ -84,52 +96,102 @@ class Residency:
             for actor in [a for a in self._held if a not in live]:
                 del self._held[actor]
 
-    def acquire(self, actor: Any, key: PartitionKey, size: int, budget: int,
-                ship: Callable[[tuple, Optional[tuple]], tuple[Any, Any]]) -> tuple[Any, bool]:
-        """Pin `key` in `actor` for a statement: (a reference that is ready once the actor has it, whether
-        it was shipped now). `ship(drop, base)` sends it, dropping `drop` to make room, and gives (that
-        reference, a future of its tiles' digests or None); `base` is (key, digests, reference) of another
-        version of the same partition the actor keeps (pinned now, for the caller to `release`), which the
-        actor may build it from."""
+    def acquire(self, actor: Any, key: PartitionKey, size: int, budget: int, ship: Ship,
+                disk_budget: int = 0, restore: Optional[Callable[[Eviction], Any]] = None) -> tuple[Any, bool]:
+        """Pin `key` in `actor` for a statement: (a reference that is ready once the actor has it in memory,
+        whether it was shipped now). `ship(eviction, base)` sends it, after the actor evicts as told to
+        make room, and gives (that reference, a future of its tiles' digests or None); `base` is (key,
+        digests, reference) of another version of the same partition the actor keeps (pinned now, for the
+        caller to `release`), which the actor may build it from. A partition the actor moved to disk is
+        read back by `restore(eviction)` instead: nothing is shipped. Up to `disk_budget` bytes of what
+        no longer fits `budget` go to the actor's disk instead of being dropped."""
         actor_id = actor._actor_id.hex()
         with self._lock:
+            if key.version > self._newest.get(key[:2], -1):
+                self._newest[key[:2]] = key.version
             held = self._held.setdefault(actor_id, OrderedDict())
             entry = held.get(key)
-            if entry is not None:
+            if entry is not None and not (entry.on_disk and restore is None):
                 held.move_to_end(key)
                 entry.pins += 1
+                if entry.on_disk:
+                    entry.on_disk = False
+                    entry.ready = restore(self._room(held, key, budget, disk_budget, self._newest))
                 return entry.ready, False
+            stale = self._versions_on_disk(held, key)
             base = self._base(held, key)
             if base is not None:
                 held[base].pins += 1
-            drop = self._room(held, size, budget)
             entry = held[key] = _Entry(size)
             entry.pins += 1
-            entry.ready, entry.digests = ship(drop, None if base is None else (base, held[base].digests,
-                                                                              held[base].ready))
+            room = self._room(held, key, budget, disk_budget, self._newest)
+            eviction = Eviction(room.drop + stale, room.spill)
+            entry.ready, entry.digests = ship(eviction, None if base is None else (base, held[base].digests,
+                                                                                   held[base].ready))
             return entry.ready, True
 
     @staticmethod
     def _base(held: OrderedDict, key: PartitionKey) -> Optional[PartitionKey]:
-        """The most recently used other version of `key`'s partition that was shipped with digests."""
+        """The most recently used other version of `key`'s partition that was shipped with digests (in memory)."""
         for other in reversed(held):
-            if other[:2] == key[:2] and other[3:] == key[3:] and held[other].digests is not None:
+            if other != key and other[:2] == key[:2] and other[3:] == key[3:] and \
+                    held[other].digests is not None and not held[other].on_disk:
                 return other
         return None
 
     @staticmethod
-    def _room(held: OrderedDict, size: int, budget: int) -> tuple:
-        """Keys to drop (least recently used, unpinned) so that `size` more bytes fit in `budget`."""
-        total = sum(e.size for e in held.values()) + size
-        drop = []
-        for key, entry in list(held.items()):
-            if total <= budget:
+    def _versions_on_disk(held: OrderedDict, key: PartitionKey) -> tuple:
+        """What goes from this actor's disk as `key` is shipped (forgotten here): `key` itself (sent again),
+        and every older version of its tensor, in any partitioning (the tensor changed since)."""
+        stale = tuple(other for other, e in held.items() if e.on_disk and other[:2] == key[:2] and
+                      (other.version < key.version or other == key))
+        for other in stale:
+            del held[other]
+        return stale
+
+    def older_on_disk(self, key: PartitionKey) -> dict[str, tuple]:
+        """Older versions of `key`'s tensor on other actors' disks, by actor id: forgotten here, for the
+        caller to have those actors drop them (the tensor changed)."""
+        found: dict[str, tuple] = {}
+        with self._lock:
+            for actor_id, held in self._held.items():
+                stale = tuple(other for other, e in held.items()
+                              if e.on_disk and other[:2] == key[:2] and other.version < key.version)
+                for other in stale:
+                    del held[other]
+                if stale:
+                    found[actor_id] = stale
+        return found
+
+    @staticmethod
+    def _room(held: OrderedDict, key: PartitionKey, budget: int, disk_budget: int, newest: dict) -> Eviction:
+        """What to evict (least recently used first, unpinned, never `key`) so that what is in memory fits
+        `budget`: moved to disk while `disk_budget` allows (the least recently used there dropped to make
+        room), else dropped (as is an old version of a tensor: `newest` holds each tensor's newest
+        version). The evicted entries are updated here."""
+        in_memory = sum(e.size for e in held.values() if not e.on_disk)
+        on_disk = sum(e.size for e in held.values() if e.on_disk)
+        drop, spill = [], []
+        for other, entry in list(held.items()):
+            if in_memory <= budget:
                 break
-            if entry.pins == 0:
-                drop.append(key)
-                total -= entry.size
-                del held[key]
-        return tuple(drop)
+            if entry.on_disk or entry.pins or other == key:
+                continue
+            in_memory -= entry.size
+            if entry.size <= disk_budget and other.version >= newest.get(other[:2], -1):
+                for old, old_entry in list(held.items()):
+                    if on_disk + entry.size <= disk_budget:
+                        break
+                    if old_entry.on_disk:
+                        drop.append(old)
+                        on_disk -= old_entry.size
+                        del held[old]
+                entry.on_disk, on_disk = True, on_disk + entry.size
+                spill.append(other)
+            else:
+                drop.append(other)
+                del held[other]
+        return Eviction(tuple(drop), tuple(spill))
 
     def release(self, actor: Any, key: PartitionKey) -> None:
         """The statement is done with it: it may be dropped from now on."""
@@ -139,8 +201,14 @@ class Residency:
                 entry.pins -= 1
 
     def held(self, actor: Any) -> dict[PartitionKey, int]:
+        """The partitions `actor` keeps in memory, with their bytes."""
         with self._lock:
-            return {k: e.size for k, e in self._held.get(actor._actor_id.hex(), {}).items()}
+            return {k: e.size for k, e in self._held.get(actor._actor_id.hex(), {}).items() if not e.on_disk}
+
+    def on_disk(self, actor: Any) -> dict[PartitionKey, int]:
+        """The partitions `actor` keeps on its node's disk, with their bytes."""
+        with self._lock:
+            return {k: e.size for k, e in self._held.get(actor._actor_id.hex(), {}).items() if e.on_disk}
 
 
 RESIDENCY = Residency()

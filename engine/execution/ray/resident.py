@@ -9,6 +9,7 @@ fails as a broken invariant.
 """
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import OrderedDict
 from typing import Callable, Iterator, NamedTuple, Optional
@@ -18,6 +19,7 @@ from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.operators.list_scan import bounded_batches
 from trdb.execution.operators.operator import Batch, PhysicalOperator
 from trdb.execution.ray.deltas import Items, patched
+from trdb.execution.ray.disk_cache import DiskCache
 from trdb.storage.external_location import Location
 from trdb.storage.external_reads import read_partition
 from trdb.storage.tensor_meta import TensorMeta
@@ -51,23 +53,40 @@ class ResidentStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._rows: OrderedDict[PartitionKey, tuple[list, int]] = OrderedDict()
+        self.disk = DiskCache()
 
-    def keep(self, key: PartitionKey, rows: list, drop: tuple = ()) -> int:
-        """Keep `rows` (copied: the object store's copy can go) under `key`, after dropping `drop`."""
-        return self._put(key, [tuple(_own(v) for v in row) for row in rows], drop)
+    def keep(self, key: PartitionKey, rows: list, drop: tuple = (), spill: tuple = ()) -> int:
+        """Keep `rows` (copied: the object store's copy can go) under `key`, after dropping `drop` (from
+        memory and disk) and moving `spill` to disk."""
+        return self._put(key, [tuple(_own(v) for v in row) for row in rows], drop, spill)
 
-    def patch(self, key: PartitionKey, base: PartitionKey, items: Items, drop: tuple = ()) -> int:
+    def patch(self, key: PartitionKey, base: PartitionKey, items: Items, drop: tuple = (), spill: tuple = ()) -> int:
         """Keep under `key` the partition `items` describe: changed rows (copied), the others `base`'s."""
         owned = [(k, None if row is None else tuple(_own(v) for v in row)) for k, row in items]
-        return self._put(key, patched(self.find(base), owned), drop)
+        return self._put(key, patched(self.find(base), owned), drop, spill)
 
-    def _put(self, key: PartitionKey, owned: list, drop: tuple) -> int:
+    def restore(self, key: PartitionKey, drop: tuple = (), spill: tuple = ()) -> int:
+        """Read `key` back from disk into memory (making room as the driver says); its bytes."""
+        self._evict(drop, spill)
+        return self._put(key, self.disk.read(_file_name(key)), (), ())
+
+    def _put(self, key: PartitionKey, owned: list, drop: tuple, spill: tuple) -> int:
+        self._evict(drop, spill)
         size = batch_bytes(owned) if owned else 0
         with self._lock:
-            for old in drop:
-                self._rows.pop(old, None)
             self._rows[key] = (owned, size)
         return size
+
+    def _evict(self, drop: tuple, spill: tuple) -> None:
+        for key in spill:
+            with self._lock:
+                entry = self._rows.pop(key, None)
+            if entry is not None:
+                self.disk.write(_file_name(key), entry[0])
+        for key in drop:
+            with self._lock:
+                self._rows.pop(key, None)
+            self.disk.delete(_file_name(key))
 
     def rows(self, key: PartitionKey, source: Optional[Callable[[], list]] = None) -> list:
         with self._lock:
@@ -87,9 +106,7 @@ class ResidentStore:
         return None if entry is None else entry[0]
 
     def drop(self, keys: tuple) -> None:
-        with self._lock:
-            for key in keys:
-                self._rows.pop(key, None)
+        self._evict(keys, ())
 
     def held(self) -> dict:
         """What is kept: the bytes of each key (for tests and statistics)."""
@@ -98,6 +115,12 @@ class ResidentStore:
 
 
 STORE = ResidentStore()  # one per process: a Ray actor is a process
+
+
+def _file_name(key: PartitionKey) -> str:
+    """The cache file of a partition, named by a digest of its whole key (one name, one content; an
+    external tensor's table is a URI, which is no file name)."""
+    return hashlib.sha256(repr(tuple(key)).encode()).hexdigest()[:32] + ".arrow"
 
 
 def external_partition(location: Location, meta: TensorMeta, partition: int, partitions: int,

@@ -20,7 +20,7 @@ from trdb.execution.interpreter import operator_for
 from trdb.execution.operators.operator import ExecContext
 from trdb.execution.operators.tensor_scan import TensorScanExec
 from trdb.execution.ray.deltas import changes, digests_of
-from trdb.execution.ray.residency import RESIDENCY, Shipped, resident_key
+from trdb.execution.ray.residency import RESIDENCY, Eviction, Shipped, resident_key
 from trdb.execution.ray.resident import PartitionKey, ResidentScanExec, external_partition
 from trdb.execution.ray.shared import PLACEMENTS, SharedScanExec
 from trdb.optimizer.physical_operators import RowsScan, TensorScan
@@ -33,8 +33,9 @@ DIGESTING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trdb-digests")
 class ResidentScans:
     """The resident scans of one execution: the partitions it pinned, what each fragment waits for."""
 
-    def __init__(self, actors: list, leaf_ctx: ExecContext, budget: int, shipped: Shipped):
+    def __init__(self, actors: list, leaf_ctx: ExecContext, budget: int, shipped: Shipped, disk_budget: int = 0):
         self.actors, self.leaf_ctx, self.budget, self.shipped = actors, leaf_ctx, budget, shipped
+        self.disk_budget = disk_budget
         self.ready: list[list[Any]] = [[] for _ in actors]   # per worker: the keeps its fragments wait for
         self._pinned: list[tuple[Any, PartitionKey]] = []
 
@@ -59,16 +60,27 @@ class ResidentScans:
             key = resident_key(self.leaf_ctx.catalog.pool, table, version, partition, parts, columns)
             source = partial(external_partition, location_of(self.leaf_ctx.catalog.db, meta.location), meta,
                              partition, parts, columns)
-            ship = lambda drop, base: self._load(actor, key, source, drop)  # noqa: E731
+            ship = lambda eviction, base: self._load(actor, key, source, eviction)  # noqa: E731
         else:
             key = resident_key(self.leaf_ctx.catalog.pool, meta.table, meta.version, partition, parts, columns)
-            ship = lambda drop, base: self._ship(node, partition, actor, key, drop, base)  # noqa: E731
-        ready, shipped = RESIDENCY.acquire(actor, key, size, self.budget, ship)
+            ship = lambda eviction, base: self._ship(node, partition, actor, key, eviction, base)  # noqa: E731
+        restore = lambda eviction: actor.restore.remote(key, eviction.drop, eviction.spill)  # noqa: E731
+        ready, shipped = RESIDENCY.acquire(actor, key, size, self.budget, ship, self.disk_budget, restore)
         self._pinned.append((actor, key))
         self.ready[worker].append(ready)
         if not shipped:
             self.shipped.add(reused=1)
+        elif self.disk_budget:
+            self._drop_older_on_disk(key)
         return ResidentScanExec(key)
+
+    def _drop_older_on_disk(self, key: PartitionKey) -> None:
+        """A new version was shipped: the other actors drop the tensor's older versions from their disks."""
+        stale = RESIDENCY.older_on_disk(key)
+        for actor in self.actors:
+            keys = stale.get(actor._actor_id.hex())
+            if keys:
+                actor.drop.remote(keys)
 
     def _shared(self, spec: RowsScan, partition: int, whole: bool) -> Optional[SharedScanExec]:
         """A scan of a shared subplan's tuples that its producers' actors keep, read there (else None: fed)."""
@@ -89,7 +101,7 @@ class ResidentScans:
             return None
         return meta if meta is not None and meta.table == planned.table else None
 
-    def _ship(self, node: PhysicalNode, partition: int, actor: Any, key: PartitionKey, drop: tuple,
+    def _ship(self, node: PhysicalNode, partition: int, actor: Any, key: PartitionKey, eviction: Eviction,
               base: Optional[tuple]) -> tuple[Any, Future]:
         """Read the partition here (through the buffer pool) and send it to the actor to keep: whole, or
         where it keeps another version (`base`: its key, digests and reference), the tiles that changed."""
@@ -104,7 +116,7 @@ class ResidentScans:
         if base is None:
             self.shipped.add(batch_bytes(rows) if rows else 0, kept=1)
             # digested beside the statement (hashlib lets go of the GIL): only a later write's shipping waits
-            return actor.keep.remote(key, rows, drop), DIGESTING.submit(digests_of, rows)
+            return actor.keep.remote(key, rows, eviction.drop, eviction.spill), DIGESTING.submit(digests_of, rows)
         base_key, base_digests, base_ready = base
         self._pinned.append((actor, base_key))  # acquire pinned it: it stays until the actor has built this
         digests = digests_of(rows)
@@ -112,12 +124,12 @@ class ResidentScans:
         self.shipped.add(batch_bytes(changed) if changed else 0, kept=1)
         done: Future = Future()
         done.set_result(digests)
-        return actor.patch.remote(key, base_key, items, drop, base_ready), done
+        return actor.patch.remote(key, base_key, items, eviction.drop, base_ready, eviction.spill), done
 
-    def _load(self, actor: Any, key: PartitionKey, source, drop: tuple) -> tuple[Any, None]:
+    def _load(self, actor: Any, key: PartitionKey, source, eviction: Eviction) -> tuple[Any, None]:
         """Have the actor read the partition itself and keep it (nothing but the reading function is sent)."""
         self.shipped.add(0, kept=1)
-        return actor.load.remote(key, source, drop), None
+        return actor.load.remote(key, source, eviction.drop, eviction.spill), None
 
     def release(self) -> None:
         """The execution has ended: its partitions may be dropped to make room from now on."""

@@ -61,21 +61,26 @@ class RayWorker:
         return inbox.INBOXES.deliver(execution_id, key, partition, producers, producer, rows, sent)
 
     @ray.method(concurrency_group="feed")
-    def keep(self, key: resident.PartitionKey, rows: Batch, drop: tuple) -> int:
-        """Keep a tensor partition across statements (dropping `drop` first); its bytes."""
-        return resident.STORE.keep(key, rows, drop)
+    def keep(self, key: resident.PartitionKey, rows: Batch, drop: tuple, spill: tuple = ()) -> int:
+        """Keep a tensor partition across statements (dropping `drop` and moving `spill` to disk first); its bytes."""
+        return resident.STORE.keep(key, rows, drop, spill)
 
     @ray.method(concurrency_group="feed")
     def patch(self, key: resident.PartitionKey, base: resident.PartitionKey, items: list, drop: tuple,
-              _base_ready: int = 0) -> int:
+              _base_ready: int = 0, spill: tuple = ()) -> int:
         """Keep a new version of a partition from its changed tiles and `base`, kept here (Ray resolves
         `_base_ready`, the reference of base's own keep, first); its bytes."""
-        return resident.STORE.patch(key, base, items, drop)
+        return resident.STORE.patch(key, base, items, drop, spill)
 
     @ray.method(concurrency_group="feed")
-    def load(self, key: resident.PartitionKey, source, drop: tuple) -> int:
+    def load(self, key: resident.PartitionKey, source, drop: tuple, spill: tuple = ()) -> int:
         """Read a tensor partition here (`source()`: from storage this node can read) and keep it; its bytes."""
-        return resident.STORE.keep(key, source(), drop)
+        return resident.STORE.keep(key, source(), drop, spill)
+
+    @ray.method(concurrency_group="feed")
+    def restore(self, key: resident.PartitionKey, drop: tuple, spill: tuple = ()) -> int:
+        """Read a partition this actor moved to its node's disk back into memory; its bytes."""
+        return resident.STORE.restore(key, drop, spill)
 
     @ray.method(concurrency_group="control")
     def drop(self, keys: tuple) -> None:
