@@ -30,6 +30,7 @@ from trdb.parser import ast
 from trdb.pipeline.expansions import expand
 from trdb.pipeline.limits import check_plan
 from trdb.pipeline.nesting import nesting_guard
+from trdb.pipeline.plan_memo import PlanMemo
 from trdb.planner import logical as lp
 from trdb.planner.binder import Binder, BoundQuery
 from trdb.planner.expression_binder import BindContext
@@ -67,6 +68,7 @@ class Pipeline:
     bind_context: BindContext
     interrupted: threading.Event
     carried: Optional[CarriedWork] = None
+    memo: Optional[PlanMemo] = None  # physical plans remembered for the rest of the statement (MINIMIZE's steps)
     _run: Optional[QueryRun] = None  # the run that shared subplans met now are recorded in
     _shared_spools: list = field(default_factory=list)  # this statement's shared subplans' tuples
 
@@ -97,16 +99,23 @@ class Pipeline:
         """Optimize, then plan physically. `keep_zero_tuples`: the caller tells a tuple holding zero
         tiles from an absent one (UPDATE, MINIMIZE's gradients, a shared subplan), so the optimizer
         may not drop such tuples. `rules` receives the optimizer rules' timings."""
+        remembered, slot = self.memo.lookup(plan, keep_zero_tuples) if self.memo is not None and not rules else (None, None)
+        if remembered is not None:
+            return remembered
         rules = rules or RuleContext(self.catalog, self.settings, keep_zero_tuples=keep_zero_tuples)
         rules.interrupted = self.interrupted
         with nesting_guard():
             optimized = optimize(plan, self.settings, self.catalog, context=rules)
-            return plan_physical(optimized, self.settings.workers, self.catalog, self.settings.min_parallel_cost)
+            node = plan_physical(optimized, self.settings.workers, self.catalog, self.settings.min_parallel_cost)
+        if self.memo is not None:
+            self.memo.put(slot, node)
+        return node
 
-    def execute(self, node: PhysicalNode, checked: bool = False) -> tuple[RowSpool, Execution]:
+    def execute(self, node: PhysicalNode, checked: bool = False, keep: bool = False) -> tuple[RowSpool, Execution]:
         """Run a physical plan to the end; its tuples go to a spool (spilled past the memory budget), the
         execution is returned for its metrics. `checked`: the plan passed `check_plan` under these
-        settings already (a cached plan: its key holds them)."""
+        settings already (a cached plan: its key holds them). `keep`: other plans will read the spool
+        (a shared subplan's), so the executor may keep its own copies for them while the spool lives."""
         if not checked:
             check_plan(self.settings, node)
         database = self.catalog.db.file
@@ -114,7 +123,7 @@ class Pipeline:
         progress = PROGRESS.get()
         execution = start_execution(node, ExecContext(self.backend, self.catalog,
                                                       ExecutionState(self.interrupted, progress), memory, database.spill),
-                                    self.settings)
+                                    self.settings, keep)
         # a spool keeps at most a share of the budget, so that the operators running beside it keep room
         spool = RowSpool(memory.reservation("tuples"), lambda: database.spill.new_file("tuples"),
                          memory.budget // SPOOL_SHARE)
@@ -125,6 +134,8 @@ class Pipeline:
         except BaseException:
             spool.close()  # a failed or cancelled statement leaves no spill file behind
             raise
+        if keep:
+            execution.keep_result(spool)
         return spool, execution
 
     # ------------------------------------------------------------ the whole path
@@ -165,10 +176,15 @@ class Pipeline:
             spool.close()
         self._shared_spools = []
 
+    def end_step(self) -> None:
+        """A step of an iterative statement (MINIMIZE) succeeded: its shared subplans' tuples are read no
+        more (the next step runs at new parameter values), so they go now, not when the statement ends."""
+        self.discard_shared()
+
     def _shared_rows(self, plan: lp.Plan) -> RowSpool:
         # a shared subplan's tuples are read by plans its optimization does not see: keep them all
         stage = Stage(self.physical(plan, keep_zero_tuples=True))
-        spool, stage.execution = self.execute(stage.node)
+        spool, stage.execution = self.execute(stage.node, keep=True)
         self._shared_spools.append(spool)
         if self._run is not None:
             self._run.shared.append(stage)

@@ -28,8 +28,10 @@ from trdb.execution.ray.cluster import POOL, connect
 from trdb.execution.ray.driver_threads import PooledWorkers
 from trdb.execution.ray.inbox import FeedExec, RemoteChannel
 from trdb.execution.ray.residency import RESIDENCY, TOTAL, Shipped
+from trdb.execution.ray.resident import PartitionKey
 from trdb.execution.ray.routing import FEED_SLOTS, ActorDestination, LocalDestination, Moved, Slots, pieces, settle
 from trdb.execution.ray.scans import ResidentScans
+from trdb.execution.ray.shared import KeptOutput
 from trdb.execution.ray.worker import FEED_THREADS, RUN_THREADS, preorder
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.optimizer.physical_operators import Broadcast, Exchange, Gather
@@ -49,7 +51,7 @@ def gathered(root: PhysicalNode) -> PhysicalNode:
 class RayExecution(Execution):
     """One run of a plan on the Ray cluster; the same interface as `Execution`."""
 
-    def __init__(self, root: PhysicalNode, ctx: ExecContext, settings):
+    def __init__(self, root: PhysicalNode, ctx: ExecContext, settings, keep: bool = False):
         super().__init__(gathered(root), ctx, PooledWorkers)
         connect(settings.ray_address)
         gpu = POOL.wants_gpus(settings.device)
@@ -69,6 +71,7 @@ class RayExecution(Execution):
         self.shipped = Shipped(TOTAL)  # the bytes this execution sent to actors (EXPLAIN ANALYZE)
         RESIDENCY.forget_actors_except({actor._actor_id.hex() for actor in POOL.live()})
         self._resident = ResidentScans(self.actors, self._leaf_ctx, settings.ray_resident_bytes, self.shipped)
+        self._kept = KeptOutput(self.id, self.root.children[0], settings.ray_resident_bytes) if keep else None
 
     def __enter__(self) -> "RayExecution":
         try:
@@ -87,10 +90,13 @@ class RayExecution(Execution):
             if self._operator is not None:
                 self._operator.close()
         finally:
+            if exc[0] is not None and self._kept is not None:
+                self._kept.discard()
             self.ctx.state.cancelled.set()
             for actor in self.actors:
                 actor.release.remote(self.id)  # stops this execution's fragments and feeds there
             self.workers.join()
+            self._tasks = []  # they refer back to this execution: without them its plan (and tuples) go with it
             self._resident.release()
 
     # ------------------------------------------------------------ cutting the plan into fragments
@@ -100,10 +106,15 @@ class RayExecution(Execution):
         channel = Channel(node.instances, node.children[0].instances, self.ctx.state)
         self._by_path[path] = channel
         moved = self.channels[id(node)] = Moved()
-        self._producers(node, path, lambda producer: LocalDestination(channel, moved))
+        self._producers(node, path, lambda producer: LocalDestination(channel, moved), self._kept)
         return channel
 
-    def _producers(self, node: PhysicalNode, path: tuple, destination) -> None:
+    def keep_result(self, rows) -> None:
+        """The run's tuples are `rows` (a shared subplan's): the actors keep their copies while it lives."""
+        if self._kept is not None:
+            self._kept.attach(rows)
+
+    def _producers(self, node: PhysicalNode, path: tuple, destination, kept: Optional[KeptOutput] = None) -> None:
         """Each producer of an exchange: a fragment shipped to an actor, or a scan routed from the driver."""
         child = node.children[0]
         for producer in range(child.instances):
@@ -113,7 +124,7 @@ class RayExecution(Execution):
                 self.instances[id(child)].append(resident)
                 self._fragments[worker] += 1
                 task = partial(self._run_fragment, resident, worker, node.exchange, node.instances,
-                               destination(producer))
+                               destination(producer), kept and kept.key(producer, self.actors[worker]))
             elif not child.children and child.exchange is None:  # a scan on the driver: fed from here
                 scan = operator_for(child, [], producer)
                 self.instances[id(child)].append(scan)
@@ -122,7 +133,7 @@ class RayExecution(Execution):
                 fragment = self._remote(child, producer, path + (0,), worker)
                 self._fragments[worker] += 1
                 task = partial(self._run_fragment, fragment, worker, node.exchange, node.instances,
-                               destination(producer))
+                               destination(producer), kept and kept.key(producer, self.actors[worker]))
             self._tasks.append((f"{node.operator}-{producer}", task))
 
     def _remote(self, node: PhysicalNode, partition: int, path: tuple, worker: int) -> PhysicalOperator:
@@ -195,16 +206,20 @@ class RayExecution(Execution):
     # ------------------------------------------------------------ driver threads
 
     def _run_fragment(self, fragment: PhysicalOperator, worker: int, route: Exchange, consumers: int,
-                      destination) -> None:
-        """Ship a fragment to its actor and pass each batch it yields on to its consumers."""
+                      destination, keep: Optional[PartitionKey] = None) -> None:
+        """Ship a fragment to its actor and pass each batch it yields on to its consumers (and have the actor
+        keep them under `keep`, a shared subplan's)."""
         stream = None
         try:
+            extra = {} if keep is None else {"keep": keep, "keep_limit": self._kept.limit}
             stream = self.actors[worker].run.options(_generator_backpressure_num_objects=GENERATOR_WINDOW).remote(
-                self.id, fragment, route, consumers, self.device, *self._resident.ready[worker])
+                self.id, fragment, route, consumers, self.device, *self._resident.ready[worker], **extra)
             while True:
                 header = settle(self._next_ref(stream), self.ctx.state)
                 if header[0] == "end":
                     self._record(fragment, header[1], header[2])
+                    if keep is not None:
+                        self._kept.done(keep, header[3])
                     break
                 partitions, tuples, size = header[:3]
                 rows = header[3] if len(header) > 3 else self._next_ref(stream)

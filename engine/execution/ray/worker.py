@@ -18,7 +18,7 @@ import ray
 from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.interpreter import router_for
 from trdb.execution.operators.operator import Batch, ExecContext, OperatorMetrics, PhysicalOperator
-from trdb.execution.ray import inbox, resident  # the modules, not their globals: Ray ships this class by value
+from trdb.execution.ray import inbox, resident, shared  # the modules, not their globals: Ray ships this class by value
 from trdb.execution.ray.routing import pieces
 from trdb.kernels.placement import backend_for
 from trdb.optimizer.physical_operators import Exchange
@@ -66,9 +66,25 @@ class RayWorker:
         return resident.STORE.keep(key, rows, drop)
 
     @ray.method(concurrency_group="feed")
+    def patch(self, key: resident.PartitionKey, base: resident.PartitionKey, items: list, drop: tuple,
+              _base_ready: int = 0) -> int:
+        """Keep a new version of a partition from its changed tiles and `base`, kept here (Ray resolves
+        `_base_ready`, the reference of base's own keep, first); its bytes."""
+        return resident.STORE.patch(key, base, items, drop)
+
+    @ray.method(concurrency_group="feed")
     def load(self, key: resident.PartitionKey, source, drop: tuple) -> int:
         """Read a tensor partition here (`source()`: from storage this node can read) and keep it; its bytes."""
         return resident.STORE.keep(key, source(), drop)
+
+    @ray.method(concurrency_group="control")
+    def drop(self, keys: tuple) -> None:
+        resident.STORE.drop(keys)
+
+    @ray.method(concurrency_group="feed")
+    def part(self, key: resident.PartitionKey, partition: int, partitions: int, columns: tuple) -> Batch:
+        """The tuples of a kept shared subplan's partition that hash to `partition` (for another actor)."""
+        return shared.part(key, partition, partitions, columns)
 
     @ray.method(concurrency_group="control")
     def node(self) -> str:
@@ -81,17 +97,21 @@ class RayWorker:
 
     @ray.method(concurrency_group="run")
     def run(self, execution_id: str, fragment: PhysicalOperator, route: Exchange, consumers: int, device: str,
-            *kept: int):
-        """Run a fragment; `kept` are the partitions its scans read, which Ray waits for before it starts."""
+            *kept: int, keep: Optional[resident.PartitionKey] = None, keep_limit: int = 0):
+        """Run a fragment; `kept` are the partitions its scans read, which Ray waits for before it starts.
+        `keep`: also keep its output here under that key (a shared subplan's), if within `keep_limit` bytes."""
         execution = inbox.INBOXES.execution(execution_id)
         if execution is None:
             return  # released before it started: the statement has already ended
         backend = backend_for(device)
         execution.backend = backend
         route_batch = router_for(route)
+        output = _Output(keep_limit) if keep is not None else None
         try:
             fragment.open(ExecContext(backend, None, execution.state))
             while (batch := fragment.next_batch()) is not None:
+                if output is not None:
+                    output.add(host_rows(batch, backend))
                 for partitions, rows in pieces(route_batch(batch, consumers)):
                     size = batch_bytes(rows)
                     header = (partitions, len(rows) * len(partitions), size * len(partitions))
@@ -106,4 +126,31 @@ class RayWorker:
         finally:
             fragment.close()
         metrics: list[OperatorMetrics] = [op.metrics for op in preorder(fragment)]
-        yield "end", metrics, os.getpid()
+        if keep is None:
+            yield "end", metrics, os.getpid()
+        else:
+            yield "end", metrics, os.getpid(), output.keep(keep)
+
+
+class _Output:
+    """A fragment's output, kept while within `limit` bytes (past it, none of it is)."""
+
+    def __init__(self, limit: int):
+        self.rows: Optional[list] = []
+        self.size, self.limit = 0, limit
+
+    def add(self, rows: Batch) -> None:
+        if self.rows is None or not rows:
+            return
+        self.size += batch_bytes(rows)
+        if self.size > self.limit:
+            self.rows = None
+        else:
+            self.rows.extend(rows)
+
+    def keep(self, key: resident.PartitionKey) -> bool:
+        """Keep it under `key`; whether it was within the limit (and so is kept)."""
+        if self.rows is None:
+            return False
+        resident.STORE.keep(key, self.rows)
+        return True
