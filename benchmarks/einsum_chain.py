@@ -19,7 +19,7 @@ import numpy as np
 import threadpoolctl
 
 import trdb
-from timing import best_of, best_of_alternating, check, product_bound
+from timing import alternating_runs, best_of, check, paired_ratio, product_bound
 
 CHOSEN = "SELECT * FROM EINSUM('ij,jk,kl->il', A, B, C)"
 LEFT_TO_RIGHT = "SELECT * FROM EINSUM('ik,kl->il', EINSUM('ij,jk->ik', A, B), C)"
@@ -35,13 +35,15 @@ def time_trdb(A, B, C, t: int, workers: str, numpy_opt, args, expected, bound) -
     cur.execute(f"CREATE TENSOR B FROM ? TILE ({m}, {t})", [B])
     cur.execute(f"CREATE TENSOR C FROM ? TILE ({t}, {m})", [C])
     cur.execute(f"SET workers = {workers}")
-    paired = best_of_alternating(args.repeats, {"numpy": numpy_opt,
-                                                "chosen": lambda: cur.execute(CHOSEN).fetch_tensor()})
+    paired = alternating_runs(args.repeats, {"numpy": numpy_opt,
+                                             "chosen": lambda: cur.execute(CHOSEN).fetch_tensor()})
     forced, result = best_of(3, lambda: cur.execute(LEFT_TO_RIGHT).fetch_tensor())
     check("trdb left to right", result, expected, bound)
     check("trdb chosen order", paired["chosen"][1], expected, bound)
     con.close()
-    return {"numpy": paired["numpy"][0], "chosen": paired["chosen"][0], "forced": forced}
+    (chosen, _), (numpy_times, _) = paired["chosen"], paired["numpy"]
+    return {"numpy": min(numpy_times), "chosen": min(chosen), "forced": forced,
+            "median": paired_ratio(chosen, numpy_times)[1]}
 
 
 def main() -> None:
@@ -68,14 +70,16 @@ def main() -> None:
     check("numpy (A @ B) @ C", result, expected, bound)
     print(f"# A {n}x{m}, B {m}x{n}, C {n}x{m}, float32; tiles t x {m} / {m} x t")
     print(f"# trdb's chosen order and numpy.einsum(optimize=True) take turns, best of {args.repeats} each;")
-    print(f"# left to right (numpy (A @ B) @ C: {numpy_forced:.4f} s) best of 3")
-    print(f"{'tile':>5} {'workers':>7} {'numpy opt s':>12} {'trdb s':>9} {'trdb/numpy':>11} "
+    print(f"# left to right (numpy (A @ B) @ C: {numpy_forced:.4f} s) best of 3; trdb/numpy is the ratio of the "
+          "best times, 'median' the median ratio of the runs made in the same turn")
+    print("# warm: buffer pool (A, B, C tiles), plan cache; a statement here carries no work to the next")
+    print(f"{'tile':>5} {'workers':>7} {'numpy opt s':>12} {'trdb s':>9} {'trdb/numpy':>11} {'median':>7} "
           f"{'l-to-r s':>9} {'l-to-r/trdb':>12}")
     for t in (int(x) for x in args.tiles.split(",")):
         for workers in args.workers.split(","):
             times = time_trdb(A, B, C, t, workers, numpy_opt, args, expected, bound)
             print(f"{t:>5} {workers:>7} {times['numpy']:12.5f} {times['chosen']:9.5f} "
-                  f"{times['chosen'] / times['numpy']:11.2f} {times['forced']:9.4f} "
+                  f"{times['chosen'] / times['numpy']:11.2f} {times['median']:7.2f} {times['forced']:9.4f} "
                   f"{times['forced'] / times['chosen']:12.1f}")
 
 

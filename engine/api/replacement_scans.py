@@ -1,6 +1,7 @@
 """Replacement scans, as DuckDB's Python API has them: a statement may name a Python variable holding a data frame."""
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from types import FrameType
@@ -27,6 +28,13 @@ def user_frame() -> Optional[FrameType]:
     return frame
 
 
+@functools.lru_cache(maxsize=256)
+def _table_words(text: str) -> frozenset[str]:
+    """The names where a table goes in `text`, outside strings and comments (a statement run again is
+    not scanned again)."""
+    return frozenset(_TABLE_NAME.findall(_STRING_OR_COMMENT.sub(" ", text)))
+
+
 def python_scans(text: str, frame: Optional[FrameType], known) -> dict[str, Any]:
     """The data frames in `frame`'s variables (locals, then globals) that the text names where a table goes
     (after FROM, JOIN, COO or a comma) and that no relation of the database has (`known(name)`): they are
@@ -36,7 +44,7 @@ def python_scans(text: str, frame: Optional[FrameType], known) -> dict[str, Any]
         return {}
     local, global_ = frame.f_locals, frame.f_globals
     found: dict[str, Any] = {}
-    for word in set(_TABLE_NAME.findall(_STRING_OR_COMMENT.sub(" ", text))):
+    for word in _table_words(text):
         value = local[word] if word in local else global_.get(word)
         if value is not None and is_frame_like(value) and not known(word):
             found[word] = value

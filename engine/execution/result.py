@@ -145,16 +145,15 @@ def assemble(schema: Schema, rows: Sequence[tuple], shape: Optional[Sequence[int
     """The whole result as one dense array; absent tiles are zeros. `limits`: the most bytes it may take."""
     layout = layout_of(schema, rows, shape)
     check_unique_keys(rows, layout.key_positions)
-    check_fits("fetch_tensor()", math.prod(layout.shape) * np.dtype(layout.dtype).itemsize, layout.shape, limits)
-    covered = sum(elements(np.shape(row[layout.value_position])) for row in rows)
-    distinct = len({tuple(row[p] for p in layout.key_positions) for row in rows}) == len(rows)
-    # when dense tiles cover the whole tensor exactly, zero-filling it first is wasted work
-    exact = distinct and covered == int(np.prod(layout.shape)) and \
-        not any(is_sparse(row[layout.value_position]) for row in rows)
+    total = math.prod(layout.shape)
+    check_fits("fetch_tensor()", total * np.dtype(layout.dtype).itemsize, layout.shape, limits)
+    # when dense tiles cover the whole tensor exactly (the keys are unique), zero-filling it first is wasted work
+    values = [row[layout.value_position] for row in rows]
+    exact = not any(is_sparse(v) for v in values) and sum(elements(np.shape(v)) for v in values) == total
     try:
         out = np.empty(layout.shape, dtype=layout.dtype) if exact else np.zeros(layout.shape, dtype=layout.dtype)
     except MemoryError:  # below the limits, yet more than this process may take now (RLIMIT_AS, other use)
-        raise too_big("fetch_tensor()", math.prod(layout.shape) * np.dtype(layout.dtype).itemsize, layout.shape,
+        raise too_big("fetch_tensor()", total * np.dtype(layout.dtype).itemsize, layout.shape,
                       "this process can allocate now") from None
     for row in rows:  # `or ...`: out[()] of a 0-d array is a scalar, out[...] a view of it
         _place(out[tile_slices(layout, row) or ...], row[layout.value_position], layout, row)

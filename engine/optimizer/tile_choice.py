@@ -5,8 +5,12 @@ result `ELEMENT_COST` (~1 ns), so a tile of `TUPLE_COST_FLOPS / ELEMENT_COST` (1
 spends as long on overhead as on its cheapest (elementwise) work. A good tile has several times
 that: `OVERHEAD_SHARE` keeps the per-tuple overhead of an elementwise kernel near 15% (and far less
 for MATMUL, whose work grows faster than its elements), which gives 65,536 elements, 256 x 256 for a
-matrix. The elements are spread over the axes as evenly as powers of two allow, smallest axes first:
-an axis shorter than its share is one tile long, and what it leaves goes to the others.
+matrix: the smallest tile chosen. A large dense tensor gets larger tiles, as few as leave every
+worker `TILES_PER_WORKER` of them, up to `MAX_TILE_ELEMENTS`: a product of 1024 x 1024 tiles runs
+within a few percent of one BLAS call on the whole matrices, while 256 x 256 tiles cost a product
+of 2048 x 2048 matrices 512 kernel calls, 448 tile additions and the time BLAS takes to warm up
+each of them. The elements are spread over the axes as evenly as powers of two allow, smallest
+axes first: an axis shorter than its share is one tile long, and what it leaves goes to the others.
 """
 from __future__ import annotations
 
@@ -17,10 +21,14 @@ from trdb.config.unit_costs import ELEMENT_COST, TUPLE_COST_FLOPS
 
 OVERHEAD_SHARE = 6.5  # elements per tile, in units of the overhead-equals-work size
 TILE_ELEMENTS = 1 << round(math.log2(OVERHEAD_SHARE * TUPLE_COST_FLOPS / ELEMENT_COST))  # 65,536
+MAX_TILE_ELEMENTS = 1 << 20  # 4 MiB of float32: a larger tile saves no measurable overhead
+TILES_PER_WORKER = 2         # so that a hash partitioning has tiles to spread over every worker
 
 
-def default_tile(shape: Sequence[int], elements: int = TILE_ELEMENTS) -> tuple[int, ...]:
-    """A tile for a tensor of `shape`: about `elements` elements, a power of two per axis (or the axis)."""
+def default_tile(shape: Sequence[int], workers: int = 1, elements: int = 0) -> tuple[int, ...]:
+    """A tile for a dense tensor of `shape` stored for `workers` workers: about `elements` elements
+    (by default `tile_elements`), a power of two per axis (or the whole axis)."""
+    elements = elements or tile_elements(math.prod(shape), workers)
     tile = [1] * len(shape)
     budget, left = float(elements), len(shape)
     for axis in sorted(range(len(shape)), key=lambda a: shape[a]):
@@ -28,3 +36,10 @@ def default_tile(shape: Sequence[int], elements: int = TILE_ELEMENTS) -> tuple[i
         tile[axis] = max(1, min(int(shape[axis]), share))
         budget, left = budget / tile[axis], left - 1
     return tuple(tile)
+
+
+def tile_elements(total: int, workers: int = 1) -> int:
+    """How many elements a default tile of a tensor of `total` elements holds: TILE_ELEMENTS, or more for a
+    tensor with more than `TILES_PER_WORKER` such tiles per worker, never more than MAX_TILE_ELEMENTS."""
+    spread = total // (TILES_PER_WORKER * max(1, workers))
+    return min(MAX_TILE_ELEMENTS, max(TILE_ELEMENTS, spread))

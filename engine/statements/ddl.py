@@ -7,7 +7,7 @@ import numpy as np
 
 from trdb.errors import ProgrammingError
 from trdb.execution.result import Result
-from trdb.optimizer.tile_choice import default_tile
+from trdb.optimizer.tile_choice import TILE_ELEMENTS, default_tile
 from trdb.parser import ast
 from trdb.pipeline.limits import check_stored, check_tile
 from trdb.statements.array_inputs import array_from_param, is_sparse_matrix
@@ -69,6 +69,14 @@ def create_tensor(sc: StatementContext, node: ast.CreateTensor) -> Result:
     return Result(rowcount=0)
 
 
+def _chosen_tile(sc: StatementContext, array) -> tuple[int, ...]:
+    """The tile of an array given without TILE: a sparse matrix keeps the small tile, so that its empty
+    regions stay absent tiles; a dense one gets tiles sized for the session's workers."""
+    if is_sparse_matrix(array):
+        return default_tile(array.shape, elements=TILE_ELEMENTS)
+    return default_tile(array.shape, sc.settings.workers)
+
+
 def create_tensor_from(sc: StatementContext, node: ast.CreateTensorFrom) -> Result:
     if isinstance(node.source, ast.Param):
         array = array_from_param(sc.param(node.source))
@@ -78,7 +86,7 @@ def create_tensor_from(sc: StatementContext, node: ast.CreateTensorFrom) -> Resu
     dtype = parse_dtype(node.dtype) if node.dtype else (
         parse_dtype(array.dtype.name) if array.dtype.name in ("float32", "float64", "int32", "int64", "bool",
                                                                "float16") else parse_dtype(None))
-    tile = clamp_tile(array.shape, node.tile if node.tile is not None else default_tile(array.shape))
+    tile = clamp_tile(array.shape, node.tile if node.tile is not None else _chosen_tile(sc, array))
     keys = validate_layout(array.shape, tile, node.keys)
     meta = TensorMeta(node.name, keys, "v", np.dtype(dtype), tuple(array.shape), tile, "")
     check_stored(sc.settings, meta, sc.db.free_disk())

@@ -67,9 +67,21 @@ def test_torch_tensor_through_dlpack(con):
 
 def test_the_chosen_tile_follows_the_cost_model():
     assert TILE_ELEMENTS == 65536
-    assert default_tile((4096, 4096)) == (256, 256) and default_tile((10, 100000)) == (10, 4096)
-    assert default_tile((1 << 20,)) == (65536,) and default_tile((3, 5)) == (3, 5) and default_tile(()) == ()
-    assert default_tile((100, 100, 100)) == (32, 32, 64)
+    assert default_tile((1024, 1024)) == (512, 1024) and default_tile((10, 100000)) == (10, 32768)
+    assert default_tile((3, 5)) == (3, 5) and default_tile(()) == () and default_tile((100, 100, 100)) == (64, 64, 64)
+    # a large dense tensor: tiles as large as leave each worker two (BLAS-sized), at most 2^20 elements
+    assert default_tile((2048, 2048), workers=2) == (1024, 1024) == default_tile((4096, 4096), workers=2)
+    assert default_tile((2048, 2048), workers=16) == (256, 512) and default_tile((4096, 64), workers=2) == (1024, 64)
+    assert default_tile((4096, 4096), elements=TILE_ELEMENTS) == (256, 256)
+
+
+def test_a_tile_left_out_is_chosen_for_the_sessions_workers():
+    con = trdb.connect()
+    con.execute("SET workers = 2")
+    con.execute("CREATE TENSOR dense FROM ?", [np.ones((2048, 512), np.float32)])
+    con.execute("CREATE TENSOR sparse FROM ?", [scipy.sparse.eye(2048, format="csr", dtype=np.float32)])
+    tiles = {row[0]: row[3] for row in con.execute("SHOW TENSORS").fetchall()}
+    assert tiles == {"dense": "[512, 512]", "sparse": "[256, 256]"}
 
 
 def test_refused_inputs_name_what_is_accepted(con):
