@@ -67,8 +67,9 @@ class RayWorker:
 
     @ray.method(concurrency_group="feed")
     def load(self, key: resident.PartitionKey, source, drop: tuple) -> int:
-        """Read a tensor partition here (`source()`: from storage this node can read) and keep it; its bytes."""
-        return resident.STORE.keep(key, source(), drop)
+        """Read a tensor partition here (`source()`: from storage this node can read) and keep it; its bytes.
+        The tiles are this process's own already: kept as they are, only made read-only."""
+        return resident.STORE.keep(key, source(), drop, copy=False)
 
     @ray.method(concurrency_group="control")
     def node(self) -> str:
