@@ -12,6 +12,7 @@ it in every actor, which stops what still runs of it there.
 from __future__ import annotations
 
 import itertools
+import threading
 import uuid
 from functools import partial
 from typing import Any, Optional
@@ -26,6 +27,7 @@ from trdb.execution.operators.operator import ExecContext, PhysicalOperator
 from trdb.execution.operators.tensor_scan import TensorScanExec
 from trdb.execution.ray.cluster import POOL, connect
 from trdb.execution.ray.driver_threads import PooledWorkers
+from trdb.execution.ray.fragments import SENT, fingerprint, plan_token
 from trdb.execution.ray.inbox import FeedExec, RemoteChannel
 from trdb.execution.ray.residency import RESIDENCY, TOTAL, Shipped
 from trdb.execution.ray.routing import FEED_SLOTS, ActorDestination, LocalDestination, Moved, Slots, pieces, settle
@@ -37,6 +39,8 @@ from trdb.optimizer.physical_plan import SINGLE, PhysicalNode
 
 GENERATOR_WINDOW = 16  # objects a fragment may yield ahead of the driver (each batch is a header and its rows)
 FEED = Gather()  # a scan inside a fragment sends all its tuples to the one operator reading it
+_FINISHED: dict[str, list[str]] = {}  # by actor id: executions that ended cleanly there, released with its next run
+_FINISHED_LOCK = threading.Lock()
 
 
 def gathered(root: PhysicalNode) -> PhysicalNode:
@@ -51,6 +55,7 @@ class RayExecution(Execution):
 
     def __init__(self, root: PhysicalNode, ctx: ExecContext, settings):
         super().__init__(gathered(root), ctx, PooledWorkers)
+        self._token = plan_token(root)  # fragments are cached by plan (fragments.py)
         connect(settings.ray_address)
         gpu = POOL.wants_gpus(settings.device)
         self.device = settings.device if gpu else "cpu"
@@ -63,11 +68,14 @@ class RayExecution(Execution):
         self._slots: dict[int, dict[int, Slots]] = {}      # by exchange key: each consumer partition's feed slots
         self._tasks: list[tuple[str, Any]] = []
         self._fragments = [0] * len(self.actors)  # per actor, checked against its threads
+        self._ended = 0                           # fragments whose actor sent their last item
         self._inboxes = [0] * len(self.actors)
         # scans hand host arrays to actors; they read within the database's memory budget
         self._leaf_ctx = ExecContext(NUMPY_BACKEND, ctx.catalog, ctx.state, ctx.memory, ctx.spill)
         self.shipped = Shipped(TOTAL)  # the bytes this execution sent to actors (EXPLAIN ANALYZE)
-        RESIDENCY.forget_actors_except({actor._actor_id.hex() for actor in POOL.live()})
+        live = {actor._actor_id.hex() for actor in POOL.live()}
+        RESIDENCY.forget_actors_except(live)
+        SENT.forget_actors_except(live)
         self._resident = ResidentScans(self.actors, self._leaf_ctx, settings.ray_resident_bytes, self.shipped)
 
     def __enter__(self) -> "RayExecution":
@@ -87,10 +95,16 @@ class RayExecution(Execution):
             if self._operator is not None:
                 self._operator.close()
         finally:
+            clean = not self.ctx.state.cancelled.is_set() and self._ended == sum(self._fragments)
             self.ctx.state.cancelled.set()
-            for actor in self.actors:
-                actor.release.remote(self.id)  # stops this execution's fragments and feeds there
             self.workers.join()
+            clean = clean and self._ended == sum(self._fragments) and self.ctx.state.first_error is None
+            for actor in self.actors:
+                if clean:  # nothing of it runs there: forgotten with the actor's next fragment, no call now
+                    with _FINISHED_LOCK:
+                        _FINISHED.setdefault(actor._actor_id.hex(), []).append(self.id)
+                else:
+                    actor.release.remote(self.id)  # stops this execution's fragments and feeds there
             self._resident.release()
 
     # ------------------------------------------------------------ cutting the plan into fragments
@@ -112,8 +126,9 @@ class RayExecution(Execution):
             if resident is not None:  # a tensor partition kept in the actor: it routes the tuples there
                 self.instances[id(child)].append(resident)
                 self._fragments[worker] += 1
+                key = fingerprint(self._token, path, producer, [resident])
                 task = partial(self._run_fragment, resident, worker, node.exchange, node.instances,
-                               destination(producer))
+                               destination(producer), key)
             elif not child.children and child.exchange is None:  # a scan on the driver: fed from here
                 scan = operator_for(child, [], producer)
                 self.instances[id(child)].append(scan)
@@ -121,8 +136,9 @@ class RayExecution(Execution):
             else:
                 fragment = self._remote(child, producer, path + (0,), worker)
                 self._fragments[worker] += 1
+                key = fingerprint(self._token, path, producer, list(preorder(fragment)))
                 task = partial(self._run_fragment, fragment, worker, node.exchange, node.instances,
-                               destination(producer))
+                               destination(producer), key)
             self._tasks.append((f"{node.operator}-{producer}", task))
 
     def _remote(self, node: PhysicalNode, partition: int, path: tuple, worker: int) -> PhysicalOperator:
@@ -195,16 +211,29 @@ class RayExecution(Execution):
     # ------------------------------------------------------------ driver threads
 
     def _run_fragment(self, fragment: PhysicalOperator, worker: int, route: Exchange, consumers: int,
-                      destination) -> None:
-        """Ship a fragment to its actor and pass each batch it yields on to its consumers."""
+                      destination, key: tuple) -> None:
+        """Ship a fragment to its actor (pickled, or `key` alone when the actor has it from an earlier run of
+        the plan) and pass each batch it yields on to its consumers."""
         stream = None
         try:
-            stream = self.actors[worker].run.options(_generator_backpressure_num_objects=GENERATOR_WINDOW).remote(
-                self.id, fragment, route, consumers, self.device, *self._resident.ready[worker])
+            actor = self.actors[worker]
+            actor_id = actor._actor_id.hex()
+            payload = SENT.payload(actor_id, key, fragment)
+            with _FINISHED_LOCK:
+                finished = tuple(_FINISHED.pop(actor_id, ()))
+            stream = actor.run.options(_generator_backpressure_num_objects=GENERATOR_WINDOW).remote(
+                self.id, key, payload, route, consumers, self.device, finished,
+                *_pending(self._resident.ready[worker]))
             while True:
                 header = settle(self._next_ref(stream), self.ctx.state)
-                if header[0] == "end":
+                if payload is not None:
+                    SENT.confirm(actor_id, key)  # it answered: it holds the fragment
+                    payload = None
+                if header[0] == "end":  # with the pieces the actor held back (a small output)
+                    for partitions, tuples, size, rows in header[3]:
+                        destination.deliver(partitions, rows, tuples, size)
                     self._record(fragment, header[1], header[2])
+                    self._ended += 1
                     break
                 partitions, tuples, size = header[:3]
                 rows = header[3] if len(header) > 3 else self._next_ref(stream)
@@ -263,11 +292,24 @@ class RayExecution(Execution):
         if isinstance(exc, ray.exceptions.TaskCancelledError):
             return QueryCancelled("the statement was cancelled")
         if isinstance(exc, ray.exceptions.RayActorError):
+            if worker is not None:
+                POOL.lost(self.actors[worker])  # the next statement replaces it
             who = "a Ray worker" if worker is None else f"Ray worker {worker}"
             return OperationalError(f"{who} died during the statement ({_reason(exc)}); the "
                                     "statement was rolled back and changed nothing",
                                     hint="the next statement starts a new worker in its place")
         return _cluster_error(exc)
+
+
+def _pending(ready: list) -> list:
+    """The partitions a fragment waits for that its actor may not hold yet. Ray resolving a reference is
+    a round trip; one that resolved already (a partition kept in an earlier statement) is looked at
+    here instead, where it costs nothing, and a failed keep raises its error here."""
+    if not ready:
+        return ready
+    done, pending = ray.wait(ready, num_returns=len(ready), timeout=0)
+    ray.get(done)
+    return pending
 
 
 def _reason(exc: BaseException) -> str:

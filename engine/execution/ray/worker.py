@@ -4,9 +4,10 @@
 next exchanges and scans), routes each output batch to consumer partitions as the exchange's
 router says, and yields for each piece a small header (its partitions, tuples and bytes) and then
 the rows, which Ray stores as one object (shared memory on the node; numpy arrays are read back
-without a copy); a small batch travels in the header's item. The last item carries the operators'
-metrics and the process id. Methods run in threads of their own concurrency groups, so a blocked
-`feed` never holds up a fragment or `release`.
+without a copy); a small batch travels in the header's item, and a fragment's whole output, when
+small, in its last item, which also carries the operators' metrics and the process id. Methods
+run in threads of their own concurrency groups, so a blocked `feed` never holds up a fragment or
+`release`.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import ray
 from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.interpreter import router_for
 from trdb.execution.operators.operator import Batch, ExecContext, OperatorMetrics, PhysicalOperator
-from trdb.execution.ray import inbox, resident  # the modules, not their globals: Ray ships this class by value
+from trdb.execution.ray import fragments, inbox, resident  # the modules, not their globals: Ray ships this class by value
 from trdb.execution.ray.routing import pieces
 from trdb.kernels.placement import backend_for
 from trdb.optimizer.physical_operators import Exchange
@@ -81,30 +82,54 @@ class RayWorker:
         return resident.STORE.held()
 
     @ray.method(concurrency_group="run")
-    def run(self, execution_id: str, fragment: PhysicalOperator, route: Exchange, consumers: int, device: str,
-            *kept: int):
-        """Run a fragment; `kept` are the partitions its scans read, which Ray waits for before it starts."""
+    def run(self, execution_id: str, key: tuple, payload: Optional[bytes], route: Exchange, consumers: int,
+            device: str, finished: tuple, *kept: int):
+        """Run the fragment `key` names (`payload`: it pickled, the first time this actor runs it); `finished`:
+        executions that ended cleanly since this actor's last fragment (forgotten here now: their release costs
+        no call of its own); `kept`: the partitions its scans read that may not be here yet, which Ray waits for
+        before it starts."""
+        for done in finished:
+            inbox.INBOXES.release(done)
         execution = inbox.INBOXES.execution(execution_id)
         if execution is None:
             return  # released before it started: the statement has already ended
+        fragment = fragments.CACHE.fragment(key, payload, execution_id)
         backend = backend_for(device)
         execution.backend = backend
-        route_batch = router_for(route)
         try:
             fragment.open(ExecContext(backend, None, execution.state))
-            while (batch := fragment.next_batch()) is not None:
-                for partitions, rows in pieces(route_batch(batch, consumers)):
-                    size = batch_bytes(rows)
-                    header = (partitions, len(rows) * len(partitions), size * len(partitions))
-                    if size <= INLINE_BYTES:  # small: one item, one round trip fewer
-                        yield header + (host_rows(rows, backend),)
-                    else:
-                        yield header
-                        yield host_rows(rows, backend)
+            held = yield from _items(fragment, router_for(route), consumers, backend)
         except BaseException as exc:
             execution.state.fail(exc)  # the other fragments of this statement here stop too
             raise
         finally:
             fragment.close()
         metrics: list[OperatorMetrics] = [op.metrics for op in preorder(fragment)]
-        yield "end", metrics, os.getpid()
+        yield "end", metrics, os.getpid(), held
+
+
+def _items(fragment: PhysicalOperator, route_batch, consumers: int, backend):
+    """The streamed items of a fragment's routed output; returns the pieces held back for the last item.
+
+    Pieces are held back while their bytes add up to at most INLINE_BYTES: a small result travels
+    whole in the last item, one round trip for the fragment. Past that, what was held goes first
+    and every piece is streamed: a small one in one item with its header, a large one in two."""
+    held: Optional[list] = []
+    total = 0
+    while (batch := fragment.next_batch()) is not None:
+        for partitions, rows in pieces(route_batch(batch, consumers)):
+            size = batch_bytes(rows)
+            item = (partitions, len(rows) * len(partitions), size * len(partitions), host_rows(rows, backend))
+            if held is not None and total + size <= INLINE_BYTES:
+                held.append(item)
+                total += size
+                continue
+            if held:
+                yield from held
+            held = None
+            if size <= INLINE_BYTES:
+                yield item
+            else:
+                yield item[:3]
+                yield item[3]
+    return held or []
