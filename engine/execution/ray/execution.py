@@ -3,9 +3,10 @@
 The plan is cut at its exchanges and its scans. Each producer instance of an exchange (the
 operators below it, down to the next exchanges and scans) is shipped to the actor of its partition
 and run there (`RayWorker.run`). Scans hold the database, so they run on the driver and feed their
-tuples to the fragment that reads them. A driver thread per fragment passes each routed batch on,
-as an object reference, to the actor of its consumer partition, or into the driver's channel for
-the final gather, the only operator that runs on the driver. The first error anywhere (a kernel
+tuples to the fragment that reads them. The final gather, the only operator that runs on the
+driver, reads the streams of the fragments under it itself (gather.py); a driver task per other
+fragment passes each routed batch on, as an object reference, to the actor of its consumer
+partition. Fragments are cached by plan in the actors (fragments.py). The first error anywhere (a kernel
 error raised in an actor, an actor that died) fails the statement; ending the execution releases
 it in every actor, which stops what still runs of it there.
 """
@@ -28,6 +29,7 @@ from trdb.execution.operators.tensor_scan import TensorScanExec
 from trdb.execution.ray.cluster import POOL, connect
 from trdb.execution.ray.driver_threads import PooledWorkers
 from trdb.execution.ray.fragments import SENT, fingerprint, plan_token
+from trdb.execution.ray.gather import StreamGather
 from trdb.execution.ray.inbox import FeedExec, RemoteChannel
 from trdb.execution.ray.residency import RESIDENCY, TOTAL, Shipped
 from trdb.execution.ray.routing import FEED_SLOTS, ActorDestination, LocalDestination, Moved, Slots, pieces, settle
@@ -67,6 +69,7 @@ class RayExecution(Execution):
         self._locations: dict[int, dict[int, int]] = {}   # by exchange key: the worker of each consumer partition
         self._slots: dict[int, dict[int, Slots]] = {}      # by exchange key: each consumer partition's feed slots
         self._tasks: list[tuple[str, Any]] = []
+        self._gathers: list[StreamGather] = []
         self._fragments = [0] * len(self.actors)  # per actor, checked against its threads
         self._ended = 0                           # fragments whose actor sent their last item
         self._inboxes = [0] * len(self.actors)
@@ -84,6 +87,8 @@ class RayExecution(Execution):
             self._check_load()
             for name, task in self._tasks:
                 self.workers.start(name, task)
+            for gather in self._gathers:
+                gather.start()
             self._operator.open(self.ctx)
         except BaseException:
             self.__exit__(None, None, None)
@@ -97,6 +102,8 @@ class RayExecution(Execution):
         finally:
             clean = not self.ctx.state.cancelled.is_set() and self._ended == sum(self._fragments)
             self.ctx.state.cancelled.set()
+            for gather in self._gathers:
+                gather.cancel()
             self.workers.join()
             clean = clean and self._ended == sum(self._fragments) and self.ctx.state.first_error is None
             for actor in self.actors:
@@ -109,11 +116,18 @@ class RayExecution(Execution):
 
     # ------------------------------------------------------------ cutting the plan into fragments
 
-    def _start_exchange(self, node: PhysicalNode, path: tuple) -> Channel:
-        """An exchange whose consumers are on the driver (the final gather)."""
-        channel = Channel(node.instances, node.children[0].instances, self.ctx.state)
-        self._by_path[path] = channel
+    def _start_exchange(self, node: PhysicalNode, path: tuple) -> Any:
+        """An exchange whose consumers are on the driver (the final gather): it reads the fragments under it
+        itself (gather.py); scans under it run on driver threads that feed a channel."""
         moved = self.channels[id(node)] = Moved()
+        child = node.children[0]
+        if child.children or child.exchange is not None:  # fragments, never a scan on the driver
+            gather = self._by_path[path] = StreamGather(self.ctx.state, moved, self.failure)
+            self._gathers.append(gather)
+            self._producers(node, path, lambda producer: gather)
+            return gather
+        channel = Channel(node.instances, child.instances, self.ctx.state)
+        self._by_path[path] = channel
         self._producers(node, path, lambda producer: LocalDestination(channel, moved))
         return channel
 
@@ -137,8 +151,12 @@ class RayExecution(Execution):
                 fragment = self._remote(child, producer, path + (0,), worker)
                 self._fragments[worker] += 1
                 key = fingerprint(self._token, path, producer, list(preorder(fragment)))
-                task = partial(self._run_fragment, fragment, worker, node.exchange, node.instances,
-                               destination(producer), key)
+                to = destination(producer)
+                if isinstance(to, StreamGather):  # read by the gather's own thread: no driver task
+                    to.add(partial(self._submit, fragment, worker, node.exchange, node.instances, key), worker,
+                           partial(self._take, fragment))
+                    continue
+                task = partial(self._run_fragment, fragment, worker, node.exchange, node.instances, to, key)
             self._tasks.append((f"{node.operator}-{producer}", task))
 
     def _remote(self, node: PhysicalNode, partition: int, path: tuple, worker: int) -> PhysicalOperator:
@@ -212,32 +230,15 @@ class RayExecution(Execution):
 
     def _run_fragment(self, fragment: PhysicalOperator, worker: int, route: Exchange, consumers: int,
                       destination, key: tuple) -> None:
-        """Ship a fragment to its actor (pickled, or `key` alone when the actor has it from an earlier run of
-        the plan) and pass each batch it yields on to its consumers."""
+        """A driver task: ship a fragment to its actor and pass each batch it yields on to its consumers."""
         stream = None
         try:
-            actor = self.actors[worker]
-            actor_id = actor._actor_id.hex()
-            payload = SENT.payload(actor_id, key, fragment)
-            with _FINISHED_LOCK:
-                finished = tuple(_FINISHED.pop(actor_id, ()))
-            stream = actor.run.options(_generator_backpressure_num_objects=GENERATOR_WINDOW).remote(
-                self.id, key, payload, route, consumers, self.device, finished,
-                *_pending(self._resident.ready[worker]))
+            stream, confirm = self._submit(fragment, worker, route, consumers, key)
             while True:
                 header = settle(self._next_ref(stream), self.ctx.state)
-                if payload is not None:
-                    SENT.confirm(actor_id, key)  # it answered: it holds the fragment
-                    payload = None
-                if header[0] == "end":  # with the pieces the actor held back (a small output)
-                    for partitions, tuples, size, rows in header[3]:
-                        destination.deliver(partitions, rows, tuples, size)
-                    self._record(fragment, header[1], header[2])
-                    self._ended += 1
+                confirm()
+                if self._take(fragment, header, destination, lambda: self._next_ref(stream)):
                     break
-                partitions, tuples, size = header[:3]
-                rows = header[3] if len(header) > 3 else self._next_ref(stream)
-                destination.deliver(partitions, rows, tuples, size)
             destination.finish()
         except StopIteration:
             self.ctx.state.fail(QueryCancelled("the statement was cancelled"))  # released before it ran
@@ -245,6 +246,32 @@ class RayExecution(Execution):
             self.ctx.state.fail(self.failure(exc, worker))
             if stream is not None:
                 _cancel(stream)
+
+    def _submit(self, fragment: PhysicalOperator, worker: int, route: Exchange, consumers: int, key: tuple):
+        """Ship a fragment to its actor: pickled, or `key` alone when the actor has it from an earlier run
+        of the plan. Its stream, and what to call once it has answered (the actor holds the fragment)."""
+        actor = self.actors[worker]
+        actor_id = actor._actor_id.hex()
+        payload = SENT.payload(actor_id, key, fragment)
+        with _FINISHED_LOCK:
+            finished = tuple(_FINISHED.pop(actor_id, ()))
+        stream = actor.run.options(_generator_backpressure_num_objects=GENERATOR_WINDOW).remote(
+            self.id, key, payload, route, consumers, self.device, finished, *_pending(self._resident.ready[worker]))
+        return stream, (partial(SENT.confirm, actor_id, key) if payload is not None else _nothing)
+
+    def _take(self, fragment: PhysicalOperator, header: tuple, destination, next_rows) -> bool:
+        """Pass one streamed item's batches on (`next_rows()`: the rows of a large piece, the next item);
+        true at the fragment's last item, which carries its metrics and the pieces it held back."""
+        if header[0] == "end":
+            for partitions, tuples, size, rows in header[3]:
+                destination.deliver(partitions, rows, tuples, size)
+            self._record(fragment, header[1], header[2])
+            self._ended += 1
+            return True
+        partitions, tuples, size = header[:3]
+        rows = header[3] if len(header) > 3 else next_rows()
+        destination.deliver(partitions, rows, tuples, size)
+        return False
 
     def _next_ref(self, stream) -> Any:
         while not ray.wait([stream], timeout=POLL_SECONDS)[0]:
@@ -299,6 +326,10 @@ class RayExecution(Execution):
                                     "statement was rolled back and changed nothing",
                                     hint="the next statement starts a new worker in its place")
         return _cluster_error(exc)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _pending(ready: list) -> list:
