@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import threading
 import uuid
+from collections import OrderedDict
 from functools import partial
 from typing import Any, Optional
 
@@ -43,6 +44,8 @@ GENERATOR_WINDOW = 16  # objects a fragment may yield ahead of the driver (each 
 FEED = Gather()  # a scan inside a fragment sends all its tuples to the one operator reading it
 _FINISHED: dict[str, list[str]] = {}  # by actor id: executions that ended cleanly there, released with its next run
 _FINISHED_LOCK = threading.Lock()
+_READY: "OrderedDict[Any, None]" = OrderedDict()  # kept partitions' references seen resolved, without error
+READY_KEPT = 4096
 
 
 def gathered(root: PhysicalNode) -> PhysicalNode:
@@ -335,11 +338,17 @@ def _nothing() -> None:
 def _pending(ready: list) -> list:
     """The partitions a fragment waits for that its actor may not hold yet. Ray resolving a reference is
     a round trip; one that resolved already (a partition kept in an earlier statement) is looked at
-    here instead, where it costs nothing, and a failed keep raises its error here."""
-    if not ready:
-        return ready
-    done, pending = ray.wait(ready, num_returns=len(ready), timeout=0)
+    here instead, once (a failed keep raises its error here), and remembered."""
+    with _FINISHED_LOCK:
+        unknown = [ref for ref in ready if ref not in _READY]
+    if not unknown:
+        return unknown
+    done, pending = ray.wait(unknown, num_returns=len(unknown), timeout=0, fetch_local=False)
     ray.get(done)
+    with _FINISHED_LOCK:
+        _READY.update(dict.fromkeys(done))
+        while len(_READY) > READY_KEPT:
+            _READY.popitem(last=False)
     return pending
 
 
