@@ -75,7 +75,20 @@ def _first(children):
 
 
 def parse(text: str) -> ast.Statement:
-    """Parse one statement (a trailing `;` is allowed); raise ParseError on bad syntax."""
+    """Parse one statement (a trailing `;` is allowed); raise ParseError on bad syntax.
+
+    Statements are immutable: a text seen recently (a view, bound by every query that reads it; a
+    statement run in a loop) is parsed once. Long texts (literal data) are not kept."""
+    if len(text) <= _CACHED_TEXT:
+        return _parse_cached(text)
+    return _parse(text, "single_statement")
+
+
+_CACHED_TEXT = 4096  # characters: longer statement texts are parsed every time
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_cached(text: str) -> ast.Statement:
     return _parse(text, "single_statement")
 
 

@@ -36,14 +36,15 @@ def _index(plan: lp.Plan, position: int) -> bx.ColumnIndex:
     return bx.ColumnIndex(position, plan.schema[position].type)
 
 
-def _match(left: lp.Plan, right: lp.Plan, left_keys: tuple[int, ...], right_keys: tuple[int, ...]) -> lp.Plan:
+def _match(left: lp.Plan, right: lp.Plan, left_keys: tuple[int, ...], right_keys: tuple[int, ...],
+           known: dict) -> lp.Plan:
     """Left and right tuples whose keys are equal or both NULL (IS NOT DISTINCT FROM), side by side.
 
     Lineage and group keys are NULL where an outer join found no partner; such a tuple still has a
     gradient, which an equi-join (NULL never equals NULL) would lose. Each key becomes two that are
     never NULL: COALESCE(k, 0) and COALESCE(k * 0, 1), equal exactly when the keys are not distinct.
     """
-    if not (_outer_join_below(left) or _outer_join_below(right)):  # no NULL key can occur
+    if not (_outer_join_below(left, known) or _outer_join_below(right, known)):  # no NULL key can occur
         return lp.Join(left, right, "INNER", left_keys, right_keys, left.schema + right.schema)
     left_safe, left_new = _null_safe_keys(left, left_keys)
     right_safe, right_new = _null_safe_keys(right, right_keys)
@@ -52,10 +53,17 @@ def _match(left: lp.Plan, right: lp.Plan, left_keys: tuple[int, ...], right_keys
     return lp.Project(joined, tuple(_index(joined, i) for i in kept), left.schema + right.schema)
 
 
-def _outer_join_below(plan: lp.Plan) -> bool:
-    if isinstance(plan, lp.Join) and plan.kind != "INNER":
-        return True
-    return any(_outer_join_below(child) for child in plan.inputs)
+def _outer_join_below(plan: lp.Plan, known: dict[int, tuple[lp.Plan, bool]]) -> bool:
+    """Whether an outer join is below `plan`; `known` remembers each subplan looked into (a gradient plan
+    reuses its forward subplans many times over: without it, every join the backward pass builds searched
+    the whole forward pass again)."""
+    found = known.get(id(plan))
+    if found is not None and found[0] is plan:
+        return found[1]
+    result = (isinstance(plan, lp.Join) and plan.kind != "INNER") or \
+        any(_outer_join_below(child, known) for child in plan.inputs)
+    known[id(plan)] = (plan, result)  # the plan is kept, so its id is not reused while it is here
+    return result
 
 
 def _null_safe_keys(plan: lp.Plan, keys: tuple[int, ...]) -> tuple[lp.Plan, tuple[int, ...]]:
@@ -84,6 +92,7 @@ class Differentiator:
     def __init__(self, param: TensorMeta):
         self.param = param
         self.contributions: list[lp.Plan] = []
+        self.outer_joins: dict = {}  # subplans known to have an outer join below them, or not
 
     def wanted(self, plan: lp.Plan) -> set[int]:
         """Tensor columns of `plan` whose values come (partly) from the parameter."""
@@ -124,7 +133,8 @@ class Differentiator:
             return
         inner, count = with_lineage(plan.input)
         width = len(plan.input.schema)
-        joined = _match(inner, gradient.plan, tuple(range(width, width + count)), tuple(range(count)))
+        joined = _match(inner, gradient.plan, tuple(range(width, width + count)), tuple(range(count)),
+                        self.outer_joins)
         offset = len(inner.schema)
         grads: dict[int, bx.Bound] = {}
         for column, position in gradient.columns.items():
@@ -166,14 +176,14 @@ class Differentiator:
         keyed = lp.Project(inner, tuple(_index(inner, i) for i in range(len(inner.schema))) + plan.group_by,
                            inner.schema + lineage_columns(groups, count))
         group_keys = tuple(range(len(inner.schema), len(keyed.schema)))
-        joined = _match(keyed, gradient.plan, group_keys, tuple(range(groups)))
+        joined = _match(keyed, gradient.plan, group_keys, tuple(range(groups)), self.outer_joins)
         grad_offset, forward_offset = len(keyed.schema), len(keyed.schema) + len(gradient.plan.schema)
         with_forward = any(plan.calls[c - groups].function in ("AVG", "MIN", "MAX") for c in gradient.columns)
         if with_forward:
             # their derivatives need the group's forward result (the extreme value, the count)
             forward = lp.Aggregate(plan.input, plan.group_by, plan.calls + (lp.AggregateCall("COUNT", None),),
                                    plan.schema + (Column("_count", ScalarType(int)),))
-            joined = _match(joined, forward, group_keys, tuple(range(groups)))
+            joined = _match(joined, forward, group_keys, tuple(range(groups)), self.outer_joins)
         grads: dict[int, bx.Bound] = {}
         for column, position in gradient.columns.items():
             call_spec = plan.calls[column - groups]

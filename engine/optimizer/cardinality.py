@@ -122,7 +122,7 @@ def _distinct_of(expr: bx.Bound, distinct: tuple) -> Optional[float]:
 _DISTINCT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # per spool: a spilled one is read once
 
 
-def _distinct_keys(plan: lp.RowsScan) -> tuple:
+def distinct_keys_of_rows(plan: lp.RowsScan) -> tuple:
     """Distinct values per key column of computed tuples (a list, or a spool: read in one pass, remembered)."""
     known = _DISTINCT.get(plan.rows) if not isinstance(plan.rows, list) else None
     if known is None:
@@ -206,7 +206,7 @@ class Estimator:
         return Estimate(rows, row_bytes(plan.schema, keys + (byte_fill,)), distinct + (None,), fill=keys + (flop_fill,))
 
     def _RowsScan(self, plan: lp.RowsScan) -> Estimate:
-        return Estimate(float(len(plan.rows)), row_bytes(plan.schema), _distinct_keys(plan))
+        return Estimate(float(len(plan.rows)), row_bytes(plan.schema), distinct_keys_of_rows(plan))
 
     def _TableScan(self, plan: lp.TableScan) -> Estimate:
         rows = DEFAULT_TABLE_ROWS

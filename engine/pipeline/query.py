@@ -30,6 +30,7 @@ from trdb.parser import ast
 from trdb.pipeline.expansions import expand
 from trdb.pipeline.limits import check_plan
 from trdb.pipeline.nesting import nesting_guard
+from trdb.pipeline.plan_memo import PlanMemo
 from trdb.planner import logical as lp
 from trdb.planner.binder import Binder, BoundQuery
 from trdb.planner.expression_binder import BindContext
@@ -67,6 +68,7 @@ class Pipeline:
     bind_context: BindContext
     interrupted: threading.Event
     carried: Optional[CarriedWork] = None
+    memo: Optional[PlanMemo] = None  # physical plans remembered for the rest of the statement (MINIMIZE's steps)
     _run: Optional[QueryRun] = None  # the run that shared subplans met now are recorded in
     _shared_spools: list = field(default_factory=list)  # this statement's shared subplans' tuples
 
@@ -97,11 +99,17 @@ class Pipeline:
         """Optimize, then plan physically. `keep_zero_tuples`: the caller tells a tuple holding zero
         tiles from an absent one (UPDATE, MINIMIZE's gradients, a shared subplan), so the optimizer
         may not drop such tuples. `rules` receives the optimizer rules' timings."""
+        remembered, slot = self.memo.lookup(plan, keep_zero_tuples) if self.memo is not None and not rules else (None, None)
+        if remembered is not None:
+            return remembered
         rules = rules or RuleContext(self.catalog, self.settings, keep_zero_tuples=keep_zero_tuples)
         rules.interrupted = self.interrupted
         with nesting_guard():
             optimized = optimize(plan, self.settings, self.catalog, context=rules)
-            return plan_physical(optimized, self.settings.workers, self.catalog, self.settings.min_parallel_cost)
+            node = plan_physical(optimized, self.settings.workers, self.catalog, self.settings.min_parallel_cost)
+        if self.memo is not None:
+            self.memo.put(slot, node)
+        return node
 
     def execute(self, node: PhysicalNode, checked: bool = False) -> tuple[RowSpool, Execution]:
         """Run a physical plan to the end; its tuples go to a spool (spilled past the memory budget), the

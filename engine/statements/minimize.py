@@ -20,6 +20,7 @@ from trdb.execution.result import Result
 from trdb.kernels.backend import to_host
 from trdb.kernels.sparse import dense
 from trdb.parser import ast
+from trdb.pipeline.plan_memo import PlanMemo
 from trdb.planner import logical as lp
 from trdb.planner.types import Column, ScalarType
 from trdb.statements.context import StatementContext
@@ -200,6 +201,7 @@ def minimize(sc: StatementContext, node: ast.Minimize,
              step_transaction: Callable[[], AbstractContextManager]) -> Result:
     options = parse_options(sc, node)
     loss_plan, params, gradients = step_plans(sc, node)
+    sc.pipeline.memo = PlanMemo()  # the steps after the first plan nothing: their plans are the first's
     adams: list = [None] * len(params)
     rows = []
     for step in range(1, options.steps + 1):

@@ -65,6 +65,7 @@ class Database:
         self._lock = threading.RLock()
         self.explicit_transaction = False
         self._statement_transaction = False
+        self.transaction_epoch = 0  # advanced as every transaction begins and ends (what it saw may be gone)
         if not read_only:
             try:
                 self._store_tiles_uncompressed()
@@ -185,6 +186,7 @@ class Database:
         return self.explicit_transaction or self._statement_transaction
 
     def begin(self) -> None:
+        self.transaction_epoch += 1
         self.execute("BEGIN TRANSACTION")
 
     def pin_snapshot(self) -> None:
@@ -195,10 +197,12 @@ class Database:
             pass
 
     def commit(self) -> None:
+        self.transaction_epoch += 1
         with self.file.committing():
             self.execute("COMMIT")
 
     def rollback(self) -> None:
+        self.transaction_epoch += 1
         try:
             self.execute("ROLLBACK")
         except errors.OperationalError as exc:

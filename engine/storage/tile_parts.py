@@ -36,8 +36,29 @@ def part_number(table: str, name: str) -> Optional[int]:
 
 
 def parts(db: Database, table: str) -> list[str]:
-    """The tables that hold a tensor's tiles (`table` is the catalog's `schema.name`), in part order."""
-    return list(stored_rows(db, table))
+    """The tables that hold a tensor's tiles (`table` is the catalog's `schema.name`), in part order.
+
+    Looked up once per table in a transaction (a MINIMIZE step reads and writes a tensor's parts
+    about four times): its snapshot shows no other connection's changes, and trdb's own (a part
+    made or dropped) forget the names (`forget`). Outside a transaction every statement sees the
+    latest commit, so the names are looked up each time."""
+    known = _names_known(db)
+    if known is None:
+        return list(stored_rows(db, table))
+    if table not in known:
+        known[table] = list(stored_rows(db, table))
+    return list(known[table])
+
+
+def _names_known(db: Database) -> Optional[dict[str, list[str]]]:
+    """The part names looked up in the connection's current transaction (None: it holds none open)."""
+    if not db.in_transaction:
+        return None
+    epoch, known = _NAMES.get(db, (None, {}))
+    if epoch != db.transaction_epoch:
+        known = {}
+        _NAMES[db] = (db.transaction_epoch, known)
+    return known
 
 
 def stored_rows(db: Database, table: str) -> dict[str, int]:
@@ -57,7 +78,7 @@ class Appender:
     more. A part takes appends when it holds no deleted rows (DuckDB would rewrite them with the new ones,
     all in memory) or was created by this transaction; a new part is made when none has room."""
 
-    transaction: int
+    transaction: object
     tables: list[str]
     sizes: list[int]
     open: list[bool]
@@ -74,27 +95,42 @@ class Appender:
 
 # per connection, per tile table: the appender of its current transaction (stale once the transaction ends)
 _APPENDERS: "weakref.WeakKeyDictionary[Database, dict[str, Appender]]" = weakref.WeakKeyDictionary()
+# per connection: (its transaction epoch, the part names of each tile table looked up in that transaction)
+_NAMES: "weakref.WeakKeyDictionary[Database, tuple[int, dict[str, list[str]]]]" = weakref.WeakKeyDictionary()
 
 Measure = Callable[[list[str]], tuple[list[int], list[int]]]  # tables -> (live bytes, live rows) per part
 
 
 def appender(db: Database, table: str, measure: Measure) -> Appender:
     """The appender of this transaction for `table`; `measure(tables)` gives each part's bytes and rows."""
-    transaction = db.execute("SELECT txid_current()")[0][0]
+    transaction = _transaction(db)
     known = _APPENDERS.setdefault(db, {})
     found = known.get(table)
     if found is None or found.transaction != transaction or found.stale:
         created = found.created if found is not None and found.transaction == transaction else set()
         stored = stored_rows(db, table)
         tables = list(stored)
+        if (names := _names_known(db)) is not None:
+            names[table] = list(tables)
         sizes, rows = measure(tables)
         open_ = [t in created or stored[t] == r for t, r in zip(tables, rows)]
         found = known[table] = Appender(transaction, tables, sizes, open_, created)
     return found
 
 
+def _transaction(db: Database) -> object:
+    """Which transaction the connection is in: known without asking DuckDB while trdb holds one open."""
+    if db.in_transaction:
+        return "epoch", db.transaction_epoch
+    return db.execute("SELECT txid_current()")[0][0]
+
+
 def forget(db: Database, table: str) -> None:
-    """The parts of `table` changed other than by appending (deletes, drops): measure them again."""
+    """The parts of `table` (a tile table or one of its parts) changed other than by appending (deletes,
+    drops, a part made): look them up and measure them again."""
+    names = _NAMES.get(db, (None, {}))[1]
+    names.pop(table, None)
+    names.pop(re.sub(r"_p[1-9][0-9]*$", "", table), None)
     found = _APPENDERS.get(db, {}).get(table)
     if found is not None:
         found.stale = True
@@ -103,7 +139,7 @@ def forget(db: Database, table: str) -> None:
 def created(db: Database, table: str, part: str) -> None:
     """This transaction created `part` of `table` (afresh): it takes appends, whatever DuckDB counts."""
     found = _APPENDERS.get(db, {}).get(table)
-    transaction = db.execute("SELECT txid_current()")[0][0]
+    transaction = _transaction(db)
     if found is None or found.transaction != transaction:
         found = _APPENDERS.setdefault(db, {})[table] = Appender(transaction, [], [], [], set(), stale=True)
     found.created.add(part)

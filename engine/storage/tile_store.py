@@ -318,6 +318,7 @@ def _renew(db: Database, meta: TensorMeta, emptied: list[str]) -> None:
     it rewrites it, and rewriting them together with new ones could take more than its memory."""
     for table in emptied:
         db.execute(f"DROP TABLE {quote_dotted(table)}")
+        tile_parts.forget(db, meta.table)
         if table == meta.table:
             create_tile_table(db, table, len(meta.keys))
             tile_parts.created(db, meta.table, table)

@@ -135,6 +135,28 @@ def test_a_failed_write_leaves_no_part_behind(con, parts, monkeypatch):
     np.testing.assert_array_equal(_tensor(con), _values())
 
 
+def test_parts_made_in_a_transaction_are_read_in_it_and_gone_after_rollback(con, parts, monkeypatch):
+    top = _values()
+    top[32:] = 0  # the lower four tile rows absent
+    con.execute(f"CREATE TENSOR A FROM ? TILE {TILE}", [top])
+    con.execute(f"CREATE TENSOR B FROM ? TILE {TILE}", [_values(5)])
+    before = _tables(con)
+    lookups = []
+    original = tile_parts.stored_rows
+    monkeypatch.setattr(tile_parts, "stored_rows", lambda db, table: lookups.append(table) or original(db, table))
+    con.execute("BEGIN")
+    np.testing.assert_array_equal(_tensor(con), top)
+    read = len(lookups)
+    _tensor(con)
+    assert read >= 1 and len(lookups) == read  # in a transaction, the part names are looked up once
+    con.execute("INSERT INTO A SELECT i, j, v FROM B WHERE B.i >= 4")  # new parts of A, in this transaction
+    np.testing.assert_array_equal(_tensor(con), np.vstack([top[:32], _values(5)[32:]]))
+    assert len(_tables(con)) > len(before)
+    con.execute("ROLLBACK")
+    np.testing.assert_array_equal(_tensor(con), top)
+    assert _tables(con) == before
+
+
 def test_a_tampered_part_is_refused(tmp_path, parts):
     path = str(tmp_path / "t.db")
     with trdb.connect(path) as con:

@@ -1,0 +1,91 @@
+"""Physical plans remembered within one statement that plans the same logical plans again (MINIMIZE's steps).
+
+Each MINIMIZE step runs the same bound plans over new shared tuples (the forward pass at the new
+parameter values). What the optimizer and the physical planner read of shared tuples is their
+count, each key column's distinct values and whether it holds a NULL; when those are the same as
+the step that planned, the plan is the same, and only the tuples its RowsScanExecs read change.
+So a step after the first plans nothing: its plans are the first step's with the new tuples in.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Optional
+
+from trdb.optimizer import physical_operators as po
+from trdb.optimizer.cardinality import distinct_keys_of_rows
+from trdb.optimizer.nullability import never_null
+from trdb.optimizer.physical_plan import PhysicalNode
+from trdb.planner import logical as lp
+
+_CHILD_FIELDS = ("input", "left", "right", "parts", "operands")
+
+
+class PlanMemo:
+    """Physical plans by the logical plan they were made for, with shared tuples known by their statistics.
+
+    A remembered plan holds no tuples: each RowsScan's are replaced by their scan's position among the
+    logical plan's RowsScans, so a step's spools are not kept alive by the memo."""
+
+    def __init__(self) -> None:
+        self._plans: dict[tuple, PhysicalNode] = {}
+
+    def lookup(self, plan: lp.Plan, keep_zero_tuples: bool) -> tuple[Optional[PhysicalNode], Optional["Slot"]]:
+        """The remembered physical plan of `plan`, reading `plan`'s shared tuples (None when there is none),
+        and the slot to `put` a new one in (None: `plan` cannot be remembered)."""
+        leaves: list = []
+        key = (_signature(plan, leaves), keep_zero_tuples, _sharing(leaves))
+        try:
+            hash(key)
+        except TypeError:  # a constant holding an array
+            return None, None
+        found = self._plans.get(key)
+        if found is None:
+            return None, Slot(key, leaves)
+        return _with_rows(found, lambda position: leaves[position]), None
+
+    def put(self, slot: Optional["Slot"], node: PhysicalNode) -> None:
+        if slot is not None:
+            positions = {id(rows): position for position, rows in reversed(list(enumerate(slot.leaves)))}
+            self._plans[slot.key] = _with_rows(node, lambda rows: positions[id(rows)])
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+    """Where a plan not remembered yet goes: its key, and the tuples its RowsScans read, in order."""
+
+    key: tuple
+    leaves: list
+
+
+def _signature(plan, leaves: list) -> tuple:
+    """The plan as a value (hashable unless a node holds an array), each RowsScan by its schema and
+    statistics, its tuples appended to `leaves` in order."""
+    if isinstance(plan, lp.RowsScan):
+        leaves.append(plan.rows)
+        return ("rows", plan.schema, _statistics(plan))
+    children = tuple(_signature(child, leaves) for child in plan.inputs)
+    fields = tuple(getattr(plan, f.name) for f in dataclasses.fields(plan) if f.name not in _CHILD_FIELDS)
+    return type(plan), fields, children
+
+
+def _statistics(plan: lp.RowsScan) -> tuple:
+    """What planning reads of shared tuples: their count, distinct values per key column, NULL-free key columns."""
+    keys = [i for i, column in enumerate(plan.schema) if column.is_key]
+    return len(plan.rows), distinct_keys_of_rows(plan), tuple(never_null(plan, i) for i in keys)
+
+
+def _sharing(leaves: list) -> tuple:
+    """Which RowsScans read the same tuples (a plan made for two scans of one spool fits no other)."""
+    first: dict[int, int] = {}
+    return tuple(first.setdefault(id(rows), position) for position, rows in enumerate(leaves))
+
+
+def _with_rows(node: PhysicalNode, swap: Callable) -> PhysicalNode:
+    """`node` with every RowsScan's tuples replaced by `swap(tuples)`."""
+    spec = node.spec
+    if isinstance(spec, po.RowsScan):
+        return dataclasses.replace(node, spec=dataclasses.replace(spec, rows=swap(spec.rows)))
+    children = tuple(_with_rows(child, swap) for child in node.children)
+    if all(new is old for new, old in zip(children, node.children)):
+        return node
+    return dataclasses.replace(node, children=children)

@@ -1,0 +1,81 @@
+"""Plans remembered within a statement: MINIMIZE plans its first step only; a memo hit reads the new tuples."""
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+from tests.pipeline.test_query_pipeline import MLP
+
+import trdb.pipeline.query as query
+from trdb.optimizer import physical_operators as po
+from trdb.pipeline.plan_memo import PlanMemo
+from trdb.planner import logical as lp
+from trdb.planner.types import Column, KeyType, TensorType
+
+
+class Tuples(list):
+    """A list that can be watched with a weak reference."""
+
+
+SCHEMA = (Column("i", KeyType()), Column("v", TensorType(np.dtype("float32"), (2,), (2,))))
+
+
+def _scan(keys) -> lp.RowsScan:
+    return lp.RowsScan(Tuples((k, np.ones(2, np.float32)) for k in keys), SCHEMA)
+
+
+def _rows_read(node) -> list:
+    found = [node.spec.rows] if isinstance(node.spec, po.RowsScan) else []
+    return found + [rows for child in node.children for rows in _rows_read(child)]
+
+
+def _count_planning(monkeypatch) -> list:
+    planned = []
+    original = query.plan_physical
+
+    def counting(*args, **kwargs):
+        planned.append(1)
+        return original(*args, **kwargs)
+    monkeypatch.setattr(query, "plan_physical", counting)
+    return planned
+
+
+def test_minimize_plans_its_first_step_only(cur, monkeypatch):
+    for statement in MLP:
+        cur.execute(statement)
+    planned = _count_planning(monkeypatch)
+    one = cur.execute("MINIMIZE loss WRT (W) WITH (learning_rate = 0.001, steps = 1)").fetchall()
+    first = len(planned)
+    cur.execute("DROP TENSOR W")
+    cur.execute(MLP[1])  # W as it was
+    planned.clear()
+    three = cur.execute("MINIMIZE loss WRT (W) WITH (learning_rate = 0.001, steps = 3)").fetchall()
+    assert first > 1 and len(planned) == first  # steps 2 and 3 reuse step 1's plans
+    assert three[0] == one[0] and three[2][1] < three[0][1]
+
+
+def test_a_memo_hit_reads_the_new_tuples_and_keeps_none_alive():
+    memo = PlanMemo()
+    plan = _scan([0, 1])
+    found, slot = memo.lookup(plan, False)
+    assert found is None
+    node = query.plan_physical(plan, 2)
+    watched = weakref.ref(plan.rows)
+    memo.put(slot, node)
+    del node, plan, slot
+    gc.collect()
+    assert watched() is None  # the memo holds no tuples
+
+    again = _scan([5, 6])
+    found, slot = memo.lookup(again, False)
+    assert slot is None and len(_rows_read(found)) == 1 and _rows_read(found)[0] is again.rows
+
+
+def test_other_statistics_plan_again():
+    memo = PlanMemo()
+    plan = _scan([0, 1])
+    memo.put(memo.lookup(plan, False)[1], query.plan_physical(plan, 2))
+    for other in (_scan([0, 1, 2]), _scan([0, 0]), _scan([0, None])):  # more tuples, fewer keys, a NULL key
+        assert memo.lookup(other, False)[0] is None
+    assert memo.lookup(plan, True)[0] is None  # zero tuples kept or not: another plan
