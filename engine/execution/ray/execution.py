@@ -156,8 +156,8 @@ class RayExecution(Execution):
                 key = fingerprint(self._token, path, producer, list(preorder(fragment)))
                 to = destination(producer)
                 if isinstance(to, StreamGather):  # read by the gather's own thread: no driver task
-                    to.add(partial(self._submit, fragment, worker, node.exchange, node.instances, key), worker,
-                           partial(self._take, fragment))
+                    to.add(partial(self._submit, fragment, worker, node.exchange, node.instances, key),
+                           partial(self._resume, worker), worker, partial(self._take, fragment))
                     continue
                 task = partial(self._run_fragment, fragment, worker, node.exchange, node.instances, to, key)
             self._tasks.append((f"{node.operator}-{producer}", task))
@@ -234,37 +234,50 @@ class RayExecution(Execution):
     def _run_fragment(self, fragment: PhysicalOperator, worker: int, route: Exchange, consumers: int,
                       destination, key: tuple) -> None:
         """A driver task: ship a fragment to its actor and pass each batch it yields on to its consumers."""
-        stream = None
+        pending = None
         try:
-            stream, confirm = self._submit(fragment, worker, route, consumers, key)
-            while True:
-                header = settle(self._next_ref(stream), self.ctx.state)
-                confirm()
-                if self._take(fragment, header, destination, lambda: self._next_ref(stream)):
-                    break
+            pending, confirm = self._submit(fragment, worker, route, consumers, key)
+            reply = settle(pending, self.ctx.state)
+            confirm()
+            if reply[0] == "more":  # a large output: streamed
+                pending = self._resume(worker, reply)
+                while not self._take(fragment, settle(self._next_ref(pending), self.ctx.state), destination,
+                                     lambda: self._next_ref(pending)):
+                    pass
+            elif not self._take(fragment, reply, destination, None):
+                raise StopIteration  # released before it ran
             destination.finish()
         except StopIteration:
-            self.ctx.state.fail(QueryCancelled("the statement was cancelled"))  # released before it ran
+            self.ctx.state.fail(QueryCancelled("the statement was cancelled"))
         except BaseException as exc:
             self.ctx.state.fail(self.failure(exc, worker))
-            if stream is not None:
-                _cancel(stream)
+            if pending is not None:
+                _cancel(pending)
 
     def _submit(self, fragment: PhysicalOperator, worker: int, route: Exchange, consumers: int, key: tuple):
         """Ship a fragment to its actor: pickled, or `key` alone when the actor has it from an earlier run
-        of the plan. Its stream, and what to call once it has answered (the actor holds the fragment)."""
+        of the plan. The reference to its reply, and what to call once it has answered (the actor holds
+        the fragment)."""
         actor = self.actors[worker]
         actor_id = actor._actor_id.hex()
         payload = SENT.payload(actor_id, key, fragment)
         with _FINISHED_LOCK:
             finished = tuple(_FINISHED.pop(actor_id, ()))
-        stream = actor.run.options(_generator_backpressure_num_objects=GENERATOR_WINDOW).remote(
-            self.id, key, payload, route, consumers, self.device, finished, *_pending(self._resident.ready[worker]))
-        return stream, (partial(SENT.confirm, actor_id, key) if payload is not None else _nothing)
+        reply = actor.run.remote(self.id, key, payload, route, consumers, self.device, finished,
+                                 *_pending(self._resident.ready[worker]))
+        return reply, (partial(SENT.confirm, actor_id, key) if payload is not None else _nothing)
+
+    def _resume(self, worker: int, reply: tuple) -> Any:
+        """The stream of a fragment whose output was too large for its reply."""
+        return self.actors[worker].resume.options(_generator_backpressure_num_objects=GENERATOR_WINDOW).remote(
+            self.id, reply[1])
 
     def _take(self, fragment: PhysicalOperator, header: tuple, destination, next_rows) -> bool:
         """Pass one streamed item's batches on (`next_rows()`: the rows of a large piece, the next item);
-        true at the fragment's last item, which carries its metrics and the pieces it held back."""
+        true at the fragment's last item, which carries its metrics and the pieces it held back; false
+        for a reply saying the statement had ended before the fragment ran."""
+        if header[0] == "released":
+            return False
         if header[0] == "end":
             for partitions, tuples, size, rows in header[3]:
                 destination.deliver(partitions, rows, tuples, size)

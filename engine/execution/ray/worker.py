@@ -1,13 +1,13 @@
 """The Ray actor of the 'ray' executor: one per worker, it runs plan fragments and takes in their inputs.
 
-`run` is a streaming generator: it runs one fragment (the operators below an exchange, down to the
-next exchanges and scans), routes each output batch to consumer partitions as the exchange's
-router says, and yields for each piece a small header (its partitions, tuples and bytes) and then
-the rows, which Ray stores as one object (shared memory on the node; numpy arrays are read back
-without a copy); a small batch travels in the header's item, and a fragment's whole output, when
-small, in its last item, which also carries the operators' metrics and the process id. Methods
-run in threads of their own concurrency groups, so a blocked `feed` never holds up a fragment or
-`release`.
+`run` runs one fragment (the operators below an exchange, down to the next exchanges and scans)
+and routes each output batch to consumer partitions as the exchange's router says. A small output
+comes back whole in its reply, one round trip for the fragment; a larger one waits in the actor
+for `resume`, a streaming generator that yields for each piece a small header (its partitions,
+tuples and bytes) and then the rows, which Ray stores as one object (shared memory on the node;
+numpy arrays are read back without a copy); a small batch travels in its header's item. The last
+item carries the operators' metrics and the process id. Methods run in threads of their own
+concurrency groups, so a blocked `feed` never holds up a fragment or `release`.
 """
 from __future__ import annotations
 
@@ -83,29 +83,55 @@ class RayWorker:
 
     @ray.method(concurrency_group="run")
     def run(self, execution_id: str, key: tuple, payload: Optional[bytes], route: Exchange, consumers: int,
-            device: str, finished: tuple, *kept: int):
+            device: str, finished: tuple, *kept: int) -> tuple:
         """Run the fragment `key` names (`payload`: it pickled, the first time this actor runs it); `finished`:
         executions that ended cleanly since this actor's last fragment (forgotten here now: their release costs
         no call of its own); `kept`: the partitions its scans read that may not be here yet, which Ray waits for
-        before it starts."""
+        before it starts. The reply: its whole output when small ("end", metrics, pid, pieces); else
+        ("more", n), the fragment waiting with its output for `resume(n)`; ("released",) when the
+        statement has ended already."""
         for done in finished:
             inbox.INBOXES.release(done)
         execution = inbox.INBOXES.execution(execution_id)
         if execution is None:
-            return  # released before it started: the statement has already ended
+            return ("released",)
         fragment = fragments.CACHE.fragment(key, payload, execution_id)
-        backend = backend_for(device)
-        execution.backend = backend
+        items = _output(fragment, route, consumers, execution, device)
         try:
-            fragment.open(ExecContext(backend, None, execution.state))
-            held = yield from _items(fragment, router_for(route), consumers, backend)
-        except BaseException as exc:
-            execution.state.fail(exc)  # the other fragments of this statement here stop too
-            raise
-        finally:
-            fragment.close()
-        metrics: list[OperatorMetrics] = [op.metrics for op in preorder(fragment)]
-        yield "end", metrics, os.getpid(), held
+            first = next(items)
+        except StopIteration as end:
+            return end.value
+        return ("more", execution.park(first, items))
+
+    @ray.method(concurrency_group="run")
+    def resume(self, execution_id: str, token: int):
+        """Stream the output of a fragment `run` left waiting, then its last item ("end", metrics, pid, [])."""
+        execution = inbox.INBOXES.execution(execution_id)
+        parked = execution.unpark(token) if execution is not None else None
+        if parked is None:
+            return  # released: the statement has ended
+        first, items = parked
+        yield first
+        last = yield from items
+        yield last
+
+
+def _output(fragment: PhysicalOperator, route: Exchange, consumers: int, execution, device: str):
+    """A fragment's routed output as streamed items (`_items`); returns its last item."""
+    backend = backend_for(device)
+    execution.backend = backend
+    try:
+        fragment.open(ExecContext(backend, None, execution.state))
+        held = yield from _items(fragment, router_for(route), consumers, backend)
+    except GeneratorExit:  # closed while waiting: the statement has ended
+        raise
+    except BaseException as exc:
+        execution.state.fail(exc)  # the other fragments of this statement here stop too
+        raise
+    finally:
+        fragment.close()
+    metrics: list[OperatorMetrics] = [op.metrics for op in preorder(fragment)]
+    return "end", metrics, os.getpid(), held
 
 
 def _items(fragment: PhysicalOperator, route_batch, consumers: int, backend):
