@@ -162,6 +162,25 @@ def test_a_repeated_statement_costs_one_actor_call_per_fragment_and_sends_its_pl
     assert any(name == "run" and isinstance(args[2], bytes) for name, args in calls)
 
 
+def test_a_fragment_waiting_for_resume_is_closed_when_its_statement_ends():
+    from trdb.execution.ray.inbox import ActorExecution
+    closed = []
+
+    def output():
+        try:
+            yield "second piece"
+        finally:
+            closed.append(True)  # the fragment's close
+    execution = ActorExecution()
+    items = output()
+    token = execution.park("first piece", items)
+    assert execution.unpark(token)[0] == "first piece" and execution.unpark(token) is None
+    execution.park("first piece", items)
+    next(items)  # started, as a parked fragment's output is
+    execution.end()
+    assert closed == [True] and execution.state.cancelled.is_set()
+
+
 def test_connect_takes_the_executor_and_the_cluster_address(cluster):
     import ray
     address = ray.get_runtime_context().gcs_address
