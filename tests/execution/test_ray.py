@@ -155,11 +155,11 @@ def test_a_repeated_statement_costs_one_actor_call_per_fragment_and_sends_its_pl
     # no ping, no release: each fragment's submission is the only call, its key sent without the fragment,
     # and its small result comes back in the reply's one item
     assert [name for name, _ in calls] == ["run", "run"]
-    assert all(args[2] is None for _, args in calls)
+    assert all(args[1][1] is None for _, args in calls)
     ray_cur.execute("SET ray_resident_bytes = 0")  # another variant of the plan (its scans fed): sent again
     calls.clear()
     assert len(ray_cur.execute(tiny).fetchall()) == 2
-    assert any(name == "run" and isinstance(args[2], bytes) for name, args in calls)
+    assert any(name == "run" and isinstance(args[1][1], bytes) for name, args in calls)
 
 
 def test_a_fragment_waiting_for_resume_is_closed_when_its_statement_ends():

@@ -263,7 +263,7 @@ class RayExecution(Execution):
         payload = SENT.payload(actor_id, key, fragment)
         with _FINISHED_LOCK:
             finished = tuple(_FINISHED.pop(actor_id, ()))
-        reply = actor.run.remote(self.id, key, payload, route, consumers, self.device, finished,
+        reply = actor.run.remote(self.id, (key, payload, route, consumers, self.device, finished),
                                  *_pending(self._resident.ready[worker]))
         return reply, (partial(SENT.confirm, actor_id, key) if payload is not None else _nothing)
 

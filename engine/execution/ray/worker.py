@@ -82,14 +82,16 @@ class RayWorker:
         return resident.STORE.held()
 
     @ray.method(concurrency_group="run")
-    def run(self, execution_id: str, key: tuple, payload: Optional[bytes], route: Exchange, consumers: int,
-            device: str, finished: tuple, *kept: int) -> tuple:
-        """Run the fragment `key` names (`payload`: it pickled, the first time this actor runs it); `finished`:
+    def run(self, execution_id: str, call: tuple, *kept: int) -> tuple:
+        """Run a fragment. `call` is one argument (Ray serialises each on its own): (key, payload, route,
+        consumers, device, finished). The fragment is the one `key` names (`payload`: it pickled, the first
+        time this actor runs it), routed by `route` to `consumers` partitions, on `device`; `finished`:
         executions that ended cleanly since this actor's last fragment (forgotten here now: their release costs
         no call of its own); `kept`: the partitions its scans read that may not be here yet, which Ray waits for
         before it starts. The reply: its whole output when small ("end", metrics, pid, pieces); else
         ("more", n), the fragment waiting with its output for `resume(n)`; ("released",) when the
         statement has ended already."""
+        key, payload, route, consumers, device, finished = call
         for done in finished:
             inbox.INBOXES.release(done)
         execution = inbox.INBOXES.execution(execution_id)
