@@ -677,9 +677,10 @@ def build_case(seed):
     return Generator(seed).build()
 
 
-def executor_results(case: Case, **settings) -> dict:
+def executor_results(case: Case, prepare: Callable | None = None, **settings) -> dict:
     """The case's setup and query on a new 2-worker connection with `settings`: its rows by their
-    non-tensor values (an error as one row), tensors as float64."""
+    non-tensor values (an error as one row), tensors as float64. `prepare(cursor)` runs after the setup
+    (e.g. to make the tensors external)."""
     import trdb
 
     con = trdb.connect(workers=2, **settings)
@@ -687,6 +688,8 @@ def executor_results(case: Case, **settings) -> dict:
         cur = con.cursor()
         for sql, array, _ in case.setup:
             cur.execute(sql, None if array is None else [array])
+        if prepare is not None:
+            prepare(cur)
         try:
             rows = cur.execute(case.sql).fetchall()
         except trdb.Error as exc:

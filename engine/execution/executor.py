@@ -11,12 +11,13 @@ from trdb.execution.workers import ThreadWorkers, Workers
 from trdb.optimizer.physical_plan import PhysicalNode
 
 
-def start_execution(root: PhysicalNode, ctx: ExecContext, settings) -> "Execution":
-    """The execution of `root` by the executor the settings name: local threads, or a Ray cluster."""
+def start_execution(root: PhysicalNode, ctx: ExecContext, settings, keep: bool = False) -> "Execution":
+    """The execution of `root` by the executor the settings name: local threads, or a Ray cluster.
+    `keep`: its tuples are kept for other plans to read (a shared subplan's; see `keep_result`)."""
     if settings.executor == "ray":
         from trdb.execution.ray.execution import RayExecution  # Ray is optional: imported only when used
 
-        return RayExecution(root, ctx, settings)
+        return RayExecution(root, ctx, settings, keep)
     return Execution(root, ctx)
 
 
@@ -43,6 +44,10 @@ class Execution:
 
     def rows(self) -> Iterator[tuple]:
         return drain(self._operator)
+
+    def keep_result(self, rows) -> None:
+        """The tuples it made are kept in `rows` for other plans to read (the Ray executor keeps its
+        workers' copies too while `rows` lives); threads read `rows` itself."""
 
     def batches(self) -> Iterator[list]:
         """The root's batches as its operators made them (bounded in bytes where tiles are large)."""

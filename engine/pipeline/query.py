@@ -111,10 +111,11 @@ class Pipeline:
             self.memo.put(slot, node)
         return node
 
-    def execute(self, node: PhysicalNode, checked: bool = False) -> tuple[RowSpool, Execution]:
+    def execute(self, node: PhysicalNode, checked: bool = False, keep: bool = False) -> tuple[RowSpool, Execution]:
         """Run a physical plan to the end; its tuples go to a spool (spilled past the memory budget), the
         execution is returned for its metrics. `checked`: the plan passed `check_plan` under these
-        settings already (a cached plan: its key holds them)."""
+        settings already (a cached plan: its key holds them). `keep`: other plans will read the spool
+        (a shared subplan's), so the executor may keep its own copies for them while the spool lives."""
         if not checked:
             check_plan(self.settings, node)
         database = self.catalog.db.file
@@ -122,7 +123,7 @@ class Pipeline:
         progress = PROGRESS.get()
         execution = start_execution(node, ExecContext(self.backend, self.catalog,
                                                       ExecutionState(self.interrupted, progress), memory, database.spill),
-                                    self.settings)
+                                    self.settings, keep)
         # a spool keeps at most a share of the budget, so that the operators running beside it keep room
         spool = RowSpool(memory.reservation("tuples"), lambda: database.spill.new_file("tuples"),
                          memory.budget // SPOOL_SHARE)
@@ -133,6 +134,8 @@ class Pipeline:
         except BaseException:
             spool.close()  # a failed or cancelled statement leaves no spill file behind
             raise
+        if keep:
+            execution.keep_result(spool)
         return spool, execution
 
     # ------------------------------------------------------------ the whole path
@@ -173,10 +176,15 @@ class Pipeline:
             spool.close()
         self._shared_spools = []
 
+    def end_step(self) -> None:
+        """A step of an iterative statement (MINIMIZE) succeeded: its shared subplans' tuples are read no
+        more (the next step runs at new parameter values), so they go now, not when the statement ends."""
+        self.discard_shared()
+
     def _shared_rows(self, plan: lp.Plan) -> RowSpool:
         # a shared subplan's tuples are read by plans its optimization does not see: keep them all
         stage = Stage(self.physical(plan, keep_zero_tuples=True))
-        spool, stage.execution = self.execute(stage.node)
+        spool, stage.execution = self.execute(stage.node, keep=True)
         self._shared_spools.append(spool)
         if self._run is not None:
             self._run.shared.append(stage)

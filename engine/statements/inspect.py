@@ -19,10 +19,12 @@ def _text_result(names: tuple[str, ...], rows: list[tuple]) -> Result:
 
 
 def show_tensors(sc: StatementContext, node: ast.ShowTensors) -> Result:
-    """The user's tensors (optimizer state is listed by DESCRIBE of its parameter)."""
+    """The user's tensors (optimizer state is listed by DESCRIBE of its parameter); `location` is where an
+    external tensor's Parquet dataset lives (NULL: stored in the database)."""
     rows = [(m.name, ", ".join(m.keys), str(list(m.shape)), str(list(m.tile)), m.dtype.name, m.tuple_count,
-             float(f'{m.density:.6g}')) for m in sc.catalog.tensors() if state_owner(sc.catalog, m.name) is None]
-    return _text_result(("name", "keys", "shape", "tile", "dtype", "tuples", "density"), rows)
+             float(f'{m.density:.6g}'), m.location or None)
+            for m in sc.catalog.tensors() if state_owner(sc.catalog, m.name) is None]
+    return _text_result(("name", "keys", "shape", "tile", "dtype", "tuples", "density", "location"), rows)
 
 
 def show_views(sc: StatementContext, node: ast.ShowViews) -> Result:

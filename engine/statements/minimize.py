@@ -215,6 +215,8 @@ def minimize(sc: StatementContext, node: ast.Minimize,
             results = [sc.run_plan(plan, shared, keep_zero_tuples=True).rows for plan in gradients]
             for param, grad_rows, adam in zip(params, results, adams):
                 _update(sc, sc.catalog.require_tensor(param.name), grad_rows, options, adam)
+        shared = None  # this step's forward pass is not read again: its tuples (and Ray workers' copies) go now
+        sc.pipeline.end_step()
         rows.append((step, float(np.sum([np.asarray(to_host(r[-1]), dtype=np.float64) for r in loss]))))
         if (listener := STEP_LISTENER.get()) is not None:
             listener(step, options.steps, rows[-1][1])

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import trdb
+from external_tensors import Externals, s3_uploader
 from logic_runner import format_row, logic_files, parse_file
 from random_queries import assert_same_results, build_case, executor_results
 from ray_feeds import at_first_feed
@@ -29,7 +30,14 @@ NODE = {"num_cpus": 1, "object_store_memory": 100 << 20, "node_ip_address": "127
 HEAD = dict(NODE, include_dashboard=False,
             _system_config={"health_check_period_ms": 200, "health_check_failure_threshold": 3})
 ENV = {"TRDB_MIN_PARALLEL_COST": "0",           # small test plans still get their exchanges
-       "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}  # every Ray address is the loopback one, never the host's
+       "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # every Ray address is the loopback one, never the host's
+       # the S3 server's credentials, in the environment of the nodes (so of the actors) as on a real cluster
+       "AWS_ACCESS_KEY_ID": "trdb-key", "AWS_SECRET_ACCESS_KEY": "trdb-secret", "AWS_DEFAULT_REGION": "us-east-1",
+       "AWS_EC2_METADATA_DISABLED": "true"}
+# External tensors: the whole set of logic files and seeds with TRDB_RAY_EXTERNAL_ALL=1; CI runs a few.
+EXTERNAL_ALL = bool(os.environ.get("TRDB_RAY_EXTERNAL_ALL"))
+QUERIES_IN_CI = 3  # of the logic file, with its statements before them
+BUCKET = "trdb-cluster"
 
 
 @pytest.fixture(scope="module")
@@ -101,10 +109,85 @@ def test_logic_statements_match_the_local_executor(cluster, path):
         remote.close()
 
 
-@pytest.mark.parametrize("seed", range(1, 40, 10))
+@pytest.mark.parametrize("seed", [1, 21, 31])  # 11 (4 workers: two more actors to start): external below
 def test_random_queries_match_the_local_executor(cluster, seed):
     case = build_case(seed)
     assert_same_results(case, executor_results(case), executor_results(case, executor="ray"))
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint(cluster):
+    """A local S3 server (moto) on 127.0.0.1 with a bucket; the credentials are the environment's (ENV)."""
+    moto_server = pytest.importorskip("moto.server", reason="the S3 tests need moto[server]")
+    boto3 = pytest.importorskip("boto3")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        boto3.client("s3", endpoint_url=f"http://{host}:{port}").create_bucket(Bucket=BUCKET)
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["shared path", "s3"])
+def externals(request, tmp_path):
+    """How stored tensors become external ones (tests/external_tensors.py), and the settings that allow them."""
+    root = tmp_path / "datasets"
+    root.mkdir()
+    if request.param == "s3":
+        endpoint = request.getfixturevalue("s3_endpoint")
+        prefix = tmp_path.name
+        return (Externals(root, s3_uploader(endpoint, BUCKET, prefix)),
+                [f"SET external_roots = 's3://{BUCKET}/{prefix}'", f"SET s3_endpoint = '{endpoint}'"])
+    return Externals(root), [f"SET external_roots = '{root}'"]
+
+
+@pytest.mark.parametrize("path", [p for p in logic_files(SQL_ROOT) if EXTERNAL_ALL or p.name == "queries.test"],
+                         ids=lambda p: p.name)
+def test_logic_queries_on_external_tensors_match_the_local_executor(cluster, externals, path):
+    """Each query of the file with every stored tensor made external first (then stored again for the rest)."""
+    made, settings = externals
+    connections = trdb.connect(workers=2), trdb.connect(executor="ray", workers=2)
+    cursors = [con.cursor() for con in connections]
+    try:
+        for cur in cursors:
+            for statement in settings:
+                cur.execute(statement)
+        queries = 0
+        for record in parse_file(path):
+            if " ".join(record.sql.split()).upper().rstrip(";") == "SHOW ALL":
+                continue
+            queries += record.kind == "query"
+            if queries > QUERIES_IN_CI and not EXTERNAL_ALL:
+                break
+            moved = [made.externalize(cur) if record.kind == "query" else [] for cur in cursors]
+            expected, got = (_outcome(cur, record.sql) for cur in cursors)
+            for cur, names in zip(cursors, moved):
+                made.restore(cur, names)
+            assert got == expected, f"{path.name}:{record.line}\n{record.sql}"
+            assert moved[0] == moved[1]
+    finally:
+        for con in connections:
+            con.close()
+
+
+@pytest.mark.parametrize("seed", range(1, 40, 10) if EXTERNAL_ALL else [1])
+def test_random_queries_on_external_tensors_match_the_local_executor(cluster, externals, seed):
+    from trdb.execution.ray.residency import TOTAL
+    made, settings = externals
+    case = build_case(seed)
+
+    sent_before = []
+
+    def prepare(cur):
+        for statement in settings:
+            cur.execute(statement)
+        assert made.externalize(cur)
+        sent_before.append(TOTAL.tensors)  # COPY, writing the dataset, may run on the workers
+    expected = executor_results(case, prepare)
+    assert_same_results(case, expected, executor_results(case, prepare, executor="ray"))
+    assert TOTAL.tensors == sent_before[-1]  # the actors read every tensor themselves: the driver sent none of it
 
 
 def _mlp(steps: int, **settings) -> tuple[dict, np.ndarray, int]:
@@ -119,24 +202,57 @@ def _mlp(steps: int, **settings) -> tuple[dict, np.ndarray, int]:
     cur.execute(setup)  # its query (Y from X) reads X on the workers too
     cur.execute("MINIMIZE" + minimize)
     sent = {name: value - before[name] for name, value in TOTAL.as_dict().items()}
+    sent["shared_kept"] = _shared_copies()  # what the actors still keep of the steps' shared subplans
     x = cur.execute("SELECT * FROM X").fetch_tensor()
     w1 = cur.execute("SELECT * FROM W1").fetch_tensor()
     con.close()
     return sent, w1, x.nbytes
 
 
+def _shared_copies() -> int:
+    import ray
+
+    from trdb.execution.ray.shared import SHARED_DATABASE
+    held = ray.get([actor.held.remote() for actor in _actors()], timeout=60)
+    return sum(key.database == SHARED_DATABASE for keys in held for key in keys)
+
+
 def test_minimize_ships_its_data_once_and_the_parameters_each_step(cluster):
     sent, w1, x_bytes = _mlp(20)
     params = (32 * 64 + 64) * 4  # W1 and W2, float32
-    # of stored tensors: X (256 KiB) and Y (8 KiB) once, then W1 and W2 (a scan or two of each) each step
-    assert x_bytes <= sent["tensor_bytes_sent"] < 2 * x_bytes + 20 * 2 * params, sent
+    # X (256 KiB) and Y (8 KiB) once, then W1 and W2 (a scan or two of each) each step; the shared forward
+    # pass (its hidden layer: 512 KiB a step) stays on the actors that computed it (85 MB sent before)
+    assert x_bytes <= sent["bytes_sent"] < 2 * x_bytes + 20 * 2 * params, sent
     assert sent["partitions_reused"] >= 20, sent  # X's partitions, at every step
+    assert sent["shared_kept"] == 0, sent  # each step's copies were dropped when it ended
     assert np.isfinite(w1).all()  # trained results equal the local executor's: test_ray.py (MINIMIZE)
 
 
 def test_without_resident_partitions_every_step_ships_the_data(cluster):
     sent, _, x_bytes = _mlp(2, ray_resident_bytes=0)
     assert sent["tensor_bytes_sent"] >= 2 * x_bytes and sent["partitions_reused"] == 0, sent
+
+
+def test_a_write_ships_only_the_tiles_it_changed(cluster):
+    from trdb.execution.ray.residency import TOTAL
+    query = "SELECT S.i, SUM(S.v * 2) AS v FROM S GROUP BY S.i"
+    results, sent = {}, []
+    for executor in ("local", "ray"):
+        con = trdb.connect(executor=executor, workers=2)
+        cur = con.cursor()
+        cur.execute("CREATE TENSOR S SHAPE (512, 512) TILE (64, 64) FILL RANDOM_NORMAL(0, 1, 7)")  # 64 tiles, 1 MiB
+        before = TOTAL.tensors
+        cur.execute(query)
+        sent.append(TOTAL.tensors - before)
+        cur.execute("UPDATE S SET v = S.v + 1 WHERE S.j = 3")  # 8 tiles changed
+        before = TOTAL.tensors
+        results[executor] = cur.execute(query).fetch_tensor()
+        sent.append(TOTAL.tensors - before)
+        con.close()
+    np.testing.assert_allclose(results["ray"], results["local"], rtol=1e-5, atol=1e-4)
+    tile = 64 * 64 * 4
+    assert sent[2] >= 64 * tile, sent  # the first query on the workers ships S, all of it
+    assert 8 * tile <= sent[3] < 10 * tile, sent  # after the write, the 8 changed tiles only (not 64)
 
 
 def test_actors_read_their_own_partitions_of_an_external_tensor(cluster, tmp_path):

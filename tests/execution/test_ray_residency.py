@@ -20,7 +20,8 @@ def _key(table: str, version: int = 1, partition: int = 0) -> PartitionKey:
 
 
 def _acquire(residency, actor, key, size, budget, shipped: list):
-    return residency.acquire(actor, key, size, budget, lambda drop: shipped.append((key, drop)) or f"ready-{key.table}")
+    return residency.acquire(actor, key, size, budget,
+                             lambda drop, base: (shipped.append((key, drop)) or f"ready-{key.table}", None))
 
 
 def test_a_kept_partition_is_shipped_once_and_reused():
@@ -79,3 +80,32 @@ def test_shipped_bytes_add_up_to_the_process_total():
     two.add(reused=3)
     assert total.as_dict() == {"bytes_sent": 150, "tensor_bytes_sent": 100, "partitions_shipped": 1,
                                "partitions_reused": 3, "scans_fed": 1}
+
+
+def test_a_new_version_is_built_from_the_kept_one_with_the_changed_tiles_only():
+    import numpy as np
+    import scipy.sparse as sp
+
+    from trdb.execution.ray.deltas import changes, digests_of, patched
+    residency, actor, bases = Residency(), FakeActor("a"), []
+    old = [(0, 0, np.ones((2, 2), np.float32)), (0, 1, sp.csr_matrix(np.eye(2, dtype=np.float32))), (1, 1, 3.0)]
+    new = [(1, 1, 3.0), (0, 0, np.full((2, 2), 2, np.float32)), (0, 1, sp.csr_matrix(np.eye(2, dtype=np.float32))),
+           (2, 0, np.zeros((2, 2), np.float32))]  # (0, 0) changed, (2, 0) new, the others as they were
+    ship = lambda rows: lambda drop, base: bases.append(base) or ("ready", _done(digests_of(rows)))  # noqa: E731
+    residency.acquire(actor, _key("A", version=1), 10, 100, ship(old))
+    residency.acquire(actor, _key("A", version=2, partition=1), 10, 100, ship(new))  # another partition: no base
+    residency.acquire(actor, _key("A", version=2), 10, 100, ship(new))
+    assert bases[:2] == [None, None] and bases[2][0] == _key("A", version=1)
+    assert residency.held(actor) and residency._held[actor._actor_id.hex()][_key("A", version=1)].pins == 2
+    items, sent = changes(new, digests_of(new), bases[2][1].result())
+    assert [row[:2] for row in sent] == [(0, 0), (2, 0)]
+    rebuilt = patched(old, items)
+    assert [row[:2] for row in rebuilt] == [row[:2] for row in new] and rebuilt[0] is old[2]
+    np.testing.assert_array_equal(rebuilt[1][2], new[1][2])
+
+
+def _done(value):
+    from concurrent.futures import Future
+    future = Future()
+    future.set_result(value)
+    return future

@@ -41,9 +41,9 @@ def test_select_runs_the_plan_explain_shows(cur, monkeypatch):
     executed = []
     original = Pipeline.execute
 
-    def execute(self, node):
+    def execute(self, node, **options):
         executed.append(node)
-        return original(self, node)
+        return original(self, node, **options)
     monkeypatch.setattr(Pipeline, "execute", execute)
     gradient = cur.execute(GRAD).fetch_tensor()
     ran = len(executed)
@@ -71,14 +71,14 @@ def test_a_minimize_step_reads_the_input_once_forward_and_once_backward(cur, mon
     scans = []
     original = Pipeline.execute
 
-    def execute(self, node, checked=False):
+    def execute(self, node, checked=False, **options):
         stack = [node]
         while stack:
             current = stack.pop()
             stack.extend(current.children)
             if current.operator == "TensorScanExec" and current.spec.tensor.name == "X":
                 scans.append(current)
-        return original(self, node, checked)
+        return original(self, node, checked, **options)
     monkeypatch.setattr(Pipeline, "execute", execute)
     cur.execute("MINIMIZE loss2 WRT (W, W2) WITH (optimizer = 'adam', learning_rate = 0.01, steps = 1)")
     assert 1 <= len(scans) <= 2  # the forward product X @ W once; dW = X^T @ (...) reads X again

@@ -70,7 +70,9 @@ def test_an_external_tensor_on_s3_gives_the_results_of_numpy(con, uploaded, monk
     monkeypatch.setattr(external_reads, "read_partition", lambda *a: reads.append(a[2:4]) or original(*a))
     con.execute(CREATE.format(uploaded))
     expected = _array()
-    assert con.execute("SHOW TENSORS").fetchall()[1][5] == 18  # 24 tiles, 6 of them absent
+    shown = con.execute("SHOW TENSORS").fetchall()
+    assert shown[1][5] == 18 and shown[1][7] == uploaded  # 24 tiles, 6 of them absent; where X lives
+    assert shown[0][7] is None  # A is stored in the database
     np.testing.assert_array_equal(con.execute("SELECT * FROM X").fetch_tensor(), expected)
     con.execute("SET workers = 2")
     con.execute("SET memory_limit = '64KB'")  # X (18 KB) is past what the pool keeps: each worker streams its part

@@ -46,6 +46,7 @@ class ActorPool:
         self._gpus: Any = None
         self._job: Any = None
         self._sharing: set[str] = set()  # CPU actors started when no CPU was free: moved once one is
+        self._finished: dict[str, list[str]] = {}  # by actor id: executions ended cleanly there, not yet told
 
     def wants_gpus(self, device: str) -> bool:
         """GPU actors when the device setting asks for a GPU, or allows one ('auto') and the cluster has them."""
@@ -74,6 +75,16 @@ class ActorPool:
                         self._sharing.add(pool[index]._actor_id.hex())
                 self._wait_started(pool, missing)
             return pool[:count]
+
+    def finished(self, actor: Any, execution_id: str) -> None:
+        """An execution ended cleanly in `actor`: it forgets it with its next fragment (no call of its own)."""
+        with self._lock:
+            self._finished.setdefault(actor._actor_id.hex(), []).append(execution_id)
+
+    def take_finished(self, actor: Any) -> tuple:
+        """The executions `actor` is to forget, told with the fragment about to be sent to it."""
+        with self._lock:
+            return tuple(self._finished.pop(actor._actor_id.hex(), ()))
 
     def lost(self, actor: Any) -> None:
         """An actor a statement saw die: the next statement replaces it, whatever Ray's record says yet."""

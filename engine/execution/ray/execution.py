@@ -33,8 +33,10 @@ from trdb.execution.ray.fragments import SENT, fingerprint, plan_token
 from trdb.execution.ray.gather import StreamGather
 from trdb.execution.ray.inbox import FeedExec, RemoteChannel
 from trdb.execution.ray.residency import RESIDENCY, TOTAL, Shipped
+from trdb.execution.ray.resident import PartitionKey
 from trdb.execution.ray.routing import FEED_SLOTS, ActorDestination, LocalDestination, Moved, Slots, pieces, settle
 from trdb.execution.ray.scans import ResidentScans
+from trdb.execution.ray.shared import KeptOutput
 from trdb.execution.ray.worker import FEED_THREADS, RUN_THREADS, preorder
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.optimizer.physical_operators import Broadcast, Exchange, Gather
@@ -42,8 +44,7 @@ from trdb.optimizer.physical_plan import SINGLE, PhysicalNode
 
 GENERATOR_WINDOW = 16  # objects a fragment may yield ahead of the driver (each batch is a header and its rows)
 FEED = Gather()  # a scan inside a fragment sends all its tuples to the one operator reading it
-_FINISHED: dict[str, list[str]] = {}  # by actor id: executions that ended cleanly there, released with its next run
-_FINISHED_LOCK = threading.Lock()
+_READY_LOCK = threading.Lock()
 _READY: "OrderedDict[Any, None]" = OrderedDict()  # kept partitions' references seen resolved, without error
 READY_KEPT = 4096
 
@@ -58,7 +59,7 @@ def gathered(root: PhysicalNode) -> PhysicalNode:
 class RayExecution(Execution):
     """One run of a plan on the Ray cluster; the same interface as `Execution`."""
 
-    def __init__(self, root: PhysicalNode, ctx: ExecContext, settings):
+    def __init__(self, root: PhysicalNode, ctx: ExecContext, settings, keep: bool = False):
         super().__init__(gathered(root), ctx, PooledWorkers)
         self._token = plan_token(root)  # fragments are cached by plan (fragments.py)
         connect(settings.ray_address)
@@ -83,6 +84,7 @@ class RayExecution(Execution):
         RESIDENCY.forget_actors_except(live)
         SENT.forget_actors_except(live)
         self._resident = ResidentScans(self.actors, self._leaf_ctx, settings.ray_resident_bytes, self.shipped)
+        self._kept = KeptOutput(self.id, self.root.children[0], settings.ray_resident_bytes) if keep else None
 
     def __enter__(self) -> "RayExecution":
         try:
@@ -104,17 +106,20 @@ class RayExecution(Execution):
                 self._operator.close()
         finally:
             clean = not self.ctx.state.cancelled.is_set() and self._ended == sum(self._fragments)
+            if exc[0] is not None and self._kept is not None:
+                self._kept.discard()
             self.ctx.state.cancelled.set()
             for gather in self._gathers:
-                gather.cancel()
+                gather.close()
             self.workers.join()
             clean = clean and self._ended == sum(self._fragments) and self.ctx.state.first_error is None
             for actor in self.actors:
                 if clean:  # nothing of it runs there: forgotten with the actor's next fragment, no call now
-                    with _FINISHED_LOCK:
-                        _FINISHED.setdefault(actor._actor_id.hex(), []).append(self.id)
+                    POOL.finished(actor, self.id)
                 else:
                     actor.release.remote(self.id)  # stops this execution's fragments and feeds there
+            self._tasks = []  # they refer back to this execution: without them its plan (and tuples) go with it
+            self._gathers = []
             self._resident.release()
 
     # ------------------------------------------------------------ cutting the plan into fragments
@@ -127,14 +132,19 @@ class RayExecution(Execution):
         if child.children or child.exchange is not None:  # fragments, never a scan on the driver
             gather = self._by_path[path] = StreamGather(self.ctx.state, moved, self.failure)
             self._gathers.append(gather)
-            self._producers(node, path, lambda producer: gather)
+            self._producers(node, path, lambda producer: gather, self._kept)
             return gather
         channel = Channel(node.instances, child.instances, self.ctx.state)
         self._by_path[path] = channel
-        self._producers(node, path, lambda producer: LocalDestination(channel, moved))
+        self._producers(node, path, lambda producer: LocalDestination(channel, moved), self._kept)
         return channel
 
-    def _producers(self, node: PhysicalNode, path: tuple, destination) -> None:
+    def keep_result(self, rows) -> None:
+        """The run's tuples are `rows` (a shared subplan's): the actors keep their copies while it lives."""
+        if self._kept is not None:
+            self._kept.attach(rows)
+
+    def _producers(self, node: PhysicalNode, path: tuple, destination, kept: Optional[KeptOutput] = None) -> None:
         """Each producer of an exchange: a fragment shipped to an actor, or a scan routed from the driver."""
         child = node.children[0]
         for producer in range(child.instances):
@@ -145,7 +155,7 @@ class RayExecution(Execution):
                 self._fragments[worker] += 1
                 key = fingerprint(self._token, path, producer, [resident])
                 task = partial(self._run_fragment, resident, worker, node.exchange, node.instances,
-                               destination(producer), key)
+                               destination(producer), key, kept and kept.key(producer, self.actors[worker]))
             elif not child.children and child.exchange is None:  # a scan on the driver: fed from here
                 scan = operator_for(child, [], producer)
                 self.instances[id(child)].append(scan)
@@ -154,12 +164,13 @@ class RayExecution(Execution):
                 fragment = self._remote(child, producer, path + (0,), worker)
                 self._fragments[worker] += 1
                 key = fingerprint(self._token, path, producer, list(preorder(fragment)))
+                keep = kept and kept.key(producer, self.actors[worker])
                 to = destination(producer)
                 if isinstance(to, StreamGather):  # read by the gather's own thread: no driver task
-                    to.add(partial(self._submit, fragment, worker, node.exchange, node.instances, key),
-                           partial(self._resume, worker), worker, partial(self._take, fragment))
+                    to.add(partial(self._submit, fragment, worker, node.exchange, node.instances, key, keep),
+                           partial(self._resume, worker), worker, partial(self._take, fragment, keep=keep))
                     continue
-                task = partial(self._run_fragment, fragment, worker, node.exchange, node.instances, to, key)
+                task = partial(self._run_fragment, fragment, worker, node.exchange, node.instances, to, key, keep)
             self._tasks.append((f"{node.operator}-{producer}", task))
 
     def _remote(self, node: PhysicalNode, partition: int, path: tuple, worker: int) -> PhysicalOperator:
@@ -232,19 +243,20 @@ class RayExecution(Execution):
     # ------------------------------------------------------------ driver threads
 
     def _run_fragment(self, fragment: PhysicalOperator, worker: int, route: Exchange, consumers: int,
-                      destination, key: tuple) -> None:
-        """A driver task: ship a fragment to its actor and pass each batch it yields on to its consumers."""
+                      destination, key: tuple, keep: Optional[PartitionKey] = None) -> None:
+        """A driver task: ship a fragment to its actor and pass each batch it yields on to its consumers (and
+        have the actor keep them under `keep`, a shared subplan's)."""
         pending = None
         try:
-            pending, confirm = self._submit(fragment, worker, route, consumers, key)
+            pending, confirm = self._submit(fragment, worker, route, consumers, key, keep)
             reply = settle(pending, self.ctx.state)
             confirm()
             if reply[0] == "more":  # a large output: streamed
                 pending = self._resume(worker, reply)
                 while not self._take(fragment, settle(self._next_ref(pending), self.ctx.state), destination,
-                                     lambda: self._next_ref(pending)):
+                                     lambda: self._next_ref(pending), keep):
                     pass
-            elif not self._take(fragment, reply, destination, None):
+            elif not self._take(fragment, reply, destination, None, keep):
                 raise StopIteration  # released before it ran
             destination.finish()
         except StopIteration:
@@ -254,34 +266,39 @@ class RayExecution(Execution):
             if pending is not None:
                 _cancel(pending)
 
-    def _submit(self, fragment: PhysicalOperator, worker: int, route: Exchange, consumers: int, key: tuple):
+    def _submit(self, fragment: PhysicalOperator, worker: int, route: Exchange, consumers: int, key: tuple,
+                keep: Optional[PartitionKey] = None):
         """Ship a fragment to its actor: pickled, or `key` alone when the actor has it from an earlier run
-        of the plan. The reference to its reply, and what to call once it has answered (the actor holds
-        the fragment)."""
+        of the plan; `keep`: the actor also keeps its output under that key. The reference to its reply,
+        and what to call once it has answered (the actor holds the fragment)."""
         actor = self.actors[worker]
         actor_id = actor._actor_id.hex()
         payload = SENT.payload(actor_id, key, fragment)
-        with _FINISHED_LOCK:
-            finished = tuple(_FINISHED.pop(actor_id, ()))
-        reply = actor.run.remote(self.id, (key, payload, route, consumers, self.device, finished),
+        finished = POOL.take_finished(actor)
+        limit = self._kept.limit if keep is not None else 0
+        reply = actor.run.remote(self.id, (key, payload, route, consumers, self.device, finished, keep, limit),
                                  *_pending(self._resident.ready[worker]))
-        return reply, (partial(SENT.confirm, actor_id, key) if payload is not None else _nothing)
+        return reply, (partial(SENT.confirm, actor_id, key) if payload is not None else (lambda: None))
 
     def _resume(self, worker: int, reply: tuple) -> Any:
         """The stream of a fragment whose output was too large for its reply."""
         return self.actors[worker].resume.options(_generator_backpressure_num_objects=GENERATOR_WINDOW).remote(
             self.id, reply[1])
 
-    def _take(self, fragment: PhysicalOperator, header: tuple, destination, next_rows) -> bool:
+    def _take(self, fragment: PhysicalOperator, header: tuple, destination, next_rows,
+              keep: Optional[PartitionKey] = None) -> bool:
         """Pass one streamed item's batches on (`next_rows()`: the rows of a large piece, the next item);
-        true at the fragment's last item, which carries its metrics and the pieces it held back; false
-        for a reply saying the statement had ended before the fragment ran."""
+        true at the fragment's last item, which carries its metrics, the pieces it held back and whether
+        it kept its output (under `keep`); false for a reply saying the statement had ended before the
+        fragment ran."""
         if header[0] == "released":
             return False
         if header[0] == "end":
             for partitions, tuples, size, rows in header[3]:
                 destination.deliver(partitions, rows, tuples, size)
             self._record(fragment, header[1], header[2])
+            if keep is not None:
+                self._kept.done(keep, header[4])
             self._ended += 1
             return True
         partitions, tuples, size = header[:3]
@@ -344,21 +361,17 @@ class RayExecution(Execution):
         return _cluster_error(exc)
 
 
-def _nothing() -> None:
-    pass
-
-
 def _pending(ready: list) -> list:
     """The partitions a fragment waits for that its actor may not hold yet. Ray resolving a reference is
     a round trip; one that resolved already (a partition kept in an earlier statement) is looked at
     here instead, once (a failed keep raises its error here), and remembered."""
-    with _FINISHED_LOCK:
+    with _READY_LOCK:
         unknown = [ref for ref in ready if ref not in _READY]
     if not unknown:
         return unknown
     done, pending = ray.wait(unknown, num_returns=len(unknown), timeout=0, fetch_local=False)
     ray.get(done)
-    with _FINISHED_LOCK:
+    with _READY_LOCK:
         _READY.update(dict.fromkeys(done))
         while len(_READY) > READY_KEPT:
             _READY.popitem(last=False)

@@ -3,7 +3,8 @@
 A repeated statement runs the same physical plan (the plan cache hands back the same object), so
 its fragments are the same but for the execution they belong to. The driver names each fragment by
 a fingerprint: a token for the plan object, the fragment's place in it and partition, and what
-varies between runs of one plan (which scans read kept partitions, and which versions). The first
+varies between runs of one plan (which scans read kept partitions, and which versions; which kept
+shared tuples). The first
 time an actor runs a fragment the driver sends it pickled with its fingerprint, and the actor keeps
 the bytes; once that run has answered, the driver sends the fingerprint alone. The actor unpickles
 its copy for each run (operators hold per-run state) and binds it to the execution.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import uuid
 import weakref
 from collections import OrderedDict
 from typing import Any, Hashable, Optional
@@ -21,6 +23,7 @@ from ray import cloudpickle
 from trdb.errors import InternalError
 from trdb.execution.ray.inbox import RemoteChannel
 from trdb.execution.ray.resident import ResidentScanExec
+from trdb.execution.ray.shared import SharedScanExec
 
 DRIVER_KEPT = 1024  # fingerprints the driver records per actor: those it may send alone
 ACTOR_KEPT = 4096   # fragments an actor keeps; more than the driver records, so each it names is here
@@ -42,10 +45,21 @@ def plan_token(plan: Any) -> int:
 
 def fingerprint(token: int, path: tuple, partition: int, operators: list) -> tuple:
     """The key of one fragment of one plan; `operators` are its operators, which say what varies between runs."""
-    varies = tuple((type(op).__name__, op.key if isinstance(op, ResidentScanExec) else None,
-                    op.channel.key if isinstance(getattr(op, "channel", None), RemoteChannel) else None)
-                   for op in operators)
-    return token, path, partition, varies
+    return token, path, partition, tuple((type(op).__name__, _varies(op)) for op in operators)
+
+
+def _varies(operator: Any) -> Any:
+    """What of a fragment's operator may differ between runs of one plan: the data its stand-ins read."""
+    if isinstance(operator, ResidentScanExec):
+        return operator.key
+    if isinstance(operator, SharedScanExec):
+        return tuple((actor._actor_id.hex(), key) for actor, key in operator.sources), operator.partition
+    channel = getattr(operator, "channel", None)
+    if isinstance(channel, RemoteChannel):
+        return channel.key
+    if type(operator).__module__.startswith("trdb.execution.ray."):
+        return uuid.uuid4().hex  # a stand-in not known here: its fragment is never reused
+    return None
 
 
 class Sent:

@@ -105,6 +105,12 @@ class StreamGather:
         self.cancel()
         self.state.raise_if_cancelled()  # the statement's first error
 
+    def close(self) -> None:
+        """The execution has ended: stop what still runs, and let go of it (its plan holds tuples that
+        should go as soon as it does, not when a cycle through here is collected)."""
+        self.cancel()
+        self.failure = None
+
     def cancel(self) -> None:
         """Fragments still running stop (a queued one never starts; a running one stops on release)."""
         streams, self._streams = self._streams, []

@@ -63,10 +63,12 @@ TOTAL = Shipped()  # since the process started: what `ray_statistics()` reports
 
 
 class _Entry:
-    __slots__ = ("size", "ready", "pins")
+    __slots__ = ("size", "ready", "pins", "digests")
 
-    def __init__(self, size: int, ready: Any):
-        self.size, self.ready, self.pins = size, ready, 0
+    def __init__(self, size: int):
+        self.size, self.ready, self.pins = size, None, 0
+        self.digests: Optional[Any] = None  # a future of the digest per tile key of what was shipped (None: read
+        # by the actor itself)
 
 
 class Residency:
@@ -83,9 +85,12 @@ class Residency:
                 del self._held[actor]
 
     def acquire(self, actor: Any, key: PartitionKey, size: int, budget: int,
-                ship: Callable[[tuple], Any]) -> tuple[Any, bool]:
+                ship: Callable[[tuple, Optional[tuple]], tuple[Any, Any]]) -> tuple[Any, bool]:
         """Pin `key` in `actor` for a statement: (a reference that is ready once the actor has it, whether
-        it was shipped now). `ship(drop)` sends it, dropping `drop` to make room."""
+        it was shipped now). `ship(drop, base)` sends it, dropping `drop` to make room, and gives (that
+        reference, a future of its tiles' digests or None); `base` is (key, digests, reference) of another
+        version of the same partition the actor keeps (pinned now, for the caller to `release`), which the
+        actor may build it from."""
         actor_id = actor._actor_id.hex()
         with self._lock:
             held = self._held.setdefault(actor_id, OrderedDict())
@@ -94,10 +99,23 @@ class Residency:
                 held.move_to_end(key)
                 entry.pins += 1
                 return entry.ready, False
+            base = self._base(held, key)
+            if base is not None:
+                held[base].pins += 1
             drop = self._room(held, size, budget)
-            entry = held[key] = _Entry(size, ship(drop))
+            entry = held[key] = _Entry(size)
             entry.pins += 1
+            entry.ready, entry.digests = ship(drop, None if base is None else (base, held[base].digests,
+                                                                              held[base].ready))
             return entry.ready, True
+
+    @staticmethod
+    def _base(held: OrderedDict, key: PartitionKey) -> Optional[PartitionKey]:
+        """The most recently used other version of `key`'s partition that was shipped with digests."""
+        for other in reversed(held):
+            if other[:2] == key[:2] and other[3:] == key[3:] and held[other].digests is not None:
+                return other
+        return None
 
     @staticmethod
     def _room(held: OrderedDict, size: int, budget: int) -> tuple:

@@ -16,6 +16,7 @@ from trdb.errors import InternalError
 from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.operators.list_scan import bounded_batches
 from trdb.execution.operators.operator import Batch, PhysicalOperator
+from trdb.execution.ray.deltas import Items, patched
 from trdb.storage.external_location import Location
 from trdb.storage.external_reads import read_partition
 from trdb.storage.tensor_meta import TensorMeta
@@ -52,7 +53,14 @@ class ResidentStore:
     def keep(self, key: PartitionKey, rows: list, drop: tuple = (), copy: bool = True) -> int:
         """Keep `rows` under `key`, after dropping `drop`; `copy`: rows that are views of the object store
         (shipped by the driver) are copied so that its copy can go."""
-        owned = [tuple(_own(v, copy) for v in row) for row in rows]
+        return self._put(key, [tuple(_own(v, copy) for v in row) for row in rows], drop)
+
+    def patch(self, key: PartitionKey, base: PartitionKey, items: Items, drop: tuple = ()) -> int:
+        """Keep under `key` the partition `items` describe: changed rows (copied), the others `base`'s."""
+        owned = [(k, None if row is None else tuple(_own(v, True) for v in row)) for k, row in items]
+        return self._put(key, patched(self.find(base), owned), drop)
+
+    def _put(self, key: PartitionKey, owned: list, drop: tuple) -> int:
         size = batch_bytes(owned) if owned else 0
         with self._lock:
             for old in drop:
@@ -67,6 +75,11 @@ class ResidentStore:
             raise InternalError(f"the Ray worker does not hold partition {key.partition} of {key.table} "
                                 f"version {key.version}, which the driver placed there")
         return entry[0]
+
+    def find(self, key: PartitionKey) -> Optional[list]:
+        with self._lock:
+            entry = self._rows.get(key)
+        return None if entry is None else entry[0]
 
     def drop(self, keys: tuple) -> None:
         with self._lock:

@@ -10,6 +10,7 @@ an ordinary table), is read on the driver and fed to its fragment batch by batch
 """
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any, Optional
 
@@ -18,11 +19,15 @@ from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.interpreter import operator_for
 from trdb.execution.operators.operator import ExecContext
 from trdb.execution.operators.tensor_scan import TensorScanExec
+from trdb.execution.ray.deltas import changes, digests_of
 from trdb.execution.ray.residency import RESIDENCY, Shipped, resident_key
 from trdb.execution.ray.resident import PartitionKey, ResidentScanExec, external_partition
-from trdb.optimizer.physical_operators import TensorScan
+from trdb.execution.ray.shared import PLACEMENTS, SharedScanExec
+from trdb.optimizer.physical_operators import RowsScan, TensorScan
 from trdb.optimizer.physical_plan import PhysicalNode
 from trdb.storage.tile_store import estimated_size
+
+DIGESTING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trdb-digests")
 
 
 class ResidentScans:
@@ -37,6 +42,8 @@ class ResidentScans:
         """The operator reading `node`'s partition `partition` (`whole`: all its partitions, as a broadcast
         of them gives each consumer) kept in actor `worker`, or None: fed instead."""
         spec = node.spec
+        if isinstance(spec, RowsScan):
+            return self._shared(spec, partition, whole)
         if not isinstance(spec, TensorScan) or self.budget <= 0 or self.leaf_ctx.catalog is None:
             return None
         meta = self._current(spec.tensor)
@@ -52,16 +59,26 @@ class ResidentScans:
             key = resident_key(self.leaf_ctx.catalog.pool, table, version, partition, parts, columns)
             source = partial(external_partition, location_of(self.leaf_ctx.catalog.db, meta.location), meta,
                              partition, parts, columns)
-            ship = lambda drop: self._load(actor, key, source, drop)  # noqa: E731
+            ship = lambda drop, base: self._load(actor, key, source, drop)  # noqa: E731
         else:
             key = resident_key(self.leaf_ctx.catalog.pool, meta.table, meta.version, partition, parts, columns)
-            ship = lambda drop: self._ship(node, partition, actor, key, drop)  # noqa: E731
+            ship = lambda drop, base: self._ship(node, partition, actor, key, drop, base)  # noqa: E731
         ready, shipped = RESIDENCY.acquire(actor, key, size, self.budget, ship)
         self._pinned.append((actor, key))
         self.ready[worker].append(ready)
         if not shipped:
             self.shipped.add(reused=1)
         return ResidentScanExec(key)
+
+    def _shared(self, spec: RowsScan, partition: int, whole: bool) -> Optional[SharedScanExec]:
+        """A scan of a shared subplan's tuples that its producers' actors keep, read there (else None: fed)."""
+        placement = PLACEMENTS.get(spec.rows, {actor._actor_id.hex() for actor in self.actors})
+        if placement is None:
+            return None
+        partitions = 1 if whole else max(1, spec.partitions)
+        columns = spec.columns if partitions > 1 else ()
+        partition = partition if partitions > 1 else 0
+        return SharedScanExec(placement.sources_for(partition, partitions, columns), partition, partitions, columns)
 
     def _current(self, planned: Any) -> Optional[Any]:
         """The tensor's metadata now: a cached plan (MINIMIZE's steps, a repeated statement) names the
@@ -72,8 +89,10 @@ class ResidentScans:
             return None
         return meta if meta is not None and meta.table == planned.table else None
 
-    def _ship(self, node: PhysicalNode, partition: int, actor: Any, key: PartitionKey, drop: tuple) -> Any:
-        """Read the partition here (through the buffer pool) and send it to the actor to keep."""
+    def _ship(self, node: PhysicalNode, partition: int, actor: Any, key: PartitionKey, drop: tuple,
+              base: Optional[tuple]) -> tuple[Any, Future]:
+        """Read the partition here (through the buffer pool) and send it to the actor to keep: whole, or
+        where it keeps another version (`base`: its key, digests and reference), the tiles that changed."""
         scan = operator_for(node, [], partition) if key.partitions > 1 else TensorScanExec(node.spec.tensor)
         rows: list = []
         scan.open(self.leaf_ctx)
@@ -82,13 +101,23 @@ class ResidentScans:
                 rows.extend(batch)
         finally:
             scan.close()
-        self.shipped.add(batch_bytes(rows) if rows else 0, kept=1)
-        return actor.keep.remote(key, rows, drop)
+        if base is None:
+            self.shipped.add(batch_bytes(rows) if rows else 0, kept=1)
+            # digested beside the statement (hashlib lets go of the GIL): only a later write's shipping waits
+            return actor.keep.remote(key, rows, drop), DIGESTING.submit(digests_of, rows)
+        base_key, base_digests, base_ready = base
+        self._pinned.append((actor, base_key))  # acquire pinned it: it stays until the actor has built this
+        digests = digests_of(rows)
+        items, changed = changes(rows, digests, base_digests.result())
+        self.shipped.add(batch_bytes(changed) if changed else 0, kept=1)
+        done: Future = Future()
+        done.set_result(digests)
+        return actor.patch.remote(key, base_key, items, drop, base_ready), done
 
-    def _load(self, actor: Any, key: PartitionKey, source, drop: tuple) -> Any:
+    def _load(self, actor: Any, key: PartitionKey, source, drop: tuple) -> tuple[Any, None]:
         """Have the actor read the partition itself and keep it (nothing but the reading function is sent)."""
         self.shipped.add(0, kept=1)
-        return actor.load.remote(key, source, drop)
+        return actor.load.remote(key, source, drop), None
 
     def release(self) -> None:
         """The execution has ended: its partitions may be dropped to make room from now on."""

@@ -19,7 +19,9 @@ import ray
 from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.interpreter import router_for
 from trdb.execution.operators.operator import Batch, ExecContext, OperatorMetrics, PhysicalOperator
-from trdb.execution.ray import fragments, inbox, resident  # the modules, not their globals: Ray ships this class by value
+
+# the modules, not their globals: Ray ships this class by value
+from trdb.execution.ray import fragments, inbox, resident, shared
 from trdb.execution.ray.routing import pieces
 from trdb.kernels.placement import backend_for
 from trdb.optimizer.physical_operators import Exchange
@@ -67,10 +69,26 @@ class RayWorker:
         return resident.STORE.keep(key, rows, drop)
 
     @ray.method(concurrency_group="feed")
+    def patch(self, key: resident.PartitionKey, base: resident.PartitionKey, items: list, drop: tuple,
+              _base_ready: int = 0) -> int:
+        """Keep a new version of a partition from its changed tiles and `base`, kept here (Ray resolves
+        `_base_ready`, the reference of base's own keep, first); its bytes."""
+        return resident.STORE.patch(key, base, items, drop)
+
+    @ray.method(concurrency_group="feed")
     def load(self, key: resident.PartitionKey, source, drop: tuple) -> int:
         """Read a tensor partition here (`source()`: from storage this node can read) and keep it; its bytes.
         The tiles are this process's own already: kept as they are, only made read-only."""
         return resident.STORE.keep(key, source(), drop, copy=False)
+
+    @ray.method(concurrency_group="control")
+    def drop(self, keys: tuple) -> None:
+        resident.STORE.drop(keys)
+
+    @ray.method(concurrency_group="feed")
+    def part(self, key: resident.PartitionKey, partition: int, partitions: int, columns: tuple) -> Batch:
+        """The tuples of a kept shared subplan's partition that hash to `partition` (for another actor)."""
+        return shared.part(key, partition, partitions, columns)
 
     @ray.method(concurrency_group="control")
     def node(self) -> str:
@@ -84,21 +102,23 @@ class RayWorker:
     @ray.method(concurrency_group="run")
     def run(self, execution_id: str, call: tuple, *kept: int) -> tuple:
         """Run a fragment. `call` is one argument (Ray serialises each on its own): (key, payload, route,
-        consumers, device, finished). The fragment is the one `key` names (`payload`: it pickled, the first
-        time this actor runs it), routed by `route` to `consumers` partitions, on `device`; `finished`:
+        consumers, device, finished, keep, keep_limit). The fragment is the one `key` names (`payload`: it
+        pickled, the first time this actor runs it), routed by `route` to `consumers` partitions, on `device`;
+        `keep`: its output is also kept here under that key (a shared subplan's), if within `keep_limit`
+        bytes; `finished`:
         executions that ended cleanly since this actor's last fragment (forgotten here now: their release costs
         no call of its own); `kept`: the partitions its scans read that may not be here yet, which Ray waits for
         before it starts. The reply: its whole output when small ("end", metrics, pid, pieces); else
         ("more", n), the fragment waiting with its output for `resume(n)`; ("released",) when the
         statement has ended already."""
-        key, payload, route, consumers, device, finished = call
+        key, payload, route, consumers, device, finished, keep, keep_limit = call
         for done in finished:
             inbox.INBOXES.release(done)
         execution = inbox.INBOXES.execution(execution_id)
         if execution is None:
             return ("released",)
         fragment = fragments.CACHE.fragment(key, payload, execution_id)
-        items = _output(fragment, route, consumers, execution, device)
+        items = _output(fragment, route, consumers, execution, device, keep, keep_limit)
         try:
             first = next(items)
         except StopIteration as end:
@@ -107,7 +127,7 @@ class RayWorker:
 
     @ray.method(concurrency_group="run")
     def resume(self, execution_id: str, token: int):
-        """Stream the output of a fragment `run` left waiting, then its last item ("end", metrics, pid, [])."""
+        """Stream the output of a fragment `run` left waiting, then its last item ("end", metrics, pid, [], kept)."""
         execution = inbox.INBOXES.execution(execution_id)
         parked = execution.unpark(token) if execution is not None else None
         if parked is None:
@@ -118,13 +138,16 @@ class RayWorker:
         yield last
 
 
-def _output(fragment: PhysicalOperator, route: Exchange, consumers: int, execution, device: str):
-    """A fragment's routed output as streamed items (`_items`); returns its last item."""
+def _output(fragment: PhysicalOperator, route: Exchange, consumers: int, execution, device: str,
+            keep: Optional[resident.PartitionKey], keep_limit: int):
+    """A fragment's routed output as streamed items (`_items`), kept here too under `keep` if given;
+    returns its last item."""
     backend = backend_for(device)
     execution.backend = backend
+    output = _Output(keep_limit) if keep is not None else None
     try:
         fragment.open(ExecContext(backend, None, execution.state))
-        held = yield from _items(fragment, router_for(route), consumers, backend)
+        held = yield from _items(fragment, router_for(route), consumers, backend, output)
     except GeneratorExit:  # closed while waiting: the statement has ended
         raise
     except BaseException as exc:
@@ -133,10 +156,10 @@ def _output(fragment: PhysicalOperator, route: Exchange, consumers: int, executi
     finally:
         fragment.close()
     metrics: list[OperatorMetrics] = [op.metrics for op in preorder(fragment)]
-    return "end", metrics, os.getpid(), held
+    return "end", metrics, os.getpid(), held, output is not None and output.keep(keep)
 
 
-def _items(fragment: PhysicalOperator, route_batch, consumers: int, backend):
+def _items(fragment: PhysicalOperator, route_batch, consumers: int, backend, output: Optional["_Output"]):
     """The streamed items of a fragment's routed output; returns the pieces held back for the last item.
 
     Pieces are held back while their bytes add up to at most INLINE_BYTES: a small result travels
@@ -145,6 +168,8 @@ def _items(fragment: PhysicalOperator, route_batch, consumers: int, backend):
     held: Optional[list] = []
     total = 0
     while (batch := fragment.next_batch()) is not None:
+        if output is not None:
+            output.add(host_rows(batch, backend))
         for partitions, rows in pieces(route_batch(batch, consumers)):
             size = batch_bytes(rows)
             item = (partitions, len(rows) * len(partitions), size * len(partitions), host_rows(rows, backend))
@@ -161,3 +186,27 @@ def _items(fragment: PhysicalOperator, route_batch, consumers: int, backend):
                 yield item[:3]
                 yield item[3]
     return held or []
+
+
+class _Output:
+    """A fragment's output, kept while within `limit` bytes (past it, none of it is)."""
+
+    def __init__(self, limit: int):
+        self.rows: Optional[list] = []
+        self.size, self.limit = 0, limit
+
+    def add(self, rows: Batch) -> None:
+        if self.rows is None or not rows:
+            return
+        self.size += batch_bytes(rows)
+        if self.size > self.limit:
+            self.rows = None
+        else:
+            self.rows.extend(rows)
+
+    def keep(self, key: resident.PartitionKey) -> bool:
+        """Keep it under `key`; whether it was within the limit (and so is kept)."""
+        if self.rows is None:
+            return False
+        resident.STORE.keep(key, self.rows)
+        return True
