@@ -87,10 +87,10 @@ class Phases:
         def wrap(name, before, after):
             original = getattr(RayExecution, name)
 
-            def method(self, *args):
+            def method(self, *args, **options):
                 if before:
                     spy.mark(before)
-                result = original(self, *args)
+                result = original(self, *args, **options)
                 if after:
                     spy.mark(after)
                 return result
