@@ -138,6 +138,49 @@ def test_fragments_run_in_actor_processes(ray_cur, monkeypatch):
     assert any("moved=" in line and "moved=0 " not in line for line in plan)
 
 
+def test_a_repeated_statement_costs_one_actor_call_per_fragment_and_sends_its_plan_once(ray_cur, monkeypatch):
+    import ray.actor
+    ray_cur.execute("CREATE TENSOR T SHAPE (4, 4) TILE (2, 2) FILL ONES")
+    tiny = "SELECT T.i, T.j, T.v * 2 AS v FROM T WHERE T.i = 0"
+    ray_cur.execute(tiny).fetchall()  # ships T's partitions and the fragments
+    calls = []
+    original = ray.actor.ActorHandle._actor_method_call
+
+    def spy(self, method_name, args=None, **options):
+        calls.append((method_name, args))
+        return original(self, method_name, args=args, **options)
+    monkeypatch.setattr(ray.actor.ActorHandle, "_actor_method_call", spy)
+    rows = ray_cur.execute(tiny).fetchall()
+    assert sorted((i, j) for i, j, _ in rows) == [(0, 0), (0, 1)] and all((v == 2).all() for *_, v in rows)
+    # no ping, no release: each fragment's submission is the only call, its key sent without the fragment,
+    # and its small result comes back in the reply's one item
+    assert [name for name, _ in calls] == ["run", "run"]
+    assert all(args[1][1] is None for _, args in calls)
+    ray_cur.execute("SET ray_resident_bytes = 0")  # another variant of the plan (its scans fed): sent again
+    calls.clear()
+    assert len(ray_cur.execute(tiny).fetchall()) == 2
+    assert any(name == "run" and isinstance(args[1][1], bytes) for name, args in calls)
+
+
+def test_a_fragment_waiting_for_resume_is_closed_when_its_statement_ends():
+    from trdb.execution.ray.inbox import ActorExecution
+    closed = []
+
+    def output():
+        try:
+            yield "second piece"
+        finally:
+            closed.append(True)  # the fragment's close
+    execution = ActorExecution()
+    items = output()
+    token = execution.park("first piece", items)
+    assert execution.unpark(token)[0] == "first piece" and execution.unpark(token) is None
+    execution.park("first piece", items)
+    next(items)  # started, as a parked fragment's output is
+    execution.end()
+    assert closed == [True] and execution.state.cancelled.is_set()
+
+
 def test_connect_takes_the_executor_and_the_cluster_address(cluster):
     import ray
     address = ray.get_runtime_context().gcs_address

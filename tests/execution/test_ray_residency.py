@@ -2,6 +2,9 @@
 never; the actor's store and its cache directory."""
 from __future__ import annotations
 
+import pytest
+
+from trdb.errors import InternalError
 from trdb.execution.ray.residency import Eviction, Residency, Shipped
 from trdb.execution.ray.resident import PartitionKey, ResidentStore
 
@@ -63,7 +66,11 @@ def test_the_store_keeps_copies_and_drops_as_told():
     assert kept is not tile and not kept.flags.writeable and (kept == 1).all()
     store.keep(_key("B"), [(1, 0, tile)], drop=(_key("A"),))
     assert set(store.held()) == {_key("B")}
-    assert store.rows(_key("C"), source=lambda: [(2, 0, tile)])[0][0] == 2  # read where the actor is
+    own = np.ones((2, 2), np.float32)  # read by the actor itself (RayWorker.load): kept, not copied
+    store.keep(_key("C"), [(2, 0, own)], copy=False)
+    assert store.rows(_key("C"))[0][2] is own and not own.flags.writeable
+    with pytest.raises(InternalError, match="does not hold partition"):
+        store.rows(_key("A"))
 
 
 def test_shipped_bytes_add_up_to_the_process_total():

@@ -1,8 +1,10 @@
 """The Ray cluster the 'ray' executor runs on: connecting to it and keeping one actor per worker.
 
 Actors live as long as this process's connection to Ray and are shared by all trdb connections
-in it. Before each statement the ones it needs are pinged (one small call each, in parallel); a
-dead actor is replaced, so a statement after a failure runs on a full set of workers.
+in it. A statement calls no actor before it submits its fragments: an actor Ray already knows to
+be dead (its core worker hears of every death from the cluster), or one a statement saw die, is
+replaced first; one that dies unnoticed fails the fragments submitted to it, and so the statement,
+cleanly, and is replaced by the next.
 """
 from __future__ import annotations
 
@@ -10,11 +12,11 @@ import threading
 from typing import Any
 
 import ray
+from ray.core.generated.gcs_pb2 import ActorTableData
 
 from trdb.errors import NotSupportedError, OperationalError
 from trdb.execution.ray.worker import RayWorker
 
-PING_SECONDS = 10.0     # an actor that does not answer a ping in this time is replaced
 START_SECONDS = 120.0   # how long a new actor may take to start (worker processes, imports)
 
 
@@ -44,6 +46,7 @@ class ActorPool:
         self._gpus: Any = None
         self._job: Any = None
         self._sharing: set[str] = set()  # CPU actors started when no CPU was free: moved once one is
+        self._finished: dict[str, list[str]] = {}  # by actor id: executions ended cleanly there, not yet told
 
     def wants_gpus(self, device: str) -> bool:
         """GPU actors when the device setting asks for a GPU, or allows one ('auto') and the cluster has them."""
@@ -65,12 +68,35 @@ class ActorPool:
             if not gpu:
                 self._move_sharing(pool, count)
             missing = [i for i in range(count) if pool[i] is None]
-            for index, options in zip(missing, _resources(len(missing), gpu)):
-                pool[index] = RayWorker.options(**options).remote(index)
-                if options.get("num_cpus", 1) == 0 and not gpu:
-                    self._sharing.add(pool[index]._actor_id.hex())
-            self._wait_started(pool, missing)
+            if missing:  # asking the cluster for its free resources is a call: only when starting actors
+                for index, options in zip(missing, _resources(len(missing), gpu)):
+                    pool[index] = RayWorker.options(**options).remote(index)
+                    if options.get("num_cpus", 1) == 0 and not gpu:
+                        self._sharing.add(pool[index]._actor_id.hex())
+                self._wait_started(pool, missing)
             return pool[:count]
+
+    def finished(self, actor: Any, execution_id: str) -> None:
+        """An execution ended cleanly in `actor`: it forgets it with its next fragment (no call of its own)."""
+        with self._lock:
+            self._finished.setdefault(actor._actor_id.hex(), []).append(execution_id)
+
+    def take_finished(self, actor: Any) -> tuple:
+        """The executions `actor` is to forget, told with the fragment about to be sent to it."""
+        with self._lock:
+            return tuple(self._finished.pop(actor._actor_id.hex(), ()))
+
+    def lost(self, actor: Any) -> None:
+        """An actor a statement saw die: the next statement replaces it, whatever Ray's record says yet."""
+        with self._lock:
+            for pool in self._actors.values():
+                for index, held in enumerate(pool):
+                    if held is not None and held._actor_id == actor._actor_id:
+                        pool[index] = None
+        try:
+            ray.kill(actor)  # should it still run (a lost connection, not a death), it ends now
+        except Exception:  # already gone
+            pass
 
     def _move_sharing(self, pool: list, count: int) -> None:
         """Actors sharing a CPU are replaced (between statements) by ones of their own once the cluster has
@@ -98,12 +124,9 @@ class ActorPool:
 
     @staticmethod
     def _drop_dead(pool: list, count: int) -> None:
-        pings = {i: pool[i].ping.remote() for i in range(count) if pool[i] is not None}
-        for index, ref in pings.items():
-            try:
-                ray.get(ref, timeout=PING_SECONDS)
-            except (ray.exceptions.RayError, TimeoutError):
-                ray.kill(pool[index])
+        """Actors Ray knows to be dead (its local record, kept current by the cluster: no call) are replaced."""
+        for index in range(count):
+            if pool[index] is not None and pool[index]._get_local_state() == ActorTableData.DEAD:
                 pool[index] = None
 
     @staticmethod

@@ -1,7 +1,8 @@
 """On the driver: the threads that pass a Ray execution's batches on, kept between statements.
 
-Each fragment a statement ships has a driver task that reads the fragment's stream of batch
-references and forwards them (to the next actor, or into the final gather). Those tasks wait on
+Each fragment a statement ships to feed other actors (not the final gather's, which the gather
+reads itself) has a driver task that reads the fragment's stream of batch references and forwards
+them to the next actor; so does each scan on the driver. Those tasks wait on
 Ray, not on the CPU, and run no BLAS, so they need no BLAS limit; starting a thread per task per
 statement cost more than the tiny statements' whole work, so idle threads are kept and reused.
 The pool never queues a task behind others (a queued forwarder could be the one the running ones

@@ -3,16 +3,19 @@
 The plan is cut at its exchanges and its scans. Each producer instance of an exchange (the
 operators below it, down to the next exchanges and scans) is shipped to the actor of its partition
 and run there (`RayWorker.run`). Scans hold the database, so they run on the driver and feed their
-tuples to the fragment that reads them. A driver thread per fragment passes each routed batch on,
-as an object reference, to the actor of its consumer partition, or into the driver's channel for
-the final gather, the only operator that runs on the driver. The first error anywhere (a kernel
+tuples to the fragment that reads them. The final gather, the only operator that runs on the
+driver, reads the streams of the fragments under it itself (gather.py); a driver task per other
+fragment passes each routed batch on, as an object reference, to the actor of its consumer
+partition. Fragments are cached by plan in the actors (fragments.py). The first error anywhere (a kernel
 error raised in an actor, an actor that died) fails the statement; ending the execution releases
 it in every actor, which stops what still runs of it there.
 """
 from __future__ import annotations
 
 import itertools
+import threading
 import uuid
+from collections import OrderedDict
 from functools import partial
 from typing import Any, Optional
 
@@ -26,6 +29,8 @@ from trdb.execution.operators.operator import ExecContext, PhysicalOperator
 from trdb.execution.operators.tensor_scan import TensorScanExec
 from trdb.execution.ray.cluster import POOL, connect
 from trdb.execution.ray.driver_threads import PooledWorkers
+from trdb.execution.ray.fragments import SENT, fingerprint, plan_token
+from trdb.execution.ray.gather import StreamGather
 from trdb.execution.ray.inbox import FeedExec, RemoteChannel
 from trdb.execution.ray.residency import RESIDENCY, TOTAL, Shipped
 from trdb.execution.ray.resident import PartitionKey
@@ -39,6 +44,9 @@ from trdb.optimizer.physical_plan import SINGLE, PhysicalNode
 
 GENERATOR_WINDOW = 16  # objects a fragment may yield ahead of the driver (each batch is a header and its rows)
 FEED = Gather()  # a scan inside a fragment sends all its tuples to the one operator reading it
+_READY_LOCK = threading.Lock()
+_READY: "OrderedDict[Any, None]" = OrderedDict()  # kept partitions' references seen resolved, without error
+READY_KEPT = 4096
 
 
 def gathered(root: PhysicalNode) -> PhysicalNode:
@@ -53,6 +61,7 @@ class RayExecution(Execution):
 
     def __init__(self, root: PhysicalNode, ctx: ExecContext, settings, keep: bool = False):
         super().__init__(gathered(root), ctx, PooledWorkers)
+        self._token = plan_token(root)  # fragments are cached by plan (fragments.py)
         connect(settings.ray_address)
         gpu = POOL.wants_gpus(settings.device)
         self.device = settings.device if gpu else "cpu"
@@ -64,12 +73,16 @@ class RayExecution(Execution):
         self._locations: dict[int, dict[int, int]] = {}   # by exchange key: the worker of each consumer partition
         self._slots: dict[int, dict[int, Slots]] = {}      # by exchange key: each consumer partition's feed slots
         self._tasks: list[tuple[str, Any]] = []
+        self._gathers: list[StreamGather] = []
         self._fragments = [0] * len(self.actors)  # per actor, checked against its threads
+        self._ended = 0                           # fragments whose actor sent their last item
         self._inboxes = [0] * len(self.actors)
         # scans hand host arrays to actors; they read within the database's memory budget
         self._leaf_ctx = ExecContext(NUMPY_BACKEND, ctx.catalog, ctx.state, ctx.memory, ctx.spill)
         self.shipped = Shipped(TOTAL)  # the bytes this execution sent to actors (EXPLAIN ANALYZE)
-        RESIDENCY.forget_actors_except({actor._actor_id.hex() for actor in POOL.live()})
+        live = {actor._actor_id.hex() for actor in POOL.live()}
+        RESIDENCY.forget_actors_except(live)
+        SENT.forget_actors_except(live)
         self._resident = ResidentScans(self.actors, self._leaf_ctx, settings.ray_resident_bytes, self.shipped,
                                        settings.ray_disk_cache_bytes)
         self._kept = KeptOutput(self.id, self.root.children[0], settings.ray_resident_bytes) if keep else None
@@ -80,6 +93,8 @@ class RayExecution(Execution):
             self._check_load()
             for name, task in self._tasks:
                 self.workers.start(name, task)
+            for gather in self._gathers:
+                gather.start()
             self._operator.open(self.ctx)
         except BaseException:
             self.__exit__(None, None, None)
@@ -91,22 +106,37 @@ class RayExecution(Execution):
             if self._operator is not None:
                 self._operator.close()
         finally:
+            clean = not self.ctx.state.cancelled.is_set() and self._ended == sum(self._fragments)
             if exc[0] is not None and self._kept is not None:
                 self._kept.discard()
             self.ctx.state.cancelled.set()
-            for actor in self.actors:
-                actor.release.remote(self.id)  # stops this execution's fragments and feeds there
+            for gather in self._gathers:
+                gather.close()
             self.workers.join()
+            clean = clean and self._ended == sum(self._fragments) and self.ctx.state.first_error is None
+            for actor in self.actors:
+                if clean:  # nothing of it runs there: forgotten with the actor's next fragment, no call now
+                    POOL.finished(actor, self.id)
+                else:
+                    actor.release.remote(self.id)  # stops this execution's fragments and feeds there
             self._tasks = []  # they refer back to this execution: without them its plan (and tuples) go with it
+            self._gathers = []
             self._resident.release()
 
     # ------------------------------------------------------------ cutting the plan into fragments
 
-    def _start_exchange(self, node: PhysicalNode, path: tuple) -> Channel:
-        """An exchange whose consumers are on the driver (the final gather)."""
-        channel = Channel(node.instances, node.children[0].instances, self.ctx.state)
-        self._by_path[path] = channel
+    def _start_exchange(self, node: PhysicalNode, path: tuple) -> Any:
+        """An exchange whose consumers are on the driver (the final gather): it reads the fragments under it
+        itself (gather.py); scans under it run on driver threads that feed a channel."""
         moved = self.channels[id(node)] = Moved()
+        child = node.children[0]
+        if child.children or child.exchange is not None:  # fragments, never a scan on the driver
+            gather = self._by_path[path] = StreamGather(self.ctx.state, moved, self.failure)
+            self._gathers.append(gather)
+            self._producers(node, path, lambda producer: gather, self._kept)
+            return gather
+        channel = Channel(node.instances, child.instances, self.ctx.state)
+        self._by_path[path] = channel
         self._producers(node, path, lambda producer: LocalDestination(channel, moved), self._kept)
         return channel
 
@@ -124,8 +154,9 @@ class RayExecution(Execution):
             if resident is not None:  # a tensor partition kept in the actor: it routes the tuples there
                 self.instances[id(child)].append(resident)
                 self._fragments[worker] += 1
+                key = fingerprint(self._token, path, producer, [resident])
                 task = partial(self._run_fragment, resident, worker, node.exchange, node.instances,
-                               destination(producer), kept and kept.key(producer, self.actors[worker]))
+                               destination(producer), key, kept and kept.key(producer, self.actors[worker]))
             elif not child.children and child.exchange is None:  # a scan on the driver: fed from here
                 scan = operator_for(child, [], producer)
                 self.instances[id(child)].append(scan)
@@ -133,8 +164,14 @@ class RayExecution(Execution):
             else:
                 fragment = self._remote(child, producer, path + (0,), worker)
                 self._fragments[worker] += 1
-                task = partial(self._run_fragment, fragment, worker, node.exchange, node.instances,
-                               destination(producer), kept and kept.key(producer, self.actors[worker]))
+                key = fingerprint(self._token, path, producer, list(preorder(fragment)))
+                keep = kept and kept.key(producer, self.actors[worker])
+                to = destination(producer)
+                if isinstance(to, StreamGather):  # read by the gather's own thread: no driver task
+                    to.add(partial(self._submit, fragment, worker, node.exchange, node.instances, key, keep),
+                           partial(self._resume, worker), worker, partial(self._take, fragment, keep=keep))
+                    continue
+                task = partial(self._run_fragment, fragment, worker, node.exchange, node.instances, to, key, keep)
             self._tasks.append((f"{node.operator}-{producer}", task))
 
     def _remote(self, node: PhysicalNode, partition: int, path: tuple, worker: int) -> PhysicalOperator:
@@ -207,31 +244,68 @@ class RayExecution(Execution):
     # ------------------------------------------------------------ driver threads
 
     def _run_fragment(self, fragment: PhysicalOperator, worker: int, route: Exchange, consumers: int,
-                      destination, keep: Optional[PartitionKey] = None) -> None:
-        """Ship a fragment to its actor and pass each batch it yields on to its consumers (and have the actor
-        keep them under `keep`, a shared subplan's)."""
-        stream = None
+                      destination, key: tuple, keep: Optional[PartitionKey] = None) -> None:
+        """A driver task: ship a fragment to its actor and pass each batch it yields on to its consumers (and
+        have the actor keep them under `keep`, a shared subplan's)."""
+        pending = None
         try:
-            extra = {} if keep is None else {"keep": keep, "keep_limit": self._kept.limit}
-            stream = self.actors[worker].run.options(_generator_backpressure_num_objects=GENERATOR_WINDOW).remote(
-                self.id, fragment, route, consumers, self.device, *self._resident.ready[worker], **extra)
-            while True:
-                header = settle(self._next_ref(stream), self.ctx.state)
-                if header[0] == "end":
-                    self._record(fragment, header[1], header[2])
-                    if keep is not None:
-                        self._kept.done(keep, header[3])
-                    break
-                partitions, tuples, size = header[:3]
-                rows = header[3] if len(header) > 3 else self._next_ref(stream)
-                destination.deliver(partitions, rows, tuples, size)
+            pending, confirm = self._submit(fragment, worker, route, consumers, key, keep)
+            reply = settle(pending, self.ctx.state)
+            confirm()
+            if reply[0] == "more":  # a large output: streamed
+                pending = self._resume(worker, reply)
+                while not self._take(fragment, settle(self._next_ref(pending), self.ctx.state), destination,
+                                     lambda: self._next_ref(pending), keep):
+                    pass
+            elif not self._take(fragment, reply, destination, None, keep):
+                raise StopIteration  # released before it ran
             destination.finish()
         except StopIteration:
-            self.ctx.state.fail(QueryCancelled("the statement was cancelled"))  # released before it ran
+            self.ctx.state.fail(QueryCancelled("the statement was cancelled"))
         except BaseException as exc:
             self.ctx.state.fail(self.failure(exc, worker))
-            if stream is not None:
-                _cancel(stream)
+            if pending is not None:
+                _cancel(pending)
+
+    def _submit(self, fragment: PhysicalOperator, worker: int, route: Exchange, consumers: int, key: tuple,
+                keep: Optional[PartitionKey] = None):
+        """Ship a fragment to its actor: pickled, or `key` alone when the actor has it from an earlier run
+        of the plan; `keep`: the actor also keeps its output under that key. The reference to its reply,
+        and what to call once it has answered (the actor holds the fragment)."""
+        actor = self.actors[worker]
+        actor_id = actor._actor_id.hex()
+        payload = SENT.payload(actor_id, key, fragment)
+        finished = POOL.take_finished(actor)
+        limit = self._kept.limit if keep is not None else 0
+        reply = actor.run.remote(self.id, (key, payload, route, consumers, self.device, finished, keep, limit),
+                                 *_pending(self._resident.ready[worker]))
+        return reply, (partial(SENT.confirm, actor_id, key) if payload is not None else (lambda: None))
+
+    def _resume(self, worker: int, reply: tuple) -> Any:
+        """The stream of a fragment whose output was too large for its reply."""
+        return self.actors[worker].resume.options(_generator_backpressure_num_objects=GENERATOR_WINDOW).remote(
+            self.id, reply[1])
+
+    def _take(self, fragment: PhysicalOperator, header: tuple, destination, next_rows,
+              keep: Optional[PartitionKey] = None) -> bool:
+        """Pass one streamed item's batches on (`next_rows()`: the rows of a large piece, the next item);
+        true at the fragment's last item, which carries its metrics, the pieces it held back and whether
+        it kept its output (under `keep`); false for a reply saying the statement had ended before the
+        fragment ran."""
+        if header[0] == "released":
+            return False
+        if header[0] == "end":
+            for partitions, tuples, size, rows in header[3]:
+                destination.deliver(partitions, rows, tuples, size)
+            self._record(fragment, header[1], header[2])
+            if keep is not None:
+                self._kept.done(keep, header[4])
+            self._ended += 1
+            return True
+        partitions, tuples, size = header[:3]
+        rows = header[3] if len(header) > 3 else next_rows()
+        destination.deliver(partitions, rows, tuples, size)
+        return False
 
     def _next_ref(self, stream) -> Any:
         while not ray.wait([stream], timeout=POLL_SECONDS)[0]:
@@ -279,11 +353,30 @@ class RayExecution(Execution):
         if isinstance(exc, ray.exceptions.TaskCancelledError):
             return QueryCancelled("the statement was cancelled")
         if isinstance(exc, ray.exceptions.RayActorError):
+            if worker is not None:
+                POOL.lost(self.actors[worker])  # the next statement replaces it
             who = "a Ray worker" if worker is None else f"Ray worker {worker}"
             return OperationalError(f"{who} died during the statement ({_reason(exc)}); the "
                                     "statement was rolled back and changed nothing",
                                     hint="the next statement starts a new worker in its place")
         return _cluster_error(exc)
+
+
+def _pending(ready: list) -> list:
+    """The partitions a fragment waits for that its actor may not hold yet. Ray resolving a reference is
+    a round trip; one that resolved already (a partition kept in an earlier statement) is looked at
+    here instead, once (a failed keep raises its error here), and remembered."""
+    with _READY_LOCK:
+        unknown = [ref for ref in ready if ref not in _READY]
+    if not unknown:
+        return unknown
+    done, pending = ray.wait(unknown, num_returns=len(unknown), timeout=0, fetch_local=False)
+    ray.get(done)
+    with _READY_LOCK:
+        _READY.update(dict.fromkeys(done))
+        while len(_READY) > READY_KEPT:
+            _READY.popitem(last=False)
+    return pending
 
 
 def _reason(exc: BaseException) -> str:

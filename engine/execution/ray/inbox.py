@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict, deque
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
@@ -76,6 +76,29 @@ class ActorExecution:
         self.state = ExecutionState()
         self.inboxes: dict[tuple[int, int], Inbox] = {}
         self.backend: Any = None  # the kernel backend of the fragments (set by the first to run)
+        self._parked: dict[int, tuple[Any, Iterator]] = {}  # fragments whose output is streamed (`RayWorker.resume`)
+        self._lock = threading.Lock()
+
+    def park(self, first: Any, items: Iterator) -> int:
+        """A fragment's first item and the rest of its output, until the driver asks for them; its number."""
+        with self._lock:
+            token = len(self._parked) + 1
+            while token in self._parked:
+                token += 1
+            self._parked[token] = (first, items)
+            return token
+
+    def unpark(self, token: int) -> Optional[tuple[Any, Iterator]]:
+        with self._lock:
+            return self._parked.pop(token, None)
+
+    def end(self) -> None:
+        """Stop what runs of it here: fragments waiting for their output to be asked for are closed."""
+        self.state.cancelled.set()
+        with self._lock:
+            parked, self._parked = list(self._parked.values()), {}
+        for _, items in parked:
+            items.close()  # runs the fragment's close
 
     def to_backend(self, batch: Batch) -> Batch:
         """Tiles arrive as host (numpy) arrays; a GPU backend wants them on its device."""
@@ -128,7 +151,7 @@ class Inboxes:
             while len(self._released) > _RELEASED_KEPT:
                 self._released.popitem(last=False)
         if execution is not None:
-            execution.state.cancelled.set()
+            execution.end()
 
 
 INBOXES = Inboxes()  # one per process: a Ray actor is a process

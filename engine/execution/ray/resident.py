@@ -3,16 +3,15 @@
 A partition is named by `PartitionKey`: the database, the tile table, its data version (every write
 takes a new one, so a key names one content for ever), and which hash partition of which key columns
 it is. The driver decides what each actor keeps and what it drops (`residency.py` mirrors this
-store), so the store only does as told; a scan whose partition is missing runs its `source` (a
-function that reads the partition where the actor is, e.g. from storage every node can read), or
-fails as a broken invariant.
+store), so the store only does as told; a scan whose partition is missing fails as a broken
+invariant (the driver ships, or has the actor load, every partition before the fragment runs).
 """
 from __future__ import annotations
 
 import hashlib
 import threading
 from collections import OrderedDict
-from typing import Callable, Iterator, NamedTuple, Optional
+from typing import Iterator, NamedTuple, Optional
 
 from trdb.errors import InternalError
 from trdb.execution.exchange.channel import batch_bytes
@@ -36,12 +35,11 @@ class PartitionKey(NamedTuple):
     columns: tuple[int, ...]
 
 
-def _own(value):
-    """A tile copied out of the object store into the actor's heap, read-only as scanned tiles are."""
-    copy = getattr(value, "copy", None)
-    if copy is None:
-        return value
-    value = copy()
+def _own(value, copy: bool):
+    """A tile read-only as scanned tiles are: copied out of the object store into the actor's heap
+    (`copy`), or as it is (a tile the actor read itself is its own already)."""
+    if copy and hasattr(value, "copy"):
+        value = value.copy()
     if hasattr(value, "flags"):
         value.flags.writeable = False
     return value
@@ -55,14 +53,15 @@ class ResidentStore:
         self._rows: OrderedDict[PartitionKey, tuple[list, int]] = OrderedDict()
         self.disk = DiskCache()
 
-    def keep(self, key: PartitionKey, rows: list, drop: tuple = (), spill: tuple = ()) -> int:
-        """Keep `rows` (copied: the object store's copy can go) under `key`, after dropping `drop` (from
-        memory and disk) and moving `spill` to disk."""
-        return self._put(key, [tuple(_own(v) for v in row) for row in rows], drop, spill)
+    def keep(self, key: PartitionKey, rows: list, drop: tuple = (), spill: tuple = (), copy: bool = True) -> int:
+        """Keep `rows` under `key`, after dropping `drop` (from memory and disk) and moving `spill` to disk;
+        `copy`: rows that are views of the object store (shipped by the driver) are copied so that its
+        copy can go."""
+        return self._put(key, [tuple(_own(v, copy) for v in row) for row in rows], drop, spill)
 
     def patch(self, key: PartitionKey, base: PartitionKey, items: Items, drop: tuple = (), spill: tuple = ()) -> int:
         """Keep under `key` the partition `items` describe: changed rows (copied), the others `base`'s."""
-        owned = [(k, None if row is None else tuple(_own(v) for v in row)) for k, row in items]
+        owned = [(k, None if row is None else tuple(_own(v, True) for v in row)) for k, row in items]
         return self._put(key, patched(self.find(base), owned), drop, spill)
 
     def restore(self, key: PartitionKey, drop: tuple = (), spill: tuple = ()) -> int:
@@ -88,17 +87,13 @@ class ResidentStore:
                 self._rows.pop(key, None)
             self.disk.delete(_file_name(key))
 
-    def rows(self, key: PartitionKey, source: Optional[Callable[[], list]] = None) -> list:
+    def rows(self, key: PartitionKey) -> list:
         with self._lock:
             entry = self._rows.get(key)
-        if entry is not None:
-            return entry[0]
-        if source is None:
+        if entry is None:
             raise InternalError(f"the Ray worker does not hold partition {key.partition} of {key.table} "
                                 f"version {key.version}, which the driver placed there")
-        rows = source()
-        self.keep(key, rows)
-        return rows
+        return entry[0]
 
     def find(self, key: PartitionKey) -> Optional[list]:
         with self._lock:
@@ -133,20 +128,18 @@ def external_partition(location: Location, meta: TensorMeta, partition: int, par
 
 
 class ResidentScanExec(PhysicalOperator):
-    """Stands in (in a shipped fragment) for a tensor scan: its partition is kept in the actor.
-
-    `source`, where given, reads the partition in the actor when it is not kept there yet; without
-    one the driver has shipped it before the fragment runs."""
+    """Stands in (in a shipped fragment) for a tensor scan: its partition is kept in the actor (the
+    driver has shipped it, or had the actor load it, before the fragment runs)."""
 
     reads_tiles = True
 
-    def __init__(self, key: PartitionKey, source: Optional[Callable[[], list]] = None):
+    def __init__(self, key: PartitionKey):
         super().__init__()
-        self.key, self.source = key, source
+        self.key = key
         self._stream: Optional[Iterator[Batch]] = None
 
     def _open(self) -> None:
-        rows = STORE.rows(self.key, self.source)
+        rows = STORE.rows(self.key)
         asarray = self.ctx.backend.asarray
         if self.ctx.backend.name != "numpy":
             rows = [tuple(asarray(v) if hasattr(v, "__array__") else v for v in row) for row in rows]

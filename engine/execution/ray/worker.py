@@ -1,12 +1,13 @@
 """The Ray actor of the 'ray' executor: one per worker, it runs plan fragments and takes in their inputs.
 
-`run` is a streaming generator: it runs one fragment (the operators below an exchange, down to the
-next exchanges and scans), routes each output batch to consumer partitions as the exchange's
-router says, and yields for each piece a small header (its partitions, tuples and bytes) and then
-the rows, which Ray stores as one object (shared memory on the node; numpy arrays are read back
-without a copy); a small batch travels in the header's item. The last item carries the operators'
-metrics and the process id. Methods run in threads of their own concurrency groups, so a blocked
-`feed` never holds up a fragment or `release`.
+`run` runs one fragment (the operators below an exchange, down to the next exchanges and scans)
+and routes each output batch to consumer partitions as the exchange's router says. A small output
+comes back whole in its reply, one round trip for the fragment; a larger one waits in the actor
+for `resume`, a streaming generator that yields for each piece a small header (its partitions,
+tuples and bytes) and then the rows, which Ray stores as one object (shared memory on the node;
+numpy arrays are read back without a copy); a small batch travels in its header's item. The last
+item carries the operators' metrics and the process id. Methods run in threads of their own
+concurrency groups, so a blocked `feed` never holds up a fragment or `release`.
 """
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ import ray
 from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.interpreter import router_for
 from trdb.execution.operators.operator import Batch, ExecContext, OperatorMetrics, PhysicalOperator
-from trdb.execution.ray import inbox, resident, shared  # the modules, not their globals: Ray ships this class by value
+
+# the modules, not their globals: Ray ships this class by value
+from trdb.execution.ray import fragments, inbox, resident, shared
 from trdb.execution.ray.routing import pieces
 from trdb.kernels.placement import backend_for
 from trdb.optimizer.physical_operators import Exchange
@@ -74,8 +77,9 @@ class RayWorker:
 
     @ray.method(concurrency_group="feed")
     def load(self, key: resident.PartitionKey, source, drop: tuple, spill: tuple = ()) -> int:
-        """Read a tensor partition here (`source()`: from storage this node can read) and keep it; its bytes."""
-        return resident.STORE.keep(key, source(), drop, spill)
+        """Read a tensor partition here (`source()`: from storage this node can read) and keep it; its bytes.
+        The tiles are this process's own already: kept as they are, only made read-only."""
+        return resident.STORE.keep(key, source(), drop, spill, copy=False)
 
     @ray.method(concurrency_group="feed")
     def restore(self, key: resident.PartitionKey, drop: tuple, spill: tuple = ()) -> int:
@@ -101,40 +105,92 @@ class RayWorker:
         return resident.STORE.held()
 
     @ray.method(concurrency_group="run")
-    def run(self, execution_id: str, fragment: PhysicalOperator, route: Exchange, consumers: int, device: str,
-            *kept: int, keep: Optional[resident.PartitionKey] = None, keep_limit: int = 0):
-        """Run a fragment; `kept` are the partitions its scans read, which Ray waits for before it starts.
-        `keep`: also keep its output here under that key (a shared subplan's), if within `keep_limit` bytes."""
+    def run(self, execution_id: str, call: tuple, *kept: int) -> tuple:
+        """Run a fragment. `call` is one argument (Ray serialises each on its own): (key, payload, route,
+        consumers, device, finished, keep, keep_limit). The fragment is the one `key` names (`payload`: it
+        pickled, the first time this actor runs it), routed by `route` to `consumers` partitions, on `device`;
+        `keep`: its output is also kept here under that key (a shared subplan's), if within `keep_limit`
+        bytes; `finished`:
+        executions that ended cleanly since this actor's last fragment (forgotten here now: their release costs
+        no call of its own); `kept`: the partitions its scans read that may not be here yet, which Ray waits for
+        before it starts. The reply: its whole output when small ("end", metrics, pid, pieces); else
+        ("more", n), the fragment waiting with its output for `resume(n)`; ("released",) when the
+        statement has ended already."""
+        key, payload, route, consumers, device, finished, keep, keep_limit = call
+        for done in finished:
+            inbox.INBOXES.release(done)
         execution = inbox.INBOXES.execution(execution_id)
         if execution is None:
-            return  # released before it started: the statement has already ended
-        backend = backend_for(device)
-        execution.backend = backend
-        route_batch = router_for(route)
-        output = _Output(keep_limit) if keep is not None else None
+            return ("released",)
+        fragment = fragments.CACHE.fragment(key, payload, execution_id)
+        items = _output(fragment, route, consumers, execution, device, keep, keep_limit)
         try:
-            fragment.open(ExecContext(backend, None, execution.state))
-            while (batch := fragment.next_batch()) is not None:
-                if output is not None:
-                    output.add(host_rows(batch, backend))
-                for partitions, rows in pieces(route_batch(batch, consumers)):
-                    size = batch_bytes(rows)
-                    header = (partitions, len(rows) * len(partitions), size * len(partitions))
-                    if size <= INLINE_BYTES:  # small: one item, one round trip fewer
-                        yield header + (host_rows(rows, backend),)
-                    else:
-                        yield header
-                        yield host_rows(rows, backend)
-        except BaseException as exc:
-            execution.state.fail(exc)  # the other fragments of this statement here stop too
-            raise
-        finally:
-            fragment.close()
-        metrics: list[OperatorMetrics] = [op.metrics for op in preorder(fragment)]
-        if keep is None:
-            yield "end", metrics, os.getpid()
-        else:
-            yield "end", metrics, os.getpid(), output.keep(keep)
+            first = next(items)
+        except StopIteration as end:
+            return end.value
+        return ("more", execution.park(first, items))
+
+    @ray.method(concurrency_group="run")
+    def resume(self, execution_id: str, token: int):
+        """Stream the output of a fragment `run` left waiting, then its last item ("end", metrics, pid, [], kept)."""
+        execution = inbox.INBOXES.execution(execution_id)
+        parked = execution.unpark(token) if execution is not None else None
+        if parked is None:
+            return  # released: the statement has ended
+        first, items = parked
+        yield first
+        last = yield from items
+        yield last
+
+
+def _output(fragment: PhysicalOperator, route: Exchange, consumers: int, execution, device: str,
+            keep: Optional[resident.PartitionKey], keep_limit: int):
+    """A fragment's routed output as streamed items (`_items`), kept here too under `keep` if given;
+    returns its last item."""
+    backend = backend_for(device)
+    execution.backend = backend
+    output = _Output(keep_limit) if keep is not None else None
+    try:
+        fragment.open(ExecContext(backend, None, execution.state))
+        held = yield from _items(fragment, router_for(route), consumers, backend, output)
+    except GeneratorExit:  # closed while waiting: the statement has ended
+        raise
+    except BaseException as exc:
+        execution.state.fail(exc)  # the other fragments of this statement here stop too
+        raise
+    finally:
+        fragment.close()
+    metrics: list[OperatorMetrics] = [op.metrics for op in preorder(fragment)]
+    return "end", metrics, os.getpid(), held, output is not None and output.keep(keep)
+
+
+def _items(fragment: PhysicalOperator, route_batch, consumers: int, backend, output: Optional["_Output"]):
+    """The streamed items of a fragment's routed output; returns the pieces held back for the last item.
+
+    Pieces are held back while their bytes add up to at most INLINE_BYTES: a small result travels
+    whole in the last item, one round trip for the fragment. Past that, what was held goes first
+    and every piece is streamed: a small one in one item with its header, a large one in two."""
+    held: Optional[list] = []
+    total = 0
+    while (batch := fragment.next_batch()) is not None:
+        if output is not None:
+            output.add(host_rows(batch, backend))
+        for partitions, rows in pieces(route_batch(batch, consumers)):
+            size = batch_bytes(rows)
+            item = (partitions, len(rows) * len(partitions), size * len(partitions), host_rows(rows, backend))
+            if held is not None and total + size <= INLINE_BYTES:
+                held.append(item)
+                total += size
+                continue
+            if held:
+                yield from held
+            held = None
+            if size <= INLINE_BYTES:
+                yield item
+            else:
+                yield item[:3]
+                yield item[3]
+    return held or []
 
 
 class _Output:
