@@ -112,8 +112,8 @@ class AdamState:
             m_hat = m / (1 - options.beta1 ** self.step)
             v_hat = v / (1 - options.beta2 ** self.step)
             out.append(m_hat / (np.sqrt(v_hat) + options.epsilon))
-        _replace_tiles(self.sc, m_meta, keys, ms)
-        _replace_tiles(self.sc, v_meta, keys, vs)
+        _replace_tiles(self.sc, m_meta, keys, ms, set(m_old) <= set(keys))
+        _replace_tiles(self.sc, v_meta, keys, vs, set(v_old) <= set(keys))
         write_adam_step(self.sc.db, self.param_name, self.step)
         return out
 
@@ -166,10 +166,13 @@ def _tiles_by_key(sc: StatementContext, meta: TensorMeta) -> dict[tuple, np.ndar
     return {tuple(k): dense(t) for k, t in zip(keys.tolist(), tiles)}  # updates fill CSR tiles in
 
 
-def _replace_tiles(sc: StatementContext, meta: TensorMeta, keys: list[tuple], tiles: list[np.ndarray]) -> None:
+def _replace_tiles(sc: StatementContext, meta: TensorMeta, keys: list[tuple], tiles: list[np.ndarray],
+                   whole: bool = False) -> None:
+    """Write `tiles` under `keys` in place of the stored ones; `whole`: `keys` cover every stored tile
+    (the tensor is written afresh, with no DELETE of each key)."""
     meta = sc.catalog.require_tensor(meta.name)
     key_array = np.array(keys, dtype=np.int64).reshape(len(keys), len(meta.keys))
-    tile_store.delete_tiles(sc.db, meta, key_array)
+    tile_store.delete_tiles(sc.db, meta, None if whole else key_array)
     with TileWriter(sc.db, meta, CHUNK_BYTES) as writer:  # inserted a batch at a time, each cast as it goes in
         for key, tile in zip(keys, tiles):
             writer.add(key, np.asarray(tile, dtype=meta.dtype))
@@ -183,7 +186,7 @@ def _update(sc: StatementContext, param: TensorMeta, rows: list[tuple], options:
     current = _tiles_by_key(sc, param)
     directions = adam.direction(keys, grads, options) if adam else grads
     new = [current[key] - options.learning_rate * d for key, d in zip(keys, directions) if key in current]
-    _replace_tiles(sc, param, [k for k in keys if k in current], new)
+    _replace_tiles(sc, param, [k for k in keys if k in current], new, set(current) <= set(keys))
 
 
 def step_plans(sc: StatementContext, node: ast.Minimize) -> tuple[lp.Plan, list[TensorMeta], list[lp.Plan]]:

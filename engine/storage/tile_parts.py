@@ -146,6 +146,15 @@ def created(db: Database, table: str, part: str) -> None:
     found.stale = True
 
 
+def emptied(db: Database, table: str) -> None:
+    """Every part of `table` was dropped and its first made anew in this transaction (it is the only one,
+    and empty): the appender and the part names say so without asking DuckDB."""
+    transaction = _transaction(db)
+    _APPENDERS.setdefault(db, {})[table] = Appender(transaction, [table], [0], [True], {table})
+    if (names := _names_known(db)) is not None:
+        names[table] = [table]
+
+
 def new_part(db: Database, found: Appender, create: Callable[[str], None]) -> int:
     """Create the next part (by `create(name)`) and return its position in the appender."""
     numbers = [0] + [part_number(found.tables[0], t) or 0 for t in found.tables[1:]]

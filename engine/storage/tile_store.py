@@ -310,18 +310,22 @@ def delete_tiles(db: Database, meta: TensorMeta, keys: Optional[np.ndarray] = No
         counts = db.execute(" UNION ALL ".join(f"SELECT {i}, count(*) FROM {quote_dotted(t)}"
                                                for i, t in enumerate(tables)))
         emptied = [tables[i] for i, count in sorted(counts) if count == 0]
-    _renew(db, meta, emptied)
+    _renew(db, meta, emptied, tables)
 
 
-def _renew(db: Database, meta: TensorMeta, emptied: list[str]) -> None:
-    """Parts without live tiles are dropped, the first made anew: DuckDB keeps deleted rows in a table until
-    it rewrites it, and rewriting them together with new ones could take more than its memory."""
+def _renew(db: Database, meta: TensorMeta, emptied: list[str], tables: list[str]) -> None:
+    """Parts (of `tables`, all of them) without live tiles are dropped, the first made anew: DuckDB keeps
+    deleted rows in a table until it rewrites it, and rewriting them together with new ones could take
+    more than its memory."""
+    everything = set(emptied) == set(tables)
     for table in emptied:
         db.execute(f"DROP TABLE {quote_dotted(table)}")
         tile_parts.forget(db, meta.table)
         if table == meta.table:
             create_tile_table(db, table, len(meta.keys))
             tile_parts.created(db, meta.table, table)
+    if everything:  # one empty part, made by this transaction: its writer need not ask DuckDB
+        tile_parts.emptied(db, meta.table)
 
 
 def existing_keys(db: Database, meta: TensorMeta, keys: np.ndarray) -> list[tuple[int, ...]]:
