@@ -56,7 +56,7 @@ class SpillDirectory:
             return
         for name in names:
             pid = _pid_of(name)
-            if pid is not None and not _alive(pid):
+            if pid is not None and not process_alive(pid):
                 shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
 
     @property
@@ -112,7 +112,8 @@ def _pid_of(name: str) -> Optional[int]:
         return None
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id runs on this machine (this one always does)."""
     if pid == os.getpid():
         return True
     try:

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from trdb.kernels.sparse import is_sparse
+from trdb.storage.spill import process_alive
 from trdb.storage.tile_codec import decode_tiles, encode_tiles
 
 PREFIX = "trdb-ray-cache-"
@@ -81,18 +82,8 @@ def remove_orphans(base: Path) -> None:
     """Remove cache directories of actors on this node whose process is gone (killed: no exit hook ran)."""
     for directory in base.glob(PREFIX + "*"):
         pid = directory.name[len(PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not process_alive(int(pid)):
             shutil.rmtree(directory, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _table(rows: list) -> pa.Table:
