@@ -137,8 +137,11 @@ class Database:
             try:
                 return self._con.execute(sql).fetchall()
             finally:
-                with suppress(duckdb.Error):  # fails in a transaction the query just aborted
+                try:
                     self._con.unregister(name)
+                except duckdb.Error as exc:  # fails in a transaction the query just aborted: that error counts
+                    if isinstance(exc, duckdb.InterruptException) or "KeyboardInterrupt" in str(exc):
+                        raise KeyboardInterrupt from None  # a Ctrl-C that DuckDB took here: not swallowed
 
     def append_arrow(self, table: str, data: pa.Table) -> None:
         """Append an Arrow table's rows to `table` (a quoted name) by column name.
@@ -216,17 +219,25 @@ class Database:
         if self.in_transaction:
             yield
             return
-        # the lock guards each call, not the statement: workers read tiles while it runs
-        self.begin()
+        # the lock guards each call, not the statement: workers read tiles while it runs. An interrupt
+        # (Ctrl-C) may land anywhere, also between BEGIN or COMMIT and the flag: whatever it leaves open
+        # is rolled back, so that the next statement does not find DuckDB inside a transaction
         self._statement_transaction = True
         try:
+            self.begin()
             yield
         except BaseException:
             self._statement_transaction = False
             self.rollback()
             raise
-        self._statement_transaction = False
-        self.commit() if writes else self.rollback()
+        try:
+            self.commit() if writes else self.rollback()
+        except BaseException:
+            with suppress(errors.Error):  # none is left when COMMIT ran before the interrupt came
+                self.rollback()
+            raise
+        finally:
+            self._statement_transaction = False
 
     def close(self) -> None:
         with self._lock:

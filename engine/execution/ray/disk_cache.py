@@ -6,7 +6,7 @@ reads it back from there rather than having the driver ship it again. The driver
 moves (`residency.py` mirrors memory and disk). Files hold Arrow IPC streams of the tiles encoded
 as the database stores them (`tile_codec`: no pickle), and are removed when the tensor changes
 (its other versions are dropped as a new one is kept) and when the actor ends; a directory left by
-an actor that was killed is removed by the next actor started on that node.
+an actor that was killed is removed by the next actor on that node that moves a partition to disk.
 """
 from __future__ import annotations
 
