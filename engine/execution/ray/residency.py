@@ -143,11 +143,8 @@ class Residency:
     def _versions_on_disk(held: OrderedDict, key: PartitionKey) -> tuple:
         """What goes from this actor's disk as `key` is shipped (forgotten here): `key` itself (sent again),
         and every older version of its tensor, in any partitioning (the tensor changed since)."""
-        stale = tuple(other for other, e in held.items() if e.on_disk and other[:2] == key[:2] and
-                      (other.version < key.version or other == key))
-        for other in stale:
-            del held[other]
-        return stale
+        return _taken_from_disk(held, lambda other: other[:2] == key[:2] and
+                                (other.version < key.version or other == key))
 
     def older_on_disk(self, key: PartitionKey) -> dict[str, tuple]:
         """Older versions of `key`'s tensor on other actors' disks, by actor id: forgotten here, for the
@@ -155,10 +152,7 @@ class Residency:
         found: dict[str, tuple] = {}
         with self._lock:
             for actor_id, held in self._held.items():
-                stale = tuple(other for other, e in held.items()
-                              if e.on_disk and other[:2] == key[:2] and other.version < key.version)
-                for other in stale:
-                    del held[other]
+                stale = _taken_from_disk(held, lambda other: other[:2] == key[:2] and other.version < key.version)
                 if stale:
                     found[actor_id] = stale
         return found
@@ -212,6 +206,14 @@ class Residency:
 
 
 RESIDENCY = Residency()
+
+
+def _taken_from_disk(held: OrderedDict, wanted: Callable[[PartitionKey], bool]) -> tuple:
+    """The keys of one actor's disk that `wanted` picks, forgotten here (the caller has the actor drop them)."""
+    taken = tuple(key for key, entry in held.items() if entry.on_disk and wanted(key))
+    for key in taken:
+        del held[key]
+    return taken
 
 
 def resident_key(pool: Any, table: str, version: int, partition: int, partitions: int,
