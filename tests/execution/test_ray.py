@@ -365,3 +365,32 @@ def test_partitions_past_the_memory_budget_wait_on_the_nodes_disk(ray_cur):
     assert product("C", "D")["tensor_bytes_sent"] > 0  # C's new version is shipped (its changed tiles)
     product("A", "B")  # C's and D's partitions leave memory: the old version of C is dropped, not kept on disk
     assert versions_of_c(RESIDENCY.on_disk) and not (versions_of_c(RESIDENCY.on_disk) | versions_of_c(RESIDENCY.held)) & old
+
+
+def test_a_cache_file_removed_from_a_workers_disk_fails_one_statement_and_the_next_ships_again(ray_cur):
+    import glob
+    import tempfile
+
+    from trdb.execution.ray.disk_cache import PREFIX
+    rng = np.random.default_rng(1)
+    values = {name: rng.standard_normal((256, 256), dtype=np.float32) for name in ("E", "F", "G", "H")}
+    for name, value in values.items():
+        ray_cur.execute(f"CREATE TENSOR {name} FROM ? TILE (64, 64)", [value])
+    ray_cur.execute("SET ray_resident_bytes = '300KB'")
+
+    def product(left: str, right: str) -> np.ndarray:
+        return ray_cur.execute(f"SELECT {left}.i, {right}.j, SUM(MATMUL({left}.v, {right}.v)) AS v FROM {left} "
+                               f"JOIN {right} ON {left}.j = {right}.i GROUP BY {left}.i, {right}.j").fetch_tensor()
+    product("E", "F")
+    product("G", "H")  # E's and F's partitions go to the actors' disk
+    files = glob.glob(f"{tempfile.gettempdir()}/{PREFIX}*/*.arrow")
+    assert files
+    for path in files:  # a cleaner of the temp directory
+        os.unlink(path)
+    ray_cur.execute("CREATE TENSOR P SHAPE (256, 256) TILE (64, 64)")
+    with pytest.raises(trdb.OperationalError, match="lost a partition it had moved to its node's disk"):
+        ray_cur.execute("INSERT INTO P SELECT E.i, F.j, SUM(MATMUL(E.v, F.v)) AS v FROM E JOIN F ON E.j = F.i "
+                        "GROUP BY E.i, F.j")
+    assert ray_cur.execute("SELECT COUNT(*) FROM P").fetchone()[0] == 0  # changed nothing
+    np.testing.assert_allclose(product("E", "F"), values["E"] @ values["F"], rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(product("G", "H"), values["G"] @ values["H"], rtol=1e-4, atol=1e-3)

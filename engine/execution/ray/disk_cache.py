@@ -22,11 +22,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from trdb.errors import OperationalError
 from trdb.kernels.sparse import is_sparse
 from trdb.storage.spill import process_alive
 from trdb.storage.tile_codec import decode_tiles, encode_tiles
 
 PREFIX = "trdb-ray-cache-"
+
+
+class CacheFileLost(OperationalError):
+    """A partition this actor moved to disk is no longer there (its file was removed from under it)."""
+
+    def __init__(self, path: Path):
+        super().__init__(f"{path} was removed (by a cleaner of the temp directory?)")
+        self.path = path
 
 
 class DiskCache:
@@ -59,8 +68,11 @@ class DiskCache:
     def read(self, name: str) -> list:
         """The rows written under `name` (the file is removed: the partition is in memory again)."""
         path = self.directory / name
-        with pa.OSFile(str(path), "rb") as source:  # read into memory: the tiles outlive the file
-            table = ipc.open_stream(source).read_all()
+        try:
+            with pa.OSFile(str(path), "rb") as source:  # read into memory: the tiles outlive the file
+                table = ipc.open_stream(source).read_all()
+        except FileNotFoundError:
+            raise CacheFileLost(path) from None
         path.unlink()
         return _rows(table)
 

@@ -28,6 +28,7 @@ from trdb.execution.interpreter import exchange_for, operator_for, router_for
 from trdb.execution.operators.operator import ExecContext, PhysicalOperator
 from trdb.execution.operators.tensor_scan import TensorScanExec
 from trdb.execution.ray.cluster import POOL, connect
+from trdb.execution.ray.disk_cache import CacheFileLost
 from trdb.execution.ray.driver_threads import PooledWorkers
 from trdb.execution.ray.fragments import SENT, fingerprint, plan_token
 from trdb.execution.ray.gather import StreamGather
@@ -345,11 +346,19 @@ class RayExecution(Execution):
 
     def failure(self, exc: BaseException, worker: Optional[int]) -> BaseException:
         """The error a statement fails with: what an operator raised in an actor, or what Ray reports."""
-        if not isinstance(exc, ray.exceptions.RayError):
-            return exc
         if isinstance(exc, ray.exceptions.RayTaskError):
             cause = exc.cause
             return self.failure(cause, worker) if isinstance(cause, BaseException) else _cluster_error(exc)
+        if isinstance(exc, CacheFileLost):
+            for actor in self.actors:  # the next statement ships what the actors' disks held
+                lost = RESIDENCY.forget_disk(actor)
+                if lost:
+                    actor.drop.remote(lost)
+            return OperationalError(f"a Ray worker lost a partition it had moved to its node's disk ({exc.path} "
+                                    "was removed); the statement was rolled back and changed nothing",
+                                    hint="the next statement ships the partitions the workers' disks held again")
+        if not isinstance(exc, ray.exceptions.RayError):
+            return exc
         if isinstance(exc, ray.exceptions.TaskCancelledError):
             return QueryCancelled("the statement was cancelled")
         if isinstance(exc, ray.exceptions.RayActorError):

@@ -63,10 +63,11 @@ TOTAL = Shipped()  # since the process started: what `ray_statistics()` reports
 
 
 class _Entry:
-    __slots__ = ("size", "ready", "pins", "digests", "on_disk")
+    __slots__ = ("size", "ready", "pins", "digests", "on_disk", "from_disk")
 
     def __init__(self, size: int):
         self.size, self.ready, self.pins, self.on_disk = size, None, 0, False
+        self.from_disk = False  # read back from the actor's disk (its `ready` fails if the file was gone)
         self.digests: Optional[Any] = None  # a future of the digest per tile key of what was shipped (None: read
         # by the actor itself)
 
@@ -115,7 +116,7 @@ class Residency:
                 held.move_to_end(key)
                 entry.pins += 1
                 if entry.on_disk:
-                    entry.on_disk = False
+                    entry.on_disk, entry.from_disk = False, True
                     entry.ready = restore(self._room(held, key, budget, disk_budget, self._newest))
                 return entry.ready, False
             stale = self._versions_on_disk(held, key)
@@ -156,6 +157,16 @@ class Residency:
                 if stale:
                     found[actor_id] = stale
         return found
+
+    def forget_disk(self, actor: Any) -> tuple:
+        """A file of an actor's disk went missing: what `actor` keeps on disk, and what it read back from
+        there, is forgotten here (what is needed again is shipped anew). The keys on disk, for the caller
+        to have the actor drop them."""
+        with self._lock:
+            held = self._held.get(actor._actor_id.hex(), OrderedDict())
+            for key in [key for key, entry in held.items() if entry.from_disk]:
+                del held[key]
+            return _taken_from_disk(held, lambda key: True)
 
     @staticmethod
     def _room(held: OrderedDict, key: PartitionKey, budget: int, disk_budget: int, newest: dict) -> Eviction:
