@@ -1,7 +1,7 @@
 """numpy's and opt_einsum's own einsum test expressions (einsum_cases.json) against numpy.einsum.
 
 Every case numpy accepts runs through the per-tuple kernel (its shape rule and its call, as a
-statement runs them) and as `EINSUM(...)` in FROM in two tilings, chosen by the case's position in
+statement runs them) and as `EINSUM(...)` in FROM in one tiling, chosen by the case's position in
 the file so that the cases spread evenly over them (the run stays a few seconds per tiling): whole
 tiles (where `SELECT EINSUM('spec', T0.v, ...)` is checked too), split tiles with ragged edges, mixed
 tilings (a letter cut differently in different operands, so the plan re-cuts), half the tiles absent,
@@ -53,10 +53,18 @@ def eligible(shapes) -> list[str]:
     return [t for t in TILINGS if t in found]
 
 
-def two_tilings(n: int, shapes) -> tuple[str, str]:
-    choices = eligible(shapes)
-    first = n % len(choices)
-    return choices[first], choices[(first + 1 + (n // len(choices)) % (len(choices) - 1)) % len(choices)]
+def balanced_tilings(cases) -> dict[int, str]:
+    """The one tiling each case runs in: of those that mean something for it, the one fewest cases
+    before it in the file took (ties to the first), so that every tiling gets its share."""
+    taken: Counter = Counter()
+    chosen = {}
+    for n, _, shapes in cases:
+        chosen[n] = min(eligible(shapes), key=lambda tiling: taken[tiling])
+        taken[chosen[n]] += 1
+    return chosen
+
+
+TILING = balanced_tilings(ACCEPTED)
 
 
 def split_tile(n: int) -> int:
@@ -155,8 +163,7 @@ def test_accepted_expression_matches_numpy(db, n, spec, shapes):
     arrays = [np.random.default_rng(n).standard_normal(s) for s in shapes]
     np.testing.assert_allclose(kernel_result(spec, arrays), np.einsum(spec, *arrays), rtol=1e-9, atol=1e-9)
     cur = db.cursor()
-    for tiling in two_tilings(n, shapes):
-        run_case(cur, n, spec, shapes, tiling)
+    run_case(cur, n, spec, shapes, TILING[n])
 
 
 @pytest.mark.parametrize("n, spec, shapes", REJECTED, ids=[f"{c[0]}:{c[1]}" for c in REJECTED])
@@ -176,7 +183,6 @@ def test_cases_come_from_both_suites_and_cover_every_tiling():
     assert all(len(s["commit"]) == 40 for s in sources.values())
     suites = Counter(suite for c in DOCUMENT["cases"] for suite in c[0].split("+"))
     assert suites["numpy"] > 150 and suites["opt_einsum"] > 60, suites
-    coverage = Counter(t for n, _, shapes in ACCEPTED for t in set(two_tilings(n, shapes)))
-    assert set(coverage) == set(TILINGS) and min(coverage.values()) >= 20, coverage
-    assert all(len(set(two_tilings(n, shapes))) == 2 for n, _, shapes in ACCEPTED)
+    coverage = Counter(TILING.values())
+    assert set(coverage) == set(TILINGS) and min(coverage.values()) >= 15, coverage
     assert len(REJECTED) >= 20 and any("..." in c[1] for c in ACCEPTED)

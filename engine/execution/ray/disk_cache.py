@@ -37,6 +37,9 @@ class CacheFileLost(OperationalError):
         super().__init__(f"{path} was removed (by a cleaner of the temp directory?)")
         self.path = path
 
+    def __reduce__(self):
+        return CacheFileLost, (self.path,)
+
 
 class DiskCache:
     """One actor's cache directory: a file per partition, written and read whole."""

@@ -38,11 +38,12 @@ from trdb.execution.ray.resident import PartitionKey
 from trdb.execution.ray.routing import FEED_SLOTS, ActorDestination, LocalDestination, Moved, Slots, pieces, settle
 from trdb.execution.ray.scans import ResidentScans
 from trdb.execution.ray.shared import KeptOutput
-from trdb.execution.ray.worker import FEED_THREADS, RUN_THREADS, preorder
+from trdb.execution.ray.worker import FEED_THREADS, INLINE_BYTES, RUN_THREADS, preorder
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.optimizer.physical_operators import Broadcast, Exchange, Gather
 from trdb.optimizer.physical_plan import SINGLE, PhysicalNode
 
+STREAM_BYTES = 4 * INLINE_BYTES  # a fragment's expected output past this is streamed from the start
 GENERATOR_WINDOW = 16  # objects a fragment may yield ahead of the driver (each batch is a header and its rows)
 FEED = Gather()  # a scan inside a fragment sends all its tuples to the one operator reading it
 _READY_LOCK = threading.Lock()
@@ -122,7 +123,7 @@ class RayExecution(Execution):
                     actor.release.remote(self.id)  # stops this execution's fragments and feeds there
             self._tasks = []  # they refer back to this execution: without them its plan (and tuples) go with it
             self._gathers = []
-            self._resident.release()
+            self._resident.release(failed=not clean)
 
     # ------------------------------------------------------------ cutting the plan into fragments
 
@@ -157,7 +158,8 @@ class RayExecution(Execution):
                 self._fragments[worker] += 1
                 key = fingerprint(self._token, path, producer, [resident])
                 task = partial(self._run_fragment, resident, worker, node.exchange, node.instances,
-                               destination(producer), key, kept and kept.key(producer, self.actors[worker]))
+                               destination(producer), key, kept and kept.key(producer, self.actors[worker]),
+                               _expects_much(child))
             elif not child.children and child.exchange is None:  # a scan on the driver: fed from here
                 scan = operator_for(child, [], producer)
                 self.instances[id(child)].append(scan)
@@ -168,11 +170,13 @@ class RayExecution(Execution):
                 key = fingerprint(self._token, path, producer, list(preorder(fragment)))
                 keep = kept and kept.key(producer, self.actors[worker])
                 to = destination(producer)
+                streamed = _expects_much(child)
                 if isinstance(to, StreamGather):  # read by the gather's own thread: no driver task
-                    to.add(partial(self._submit, fragment, worker, node.exchange, node.instances, key, keep),
-                           partial(self._resume, worker), worker, partial(self._take, fragment, keep=keep))
+                    to.add(partial(self._submit, fragment, worker, node.exchange, node.instances, key, keep, streamed),
+                           partial(self._resume, worker), worker, partial(self._take, fragment, keep=keep), streamed)
                     continue
-                task = partial(self._run_fragment, fragment, worker, node.exchange, node.instances, to, key, keep)
+                task = partial(self._run_fragment, fragment, worker, node.exchange, node.instances, to, key, keep,
+                               streamed)
             self._tasks.append((f"{node.operator}-{producer}", task))
 
     def _remote(self, node: PhysicalNode, partition: int, path: tuple, worker: int) -> PhysicalOperator:
@@ -245,21 +249,25 @@ class RayExecution(Execution):
     # ------------------------------------------------------------ driver threads
 
     def _run_fragment(self, fragment: PhysicalOperator, worker: int, route: Exchange, consumers: int,
-                      destination, key: tuple, keep: Optional[PartitionKey] = None) -> None:
+                      destination, key: tuple, keep: Optional[PartitionKey] = None, streamed: bool = False) -> None:
         """A driver task: ship a fragment to its actor and pass each batch it yields on to its consumers (and
-        have the actor keep them under `keep`, a shared subplan's)."""
+        have the actor keep them under `keep`, a shared subplan's); `streamed`: its output is streamed from
+        the start (it is expected to be large)."""
         pending = None
         try:
-            pending, confirm = self._submit(fragment, worker, route, consumers, key, keep)
-            reply = settle(pending, self.ctx.state)
-            confirm()
-            if reply[0] == "more":  # a large output: streamed
-                pending = self._resume(worker, reply)
-                while not self._take(fragment, settle(self._next_ref(pending), self.ctx.state), destination,
-                                     lambda: self._next_ref(pending), keep):
-                    pass
-            elif not self._take(fragment, reply, destination, None, keep):
-                raise StopIteration  # released before it ran
+            pending, confirm = self._submit(fragment, worker, route, consumers, key, keep, streamed)
+            reply = None if streamed else settle(pending, self.ctx.state)
+            if reply is not None and reply[0] != "more":
+                confirm()
+                if not self._take(fragment, reply, destination, None, keep):
+                    raise StopIteration  # released before it ran
+            else:
+                if reply is not None:  # a large output: streamed from now on
+                    pending = self._resume(worker, reply)
+                header = settle(self._next_ref(pending), self.ctx.state)
+                confirm()
+                while not self._take(fragment, header, destination, lambda: self._next_ref(pending), keep):
+                    header = settle(self._next_ref(pending), self.ctx.state)
             destination.finish()
         except StopIteration:
             self.ctx.state.fail(QueryCancelled("the statement was cancelled"))
@@ -269,17 +277,23 @@ class RayExecution(Execution):
                 _cancel(pending)
 
     def _submit(self, fragment: PhysicalOperator, worker: int, route: Exchange, consumers: int, key: tuple,
-                keep: Optional[PartitionKey] = None):
+                keep: Optional[PartitionKey] = None, streamed: bool = False):
         """Ship a fragment to its actor: pickled, or `key` alone when the actor has it from an earlier run
-        of the plan; `keep`: the actor also keeps its output under that key. The reference to its reply,
-        and what to call once it has answered (the actor holds the fragment)."""
+        of the plan; `keep`: the actor also keeps its output under that key; `streamed`: its output is
+        streamed from the start. The reference to its reply (or its stream), and what to call once it has
+        answered (the actor holds the fragment)."""
         actor = self.actors[worker]
         actor_id = actor._actor_id.hex()
         payload = SENT.payload(actor_id, key, fragment)
         finished = POOL.take_finished(actor)
         limit = self._kept.limit if keep is not None else 0
-        reply = actor.run.remote(self.id, (key, payload, route, consumers, self.device, finished, keep, limit),
-                                 *_pending(self._resident.ready[worker]))
+        call = (key, payload, route, consumers, self.device, finished, keep, limit)
+        ready = _pending(self._resident.ready[worker])
+        if streamed:
+            reply = actor.stream.options(_generator_backpressure_num_objects=GENERATOR_WINDOW).remote(
+                self.id, call, *ready)
+        else:
+            reply = actor.run.remote(self.id, call, *ready)
         return reply, (partial(SENT.confirm, actor_id, key) if payload is not None else (lambda: None))
 
     def _resume(self, worker: int, reply: tuple) -> Any:
@@ -371,6 +385,13 @@ class RayExecution(Execution):
         return _cluster_error(exc)
 
 
+def _expects_much(node: PhysicalNode) -> bool:
+    """Whether each instance of `node` is expected to output more than its reply should hold (then it is
+    streamed from the start, one round trip fewer)."""
+    estimate = node.estimate
+    return estimate.rows * estimate.row_bytes > STREAM_BYTES * max(1, node.instances)
+
+
 def _pending(ready: list) -> list:
     """The partitions a fragment waits for that its actor may not hold yet. Ray resolving a reference is
     a round trip; one that resolved already (a partition kept in an earlier statement) is looked at
@@ -380,7 +401,9 @@ def _pending(ready: list) -> list:
     if not unknown:
         return unknown
     done, pending = ray.wait(unknown, num_returns=len(unknown), timeout=0, fetch_local=False)
-    ray.get(done)
+    for outcome in ray.get(done):
+        if isinstance(outcome, BaseException):  # a keep that failed (worker.py `_outcome`)
+            raise outcome
     with _READY_LOCK:
         _READY.update(dict.fromkeys(done))
         while len(_READY) > READY_KEPT:

@@ -26,10 +26,10 @@ class _Fragment:
     large output, its stream) and what its items go through."""
 
     def __init__(self, submit: Callable[[], tuple[Any, Callable[[], None]]], resume: Callable[[tuple], Any],
-                 worker: int, take: Callable[[tuple, Any, Optional[Callable[[], Any]]], bool]):
+                 worker: int, take: Callable[[tuple, Any, Optional[Callable[[], Any]]], bool], streamed: bool):
         self.submit, self.resume, self.worker, self.take = submit, resume, worker, take
-        self.awaited: Any = None     # the reply's reference, then the stream
-        self.streaming = False
+        self.awaited: Any = None     # the reply's reference, then the stream (or the stream from the start)
+        self.streaming = streamed
         self.confirm: Callable[[], None] = lambda: None
 
 
@@ -42,11 +42,11 @@ class StreamGather:
         self._streams: list[_Fragment] = []
         self._ready: deque[Batch] = deque()
 
-    def add(self, submit, resume, worker: int, take) -> None:
-        """A fragment under the gather: `submit()` ships it (its reply's reference, and what to call once it
-        answered), `resume(reply)` streams a large output, `take(header, destination, next_rows)` passes an
-        item's batches on, true at its last item."""
-        self._streams.append(_Fragment(submit, resume, worker, take))
+    def add(self, submit, resume, worker: int, take, streamed: bool = False) -> None:
+        """A fragment under the gather: `submit()` ships it (its reply's reference, or its stream when
+        `streamed`, and what to call once it answered), `resume(reply)` streams a large output,
+        `take(header, destination, next_rows)` passes an item's batches on, true at its last item."""
+        self._streams.append(_Fragment(submit, resume, worker, take, streamed))
 
     def start(self) -> None:
         for entry in self._streams:
@@ -92,6 +92,7 @@ class StreamGather:
             self._streams.remove(entry)
             return
         header = settle(next(entry.awaited), self.state)
+        entry.confirm()
         if entry.take(header, self, lambda: self._next_ref(entry.awaited)):
             self._streams.remove(entry)
 

@@ -205,6 +205,17 @@ class Residency:
             if entry is not None:
                 entry.pins -= 1
 
+    def ready(self, actor: Any, key: PartitionKey) -> Any:
+        """The reference that is ready once `actor` keeps `key` (None: not in the record)."""
+        with self._lock:
+            entry = self._held.get(actor._actor_id.hex(), {}).get(key)
+            return None if entry is None else entry.ready
+
+    def forget(self, actor: Any, key: PartitionKey) -> None:
+        """`actor` does not keep `key` after all (its keep failed)."""
+        with self._lock:
+            self._held.get(actor._actor_id.hex(), {}).pop(key, None)
+
     def held(self, actor: Any) -> dict[PartitionKey, int]:
         """The partitions `actor` keeps in memory, with their bytes."""
         with self._lock:

@@ -14,6 +14,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any, Optional
 
+import ray
+
 from trdb.catalog.external import location_of, whole_key
 from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.interpreter import operator_for
@@ -131,8 +133,19 @@ class ResidentScans:
         self.shipped.add(0, kept=1)
         return actor.load.remote(key, source, eviction.drop, eviction.spill), None
 
-    def release(self) -> None:
-        """The execution has ended: its partitions may be dropped to make room from now on."""
+    def release(self, failed: bool = False) -> None:
+        """The execution has ended: its partitions may be dropped to make room from now on. After a failed
+        one, those an actor failed to keep are forgotten (the next statement ships them again)."""
         pinned, self._pinned = self._pinned, []
         for actor, key in pinned:
             RESIDENCY.release(actor, key)
+            if failed and _failed(RESIDENCY.ready(actor, key)):
+                RESIDENCY.forget(actor, key)
+
+
+def _failed(ready: Any) -> bool:
+    """Whether a keep (its reference) has ended with an error (worker.py `_outcome`)."""
+    if ready is None:
+        return False
+    done, _ = ray.wait([ready], timeout=0)
+    return bool(done) and isinstance(ray.get(done[0]), BaseException)

@@ -1,13 +1,15 @@
 """The Ray actor of the 'ray' executor: one per worker, it runs plan fragments and takes in their inputs.
 
-`run` runs one fragment (the operators below an exchange, down to the next exchanges and scans)
-and routes each output batch to consumer partitions as the exchange's router says. A small output
-comes back whole in its reply, one round trip for the fragment; a larger one waits in the actor
-for `resume`, a streaming generator that yields for each piece a small header (its partitions,
-tuples and bytes) and then the rows, which Ray stores as one object (shared memory on the node;
-numpy arrays are read back without a copy); a small batch travels in its header's item. The last
-item carries the operators' metrics and the process id. Methods run in threads of their own
-concurrency groups, so a blocked `feed` never holds up a fragment or `release`.
+`run` runs one fragment (the operators below an exchange, down to the next exchanges and scans) and
+routes each output batch to consumer partitions as the exchange's router says. A small output comes
+back whole in its reply, one round trip for the fragment; a larger one waits in the actor for
+`resume`, a streaming generator that yields for each piece a small header (its partitions, tuples
+and bytes) and then the rows, which Ray stores as one object (shared memory on the node; numpy
+arrays are read back without a copy); a small batch travels in its header's item. A fragment the
+plan expects to return more than a reply holds is sent to `stream` instead, which streams its output
+from the start (no round trip for `resume`). The last item carries the operators' metrics and the
+process id. Methods run in threads of their own concurrency groups, so a blocked `feed` never holds
+up a fragment or `release`.
 """
 from __future__ import annotations
 
@@ -65,26 +67,29 @@ class RayWorker:
 
     @ray.method(concurrency_group="feed")
     def keep(self, key: resident.PartitionKey, rows: Batch, drop: tuple, spill: tuple = ()) -> int:
-        """Keep a tensor partition across statements (dropping `drop` and moving `spill` to disk first); its bytes."""
-        return resident.STORE.keep(key, rows, drop, spill)
+        """Keep a tensor partition across statements (dropping `drop` and moving `spill` to disk first); its bytes
+        (or the error that kept it from being kept: see `_outcome`)."""
+        return _outcome(resident.STORE.keep, key, rows, drop, spill)
 
     @ray.method(concurrency_group="feed")
     def patch(self, key: resident.PartitionKey, base: resident.PartitionKey, items: list, drop: tuple,
               _base_ready: int = 0, spill: tuple = ()) -> int:
         """Keep a new version of a partition from its changed tiles and `base`, kept here (Ray resolves
-        `_base_ready`, the reference of base's own keep, first); its bytes."""
-        return resident.STORE.patch(key, base, items, drop, spill)
+        `_base_ready`, the reference of base's own keep, first); its bytes, or an error (`_outcome`)."""
+        if isinstance(_base_ready, BaseException):
+            return _base_ready
+        return _outcome(resident.STORE.patch, key, base, items, drop, spill)
 
     @ray.method(concurrency_group="feed")
     def load(self, key: resident.PartitionKey, source, drop: tuple, spill: tuple = ()) -> int:
         """Read a tensor partition here (`source()`: from storage this node can read) and keep it; its bytes.
-        The tiles are this process's own already: kept as they are, only made read-only."""
-        return resident.STORE.keep(key, source(), drop, spill, copy=False)
+        The tiles are this process's own already: kept as they are, only made read-only. Or an error (`_outcome`)."""
+        return _outcome(lambda: resident.STORE.keep(key, source(), drop, spill, copy=False))
 
     @ray.method(concurrency_group="feed")
     def restore(self, key: resident.PartitionKey, drop: tuple, spill: tuple = ()) -> int:
-        """Read a partition this actor moved to its node's disk back into memory; its bytes."""
-        return resident.STORE.restore(key, drop, spill)
+        """Read a partition this actor moved to its node's disk back into memory; its bytes, or an error (`_outcome`)."""
+        return _outcome(resident.STORE.restore, key, drop, spill)
 
     @ray.method(concurrency_group="control")
     def drop(self, keys: tuple) -> None:
@@ -116,14 +121,10 @@ class RayWorker:
         before it starts. The reply: its whole output when small ("end", metrics, pid, pieces); else
         ("more", n), the fragment waiting with its output for `resume(n)`; ("released",) when the
         statement has ended already."""
-        key, payload, route, consumers, device, finished, keep, keep_limit = call
-        for done in finished:
-            inbox.INBOXES.release(done)
-        execution = inbox.INBOXES.execution(execution_id)
-        if execution is None:
+        started = _start(execution_id, call, kept)
+        if started is None:
             return ("released",)
-        fragment = fragments.CACHE.fragment(key, payload, execution_id)
-        items = _output(fragment, route, consumers, execution, device, keep, keep_limit)
+        execution, items = started
         try:
             first = next(items)
         except StopIteration as end:
@@ -141,6 +142,42 @@ class RayWorker:
         yield first
         last = yield from items
         yield last
+
+    @ray.method(concurrency_group="run")
+    def stream(self, execution_id: str, call: tuple, *kept: int):
+        """`run`, its output streamed from the start (a fragment expected to return more than fits a reply:
+        no round trip for `resume`); nothing when the statement has ended already."""
+        started = _start(execution_id, call, kept)
+        if started is None:
+            return
+        last = yield from started[1]
+        yield last
+
+def _outcome(action, *args) -> object:
+    """What `action(*args)` returns, or the error it raised, returned. A partition a fragment reads is kept
+    by a call whose result the fragment's call takes as an argument (Ray runs it once that is ready);
+    were it to fail, Ray would never send the fragment's call, and the actor would wait for it (30 s)
+    before running anything else from the driver. So it does not fail: the fragment raises its error."""
+    try:
+        return action(*args)
+    except Exception as exc:
+        return exc
+
+
+def _start(execution_id: str, call: tuple, kept: tuple):
+    """(the execution, the fragment's streamed items) for `run` or `stream`; None if it has ended. `kept`:
+    what the calls that kept its partitions returned (an error is raised here)."""
+    for outcome in kept:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    key, payload, route, consumers, device, finished, keep, keep_limit = call
+    for done in finished:
+        inbox.INBOXES.release(done)
+    execution = inbox.INBOXES.execution(execution_id)
+    if execution is None:
+        return None
+    fragment = fragments.CACHE.fragment(key, payload, execution_id)
+    return execution, _output(fragment, route, consumers, execution, device, keep, keep_limit)
 
 
 def _output(fragment: PhysicalOperator, route: Exchange, consumers: int, execution, device: str,
