@@ -195,11 +195,12 @@ class Catalog:
         del self._views[fold(name)]
         self._views[fold(new_name)] = (new_name, query)
 
-    def refresh_statistics(self, meta: TensorMeta) -> TensorMeta:
-        """Recount tuples and non-zeros after a write; the tiles get a new data version."""
+    def refresh_statistics(self, meta: TensorMeta, known: Optional[tuple] = None) -> TensorMeta:
+        """Recount tuples and non-zeros after a write (`known`: the writer counted them, having written
+        the whole tensor); the tiles get a new data version."""
         refuse_write(meta)
         self.version += 1
-        meta = meta.with_stats(*tile_store.tile_statistics(self.db, meta))
+        meta = meta.with_stats(*(known if known is not None else tile_store.tile_statistics(self.db, meta)))
         meta = meta.with_version(catalog_store.new_data_version(self.db))
         catalog_store.save_tensor(self.db, meta)
         self._tensors[fold(meta.name)] = meta

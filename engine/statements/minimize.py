@@ -176,7 +176,7 @@ def _replace_tiles(sc: StatementContext, meta: TensorMeta, keys: list[tuple], ti
     with TileWriter(sc.db, meta, CHUNK_BYTES) as writer:  # inserted a batch at a time, each cast as it goes in
         for key, tile in zip(keys, tiles):
             writer.add(key, np.asarray(tile, dtype=meta.dtype))
-    sc.catalog.refresh_statistics(meta)
+    sc.catalog.refresh_statistics(meta, writer.statistics.as_tuple() if whole else None)
 
 
 def _update(sc: StatementContext, param: TensorMeta, rows: list[tuple], options: Options,

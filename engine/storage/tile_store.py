@@ -55,9 +55,31 @@ def drop_tile_table(db: Database, table: str) -> None:
     tile_parts.forget(db, table)
 
 
-def write_tiles(db: Database, meta: TensorMeta, keys: np.ndarray, tiles: Sequence) -> int:
+class WrittenStatistics:
+    """`tile_statistics` of the tiles a writer inserted, counted as they go in (no query): those of the
+    tensor when the writer wrote all of it."""
+
+    def __init__(self, key_count: int):
+        self.tuples = self.nnz = self.csr_tuples = self.csr_nnz = 0
+        self._distinct: list[set] = [set() for _ in range(key_count)]
+
+    def add(self, keys: np.ndarray, nonzeros: np.ndarray, formats: np.ndarray) -> None:
+        csr = np.asarray(formats) != DENSE
+        self.tuples += len(nonzeros)
+        self.nnz += int(nonzeros.sum())
+        self.csr_tuples += int(csr.sum())
+        self.csr_nnz += int(nonzeros[csr].sum())
+        for column, seen in enumerate(self._distinct):
+            seen.update(keys[:, column].tolist())
+
+    def as_tuple(self) -> tuple:
+        return self.tuples, self.nnz, self.csr_tuples, self.csr_nnz, tuple(len(seen) for seen in self._distinct)
+
+
+def write_tiles(db: Database, meta: TensorMeta, keys: np.ndarray, tiles: Sequence,
+                statistics: Optional[WrittenStatistics] = None) -> int:
     """Append tiles (host arrays or CSR tiles) under `keys` (an n x m int array), each stored dense or CSR
-    as its density says; all-zero tiles are skipped. Returns tiles written."""
+    as its density says; all-zero tiles are skipped. Returns tiles written (counted in `statistics` too)."""
     refuse_write(meta)  # its files lie outside the database's transactions
     forms = [stored_form(t) for t in tiles]
     nonzeros = np.fromiter((nnz for _, nnz in forms), dtype=np.int64, count=len(forms))
@@ -67,6 +89,8 @@ def write_tiles(db: Database, meta: TensorMeta, keys: np.ndarray, tiles: Sequenc
     keys = np.asarray(keys, dtype=np.int64).reshape(len(tiles), len(meta.keys))
     blobs, formats = encode_tiles([forms[i][0] for i in kept.tolist()], meta.dtype)
     insert_encoded(db, meta, [keys[kept, d] for d in range(len(meta.keys))], nonzeros[kept], formats, blobs)
+    if statistics is not None:
+        statistics.add(keys[kept], nonzeros[kept], formats)
     return len(kept)
 
 

@@ -47,6 +47,7 @@ class TileWriter:
         self.after_batch = after_batch
         self.written = 0
         self.batches = 0
+        self.statistics = tile_store.WrittenStatistics(len(meta.keys))  # of what it inserted
         self._keys: list[tuple[int, ...]] = []
         self._tiles: list = []
         self._pending = 0
@@ -72,7 +73,7 @@ class TileWriter:
         if self._tiles:
             keys = np.array(self._keys, dtype=np.int64).reshape(len(self._keys), len(self.meta.keys))
             tiles, self._keys, self._tiles, self._pending = self._tiles, [], [], 0
-            self.written += tile_store.write_tiles(self.db, self.meta, keys, tiles)
+            self.written += tile_store.write_tiles(self.db, self.meta, keys, tiles, self.statistics)
             self.batches += 1
             del tiles
         self.reservation.release_all()

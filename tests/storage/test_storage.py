@@ -143,3 +143,21 @@ def test_commit_keeps_changes(con):
     con.commit()
     con.rollback()  # a no-op outside a transaction
     assert count(cur, "T") == 4
+
+
+def test_the_statistics_a_writer_counts_are_those_duckdb_counts(cur):
+    """MINIMIZE takes a whole tensor's statistics from the writer that wrote it, not from a query."""
+    import scipy.sparse
+
+    from trdb.storage import tile_store
+    from trdb.storage.tile_writer import TileWriter
+    cur.execute("CREATE TENSOR W SHAPE (20, 30) TILE (10, 10) FILL ZEROS")
+    session = cur.connection._session()
+    meta = session.catalog.require_tensor("W")
+    sparse = scipy.sparse.csr_matrix(np.diag([1.0, 2.0] + [0.0] * 8))
+    tiles = {(0, 0): np.ones((10, 10)), (0, 2): np.zeros((10, 10)), (1, 1): sparse, (1, 2): np.full((10, 10), 5.0)}
+    with TileWriter(session.catalog.db, meta, batch_bytes=100) as writer:  # one batch a tile or two
+        for key, tile in tiles.items():
+            writer.add(key, tile)
+    assert writer.statistics.as_tuple() == tile_store.tile_statistics(session.catalog.db, meta)
+    assert writer.statistics.as_tuple()[:4] == (3, 100 + 2 + 100, 1, 2)  # the zero tile is not stored; one is CSR
