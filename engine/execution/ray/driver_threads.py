@@ -4,17 +4,16 @@ Each fragment a statement ships to feed other actors (not the final gather's, wh
 reads itself) has a driver task that reads the fragment's stream of batch references and forwards
 them to the next actor; so does each scan on the driver. Those tasks wait on
 Ray, not on the CPU, and run no BLAS, so they need no BLAS limit; starting a thread per task per
-statement cost more than the tiny statements' whole work, so idle threads are kept and reused.
-The pool never queues a task behind others (a queued forwarder could be the one the running ones
-wait for): it grows as the statements in flight need.
+statement cost more than the tiny statements' whole work, so they run on the threads the local
+executor keeps (workers.py).
 """
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-_POOL = ThreadPoolExecutor(max_workers=4096, thread_name_prefix="trdb-ray-forward")
+from trdb.execution.workers import run_on_kept_thread
+
 _RUNNING = [0]
 _RUNNING_LOCK = threading.Lock()
 
@@ -44,10 +43,9 @@ class PooledWorkers:
                 task()
             finally:
                 _count(-1)
-                done.set()
         self._done.append(done)
         _count(+1)
-        _POOL.submit(run)
+        run_on_kept_thread(f"trdb-ray-forward-{name}", run, done)
 
     def join(self) -> None:
         # waits on events, as ThreadWorkers does (a Ctrl-C inside a lock's wait is then harmless)
