@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from trdb.catalog.functions import NOT_CONST, OPERATORS, Arg, lookup_function
+from trdb.kernels import functions as K
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 
 B = NUMPY_BACKEND
@@ -335,3 +336,15 @@ def test_inputs_are_never_written():
         fn.call(B, args)
     np.testing.assert_array_equal(a, before[0])
     np.testing.assert_array_equal(b, before[1])
+
+
+@pytest.mark.parametrize("left, right", [(np.float32, np.float32), (np.float32, np.int64), (np.bool_, np.bool_),
+                                         (np.float64, np.float16)])
+def test_an_outer_product_matmul_is_numpys_matmul(left, right):
+    """MATMUL with an inner dimension of 1 is computed as a broadcast multiplication: the same values and dtype."""
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal((5, 1)) * 3).astype(left)
+    b = (rng.standard_normal((1, 4)) * 3).astype(right)
+    got, expected = K.matmul(np, a, b), np.matmul(a, b)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
