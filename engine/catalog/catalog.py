@@ -232,7 +232,12 @@ class Catalog:
         if meta.external:
             key, dataset = external.whole_key(self.db, meta)
             return self.pool.get(key, lambda: read_all(dataset, meta))
-        return self.pool.get((meta.table, meta.version), lambda: self._read_tiles(meta))
+        # Kept under the version this connection sees now, which is what DuckDB reads for it: a plan made
+        # before this transaction's writes (MINIMIZE's steps) names an older version, which other
+        # connections may still read.
+        known = self._tensors.get(fold(meta.name))
+        version = known.version if known is not None and known.table == meta.table else meta.version
+        return self.pool.get((meta.table, version), lambda: self._read_tiles(meta))
 
     def external_reads(self, meta: TensorMeta, partition: int = 0, partitions: int = 1,
                        columns: tuple[int, ...] = (), read_bytes: int = 16 << 20) -> Iterator[TensorTiles]:

@@ -246,3 +246,19 @@ def test_a_read_that_meets_another_commit_runs_again_and_sees_one_state(path, mo
     after[:2, :2] = 3  # a mix of the old A and the new B would be 1 and 2
     np.testing.assert_array_equal(summed.fetch_tensor(), after)
     assert commits == [1]
+
+
+def test_a_scan_planned_before_a_write_caches_nothing_another_connection_reads_as_committed(path):
+    """MINIMIZE's steps run plans made at the statement's start, whose tensor metadata names the version
+    before the step's writes. What such a scan reads (this transaction's tiles) is kept under the version
+    the connection sees now, never under the older one, which other connections may read (a dirty read)."""
+    c1, c2 = trdb.connect(path), trdb.connect(path)
+    c1.execute("CREATE TENSOR W SHAPE (4,4) TILE (2,2) FILL ONES")
+    planned = c1._session().catalog.require_tensor("W")
+    c1.execute("BEGIN")
+    c1.execute("UPDATE W SET v = W.v + 1")
+    keys, tiles = c1._session().catalog.tiles(planned)  # a scan with the metadata of before the write
+    assert sum(float(t.sum()) for t in tiles) == 32
+    assert _total(c2) == 16  # not c1's uncommitted tiles
+    c1.execute("ROLLBACK")
+    assert _total(c1) == 16 and _total(c2) == 16
