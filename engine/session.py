@@ -15,6 +15,7 @@ from trdb.kernels.allocator import tune_allocator
 from trdb.kernels.placement import backend_for
 from trdb.optimizer.common_subplans import CarriedWork
 from trdb.parser import ParseError, ast, parse, split_statements
+from trdb.pipeline.plan_memo import PlanMemo
 from trdb.planner.expression_binder import BindContext
 from trdb.statements import coo, copy, ddl, dml, explaining, export, inspect, listings, minimize, summarize
 from trdb.statements.context import StatementContext
@@ -82,6 +83,7 @@ class Session:
         # text -> the statement, its parameter count and routing's query_relations
         self._parsed: OrderedDict[str, tuple[ast.Statement, int, Optional[Relations]]] = OrderedDict()
         self.plans = PlanCache()
+        self.step_plans = PlanMemo()  # MINIMIZE's physical plans, kept across statements
         self.carried = CarriedWork(lambda: self.settings.memory_limit // 4)
         self.db.file.memory.add_shrinker(self.carried.shrink)  # carried work gives way when memory is short
         self.lock = threading.RLock()
@@ -187,7 +189,7 @@ class Session:
             return self._plain_sql(duckdb_text(statement, text), params, statement)
         sc = StatementContext(self.db, self.catalog, self.settings, backend_for(self.settings.device),
                               BindContext(text, params, self.settings.memory_limit),
-                              self._running or threading.Event(), self.plans, self.carried)
+                              self._running or threading.Event(), self.plans, self.carried, self.step_plans)
         return self._run(sc, statement)
 
     def _run(self, sc: StatementContext, statement: ast.Statement) -> Result:

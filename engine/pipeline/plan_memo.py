@@ -1,14 +1,20 @@
-"""Physical plans remembered within one statement that plans the same logical plans again (MINIMIZE's steps).
+"""Physical plans remembered for MINIMIZE, which plans the same logical plans at every step.
 
 Each MINIMIZE step runs the same bound plans over new shared tuples (the forward pass at the new
 parameter values). What the optimizer and the physical planner read of shared tuples is their
 count, each key column's distinct values and whether it holds a NULL; when those are the same as
 the step that planned, the plan is the same, and only the tuples its RowsScanExecs read change.
 So a step after the first plans nothing: its plans are the first step's with the new tuples in.
+A connection keeps its memo across statements (a training loop of one-step MINIMIZEs plans once):
+a stored tensor is known by everything of its metadata but its data version (every write takes a
+new one; what planning reads of it, its statistics, is part of the key), and the settings are part
+of the key. A scan reads the tiles its connection sees, whatever version its plan names (the
+buffer pool keys them by the version the connection sees: catalog.py).
 """
 from __future__ import annotations
 
 import dataclasses
+from collections import OrderedDict
 from typing import Callable, Optional
 
 from trdb.optimizer import physical_operators as po
@@ -16,8 +22,10 @@ from trdb.optimizer.cardinality import distinct_keys_of_rows
 from trdb.optimizer.nullability import never_null
 from trdb.optimizer.physical_plan import PhysicalNode
 from trdb.planner import logical as lp
+from trdb.storage.tensor_meta import TensorMeta
 
 _CHILD_FIELDS = ("input", "left", "right", "parts", "operands")
+KEPT = 64  # plans a connection remembers (least recently used forgotten)
 
 
 class PlanMemo:
@@ -27,13 +35,15 @@ class PlanMemo:
     logical plan's RowsScans, so a step's spools are not kept alive by the memo."""
 
     def __init__(self) -> None:
-        self._plans: dict[tuple, PhysicalNode] = {}
+        self._plans: OrderedDict[tuple, PhysicalNode] = OrderedDict()
 
-    def lookup(self, plan: lp.Plan, keep_zero_tuples: bool) -> tuple[Optional[PhysicalNode], Optional["Slot"]]:
-        """The remembered physical plan of `plan`, reading `plan`'s shared tuples (None when there is none),
-        and the slot to `put` a new one in (None: `plan` cannot be remembered)."""
+    def lookup(self, plan: lp.Plan, keep_zero_tuples: bool,
+               settings: tuple = ()) -> tuple[Optional[PhysicalNode], Optional["Slot"]]:
+        """The remembered physical plan of `plan` under `settings` (a snapshot of their values), reading
+        `plan`'s shared tuples (None when there is none), and the slot to `put` a new one in (None: `plan`
+        cannot be remembered)."""
         leaves: list = []
-        key = (_signature(plan, leaves), keep_zero_tuples, _sharing(leaves))
+        key = (_signature(plan, leaves), keep_zero_tuples, _sharing(leaves), settings)
         try:
             hash(key)
         except TypeError:  # a constant holding an array
@@ -41,12 +51,15 @@ class PlanMemo:
         found = self._plans.get(key)
         if found is None:
             return None, Slot(key, leaves)
+        self._plans.move_to_end(key)
         return _with_rows(found, lambda position: leaves[position]), None
 
     def put(self, slot: Optional["Slot"], node: PhysicalNode) -> None:
         if slot is not None:
             positions = {id(rows): position for position, rows in reversed(list(enumerate(slot.leaves)))}
             self._plans[slot.key] = _with_rows(node, lambda rows: positions[id(rows)])
+            while len(self._plans) > KEPT:
+                self._plans.popitem(last=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,8 +77,13 @@ def _signature(plan, leaves: list) -> tuple:
         leaves.append(plan.rows)
         return ("rows", plan.schema, _statistics(plan))
     children = tuple(_signature(child, leaves) for child in plan.inputs)
-    fields = tuple(getattr(plan, f.name) for f in dataclasses.fields(plan) if f.name not in _CHILD_FIELDS)
+    fields = tuple(_unversioned(getattr(plan, f.name)) for f in dataclasses.fields(plan) if f.name not in _CHILD_FIELDS)
     return type(plan), fields, children
+
+
+def _unversioned(value):
+    """A stored tensor's metadata but its data version (the key of a plan outlives writes of equal statistics)."""
+    return value.with_version(0) if isinstance(value, TensorMeta) else value
 
 
 def _statistics(plan: lp.RowsScan) -> tuple:

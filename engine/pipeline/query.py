@@ -68,7 +68,7 @@ class Pipeline:
     bind_context: BindContext
     interrupted: threading.Event
     carried: Optional[CarriedWork] = None
-    memo: Optional[PlanMemo] = None  # physical plans remembered for the rest of the statement (MINIMIZE's steps)
+    memo: Optional[PlanMemo] = None  # physical plans remembered (MINIMIZE's steps; the connection's memo)
     _run: Optional[QueryRun] = None  # the run that shared subplans met now are recorded in
     _shared_spools: list = field(default_factory=list)  # this statement's shared subplans' tuples
 
@@ -99,7 +99,8 @@ class Pipeline:
         """Optimize, then plan physically. `keep_zero_tuples`: the caller tells a tuple holding zero
         tiles from an absent one (UPDATE, MINIMIZE's gradients, a shared subplan), so the optimizer
         may not drop such tuples. `rules` receives the optimizer rules' timings."""
-        remembered, slot = self.memo.lookup(plan, keep_zero_tuples) if self.memo is not None and not rules else (None, None)
+        remembered, slot = (self.memo.lookup(plan, keep_zero_tuples, self.settings.snapshot())
+                            if self.memo is not None and not rules else (None, None))
         if remembered is not None:
             return remembered
         rules = rules or RuleContext(self.catalog, self.settings, keep_zero_tuples=keep_zero_tuples)

@@ -15,6 +15,7 @@ from trdb.optimizer.common_subplans import CarriedWork, SharedWork
 from trdb.optimizer.driver import RuleContext
 from trdb.optimizer.physical_plan import PhysicalNode
 from trdb.parser import ast
+from trdb.pipeline.plan_memo import PlanMemo
 from trdb.pipeline.query import Pipeline
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
@@ -34,6 +35,7 @@ class StatementContext:
     interrupted: threading.Event = field(default_factory=threading.Event)
     plans: Optional[PlanCache] = None
     carried: Optional[CarriedWork] = None
+    step_plans: Optional[PlanMemo] = None  # the connection's memo of MINIMIZE's physical plans
 
     def __post_init__(self) -> None:
         self.pipeline = Pipeline(self.catalog, self.settings, self.backend, self.bind, self.interrupted, self.carried)

@@ -204,7 +204,8 @@ def minimize(sc: StatementContext, node: ast.Minimize,
              step_transaction: Callable[[], AbstractContextManager]) -> Result:
     options = parse_options(sc, node)
     loss_plan, params, gradients = step_plans(sc, node)
-    sc.pipeline.memo = PlanMemo()  # the steps after the first plan nothing: their plans are the first's
+    # the steps after the first plan nothing (their plans are the first's), nor do later MINIMIZEs of this connection
+    sc.pipeline.memo = sc.step_plans if sc.step_plans is not None else PlanMemo()
     adams: list = [None] * len(params)
     rows = []
     for step in range(1, options.steps + 1):

@@ -1,4 +1,4 @@
-"""Plans remembered within a statement: MINIMIZE plans its first step only; a memo hit reads the new tuples."""
+"""Plans remembered for MINIMIZE: its first step only plans, and so does a connection's first MINIMIZE; a memo hit reads the new tuples."""
 from __future__ import annotations
 
 import gc
@@ -7,6 +7,7 @@ import weakref
 import numpy as np
 from tests.pipeline.test_query_pipeline import MLP
 
+import trdb
 import trdb.pipeline.query as query
 from trdb.optimizer import physical_operators as po
 from trdb.pipeline.plan_memo import PlanMemo
@@ -41,18 +42,33 @@ def _count_planning(monkeypatch) -> list:
     return planned
 
 
-def test_minimize_plans_its_first_step_only(cur, monkeypatch):
+def _mlp_cursor():
+    cur = trdb.connect().cursor()
     for statement in MLP:
         cur.execute(statement)
+    return cur
+
+
+def test_minimize_plans_its_first_step_only(monkeypatch):
     planned = _count_planning(monkeypatch)
-    one = cur.execute("MINIMIZE loss WRT (W) WITH (learning_rate = 0.001, steps = 1)").fetchall()
+    one = _mlp_cursor().execute("MINIMIZE loss WRT (W) WITH (learning_rate = 0.001, steps = 1)").fetchall()
     first = len(planned)
-    cur.execute("DROP TENSOR W")
-    cur.execute(MLP[1])  # W as it was
     planned.clear()
-    three = cur.execute("MINIMIZE loss WRT (W) WITH (learning_rate = 0.001, steps = 3)").fetchall()
+    three = _mlp_cursor().execute("MINIMIZE loss WRT (W) WITH (learning_rate = 0.001, steps = 3)").fetchall()
     assert first > 1 and len(planned) == first  # steps 2 and 3 reuse step 1's plans
     assert three[0] == one[0] and three[2][1] < three[0][1]
+
+
+def test_a_connections_later_minimize_plans_nothing_until_a_setting_changes(monkeypatch):
+    cur = _mlp_cursor()
+    step = "MINIMIZE loss WRT (W) WITH (learning_rate = 0.001, steps = 1)"
+    losses = [cur.execute(step).fetchall()[0][1]]
+    planned = _count_planning(monkeypatch)
+    losses += [cur.execute(step).fetchall()[0][1] for _ in range(2)]  # W has new versions, equal statistics
+    assert planned == [] and losses[2] < losses[1] < losses[0]
+    cur.execute("SET workers = 3")
+    cur.execute(step).fetchall()
+    assert planned  # planned again: the settings are part of the key
 
 
 def test_a_memo_hit_reads_the_new_tuples_and_keeps_none_alive():
