@@ -1,4 +1,4 @@
-"""Plans remembered for MINIMIZE: its first step only plans, and so does a connection's first MINIMIZE; a memo hit reads the new tuples."""
+"""MINIMIZE's remembered plans: a statement's first step plans, and a connection's first MINIMIZE; a hit reads the new tuples."""
 from __future__ import annotations
 
 import gc
