@@ -1,4 +1,4 @@
-"""MINIMIZE's remembered plans: a statement's first step plans, and a connection's first MINIMIZE; a hit reads the new tuples."""
+"""MINIMIZE's plans remembered: a statement's first step plans, so does a connection's first MINIMIZE."""
 from __future__ import annotations
 
 import gc
