@@ -83,7 +83,7 @@ class Session:
         # text -> the statement, its parameter count and routing's query_relations
         self._parsed: OrderedDict[str, tuple[ast.Statement, int, Optional[Relations]]] = OrderedDict()
         self.plans = PlanCache()
-        self.step_plans = PlanMemo()  # MINIMIZE's physical plans, kept across statements
+        self.step_plans = PlanMemo()  # physical plans (MINIMIZE's steps, queries), kept across statements
         self.carried = CarriedWork(lambda: self.settings.memory_limit // 4)
         self.db.file.memory.add_shrinker(self.carried.shrink)  # carried work gives way when memory is short
         self.lock = threading.RLock()

@@ -1,14 +1,14 @@
-"""Physical plans remembered for MINIMIZE, which plans the same logical plans at every step.
+"""Physical plans remembered by the logical plan they were made from: MINIMIZE's steps, repeated queries.
 
 Each MINIMIZE step runs the same bound plans over new shared tuples (the forward pass at the new
 parameter values). What the optimizer and the physical planner read of shared tuples is their
 count, each key column's distinct values and whether it holds a NULL; when those are the same as
 the step that planned, the plan is the same, and only the tuples its RowsScanExecs read change.
 So a step after the first plans nothing: its plans are the first step's with the new tuples in.
-A connection keeps its memo across statements (a training loop of one-step MINIMIZEs plans once):
-a stored tensor is known by everything of its metadata but its data version (every write takes a
-new one; what planning reads of it, its statistics, is part of the key), and the settings are part
-of the key. A scan reads the tiles its connection sees, whatever version its plan names (the
+A connection keeps its memo across statements (a training loop of one-step MINIMIZEs, or a GRAD
+after each write, plans once): a stored tensor is known by everything of its metadata but its data
+version (every write takes a new one; what planning reads of it, its statistics, is part of the
+key), and the settings are part of the key. A scan reads the tiles its connection sees, whatever version its plan names (the
 buffer pool keys them by the version the connection sees: catalog.py).
 """
 from __future__ import annotations
