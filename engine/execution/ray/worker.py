@@ -153,6 +153,7 @@ class RayWorker:
         last = yield from started[1]
         yield last
 
+
 def _outcome(action, *args) -> object:
     """What `action(*args)` returns, or the error it raised, returned. A partition a fragment reads is kept
     by a call whose result the fragment's call takes as an argument (Ray runs it once that is ready);
