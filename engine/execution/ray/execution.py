@@ -253,9 +253,9 @@ class RayExecution(Execution):
         """A driver task: ship a fragment to its actor and pass each batch it yields on to its consumers (and
         have the actor keep them under `keep`, a shared subplan's); `streamed`: its output is streamed from
         the start (it is expected to be large)."""
-        pending = None
+        pending, cancellable = None, False
         try:
-            pending, confirm = self._submit(fragment, worker, route, consumers, key, keep, streamed)
+            pending, confirm, cancellable = self._submit(fragment, worker, route, consumers, key, keep, streamed)
             reply = None if streamed else settle(pending, self.ctx.state)
             if reply is not None and reply[0] != "more":
                 confirm()
@@ -263,7 +263,7 @@ class RayExecution(Execution):
                     raise StopIteration  # released before it ran
             else:
                 if reply is not None:  # a large output: streamed from now on
-                    pending = self._resume(worker, reply)
+                    pending, cancellable = self._resume(worker, reply), True
                 header = settle(self._next_ref(pending), self.ctx.state)
                 confirm()
                 while not self._take(fragment, header, destination, lambda: self._next_ref(pending), keep):
@@ -273,15 +273,18 @@ class RayExecution(Execution):
             self.ctx.state.fail(QueryCancelled("the statement was cancelled"))
         except BaseException as exc:
             self.ctx.state.fail(self.failure(exc, worker))
-            if pending is not None:
+            if pending is not None and cancellable:
                 _cancel(pending)
 
     def _submit(self, fragment: PhysicalOperator, worker: int, route: Exchange, consumers: int, key: tuple,
                 keep: Optional[PartitionKey] = None, streamed: bool = False):
         """Ship a fragment to its actor: pickled, or `key` alone when the actor has it from an earlier run
         of the plan; `keep`: the actor also keeps its output under that key; `streamed`: its output is
-        streamed from the start. The reference to its reply (or its stream), and what to call once it has
-        answered (the actor holds the fragment)."""
+        streamed from the start. The reference to its reply (or its stream), what to call once it has
+        answered (the actor holds the fragment), and whether it may be cancelled: not while Ray may still
+        hold it back for a partition its actor is being sent (cancelled then, it never reaches the actor,
+        which waits 30 s for it before running anything else from this driver; the actor skips it
+        anyway once the statement is released there)."""
         actor = self.actors[worker]
         actor_id = actor._actor_id.hex()
         payload = SENT.payload(actor_id, key, fragment)
@@ -294,7 +297,7 @@ class RayExecution(Execution):
                 self.id, call, *ready)
         else:
             reply = actor.run.remote(self.id, call, *ready)
-        return reply, (partial(SENT.confirm, actor_id, key) if payload is not None else (lambda: None))
+        return reply, (partial(SENT.confirm, actor_id, key) if payload is not None else (lambda: None)), not ready
 
     def _resume(self, worker: int, reply: tuple) -> Any:
         """The stream of a fragment whose output was too large for its reply."""

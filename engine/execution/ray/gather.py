@@ -31,6 +31,7 @@ class _Fragment:
         self.awaited: Any = None     # the reply's reference, then the stream (or the stream from the start)
         self.streaming = streamed
         self.confirm: Callable[[], None] = lambda: None
+        self.cancellable = True
 
 
 class StreamGather:
@@ -51,7 +52,7 @@ class StreamGather:
     def start(self) -> None:
         for entry in self._streams:
             try:
-                entry.awaited, entry.confirm = entry.submit()
+                entry.awaited, entry.confirm, entry.cancellable = entry.submit()
             except BaseException as exc:
                 self._fail(exc, entry)
 
@@ -85,7 +86,7 @@ class StreamGather:
             reply = settle(entry.awaited, self.state)
             entry.confirm()
             if reply[0] == "more":  # a large output: streamed from now on
-                entry.awaited, entry.streaming = entry.resume(reply), True
+                entry.awaited, entry.streaming, entry.cancellable = entry.resume(reply), True, True
                 return
             if not entry.take(reply, self, None):
                 raise StopIteration
@@ -116,7 +117,7 @@ class StreamGather:
         """Fragments still running stop (a queued one never starts; a running one stops on release)."""
         streams, self._streams = self._streams, []
         for entry in streams:
-            if entry.awaited is not None:
+            if entry.awaited is not None and entry.cancellable:  # else released in the actor (execution.py)
                 try:
                     ray.cancel(entry.awaited)
                 except Exception:  # already finished, or its actor is gone
