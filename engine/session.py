@@ -83,7 +83,7 @@ class Session:
         # text -> the statement, its parameter count and routing's query_relations
         self._parsed: OrderedDict[str, tuple[ast.Statement, int, Optional[Relations]]] = OrderedDict()
         self.plans = PlanCache()
-        self.step_plans = PlanMemo()  # physical plans (MINIMIZE's steps, queries), kept across statements
+        self.plan_memo = PlanMemo()  # physical plans (MINIMIZE's steps, queries), kept across statements
         self.carried = CarriedWork(lambda: self.settings.memory_limit // 4)
         self.db.file.memory.add_shrinker(self.carried.shrink)  # carried work gives way when memory is short
         self.lock = threading.RLock()
@@ -189,7 +189,7 @@ class Session:
             return self._plain_sql(duckdb_text(statement, text), params, statement)
         sc = StatementContext(self.db, self.catalog, self.settings, backend_for(self.settings.device),
                               BindContext(text, params, self.settings.memory_limit),
-                              self._running or threading.Event(), self.plans, self.carried, self.step_plans)
+                              self._running or threading.Event(), self.plans, self.carried, self.plan_memo)
         return self._run(sc, statement)
 
     def _run(self, sc: StatementContext, statement: ast.Statement) -> Result:

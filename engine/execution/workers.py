@@ -72,9 +72,12 @@ class ThreadWorkers:
             # N workers, each calling BLAS, must not each start N BLAS threads (oversubscription)
             self._blas_limit = one_blas_thread()
             self._blas_limit.__enter__()
+        self._launch(f"trdb-worker-{name}", task)
+
+    def _launch(self, name: str, task: Callable[[], None]) -> None:
         done = threading.Event()
         self._done.append(done)
-        run_on_kept_thread(f"trdb-worker-{name}", task, done)
+        run_on_kept_thread(name, task, done)
 
     def join(self) -> None:
         # waits on events, not Thread.join(): a Ctrl-C landing inside join() can mark a thread that

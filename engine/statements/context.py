@@ -35,7 +35,7 @@ class StatementContext:
     interrupted: threading.Event = field(default_factory=threading.Event)
     plans: Optional[PlanCache] = None
     carried: Optional[CarriedWork] = None
-    step_plans: Optional[PlanMemo] = None  # the connection's memo of physical plans (MINIMIZE's, queries')
+    plan_memo: Optional[PlanMemo] = None  # the connection's memo of physical plans (MINIMIZE's, queries')
 
     def __post_init__(self) -> None:
         self.pipeline = Pipeline(self.catalog, self.settings, self.backend, self.bind, self.interrupted, self.carried)
@@ -88,7 +88,7 @@ class StatementContext:
         if cached is None:
             plan = self.bind_query(query).plan
             # planned once for all repeats after writes of equal statistics (a GRAD after each training write)
-            self.pipeline.memo = self.step_plans
+            self.pipeline.memo = self.plan_memo
             run = self.pipeline.run(plan)
             if self.plans and not run.rewritten:  # shared subplans' tuples are this run's only
                 self.plans.put(key, CachedPlan(run.main.node, plan.schema))

@@ -205,7 +205,7 @@ def minimize(sc: StatementContext, node: ast.Minimize,
     options = parse_options(sc, node)
     loss_plan, params, gradients = step_plans(sc, node)
     # the steps after the first plan nothing (their plans are the first's), nor do later MINIMIZEs of this connection
-    sc.pipeline.memo = sc.step_plans if sc.step_plans is not None else PlanMemo()
+    sc.pipeline.memo = sc.plan_memo if sc.plan_memo is not None else PlanMemo()
     adams: list = [None] * len(params)
     rows = []
     for step in range(1, options.steps + 1):

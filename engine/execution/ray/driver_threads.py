@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from trdb.execution.workers import run_on_kept_thread
+from trdb.execution.workers import ThreadWorkers
 
 _RUNNING = [0]
 _RUNNING_LOCK = threading.Lock()
@@ -29,26 +29,15 @@ def _count(change: int) -> None:
         _RUNNING[0] += change
 
 
-class PooledWorkers:
-    """The `Workers` of a Ray execution: its driver tasks run on the process's kept threads."""
-
-    def __init__(self) -> None:
-        self._done: list[threading.Event] = []
+class PooledWorkers(ThreadWorkers):
+    """The `Workers` of a Ray execution: its driver tasks run on the process's kept threads, with no BLAS
+    limit, counted in `running`."""
 
     def start(self, name: str, task: Callable[[], None]) -> None:
-        done = threading.Event()
-
         def run() -> None:
             try:
                 task()
             finally:
                 _count(-1)
-        self._done.append(done)
         _count(+1)
-        run_on_kept_thread(f"trdb-ray-forward-{name}", run, done)
-
-    def join(self) -> None:
-        # waits on events, as ThreadWorkers does (a Ctrl-C inside a lock's wait is then harmless)
-        for done in self._done:
-            done.wait()
-        self._done.clear()
+        self._launch(f"trdb-ray-forward-{name}", run)

@@ -33,6 +33,11 @@ class _Fragment:
         self.confirm: Callable[[], None] = lambda: None
         self.cancellable = True
 
+    def answered(self) -> None:
+        """Its actor has answered (it holds the fragment now): confirmed once."""
+        self.confirm()
+        self.confirm = lambda: None
+
 
 class StreamGather:
     """Stands in for the final gather's channel: `get` pulls the fragments' streams on the caller's thread."""
@@ -84,7 +89,7 @@ class StreamGather:
     def _next_item(self, entry: _Fragment) -> None:
         if not entry.streaming:
             reply = settle(entry.awaited, self.state)
-            entry.confirm()
+            entry.answered()
             if reply[0] == "more":  # a large output: streamed from now on
                 entry.awaited, entry.streaming, entry.cancellable = entry.resume(reply), True, True
                 return
@@ -93,7 +98,7 @@ class StreamGather:
             self._streams.remove(entry)
             return
         header = settle(next(entry.awaited), self.state)
-        entry.confirm()
+        entry.answered()
         if entry.take(header, self, lambda: self._next_ref(entry.awaited)):
             self._streams.remove(entry)
 
