@@ -201,8 +201,7 @@ class Catalog:
         refuse_write(meta)
         self.version += 1
         meta = meta.with_stats(*(known if known is not None else tile_store.tile_statistics(self.db, meta)))
-        meta = meta.with_version(catalog_store.new_data_version(self.db))
-        catalog_store.save_tensor(self.db, meta)
+        meta = catalog_store.save_statistics(self.db, meta)
         self._tensors[fold(meta.name)] = meta
         self.pool.invalidate(meta.table)
         return meta

@@ -12,10 +12,16 @@ from collections import Counter
 from typing import Callable, Optional
 
 from trdb.kernels.sparse import nbytes as tile_bytes
-from trdb.optimizer.subsumed_projections import merge_rekeys, read_subsuming
+from trdb.optimizer.subsumed_projections import merge_rekeys, read_subsuming, read_subsuming_all
 from trdb.planner import logical as lp
 
 _CHILD_FIELDS = ("input", "left", "right")
+
+
+def sharing_projections(plans: list[lp.Plan]) -> list[lp.Plan]:
+    """Plans to run together with one SharedWork (`expect`), each Project that another computes more of
+    reading that one, so that it is shared (as `rewrite` does within one plan)."""
+    return read_subsuming_all([merge_rekeys(plan) for plan in plans], _Numbering().number)
 
 
 class _Numbering:

@@ -30,9 +30,18 @@ def merge_rekeys(plan: lp.Plan) -> lp.Plan:
 def read_subsuming(plan: lp.Plan, number: Callable[[lp.Plan], Optional[int]]) -> lp.Plan:
     """`plan` with each Project that runs a kernel, and whose expressions a larger Project of the same
     input (by subplan `number`) all computes, rewritten as a Project of that one's columns."""
+    return read_subsuming_all([plan], number)[0]
+
+
+def read_subsuming_all(plans: list[lp.Plan], number: Callable[[lp.Plan], Optional[int]]) -> list[lp.Plan]:
+    """`read_subsuming` over plans run together (MINIMIZE's loss and gradients): a Project of one may
+    read a larger one of another."""
     by_input: dict[int, list[lp.Project]] = defaultdict(list)
-    _collect(plan, number, by_input, set())
-    return _rewrite(plan, number, by_input, {})
+    seen: set = set()
+    for plan in plans:
+        _collect(plan, number, by_input, seen)
+    done: dict = {}
+    return [_rewrite(plan, number, by_input, done) for plan in plans]
 
 
 def _collect(plan, number, by_input: dict, seen: set) -> None:

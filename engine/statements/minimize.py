@@ -19,6 +19,7 @@ from trdb.errors import DataError, ProgrammingError
 from trdb.execution.result import Result
 from trdb.kernels.backend import to_host
 from trdb.kernels.sparse import dense
+from trdb.optimizer.common_subplans import sharing_projections
 from trdb.parser import ast
 from trdb.pipeline.plan_memo import PlanMemo
 from trdb.planner import logical as lp
@@ -182,11 +183,22 @@ def _replace_tiles(sc: StatementContext, meta: TensorMeta, keys: list[tuple], ti
 def _update(sc: StatementContext, param: TensorMeta, rows: list[tuple], options: Options,
             adam: AdamState | None) -> None:
     keys = [tuple(row[:-1]) for row in rows]
-    grads = [np.asarray(to_host(row[-1]), dtype=np.float64) for row in rows]
+    grads = [dense(to_host(row[-1])) for row in rows]
     current = _tiles_by_key(sc, param)
-    directions = adam.direction(keys, grads, options) if adam else grads
+    if adam is not None:
+        directions = adam.direction(keys, [np.asarray(g, dtype=np.float64) for g in grads], options)
+    else:
+        directions = [_sgd_direction(g, param.dtype) for g in grads]
     new = [current[key] - options.learning_rate * d for key, d in zip(keys, directions) if key in current]
     _replace_tiles(sc, param, [k for k in keys if k in current], new, set(current) <= set(keys))
+
+
+def _sgd_direction(grad: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """SGD's direction: the gradient itself, computed in the parameter's precision where it is float32 or
+    float64 (as numpy's `W -= rate * g`, with no float64 copy of every tile), else in float64."""
+    if grad.dtype == dtype and dtype in (np.float32, np.float64):
+        return grad
+    return np.asarray(grad, dtype=np.float64)
 
 
 def step_plans(sc: StatementContext, node: ast.Minimize) -> tuple[lp.Plan, list[TensorMeta], list[lp.Plan]]:
@@ -197,6 +209,7 @@ def step_plans(sc: StatementContext, node: ast.Minimize) -> tuple[lp.Plan, list[
     params = [sc.catalog.require_tensor(name) for name in node.params]
     gradients = [sc.pipeline.expand(binder.bind_grad(ast.GradRef(node.view, p.name, span=node.span)))
                  for p in params]
+    loss, *gradients = sharing_projections([loss, *gradients])
     return loss, params, gradients
 
 

@@ -54,6 +54,21 @@ def save_tensor(db: Database, meta: TensorMeta) -> None:
                 meta.tuple_count, meta.nnz, meta.csr_tuples, meta.csr_nnz, distinct, meta.version, meta.location])
 
 
+def save_statistics(db: Database, meta: TensorMeta) -> TensorMeta:
+    """Store `meta`'s statistics under a new data version in one statement (a write's refresh); returns
+    `meta` with that version. A catalog without exactly one row of that name is rewritten whole."""
+    distinct = json.dumps(list(meta.distinct_keys)) if meta.distinct_keys is not None else None
+    rows = db.execute(f"UPDATE {SCHEMA}.tensors SET tuple_count = ?, nnz = ?, csr_tuples = ?, csr_nnz = ?, "
+                      f"distinct_keys = ?, data_version = nextval('{SCHEMA}.data_versions') WHERE name = ? "
+                      "RETURNING data_version",
+                      [meta.tuple_count, meta.nnz, meta.csr_tuples, meta.csr_nnz, distinct, meta.name])
+    if len(rows) == 1:
+        return meta.with_version(rows[0][0])
+    meta = meta.with_version(new_data_version(db))
+    save_tensor(db, meta)
+    return meta
+
+
 def delete_tensor(db: Database, name: str) -> None:
     db.execute(f"DELETE FROM {SCHEMA}.tensors WHERE name = ?", [name])
 

@@ -34,3 +34,22 @@ def test_a_projection_with_more_kernels_is_not_read_for_fewer(cur):
              "JOIN (SELECT i, j, EXP(v) AS v FROM A) AS q ON p.i = q.i AND p.j = q.j")
     a = np.arange(16, dtype=np.float32).reshape(4, 4)
     np.testing.assert_allclose(cur.execute(query).fetch_tensor(), np.maximum(a, 0) + np.exp(a), rtol=1e-6)
+
+
+def test_a_minimize_step_runs_the_forward_relu_once(cur, monkeypatch):
+    # its loss and its gradients run together: the gradients' RELU, with lineage columns, reads the loss's
+    from trdb.catalog.kernel_function import KernelFunction
+    t = _mlp(cur)
+    calls = []
+    real = KernelFunction.call
+
+    def counting(self, backend, args):
+        calls.append(self.label)
+        return real(self, backend, args)
+    monkeypatch.setattr(KernelFunction, "call", counting)
+    cur.execute("MINIMIZE loss WRT (W1, W2) WITH (learning_rate = 0.01, steps = 1)")
+    assert calls.count("RELU") == 4  # the hidden layer's 2 x 2 tiles, each once
+    H = np.maximum(t["X"] @ t["W1"], 0)
+    d_hidden = ((2 * (H @ t["W2"] - t["Y"])) @ t["W2"].T) * (H > 0)
+    np.testing.assert_allclose(cur.execute("SELECT * FROM W1").fetch_tensor(),
+                               t["W1"] - 0.01 * (t["X"].T @ d_hidden), rtol=1e-4, atol=1e-5)

@@ -109,3 +109,19 @@ def test_crafted_tile_keys_are_a_data_error(path, change, message):
         with pytest.raises(trdb.DataError, match=message):
             con.execute("SELECT * FROM W")
         assert con.execute("SELECT * FROM G").fetch_tensor().sum() == 32
+
+
+def test_a_write_stores_its_statistics_under_a_new_data_version(path):
+    def row():
+        con = duckdb.connect(path, read_only=True)
+        found = con.execute("SELECT tuple_count, nnz, data_version FROM _trdb.tensors WHERE name = 'W'").fetchall()
+        con.close()
+        return found
+    [(tuples, nnz, version)] = row()
+    assert (tuples, nnz) == (4, 16)
+    with trdb.connect(path) as con:
+        con.execute("UPDATE W SET v = v * 0 WHERE i = 0")
+    [(tuples, nnz, new_version)] = row()
+    assert nnz == 8 and new_version > version
+    with trdb.connect(path) as con:
+        assert con.execute("SELECT SUM(SUMSQ(v)) FROM W").fetchall()[0][0] == 8
