@@ -33,13 +33,19 @@ class Catalog:
         self.db = db
         self.pool = db.file.pool
         self.version = 0  # advanced by every change: cached plans name the version they were made for
+        self.definitions = 0  # advanced by every change but a write's new statistics (what binding reads)
         self.generation = -1
         ensure_schema(db)
         self.reload()
 
+    def _changed(self) -> None:
+        """A tensor, view or table was made, dropped or renamed, or the mirror reloaded."""
+        self.version += 1
+        self.definitions += 1
+
     def reload(self) -> None:
         """Load the mirror: inside the open transaction, else in a read transaction of its own."""
-        self.version += 1
+        self._changed()
         if self.db.in_transaction:
             self._load(self.db.file.generation)
             return
@@ -97,7 +103,7 @@ class Catalog:
 
     def forget_ordinary_tables(self) -> None:
         """Plain SQL may have changed the ordinary tables; look them up again when next needed."""
-        self.version += 1
+        self._changed()
         self._ordinary = None
 
     def tensors(self) -> list[TensorMeta]:
@@ -138,7 +144,7 @@ class Catalog:
     # ------------------------------------------------------------ changes
 
     def create_tensor(self, meta: TensorMeta) -> TensorMeta:
-        self.version += 1
+        self._changed()
         self.check_new_name(meta.name)
         table = catalog_store.new_tile_table_name(self.db)
         meta = TensorMeta(meta.name, meta.keys, meta.value_name, meta.dtype, meta.shape, meta.tile, table,
@@ -150,7 +156,7 @@ class Catalog:
 
     def create_external_tensor(self, meta: TensorMeta, location: str) -> TensorMeta:
         """Register a tensor whose tiles are the Parquet dataset at `location` (checked and counted now)."""
-        self.version += 1
+        self._changed()
         self.check_new_name(meta.name)
         meta = external.registered(self.db, meta, location)
         meta = meta.with_version(catalog_store.new_data_version(self.db))
@@ -159,7 +165,7 @@ class Catalog:
         return meta
 
     def drop_tensor(self, name: str) -> None:
-        self.version += 1
+        self._changed()
         damaged = self._damaged.pop(fold(name), None)
         if damaged is not None:  # dropping is how a damaged tensor is removed
             if damaged.table is not None:
@@ -174,7 +180,7 @@ class Catalog:
 
     def rename_tensor(self, name: str, new_name: str) -> TensorMeta:
         """Give a tensor a new name; its tiles stay in their table (tile tables are numbered, not named)."""
-        self.version += 1
+        self._changed()
         meta = self.require_tensor(name)
         if fold(new_name) != fold(name):
             self.check_new_name(new_name)
@@ -186,7 +192,7 @@ class Catalog:
         return renamed
 
     def rename_view(self, name: str, new_name: str) -> None:
-        self.version += 1
+        self._changed()
         old, query = self.view(name)
         if fold(new_name) != fold(name):
             self.check_new_name(new_name)
@@ -207,7 +213,7 @@ class Catalog:
         return meta
 
     def create_view(self, name: str, query: str, or_replace: bool) -> None:
-        self.version += 1
+        self._changed()
         if self.view(name) and or_replace:
             catalog_store.delete_view(self.db, self.view(name)[0])
         else:
@@ -216,7 +222,7 @@ class Catalog:
         self._views[fold(name)] = (name, query)
 
     def drop_view(self, name: str) -> None:
-        self.version += 1
+        self._changed()
         view = self.view(name)
         if view is None:
             raise ProgrammingError(f'view "{name}" does not exist',

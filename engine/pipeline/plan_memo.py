@@ -8,8 +8,11 @@ So a step after the first plans nothing: its plans are the first step's with the
 A connection keeps its memo across statements (a training loop of one-step MINIMIZEs, or a GRAD
 after each write, plans once): a stored tensor is known by everything of its metadata but its data
 version (every write takes a new one; what planning reads of it, its statistics, is part of the
-key), and the settings are part of the key. A scan reads the tiles its connection sees, whatever version its plan names (the
-buffer pool keys them by the version the connection sees: catalog.py).
+key), and the settings are part of the key. A scan reads the tiles its connection sees, whatever
+version its plan names (the buffer pool keys them by the version the connection sees: catalog.py).
+A connection's later MINIMIZE also binds nothing: its bound plans are remembered by the catalog's
+definitions (which a write's new statistics leave alone) while the tensors they scan keep the
+statistics they were bound with.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from trdb.storage.tensor_meta import TensorMeta
 
 _CHILD_FIELDS = ("input", "left", "right", "parts", "operands")
 KEPT = 64  # plans a connection remembers (least recently used forgotten)
+KEPT_BOUND = 16  # statements whose bound plans it remembers
 
 
 class PlanMemo:
@@ -36,6 +40,22 @@ class PlanMemo:
 
     def __init__(self) -> None:
         self._plans: OrderedDict[tuple, PhysicalNode] = OrderedDict()
+        self._bound: OrderedDict[tuple, tuple[list, list[TensorMeta]]] = OrderedDict()
+
+    def bound_plans(self, key: tuple, catalog, bind: Callable[[], list]) -> list:
+        """`bind()`'s logical plans, remembered under `key` (the statement) and the catalog's definitions, and
+        reused while every tensor they scan has the statistics it was bound with (they then name older data
+        versions, as a MINIMIZE's plans do at its later steps)."""
+        entry_key = (key, catalog.definitions)
+        found = self._bound.get(entry_key)
+        if found is not None and all(_unversioned(catalog.tensor(m.name)) == _unversioned(m) for m in found[1]):
+            self._bound.move_to_end(entry_key)
+            return found[0]
+        plans = bind()
+        self._bound[entry_key] = (plans, _scanned(plans))
+        while len(self._bound) > KEPT_BOUND:
+            self._bound.popitem(last=False)
+        return plans
 
     def lookup(self, plan: lp.Plan, keep_zero_tuples: bool,
                settings: tuple = ()) -> tuple[Optional[PhysicalNode], Optional["Slot"]]:
@@ -68,6 +88,18 @@ class Slot:
 
     key: tuple
     leaves: list
+
+
+def _scanned(plans: list) -> list[TensorMeta]:
+    """The stored tensors the plans scan."""
+    found: dict[int, TensorMeta] = {}
+    stack = list(plans)
+    while stack:
+        plan = stack.pop()
+        if isinstance(plan, lp.TensorScan):
+            found[id(plan.tensor)] = plan.tensor
+        stack.extend(plan.inputs)
+    return list(found.values())
 
 
 def _signature(plan, leaves: list) -> tuple:

@@ -14,7 +14,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from trdb.catalog.names import did_you_mean
+from trdb.catalog.names import did_you_mean, fold
 from trdb.errors import DataError, ProgrammingError
 from trdb.execution.result import Result
 from trdb.kernels.backend import to_host
@@ -204,12 +204,19 @@ def _sgd_direction(grad: np.ndarray, dtype: np.dtype) -> np.ndarray:
 def step_plans(sc: StatementContext, node: ast.Minimize) -> tuple[lp.Plan, list[TensorMeta], list[lp.Plan]]:
     """The plans of one step: the loss, then each parameter's gradient; expanded, so that what they share
     (the forward pass) is seen before the first of them runs."""
-    binder = sc.binder()
-    loss = sc.pipeline.expand(binder.bind_table(ast.TableRef(node.view, span=node.span)))
     params = [sc.catalog.require_tensor(name) for name in node.params]
-    gradients = [sc.pipeline.expand(binder.bind_grad(ast.GradRef(node.view, p.name, span=node.span)))
-                 for p in params]
-    loss, *gradients = sharing_projections([loss, *gradients])
+
+    def bind() -> list[lp.Plan]:
+        binder = sc.binder()
+        loss = sc.pipeline.expand(binder.bind_table(ast.TableRef(node.view, span=node.span)))
+        gradients = [sc.pipeline.expand(binder.bind_grad(ast.GradRef(node.view, p.name, span=node.span)))
+                     for p in params]
+        return sharing_projections([loss, *gradients])
+    if sc.plan_memo is None:
+        loss, *gradients = bind()
+    else:  # a training loop of MINIMIZE statements binds once
+        key = ("MINIMIZE", fold(node.view), tuple(fold(p.name) for p in params), sc.settings.snapshot())
+        loss, *gradients = sc.plan_memo.bound_plans(key, sc.catalog, bind)
     return loss, params, gradients
 
 

@@ -12,6 +12,7 @@ import trdb.pipeline.query as query
 from trdb.optimizer import physical_operators as po
 from trdb.pipeline.plan_memo import PlanMemo
 from trdb.planner import logical as lp
+from trdb.planner.binder import Binder
 from trdb.planner.types import Column, KeyType, TensorType
 
 
@@ -95,3 +96,34 @@ def test_other_statistics_plan_again():
     for other in (_scan([0, 1, 2]), _scan([0, 0]), _scan([0, None])):  # more tuples, fewer keys, a NULL key
         assert memo.lookup(other, False)[0] is None
     assert memo.lookup(plan, True)[0] is None  # zero tuples kept or not: another plan
+
+
+def _count_binding(monkeypatch) -> list:
+    bound = []
+    original = Binder.bind_grad
+
+    def counting(self, node):
+        bound.append(1)
+        return original(self, node)
+    monkeypatch.setattr(Binder, "bind_grad", counting)
+    return bound
+
+
+def test_a_connections_later_minimize_binds_nothing_until_the_catalog_changes(monkeypatch):
+    cur = _mlp_cursor()
+    step = "MINIMIZE loss WRT (W) WITH (learning_rate = 0.001, steps = 1)"
+    cur.execute(step).fetchall()
+    bound = _count_binding(monkeypatch)
+    cur.execute(step).fetchall()
+    assert bound == []  # W was written (a new data version) with the statistics it was bound with
+    W = cur.execute("SELECT * FROM W").fetch_tensor()
+    X = cur.execute("SELECT * FROM X").fetch_tensor()
+    cur.execute("CREATE OR REPLACE VIEW loss AS SELECT SUM(SUMSQ(h.v)) AS v FROM h")  # no RELU now
+    cur.execute(step).fetchall()
+    assert bound  # bound again: a view changed
+    np.testing.assert_allclose(cur.execute("SELECT * FROM W").fetch_tensor(),
+                               W - 0.001 * 2 * X.T @ (X @ W), rtol=1e-4, atol=1e-4)
+    bound.clear()
+    cur.execute("UPDATE W SET v = v * 0 WHERE i = 0")  # other statistics: half of W's tiles hold zeros only
+    cur.execute(step).fetchall()
+    assert bound
