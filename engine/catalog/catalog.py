@@ -244,6 +244,15 @@ class Catalog:
         version = known.version if known is not None and known.table == meta.table else meta.version
         return self.pool.get((meta.table, version), lambda: self._read_tiles(meta))
 
+    def keep_written(self, meta: TensorMeta, keys: np.ndarray, tiles: list) -> None:
+        """`tiles` (dense, of the tensor's dtype, under `keys`) were just written as the whole tensor `meta`
+        (its new version): the buffer pool keeps them, read-only, so that the next scan reads no tile back."""
+        keys, tiles = tile_store.sorted_by_key(np.asarray(keys, dtype=np.int64).reshape(len(tiles), len(meta.keys)),
+                                               tiles)
+        for tile in tiles:
+            tile.flags.writeable = False
+        self.pool.put((meta.table, meta.version), (keys, tiles))
+
     def external_reads(self, meta: TensorMeta, partition: int = 0, partitions: int = 1,
                        columns: tuple[int, ...] = (), read_bytes: int = 16 << 20) -> Iterator[TensorTiles]:
         """An external tensor's tiles of one partition, in reads of about `read_bytes` (location checked now)."""

@@ -54,6 +54,16 @@ class BufferPool:
                 return entry[0]
         self.misses += 1
         tiles = load()
+        self._keep(key, tiles)
+        return tiles
+
+    def put(self, key: TileVersion, tiles: TensorTiles) -> None:
+        """Keep tiles just written as the whole contents of `key` (sorted keys, read-only tiles, exactly
+        as a read would give them): the next scan need not read them back."""
+        with self._loading_lock(key):
+            self._keep(key, tiles)
+
+    def _keep(self, key: TileVersion, tiles: TensorTiles) -> None:
         size = sum(nbytes(t) for t in tiles[1]) + tiles[0].nbytes
         with self._lock:
             self._drop(key)
@@ -61,7 +71,6 @@ class BufferPool:
             with self._lock:
                 self._entries[key] = (tiles, size)
                 self._bytes += size
-        return tiles
 
     def would_keep(self, size: int) -> bool:
         """Whether a tensor of `size` decoded bytes is small enough to be read whole and kept."""

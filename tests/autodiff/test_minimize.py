@@ -93,3 +93,25 @@ def test_update_from_grad_is_one_gradient_step(cur):
     G = cur.execute("SELECT * FROM GRAD(loss, w)").fetch_tensor()
     cur.execute("UPDATE w SET v = w.v - 0.5 * G.v FROM GRAD(loss, w) AS G WHERE w.i = G.i AND w.j = G.j")
     np.testing.assert_allclose(cur.execute("SELECT * FROM w").fetch_tensor(), W - 0.5 * G, rtol=1e-6)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_a_step_keeps_the_tiles_it_wrote_as_a_read_gives_them(tmp_path, optimizer):
+    path = str(tmp_path / "kept.trdb")
+    with trdb.connect(path) as con:
+        cur = con.cursor()
+        separable_set(cur)
+        cur.execute(f"MINIMIZE loss WRT (w) WITH (optimizer = '{optimizer}', learning_rate = 0.1, steps = 2)")
+        pool = con._session().catalog.pool
+        misses = pool.misses
+        kept = cur.execute("SELECT * FROM w").fetch_tensor()
+        assert pool.misses == misses  # the step's tiles, not read back
+        pool.shrink(pool.bytes)
+        np.testing.assert_array_equal(cur.execute("SELECT * FROM w").fetch_tensor(), kept)  # read from DuckDB
+        cur.execute("BEGIN")
+        cur.execute(f"MINIMIZE loss WRT (w) WITH (optimizer = '{optimizer}', learning_rate = 0.1, steps = 1)")
+        assert not np.array_equal(cur.execute("SELECT * FROM w").fetch_tensor(), kept)
+        cur.execute("ROLLBACK")
+        np.testing.assert_array_equal(cur.execute("SELECT * FROM w").fetch_tensor(), kept)
+    with trdb.connect(path) as con:
+        np.testing.assert_array_equal(con.cursor().execute("SELECT * FROM w").fetch_tensor(), kept)
