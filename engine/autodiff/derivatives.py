@@ -29,6 +29,14 @@ def _mask(condition: bx.Bound, like: bx.Bound) -> bx.Bound:
     return call("CAST", condition, like.type.dtype.name)
 
 
+def _masked(upstream: bx.Bound, condition: bx.Bound, like: bx.Bound) -> bx.Bound:
+    """`upstream` where `condition` holds, else zero. Of `like`'s dtype, the upstream is multiplied by the
+    boolean condition itself (numpy takes it as 1 and 0 of that dtype: the same values, one pass less)."""
+    if getattr(upstream.type, "dtype", None) == like.type.dtype:
+        return call("*", upstream, condition)
+    return call("*", upstream, _mask(condition, like))
+
+
 def _swap_last(x: bx.Bound) -> bx.Bound:
     rank = len(x.type.tile)
     axes = list(range(rank))
@@ -143,7 +151,7 @@ RULES: dict[str, Rule] = {
     "MATMUL": _matmul,
     "EINSUM": _einsum,
     "TRANSPOSE": _transpose,
-    "RELU": _unary(lambda a, o, u: call("*", u, _mask(call(">", a, 0), a))),
+    "RELU": _unary(lambda a, o, u: _masked(u, call(">", a, 0), a)),
     "SIGMOID": _unary(lambda a, o, u: call("*", call("*", u, o), call("-", 1, o))),
     "TANH": _unary(lambda a, o, u: call("*", u, call("-", 1, call("*", o, o)))),
     "EXP": _unary(lambda a, o, u: call("*", u, o)),
