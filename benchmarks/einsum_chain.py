@@ -19,7 +19,7 @@ import numpy as np
 import threadpoolctl
 
 import trdb
-from timing import alternating_runs, best_of, check, paired_ratio, product_bound
+from timing import SETTLE_SECONDS, alternating_runs, best_of, check, paired_ratio, product_bound
 
 CHOSEN = "SELECT * FROM EINSUM('ij,jk,kl->il', A, B, C)"
 LEFT_TO_RIGHT = "SELECT * FROM EINSUM('ik,kl->il', EINSUM('ij,jk->ik', A, B), C)"
@@ -72,7 +72,8 @@ def main() -> None:
     print(f"# trdb's chosen order and numpy.einsum(optimize=True) take turns, best of {args.repeats} each;")
     print(f"# left to right (numpy (A @ B) @ C: {numpy_forced:.4f} s) best of 3; trdb/numpy is the ratio of the "
           "best times, 'median' the median ratio of the runs made in the same turn")
-    print("# warm: buffer pool (A, B, C tiles), plan cache; a statement here carries no work to the next")
+    print("# warm: buffer pool (A, B, C tiles), plan cache; a statement here carries no work to the next; "
+          f"a {SETTLE_SECONDS} s pause before each timed run lets the previous run's BLAS threads sleep")
     print(f"{'tile':>5} {'workers':>7} {'numpy opt s':>12} {'trdb s':>9} {'trdb/numpy':>11} {'median':>7} "
           f"{'l-to-r s':>9} {'l-to-r/trdb':>12}")
     for t in (int(x) for x in args.tiles.split(",")):

@@ -29,7 +29,7 @@ import re
 import numpy as np
 
 import trdb
-from timing import FLOAT32_UNIT_ROUNDOFF, alternating_runs, check, gamma, paired_ratio
+from timing import FLOAT32_UNIT_ROUNDOFF, SETTLE_SECONDS, alternating_runs, check, gamma, paired_ratio
 
 STEP = "MINIMIZE loss WRT (W1, W2) WITH (optimizer = 'sgd', learning_rate = {rate}, steps = {steps})"
 TRAINING_STEPS = 10  # a training run: the steps of one MINIMIZE (planned once) against numpy's loop
@@ -170,7 +170,8 @@ def main() -> None:
           f"{args.hidden} (W1 tile {args.feature_tile or args.features}x{args.hidden_tile or args.hidden}); "
           f"best of {args.repeats} after a warm-up, systems taking turns")
     print(f"# checked against float64 with float32 bounds ({uncertain} pre-activations within float32 error of 0)")
-    print("# warm: buffer pool, plan cache; a write before every timed GRAD drops the carried forward pass")
+    print("# warm: buffer pool, plan cache; a write before every timed GRAD drops the carried forward pass; "
+          f"a {SETTLE_SECONDS} s pause before each timed run lets the previous run's BLAS threads sleep")
     base = timings["numpy dW1, dW2"][0]
     print(f"{'':24s} {'best':>8s}  {'best/numpy':>10s}  paired ratios to numpy: min median max")
     for name, (seconds, _) in timings.items():

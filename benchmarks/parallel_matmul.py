@@ -16,7 +16,7 @@ import numpy as np
 import threadpoolctl
 
 import trdb
-from timing import alternating_runs, best_of, check, paired_ratio, product_bound
+from timing import SETTLE_SECONDS, alternating_runs, best_of, check, paired_ratio, product_bound
 
 QUERY = "SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i GROUP BY A.i, B.j"
 
@@ -81,7 +81,8 @@ def main() -> None:
     tile = args.tile or "chosen by trdb (TILE left out)"
     print(f"# tile {tile}; seconds are the best of {args.repeats} runs after a warm-up; "
           "trdb includes fetch_tensor(); each trdb/numpy ratio is from runs taking turns with numpy; "
-          "warm: buffer pool (A and B tiles), plan cache")
+          "warm: buffer pool (A and B tiles), plan cache; "
+          f"a {SETTLE_SECONDS} s pause before each timed run lets the previous run's BLAS threads sleep")
     print("# w1/numpy, w2/numpy: ratio of the best times / median ratio of the runs made in the same turn")
     print("    n  tile    numpy  pertile  trdb(w1) trdb(w2)  tile/np   w1/numpy   w2/numpy")
     for n in [int(s) for s in args.sizes.split(",")]:

@@ -15,6 +15,10 @@ from typing import Callable, Optional, Union
 import numpy as np
 
 FLOAT32_UNIT_ROUNDOFF = float(np.finfo(np.float32).eps) / 2
+# Before each timed run of systems taking turns: OpenBLAS's threads spin for about 0.1 s after a call
+# before they sleep, so the run after numpy's A @ B shared the two cores with them (measured: trdb at 2
+# workers 1.5x slower straight after it, 1.0-1.2x after this pause or with OPENBLAS_THREAD_TIMEOUT=4).
+SETTLE_SECONDS = 0.15
 
 
 def timed_runs(repeats: int, run: Callable[[], object], warmup: bool = True,
@@ -47,7 +51,8 @@ def alternating_runs(repeats: int, runs: dict[str, Callable[[], object]],
                      before: Optional[dict[str, Callable[[], object]]] = None) -> dict[str, tuple[list[float], object]]:
     """Every system's timed runs, taking turns (each round times every system once, after one warm-up
     round), so that a slow spell of the machine (another tenant of the host, CPU frequency) falls on
-    all of them alike. `before[name]`, where given, runs untimed before each of that system's runs.
+    all of them alike. `before[name]`, where given, runs untimed before each of that system's runs; then a
+    pause of SETTLE_SECONDS lets the threads the previous system left spinning go to sleep.
     Returns each system's run times, round by round, and last output."""
     before = before or {}
     prepare = {name: before.get(name, lambda: None) for name in runs}
@@ -59,6 +64,7 @@ def alternating_runs(repeats: int, runs: dict[str, Callable[[], object]],
     for _ in range(repeats):
         for name, run in runs.items():
             prepare[name]()
+            time.sleep(SETTLE_SECONDS)
             started = time.perf_counter()
             results[name] = run()
             times[name].append(time.perf_counter() - started)
