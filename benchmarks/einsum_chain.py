@@ -35,8 +35,11 @@ def time_trdb(A, B, C, t: int, workers: str, numpy_opt, args, expected, bound) -
     cur.execute(f"CREATE TENSOR B FROM ? TILE ({m}, {t})", [B])
     cur.execute(f"CREATE TENSOR C FROM ? TILE ({t}, {m})", [C])
     cur.execute(f"SET workers = {workers}")
-    paired = alternating_runs(args.repeats, {"numpy": numpy_opt,
-                                             "chosen": lambda: cur.execute(CHOSEN).fetch_tensor()})
+    chosen = lambda: cur.execute(CHOSEN).fetch_tensor()  # noqa: E731
+    # runs of about a millisecond: each timed run follows an untimed one of its own system (after the pause,
+    # caches and clocks would be cold for both), as in a loop; a statement here carries no work to the next
+    paired = alternating_runs(args.repeats, {"numpy": numpy_opt, "chosen": chosen},
+                              before={"numpy": numpy_opt, "chosen": chosen})
     forced, result = best_of(3, lambda: cur.execute(LEFT_TO_RIGHT).fetch_tensor())
     check("trdb left to right", result, expected, bound)
     check("trdb chosen order", paired["chosen"][1], expected, bound)
@@ -73,7 +76,7 @@ def main() -> None:
     print(f"# left to right (numpy (A @ B) @ C: {numpy_forced:.4f} s) best of 3; trdb/numpy is the ratio of the "
           "best times, 'median' the median ratio of the runs made in the same turn")
     print("# warm: buffer pool (A, B, C tiles), plan cache; a statement here carries no work to the next; "
-          f"a {SETTLE_SECONDS} s pause before each timed run lets the previous run's BLAS threads sleep")
+          f"each timed run follows a {SETTLE_SECONDS} s pause (BLAS threads asleep) and an untimed run of its own system")
     print(f"{'tile':>5} {'workers':>7} {'numpy opt s':>12} {'trdb s':>9} {'trdb/numpy':>11} {'median':>7} "
           f"{'l-to-r s':>9} {'l-to-r/trdb':>12}")
     for t in (int(x) for x in args.tiles.split(",")):

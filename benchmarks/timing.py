@@ -51,8 +51,8 @@ def alternating_runs(repeats: int, runs: dict[str, Callable[[], object]],
                      before: Optional[dict[str, Callable[[], object]]] = None) -> dict[str, tuple[list[float], object]]:
     """Every system's timed runs, taking turns (each round times every system once, after one warm-up
     round), so that a slow spell of the machine (another tenant of the host, CPU frequency) falls on
-    all of them alike. `before[name]`, where given, runs untimed before each of that system's runs; then a
-    pause of SETTLE_SECONDS lets the threads the previous system left spinning go to sleep.
+    all of them alike. A pause of SETTLE_SECONDS lets the threads the previous system left spinning go to
+    sleep; then `before[name]`, where given, runs untimed before each of that system's runs.
     Returns each system's run times, round by round, and last output."""
     before = before or {}
     prepare = {name: before.get(name, lambda: None) for name in runs}
@@ -63,8 +63,8 @@ def alternating_runs(repeats: int, runs: dict[str, Callable[[], object]],
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
-            prepare[name]()
             time.sleep(SETTLE_SECONDS)
+            prepare[name]()
             started = time.perf_counter()
             results[name] = run()
             times[name].append(time.perf_counter() - started)
