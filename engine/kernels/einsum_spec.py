@@ -94,6 +94,11 @@ def resolve(spec: str, shapes: Sequence[Sequence[int]]) -> Resolved:
     return _resolve(spec, tuple(tuple(int(n) for n in s) for s in shapes))
 
 
+def resolve_for_arrays(spec: str, shapes: tuple[tuple[int, ...], ...]) -> Resolved:
+    """`resolve` for the shapes of arrays (tuples of Python ints already): asked at every kernel call."""
+    return _resolve(spec, shapes)
+
+
 @functools.lru_cache(maxsize=4096)
 def _resolve(spec: str, shapes: tuple) -> Resolved:
     inputs, output = parse_text(spec)

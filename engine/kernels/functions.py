@@ -185,7 +185,7 @@ def einsum(xp, spec: str, *operands: Any):
         # stays weak (a float32 contraction times 2.0 remains float32).
         dtype = xp.result_type(*operands) if any(hasattr(op, "dtype") for op in operands) else None
         arrays = [op if hasattr(op, "dtype") else xp.asarray(op, dtype=dtype) for op in operands]
-    spec = plain_spec(spec, tuple(a.shape for a in arrays))
+    spec = einsum_spec.resolve_for_arrays(spec, tuple(a.shape for a in arrays)).spec
     plan = _tensordot_plan(spec) if len(arrays) == 2 else None
     if plan is not None:
         return _tensordot(xp, arrays, *plan)

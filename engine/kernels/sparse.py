@@ -24,9 +24,12 @@ except ImportError:  # a scipy that moved it: SUM(MATMUL) then runs product by p
     _matvecs = None
 
 
+_PLAIN = frozenset({np.ndarray, int, float, bool, type(None), np.float32, np.float64, np.int64})  # asked most
+
+
 def is_sparse(tile: Any) -> bool:
     """Whether `tile` is a sparse tile (CSR; any scipy/cupyx sparse format) rather than a dense array or a scalar."""
-    return not isinstance(tile, np.ndarray) and hasattr(tile, "tocsr")
+    return type(tile) not in _PLAIN and not isinstance(tile, np.ndarray) and hasattr(tile, "tocsr")
 
 
 def elements(shape: tuple[int, ...]) -> int:
@@ -52,6 +55,8 @@ def count_nonzero(tile: Any) -> int:
 
 def nbytes(tile: Any) -> int:
     """Memory held by a tile (its three arrays for CSR)."""
+    if type(tile) is np.ndarray:
+        return tile.nbytes
     if is_sparse(tile):
         return int(tile.data.nbytes + tile.indices.nbytes + tile.indptr.nbytes)
     return int(getattr(tile, "nbytes", 0))

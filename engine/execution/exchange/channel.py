@@ -15,6 +15,8 @@ import threading
 from collections import deque
 from typing import Callable, Iterable, Optional
 
+import numpy as np
+
 from trdb.execution.operators.operator import Batch, PhysicalOperator
 from trdb.execution.state import ExecutionState
 from trdb.kernels import sparse
@@ -31,7 +33,16 @@ Router = Callable[[Batch, int], Iterable[tuple[int, Batch]]]
 
 def row_bytes(row: tuple) -> int:
     """The bytes a tuple holds: its tiles' sizes (a CSR tile's three arrays), 8 for any other value."""
-    return sum(sparse.nbytes(v) if sparse.is_sparse(v) else getattr(v, "nbytes", 8) for v in row)
+    total = 0
+    for value in row:  # asked of every tuple a scan or an exchange hands on: the usual cases first
+        kind = type(value)
+        if kind is int:
+            total += 8
+        elif kind is np.ndarray:
+            total += value.nbytes
+        else:
+            total += sparse.nbytes(value) if sparse.is_sparse(value) else getattr(value, "nbytes", 8)
+    return total
 
 
 def batch_bytes(batch: Batch) -> int:
