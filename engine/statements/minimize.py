@@ -174,14 +174,19 @@ def _replace_tiles(sc: StatementContext, meta: TensorMeta, keys: list[tuple], ti
     meta = sc.catalog.require_tensor(meta.name)
     key_array = np.array(keys, dtype=np.int64).reshape(len(keys), len(meta.keys))
     tile_store.delete_tiles(sc.db, meta, None if whole else key_array)
-    stored = [np.asarray(tile, dtype=meta.dtype) for tile in tiles]
-    with TileWriter(sc.db, meta, CHUNK_BYTES) as writer:  # inserted a batch at a time
-        for key, tile in zip(keys, stored):
+    # the buffer pool will keep the new tensor, if it is small enough: the next step reads nothing back
+    kept: Optional[list] = [] if whole and sc.catalog.pool.would_keep(
+        sum(np.size(tile) for tile in tiles) * meta.dtype.itemsize) else None
+    with TileWriter(sc.db, meta, CHUNK_BYTES) as writer:  # inserted a batch at a time, each cast as it goes in
+        for key, tile in zip(keys, tiles):
+            tile = np.asarray(tile, dtype=meta.dtype)
             writer.add(key, tile)
+            if kept is not None:
+                kept.append(tile)
     written = writer.statistics
     meta = sc.catalog.refresh_statistics(meta, written.as_tuple() if whole else None)
-    if whole and written.tuples == len(stored) and written.csr_tuples == 0:
-        sc.catalog.keep_written(meta, key_array, stored)  # every tile stored dense: as a read would give them
+    if kept is not None and written.tuples == len(kept) and written.csr_tuples == 0:
+        sc.catalog.keep_written(meta, key_array, kept)  # every tile stored dense: as a read would give them
 
 
 def _update(sc: StatementContext, param: TensorMeta, rows: list[tuple], options: Options,
