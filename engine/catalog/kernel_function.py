@@ -143,6 +143,10 @@ class KernelFunction:
 
     def call(self, backend: Backend, args: Sequence[Any]) -> Any:
         """Run on tiles (backend arrays) and Python scalars; DataError if the shapes misfit."""
+        if backend is NUMPY_BACKEND and all(type(v) is numpy.ndarray for v in args):
+            # dense numpy tiles of shapes seen before: their count and shapes were checked then
+            if self._shapes_seen.get(tuple(v.shape for v in args)) is not None:
+                return _as_tile(NUMPY_BACKEND, self._run(NUMPY_BACKEND, self._impl, args, [v.shape for v in args]))
         values = [v.item() if isinstance(v, numpy.generic) else v for v in args]
         self._check_arity(values, DataError)
         shapes = [getattr(v, "shape", None) for v in values]
@@ -150,17 +154,25 @@ class KernelFunction:
         # Pure scalar arithmetic (keys, literals) is done on the host whatever the backend.
         run_on = backend if any(s is not None for s in shapes) else NUMPY_BACKEND
         impl = self._sparse_impl if any(is_sparse(v) for v in values) else self._impl
-        with run_on.errstate():
+        out = self._run(run_on, impl, values, shapes)
+        if shape is None:
+            return out.item() if hasattr(out, "item") else out
+        return _as_tile(backend, out)
+
+    def _run(self, backend: Backend, impl: Callable, values: Sequence[Any], shapes: list) -> Any:
+        """`impl` on the values; its failures are a DataError naming the shapes."""
+        with backend.errstate():
             try:
-                out = impl(run_on.xp, *values)
+                return impl(backend.xp, *values)
             except _KERNEL_FAILURES as exc:
                 tensor_shapes = [s for i, s in enumerate(shapes) if i not in self.const_positions]
                 raise DataError(f"{self.label}: {exc} ({describe_shapes(tensor_shapes)})") from exc
-        if shape is None:
-            return out.item() if hasattr(out, "item") else out
-        if not isinstance(out, backend.xp.ndarray) and not is_sparse(out):
-            out = backend.asarray(out)  # numpy returns 0-d results as numpy scalars
-        return out
+
+
+def _as_tile(backend: Backend, out: Any) -> Any:
+    if not isinstance(out, backend.xp.ndarray) and not is_sparse(out):
+        return backend.asarray(out)  # numpy returns 0-d results as numpy scalars
+    return out
 
 
 def _shape_key(shapes: list, values: list) -> Optional[tuple]:
