@@ -20,6 +20,8 @@ from trdb.storage.sql_text import quote_dotted
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_codec import CSR64, DENSE, csr_sections, decode_tiles, encode_tiles
 
+SMALL_APPEND_ROWS = 64         # an append of at most this many tiles ...
+SMALL_APPEND_BYTES = 1 << 20   # ... and bytes goes in as one parameterized INSERT
 MAX_RUNS = 64  # a partition's read names at most this many runs of row ids (one SELECT each); with more (small
                # tiles) it reads the row id range whole and keeps its own rows with the hash filter, reading
                # the other partitions' tiles in between too (DuckDB evaluates that filter after its scan)
@@ -136,6 +138,15 @@ def _part_sizes(db: Database, meta: TensorMeta, tables: list[str]) -> tuple[list
 
 
 def _append(db: Database, table: str, data: pa.Table) -> None:
+    if data.num_rows <= SMALL_APPEND_ROWS and data.nbytes <= SMALL_APPEND_BYTES:
+        # a few small tiles (a bias, a vector parameter): one INSERT with their values as parameters costs
+        # about 0.6 ms, an Arrow scan about 2 ms more
+        columns = data.column_names
+        row = "(" + ", ".join("?" * len(columns)) + ")"
+        values = [value for record in zip(*(data.column(c).to_pylist() for c in columns)) for value in record]
+        db.execute(f"INSERT INTO {quote_dotted(table)} ({', '.join(columns)}) VALUES "
+                   + ", ".join([row] * data.num_rows), values)
+        return
     db.append_arrow(quote_dotted(table), data)
 
 

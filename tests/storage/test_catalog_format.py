@@ -125,3 +125,19 @@ def test_a_write_stores_its_statistics_under_a_new_data_version(path):
     assert nnz == 8 and new_version > version
     with trdb.connect(path) as con:
         assert con.execute("SELECT SUM(SUMSQ(v)) FROM W").fetchall()[0][0] == 8
+
+
+def test_small_and_large_appends_read_back_alike(tmp_path):
+    # a few small tiles go in as one parameterized INSERT, larger batches through an Arrow scan
+    rng = np.random.default_rng(5)
+    small = rng.standard_normal((3, 4)).astype(np.float32)
+    sparse = np.where(rng.random((64, 64)) < 0.02, rng.standard_normal((64, 64)), 0).astype(np.float64)
+    large = rng.standard_normal((600, 600)).astype(np.float32)
+    path = str(tmp_path / "appends.trdb")
+    with trdb.connect(path) as con:
+        for name, value, tile in (("S", small, "(2, 2)"), ("C", sparse, "(32, 32)"), ("L", large, "(512, 512)")):
+            con.execute(f"CREATE TENSOR {name} FROM ? TILE {tile}", [value])
+    with trdb.connect(path) as con:
+        cur = con.cursor()
+        for name, value in (("S", small), ("C", sparse), ("L", large)):
+            np.testing.assert_array_equal(cur.execute(f"SELECT * FROM {name}").fetch_tensor(), value)
