@@ -245,10 +245,9 @@ class Catalog:
         return self.pool.get((meta.table, version), lambda: self._read_tiles(meta))
 
     def keep_written(self, meta: TensorMeta, keys: np.ndarray, tiles: list) -> None:
-        """`tiles` (dense, of the tensor's dtype, under `keys`) were just written as the whole tensor `meta`
+        """`tiles` (dense, of the tensor's dtype, under `keys`: n x m int64) were just written as the whole tensor `meta`
         (its new version): the buffer pool keeps them, read-only, so that the next scan reads no tile back."""
-        keys, tiles = tile_store.sorted_by_key(np.asarray(keys, dtype=np.int64).reshape(len(tiles), len(meta.keys)),
-                                               tiles)
+        keys, tiles = tile_store.sorted_by_key(keys, tiles)
         for tile in tiles:
             tile.flags.writeable = False
         self.pool.put((meta.table, meta.version), (keys, tiles))

@@ -145,8 +145,9 @@ class KernelFunction:
         """Run on tiles (backend arrays) and Python scalars; DataError if the shapes misfit."""
         if backend is NUMPY_BACKEND and all(type(v) is numpy.ndarray for v in args):
             # dense numpy tiles of shapes seen before: their count and shapes were checked then
-            if self._shapes_seen.get(tuple(v.shape for v in args)) is not None:
-                return _as_tile(NUMPY_BACKEND, self._run(NUMPY_BACKEND, self._impl, args, [v.shape for v in args]))
+            shapes = tuple(v.shape for v in args)
+            if self._shapes_seen.get(shapes) is not None:
+                return _as_tile(NUMPY_BACKEND, self._run(NUMPY_BACKEND, self._impl, args, shapes))
         values = [v.item() if isinstance(v, numpy.generic) else v for v in args]
         self._check_arity(values, DataError)
         shapes = [getattr(v, "shape", None) for v in values]
@@ -159,7 +160,7 @@ class KernelFunction:
             return out.item() if hasattr(out, "item") else out
         return _as_tile(backend, out)
 
-    def _run(self, backend: Backend, impl: Callable, values: Sequence[Any], shapes: list) -> Any:
+    def _run(self, backend: Backend, impl: Callable, values: Sequence[Any], shapes: Sequence) -> Any:
         """`impl` on the values; its failures are a DataError naming the shapes."""
         with backend.errstate():
             try:
