@@ -83,13 +83,15 @@ class HashJoin(OperatorSpec):
 
 @dataclass(frozen=True)
 class HashAggregate(OperatorSpec):
-    """Groups on `group_by` and computes `calls`; a partial aggregate emits states for a final one."""
+    """Groups on `group_by` and computes `calls`; a partial aggregate emits states for a final one.
+    `group_rows`: a group with that many input tuples is complete (group_sizes.py) and handed on at once."""
 
     operator: ClassVar[str] = "HashAggregateExec"
     group_by: tuple
     calls: tuple
     schema: Schema
     partial: bool = False
+    group_rows: Optional[int] = None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from trdb.optimizer import physical_operators as po
 from trdb.optimizer.aggregation import final_calls, splittable
 from trdb.optimizer.banded_aggregate import band_text, banded
 from trdb.optimizer.cardinality import Estimate, Estimator
+from trdb.optimizer.group_sizes import rows_per_group
 from trdb.optimizer.physical_plan import SINGLE, Partitioning, PhysicalNode
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
@@ -293,10 +294,12 @@ class PhysicalPlanner:
     def _aggregate_node(self, plan: lp.Aggregate, child: PhysicalNode, partitioning: Partitioning,
                         phase: str = "") -> PhysicalNode:
         inputs = column_names(plan.input.schema)
-        detail = f"{phase}group by [{_names(plan.schema, range(len(plan.group_by)))}]: " + \
+        group_rows = rows_per_group(plan) if not phase else None  # a partial aggregate sees part of a group
+        complete = f" (complete at {group_rows} tuples)" if group_rows is not None else ""
+        detail = f"{phase}group by [{_names(plan.schema, range(len(plan.group_by)))}]{complete}: " + \
             ", ".join(f"{c.function}({render(c.arg, inputs) if c.arg is not None else '*'})" for c in plan.calls)
         estimate = self.estimator.estimate(plan)
-        spec = po.HashAggregate(plan.group_by, plan.calls, plan.schema, phase.startswith("partial"))
+        spec = po.HashAggregate(plan.group_by, plan.calls, plan.schema, phase.startswith("partial"), group_rows)
         groups = PhysicalNode(spec, detail, (), plan.schema, partitioning, estimate)
         # groups that do not fit: partial sums spill, about one per input tuple at worst, each a group's size
         spill = self.spill(groups, child.estimate.rows * estimate.bytes / max(1.0, estimate.rows), partitioning.count)

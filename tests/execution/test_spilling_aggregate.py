@@ -143,19 +143,22 @@ def _explain(cur, query: str) -> str:
 
 
 def test_group_by_over_dense_tiles_spills_with_the_in_memory_results(con, tmp_path):
+    """Grouped by A.j, no group is complete before the scan's last row of tiles (it reads by i, then j):
+    all 16 are held at once, past the budget."""
     cur = con.cursor()
-    a = np.random.default_rng(1).standard_normal((128, 64))
+    a = np.random.default_rng(1).standard_normal((64, 128))
     cur.execute("CREATE TENSOR A FROM ? TILE (8, 8)", [a])
-    query = ("SELECT A.i, SUM(A.v) AS s, AVG(A.v) AS m, MIN(A.v) AS lo, MAX(A.v) AS hi, COUNT(*) AS n "
-             "FROM A GROUP BY A.i ORDER BY i")
+    query = ("SELECT A.j, SUM(A.v) AS s, AVG(A.v) AS m, MIN(A.v) AS lo, MAX(A.v) AS hi, COUNT(*) AS n "
+             "FROM A GROUP BY A.j ORDER BY j")
     expected = cur.execute(query).fetchall()
     con.execute("SET memory_limit = '64KB'")
     got = _window(cur, query, 16, 4)
     _assert_same(expected, got)
-    blocks = a.reshape(16, 8, 8, 8)
-    for i, total, mean, low, high, count in got:
-        assert count == 8 and np.allclose(total, blocks[i].sum(1)) and np.allclose(mean, blocks[i].mean(1))
-        assert np.array_equal(low, blocks[i].min(1)) and np.array_equal(high, blocks[i].max(1))
+    blocks = a.reshape(8, 8, 16, 8)
+    for j, total, mean, low, high, count in got:
+        column = blocks[:, :, j, :]
+        assert count == 8 and np.allclose(total, column.sum(0)) and np.allclose(mean, column.mean(0))
+        assert np.array_equal(low, column.min(0)) and np.array_equal(high, column.max(0))
     plan = _explain(cur, query + " LIMIT 2")
     assert "spilled=" in next(line for line in plan.splitlines() if "HashAggregateExec" in line)
     assert not spill_files(tmp_path / "spill")

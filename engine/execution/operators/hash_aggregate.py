@@ -9,7 +9,7 @@ import numpy as np
 from trdb.errors import DataError
 from trdb.execution.compile import compile_expr
 from trdb.execution.operators.inplace import FRESH
-from trdb.execution.operators.operator import BlockingOperator, PhysicalOperator
+from trdb.execution.operators.operator import Batch, BlockingOperator, PhysicalOperator
 from trdb.execution.operators.product_sum import product_sum_feed
 from trdb.execution.work import charge_add
 from trdb.kernels import sparse_functions as S
@@ -129,38 +129,74 @@ class HashAggregateExec(BlockingOperator):
     again with another hash seed when its merge is refused too). Output streams, group by group."""
 
     def __init__(self, child: PhysicalOperator, group_by: tuple, calls: tuple[AggregateCall, ...], schema: Schema,
-                 partial: bool = False):
+                 partial: bool = False, group_rows: Optional[int] = None):
         super().__init__()
         self.partial = partial  # a partial aggregate over no tuples emits nothing: the final step decides
+        self.group_rows = group_rows  # a group with this many tuples is complete: handed on at once
         self.children = (child,)
         self.group_by = group_by
         self.calls = calls
         self.schema = schema
 
-    def _compute(self) -> Iterator[tuple]:
+    def _output(self) -> Iterator[Batch]:
+        groups: dict[tuple, list[Accumulator]] = {}
+        partitions = yield from self._read(groups)
+        if partitions is None:
+            if not groups and not self.group_by and not self.partial:
+                groups[()] = self._new_group()
+            rows = self._results(groups)
+        else:
+            rows = self._merge_all(self._spill(groups, partitions, seed=0), depth=0)
+        yield from self._streamed(rows)
+
+    def _read(self, groups: dict) -> Iterator[Batch]:
+        """Read the input into `groups`, spilling when refused memory; yields the result rows of the
+        groups each input batch completed (`group_rows`), and returns the spill files (None: none)."""
         backend = self.ctx.backend
         keys = [compile_expr(g, backend) for g in self.group_by]
         feeds = [self._feed(c, backend) for c in self.calls]
         self._growth = Growth()
         self._memory = self.reservation(self._minimum())
-        groups: dict[tuple, list[Accumulator]] = {}
         partitions = None
         child, new_group = self.children[0], self._new_group
+        complete_at = self.group_rows if self.group_rows and self.calls else -1
+        completed: set = set()
         while (batch := child.next_batch()) is not None:
+            complete = []
             for row in batch:
                 key = tuple(k(row) for k in keys)
                 accumulators = groups.get(key)
                 if accumulators is None:
+                    if key in completed:
+                        raise DataError(f"group {key} of an aggregate has more than the {self.group_rows} tuples "
+                                        "its join of stored tensors can give: a tensor it reads holds one key "
+                                        "twice (a damaged database file?)",
+                                        hint="check the tensors with SELECT keys, COUNT(*) ... GROUP BY keys")
                     accumulators = groups[key] = new_group()
                 for accumulator, feed in zip(accumulators, feeds):
                     feed(accumulator, row)
+                if accumulators[0].count == complete_at:
+                    complete.append(key)
+            if complete:
+                completed.update(complete)
+                yield self._handed_on(groups, complete)
             if not self._fits():
                 partitions = self._spill(groups, partitions, seed=0)
-        if partitions is None:
-            if not groups and not self.group_by and not self.partial:
-                groups[()] = new_group()
-            return self._results(groups)
-        return self._merge_all(self._spill(groups, partitions, seed=0), depth=0)
+        return partitions
+
+    def _handed_on(self, groups: dict, complete: list) -> Batch:
+        """The result rows of the complete groups, which are forgotten (their memory given back)."""
+        xp = self.ctx.backend.xp
+        types = [c.type for c in self.schema[len(self.group_by):]]
+        rows, freed = [], 0
+        for key in complete:
+            accumulators = groups.pop(key)
+            freed += GROUP_BYTES + sum(nbytes(a.value) for a in accumulators if getattr(a.value, "ndim", 0))
+            rows.append(key + tuple(a.result(t, xp) for a, t in zip(accumulators, types)))
+        unclaimed = min(freed, self._growth.bytes)  # not yet in the reservation
+        self._growth.bytes -= unclaimed
+        self._memory.shrink(freed - unclaimed)
+        return rows
 
     def _new_group(self) -> list[Accumulator]:
         self._growth.bytes += GROUP_BYTES

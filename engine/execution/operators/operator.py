@@ -126,9 +126,13 @@ class BlockingOperator(PhysicalOperator):
 
     def _next(self) -> Optional[Batch]:
         if self._batches is None:
-            rows = self._compute()
-            self._batches = batches(rows) if isinstance(rows, list) else self._streamed(iter(rows))
+            self._batches = self._output()
         return next(self._batches, None)
+
+    def _output(self) -> Iterator[Batch]:
+        """The result in batches; a subclass that hands on rows before its input ends says where batches end."""
+        rows = self._compute()
+        return batches(rows) if isinstance(rows, list) else self._streamed(iter(rows))
 
     @staticmethod
     def _streamed(rows: Iterator[tuple]) -> Iterator[Batch]:
