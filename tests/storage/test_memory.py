@@ -128,7 +128,8 @@ class _DeviceBackend(NumpyBackend):
 def test_a_statement_on_a_device_reserves_from_the_devices_budget_and_spills_past_it(tmp_path, monkeypatch):
     monkeypatch.setattr("trdb.session.backend_for", lambda device: _DeviceBackend())
     with trdb.connect(str(tmp_path / "db.trdb")) as con:
-        con.execute("CREATE TENSOR A SHAPE (512, 512) TILE (64, 64) FILL RANDOM_UNIFORM(0, 1, 3)")
+        # two scan batches of 64 tiles: the groups by j are complete (16 tiles) only in the second
+        con.execute("CREATE TENSOR A SHAPE (1024, 512) TILE (64, 64) FILL RANDOM_UNIFORM(0, 1, 3)")
         con.execute("SET workers = 1")
         con.execute("SET gpu_memory_limit = '64KB'")  # room for four of the eight 16 KB sums
         file = con._session().db.file
@@ -137,7 +138,7 @@ def test_a_statement_on_a_device_reserves_from_the_devices_budget_and_spills_pas
         assert file.device_memory is not None and file.device_memory.limit == 64 << 10
         assert file.device_memory.peak > 0 and file.memory.peak == host_peak
         dense = con.execute("SELECT * FROM A").fetch_tensor()
-        assert all(np.allclose(tile, dense[:, 64 * j:64 * j + 64].reshape(8, 64, 64).sum(axis=0))
+        assert all(np.allclose(tile, dense[:, 64 * j:64 * j + 64].reshape(16, 64, 64).sum(axis=0))
                    for j, tile in got)
         plan = "\n".join(r[0] for r in con.execute(
             "EXPLAIN ANALYZE SELECT A.j, SUM(A.v) FROM A GROUP BY A.j ORDER BY A.j").fetchall())
