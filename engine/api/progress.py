@@ -11,6 +11,7 @@ from typing import Optional, TextIO
 
 import trdb
 from trdb.errors import QueryCancelled
+from trdb.execution.workers import Finished
 from trdb.statements.minimize import STEP_LISTENER
 from trdb.storage.progress import PROGRESS, StatementProgress
 
@@ -62,31 +63,7 @@ class StepReport:
                 f" its own); the loss after step {n} was {self.losses[-1]:.6g}.")
 
 
-class _Finished:
-    """Set once by the statement's thread and waited for by the main thread, where Ctrl-C lands: a flag and a
-    plain lock taken with a timeout (one C call: a KeyboardInterrupt leaves the lock taken or not), never a
-    threading.Event. Event.wait takes its Condition's lock and gives it back in Python code that a Ctrl-C can
-    cut into; once in about twenty runs the shell then hung after Ctrl-C, its statement's thread waiting in set()."""
-
-    def __init__(self) -> None:
-        self._flag = False
-        self._lock = threading.Lock()
-        self._lock.acquire()  # released by set()
-
-    def set(self) -> None:
-        self._flag = True
-        self._lock.release()
-
-    def is_set(self) -> bool:
-        return self._flag
-
-    def wait(self, timeout: float) -> bool:
-        if not self._flag and self._lock.acquire(timeout=timeout):
-            self._lock.release()  # a later wait returns at once
-        return self._flag
-
-
-def _work(cursor: trdb.Cursor, sql: str, box: dict, done: _Finished, steps: Optional[StepReport],
+def _work(cursor: trdb.Cursor, sql: str, box: dict, done: Finished, steps: Optional[StepReport],
           counts: StatementProgress) -> None:
     try:
         PROGRESS.set(counts)  # the statement's scans, result and writes count into it (this thread's context)
@@ -162,7 +139,7 @@ def execute(con: trdb.Connection, sql: str, progress: Optional[TextIO] = None,
 
     Ctrl-C (KeyboardInterrupt in this, the main, thread) closes the cursor, which cancels the
     statement; QueryCancelled is raised once it has stopped unless it had already finished."""
-    cursor, box, done, counts = con.cursor(), {}, _Finished(), StatementProgress()
+    cursor, box, done, counts = con.cursor(), {}, Finished(), StatementProgress()
     # Waiting on `done`, never Thread.join: a KeyboardInterrupt inside join() can leave the thread
     # marked as stopped while it still runs (CPython gh-90882).
     worker = threading.Thread(target=copy_context().run, args=(_work, cursor, sql, box, done, steps, counts),
@@ -191,7 +168,7 @@ def execute(con: trdb.Connection, sql: str, progress: Optional[TextIO] = None,
     return box["outcome"]
 
 
-def _cancel(cursor: trdb.Cursor, done: _Finished, spinner: Optional[_Spinner]) -> None:
+def _cancel(cursor: trdb.Cursor, done: Finished, spinner: Optional[_Spinner]) -> None:
     """Close the cursor until the worker stops: a cancel that lands before the statement's execution
     state exists (while it is parsed or planned) is lost, so it is repeated."""
     note = ""

@@ -5,7 +5,7 @@ import contextlib
 import contextvars
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterator, Protocol
+from typing import Callable, Iterator, Optional, Protocol
 
 from threadpoolctl import ThreadpoolController
 
@@ -21,7 +21,33 @@ IDLE = "trdb-idle"
 _POOL = ThreadPoolExecutor(max_workers=4096, thread_name_prefix=IDLE)
 
 
-def run_on_kept_thread(name: str, task: Callable[[], None], done: threading.Event) -> None:
+class Finished:
+    """Set once by a thread that ends and waited for by another, which may be the main thread, where Ctrl-C
+    lands: a flag and a plain lock taken with a timeout (one C call: a KeyboardInterrupt leaves the lock
+    taken or not), never a threading.Event. Event.wait takes its Condition's lock and gives it back in
+    Python code that a Ctrl-C can cut into; once in about twenty runs the shell then hung after Ctrl-C,
+    its statement's thread waiting in set()."""
+
+    def __init__(self) -> None:
+        self._flag = False
+        self._lock = threading.Lock()
+        self._lock.acquire()  # released by set()
+
+    def set(self) -> None:
+        self._flag = True
+        self._lock.release()
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Whether it is set, after waiting at most `timeout` seconds for it (None: as long as it takes)."""
+        if not self._flag and self._lock.acquire(timeout=-1 if timeout is None else timeout):
+            self._lock.release()  # a later wait returns at once
+        return self._flag
+
+
+def run_on_kept_thread(name: str, task: Callable[[], None], done: Finished) -> None:
     """Run `task` on a kept thread, named `name` while it runs, in a context of its own (as a new
     thread would: no context variable a task set reaches the next); `done` is set when it has ended."""
     def run() -> None:
@@ -64,7 +90,7 @@ class ThreadWorkers:
     """A kept thread per producer fragment; BLAS runs one thread per worker while any are running."""
 
     def __init__(self) -> None:
-        self._done: list[threading.Event] = []
+        self._done: list[Finished] = []
         self._blas_limit = None
 
     def start(self, name: str, task: Callable[[], None]) -> None:
@@ -75,13 +101,13 @@ class ThreadWorkers:
         self._launch(f"trdb-worker-{name}", task)
 
     def _launch(self, name: str, task: Callable[[], None]) -> None:
-        done = threading.Event()
+        done = Finished()
         self._done.append(done)
         run_on_kept_thread(name, task, done)
 
     def join(self) -> None:
-        # waits on events, not Thread.join(): a Ctrl-C landing inside join() can mark a thread that
-        # is still running as stopped (CPython gh-90882)
+        # waits on Finished flags, not Thread.join(): a Ctrl-C landing inside join() can mark a thread
+        # that is still running as stopped (CPython gh-90882)
         for done in self._done:
             done.wait()
         self._done.clear()
