@@ -45,16 +45,28 @@ def _sums(rows):
     return {g: sum(r[2] for r in rows if r[0] == g) for g in {r[0] for r in rows}}
 
 
-def test_a_complete_group_is_handed_on_before_the_input_ends():
-    first = [(0, 0, np.ones(TILE)), (0, 1, np.ones(TILE)), (1, 0, np.ones(TILE))]
+class Watched(np.ndarray):
+    """A tile that notes when the aggregate takes it in (its first tile of a group is copied)."""
+
+    taken: list = []
+
+    def copy(self, *args, **kwargs):
+        Watched.taken.append(self)
+        return np.asarray(self).copy()
+
+
+def test_a_complete_group_is_handed_on_at_once_even_within_an_input_batch():
+    watched = np.ones(TILE).view(Watched)
+    first = [(0, 0, np.ones(TILE)), (0, 1, np.ones(TILE)), (1, 0, watched)]
     child = Batches([first, [(1, 1, np.ones(TILE))], [(2, 0, np.ones(TILE))]])
     aggregate = _sum_by_group(child, group_rows=2)
     aggregate.open(ExecContext(NUMPY_BACKEND, None))
+    Watched.taken.clear()
     try:
         batch = aggregate.next_batch()
-        assert [row[0] for row in batch] == [0] and child.pulled == 1  # group 0 after the first input batch
+        assert [row[0] for row in batch] == [0] and child.pulled == 1 and not Watched.taken  # before group 1's row
         assert np.array_equal(batch[0][1], 2 * np.ones(TILE)) and batch[0][2] == 2
-        assert [row[0] for row in aggregate.next_batch()] == [1] and child.pulled == 2
+        assert [row[0] for row in aggregate.next_batch()] == [1] and child.pulled == 2 and Watched.taken
         assert [row[0] for row in aggregate.next_batch()] == [2]  # short of 2 tuples: handed on at the end
         assert child.pulled == 4 and aggregate.next_batch() is None
     finally:

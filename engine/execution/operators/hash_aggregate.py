@@ -150,8 +150,8 @@ class HashAggregateExec(BlockingOperator):
         yield from self._streamed(rows)
 
     def _read(self, groups: dict) -> Iterator[Batch]:
-        """Read the input into `groups`, spilling when refused memory; yields the result rows of the
-        groups each input batch completed (`group_rows`), and returns the spill files (None: none)."""
+        """Read the input into `groups`, spilling when refused memory; yields the result row of each group
+        as soon as it is complete (`group_rows` tuples), and returns the spill files (None: none)."""
         backend = self.ctx.backend
         keys = [compile_expr(g, backend) for g in self.group_by]
         feeds = [self._feed(c, backend) for c in self.calls]
@@ -162,7 +162,6 @@ class HashAggregateExec(BlockingOperator):
         complete_at = self.group_rows if self.group_rows and self.calls else -1
         completed: set = set()
         while (batch := child.next_batch()) is not None:
-            complete = []
             for row in batch:
                 key = tuple(k(row) for k in keys)
                 accumulators = groups.get(key)
@@ -175,28 +174,24 @@ class HashAggregateExec(BlockingOperator):
                     accumulators = groups[key] = new_group()
                 for accumulator, feed in zip(accumulators, feeds):
                     feed(accumulator, row)
-                if accumulators[0].count == complete_at:
-                    complete.append(key)
-            if complete:
-                completed.update(complete)
-                yield self._handed_on(groups, complete)
+                if accumulators[0].count == complete_at:  # handed on now: the batch's next rows may take long
+                    completed.add(key)
+                    yield self._handed_on(groups, key)
             if not self._fits():
                 partitions = self._spill(groups, partitions, seed=0)
         return partitions
 
-    def _handed_on(self, groups: dict, complete: list) -> Batch:
-        """The result rows of the complete groups, which are forgotten (their memory given back)."""
+    def _handed_on(self, groups: dict, key: tuple) -> Batch:
+        """The result row of a complete group, which is forgotten (its memory given back)."""
         xp = self.ctx.backend.xp
         types = [c.type for c in self.schema[len(self.group_by):]]
-        rows, freed = [], 0
-        for key in complete:
-            accumulators = groups.pop(key)
-            freed += GROUP_BYTES + sum(nbytes(a.value) for a in accumulators if getattr(a.value, "ndim", 0))
-            rows.append(key + tuple(a.result(t, xp) for a, t in zip(accumulators, types)))
+        accumulators = groups.pop(key)
+        freed = GROUP_BYTES + sum(nbytes(a.value) for a in accumulators if getattr(a.value, "ndim", 0))
+        row = key + tuple(a.result(t, xp) for a, t in zip(accumulators, types))
         unclaimed = min(freed, self._growth.bytes)  # not yet in the reservation
         self._growth.bytes -= unclaimed
         self._memory.shrink(freed - unclaimed)
-        return rows
+        return [row]
 
     def _new_group(self) -> list[Accumulator]:
         self._growth.bytes += GROUP_BYTES
