@@ -220,8 +220,8 @@ def _items(fragment: PhysicalOperator, route_batch, consumers: int, backend, out
                 held.append(item)
                 total += size
                 continue
-            if held:
-                yield from held
+            for waiting in held or ():  # not `yield from` a list: Ray sends its StreamingGeneratorStats into
+                yield waiting           # the generator, and a list iterator has no send()
             held = None
             if size <= INLINE_BYTES:
                 yield item
