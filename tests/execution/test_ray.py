@@ -181,6 +181,31 @@ def test_a_fragment_waiting_for_resume_is_closed_when_its_statement_ends():
     assert closed == [True] and execution.state.cancelled.is_set()
 
 
+def test_pieces_held_back_are_streamed_though_ray_sends_into_the_generator():
+    """Small batches are held back for the reply; once a large one comes, they are streamed first. Ray
+    sends its generator statistics into the generator (not None), which a `yield from` a list cannot take."""
+    from trdb.execution.interpreter import router_for
+    from trdb.execution.ray.worker import INLINE_BYTES, _items
+    from trdb.kernels.numpy_backend import NUMPY_BACKEND
+    from trdb.optimizer.physical_operators import Gather
+
+    small, large = [(0, np.ones(8))], [(1, np.ones(INLINE_BYTES // 4))]
+
+    class Fragment:
+        batches = [small, small, large]
+
+        def next_batch(self):
+            return self.batches.pop(0) if self.batches else None
+    items = _items(Fragment(), router_for(Gather()), 1, NUMPY_BACKEND, None)
+    got = [next(items)]
+    with pytest.raises(StopIteration) as end:
+        while True:
+            got.append(items.send(object()))  # as Ray does
+    assert end.value.value == []  # nothing left held for the last item
+    assert [item[3] for item in got[:2]] == [small, small] and got[2][:3] == ([0], 1, got[2][2])
+    assert got[3] is large and len(got) == 4
+
+
 def test_connect_takes_the_executor_and_the_cluster_address(cluster):
     import ray
     address = ray.get_runtime_context().gcs_address
