@@ -126,7 +126,8 @@ def _empty(column_type, xp):
 class HashAggregateExec(BlockingOperator):
     """Groups in a hash table while its reservation grows; when refused, the partial states spill to
     PARTITIONS files by a hash of the group key, and each file is merged on its own at the end (split
-    again with another hash seed when its merge is refused too). Output streams, group by group."""
+    again with another hash seed when its merge is refused too). Output streams, group by group; a group
+    complete at `group_rows` tuples (optimizer/group_sizes.py) leaves at once, before the input ends."""
 
     def __init__(self, child: PhysicalOperator, group_by: tuple, calls: tuple[AggregateCall, ...], schema: Schema,
                  partial: bool = False, group_rows: Optional[int] = None):
@@ -168,8 +169,8 @@ class HashAggregateExec(BlockingOperator):
                 if accumulators is None:
                     if key in completed:
                         raise DataError(f"group {key} of an aggregate has more than the {self.group_rows} tuples "
-                                        "its join of stored tensors can give: a tensor it reads holds one key "
-                                        "twice (a damaged database file?)",
+                                        "its stored tensors can give: a tensor it reads holds one key twice (a "
+                                        "damaged database file?)",
                                         hint="check the tensors with SELECT keys, COUNT(*) ... GROUP BY keys")
                     accumulators = groups[key] = new_group()
                 for accumulator, feed in zip(accumulators, feeds):
