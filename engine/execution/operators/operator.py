@@ -118,8 +118,9 @@ class BlockingOperator(PhysicalOperator):
     """An operator that reads all its input before its first output (aggregate, sort, retile):
     subclasses say how to compute the result (`_compute`: a list of rows, or an iterator that streams
     them, e.g. merged back from spill files); it is handed out in batches. A subclass that can hand
-    on rows before its input ends (an aggregate's complete groups) makes its batches itself (`_output`). Spill files made through
-    `spill_file` are removed at close whatever happened (end, LIMIT, error, cancellation)."""
+    on rows before its input ends (an aggregate's complete groups) makes its batches itself (`_output`).
+    Spill files made through `spill_file` are removed at close whatever happened (end, LIMIT, error,
+    cancellation)."""
 
     def _open(self) -> None:
         self._batches: Optional[Iterator[Batch]] = None
