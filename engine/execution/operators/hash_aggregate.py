@@ -184,11 +184,9 @@ class HashAggregateExec(BlockingOperator):
 
     def _handed_on(self, groups: dict, key: tuple) -> Batch:
         """The result row of a complete group, which is forgotten (its memory given back)."""
-        xp = self.ctx.backend.xp
-        types = [c.type for c in self.schema[len(self.group_by):]]
         accumulators = groups.pop(key)
         freed = GROUP_BYTES + sum(nbytes(a.value) for a in accumulators if getattr(a.value, "ndim", 0))
-        row = key + tuple(a.result(t, xp) for a, t in zip(accumulators, types))
+        row = self._row(key, accumulators)
         unclaimed = min(freed, self._growth.bytes)  # not yet in the reservation
         self._growth.bytes -= unclaimed
         self._memory.shrink(freed - unclaimed)
@@ -214,12 +212,15 @@ class HashAggregateExec(BlockingOperator):
 
     def _results(self, groups: dict) -> Iterator[tuple]:
         """The final rows of the groups held, streamed; their memory is given back after the last."""
-        xp = self.ctx.backend.xp
-        types = [c.type for c in self.schema[len(self.group_by):]]
         for key, accumulators in groups.items():
-            yield key + tuple(a.result(t, xp) for a, t in zip(accumulators, types))
+            yield self._row(key, accumulators)
         groups.clear()
         self._memory.release_all()
+
+    def _row(self, key: tuple, accumulators: list[Accumulator]) -> tuple:
+        """A group's result row: its key, then each call's result."""
+        xp, calls = self.ctx.backend.xp, self.schema[len(self.group_by):]
+        return key + tuple(a.result(c.type, xp) for a, c in zip(accumulators, calls))
 
     # ---------------------------------------------------------------- spilling
 
