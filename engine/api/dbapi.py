@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from trdb import errors
 from trdb.api.conversions import result_to_arrow, result_to_numpy, result_to_pandas, result_to_sparse
+from trdb.api.ctrl_c import DeferredCtrlC
 from trdb.api.relation import Relation
 from trdb.api.replacement_scans import python_scans, user_frame
 from trdb.config.settings import physical_memory
@@ -135,7 +136,8 @@ class Cursor:
             bound = parameters if isinstance(parameters, Mapping) else tuple(parameters or ())
             session = self.connection._session()
             scans = python_scans(operation, user_frame(), session.known_relation)
-            result = session.execute(operation, bound, scans)
+            with DeferredCtrlC(session.cancel):
+                result = session.execute(operation, bound, scans)
         finally:
             self._running = False
         self._result, self._reader = result, RowReader(result.rows)

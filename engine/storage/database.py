@@ -190,7 +190,14 @@ class Database:
 
     def begin(self) -> None:
         self.transaction_epoch += 1
-        self.execute("BEGIN TRANSACTION")
+        try:
+            self.execute("BEGIN TRANSACTION")
+        except errors.OperationalError as exc:
+            if "within a transaction" not in str(exc):
+                raise
+            # a second Ctrl-C stopped the last statement's ROLLBACK: what it left open is rolled back now
+            self.execute("ROLLBACK")
+            self.execute("BEGIN TRANSACTION")
 
     def pin_snapshot(self) -> None:
         """DuckDB takes a transaction's snapshot at its first read of the database: read now."""

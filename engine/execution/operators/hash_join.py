@@ -86,6 +86,8 @@ class HashJoinExec(PhysicalOperator):
         self.left_keys, self.right_keys = left_keys, right_keys
         self.left_schema, self.right_schema = left_schema, right_schema
         self.residual = residual
+        self._files: list[SpillFile] = []  # set here, not in _open: close follows an _open stopped part way
+        self._output: Optional[Iterator[Batch]] = None
 
     def _open(self) -> None:
         self._residual = compile_predicate(self.residual, self.ctx.backend) if self.residual is not None else None
@@ -93,7 +95,7 @@ class HashJoinExec(PhysicalOperator):
         self._missing_right = MissingSide(self.right_schema, self.left_schema, self.ctx.backend)
         self._left_key, self._right_key = _key_function(self.left_keys), _key_function(self.right_keys)
         self._memory = self.reservation(_row_minimum(self.right_schema))
-        self._files: list[SpillFile] = []
+        self._files = []
         table = self._build()
         self._output = self._in_memory(table) if table is not None else self._grace()
 

@@ -122,9 +122,12 @@ class BlockingOperator(PhysicalOperator):
     Spill files made through `spill_file` are removed at close whatever happened (end, LIMIT, error,
     cancellation)."""
 
+    _batches: Optional[Iterator[Batch]] = None  # what _close reads is set before _open runs: a Ctrl-C
+    _spill_files: tuple | list = ()             # can stop _open anywhere, and close follows
+
     def _open(self) -> None:
-        self._batches: Optional[Iterator[Batch]] = None
-        self._spill_files: list[SpillFile] = []
+        self._batches = None
+        self._spill_files = []
 
     def _next(self) -> Optional[Batch]:
         if self._batches is None:
@@ -163,7 +166,7 @@ class BlockingOperator(PhysicalOperator):
         except ValueError:
             pass  # still running in another thread (a cancellation): the files go below all the same
         finally:
-            files, self._spill_files = getattr(self, "_spill_files", []), []
+            files, self._spill_files = self._spill_files, []
             for spill in files:
                 spill.remove()
 
