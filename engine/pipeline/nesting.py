@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, Optional
 
 from trdb.errors import ProgrammingError
 
@@ -15,36 +15,38 @@ from trdb.errors import ProgrammingError
 # calls between Python functions use no C stack).
 RECURSION_LIMIT = 20000
 _lock = threading.Lock()
-_active = 0
-_saved = 0
+_active: set[object] = set()    # a token per statement planning or running
+_saved: Optional[int] = None    # the limit to put back, while it is raised
 
 
 @contextmanager
 def nesting_guard() -> Iterator[None]:
     """Run planning or execution with RECURSION_LIMIT frames; deeper statements get a ProgrammingError."""
-    _enter()
+    token = object()  # entered inside the try: a Ctrl-C anywhere in _enter still puts the limit back
     try:
+        _enter(token)
         yield
     except RecursionError:
         raise ProgrammingError("the statement nests too deeply for trdb to plan it (too many chained "
                                "joins, subqueries, CTEs or operators)",
                                hint="split it: store intermediate results with CREATE TENSOR ... AS") from None
     finally:
-        _leave()
+        _leave(token)
 
 
-def _enter() -> None:
-    global _active, _saved
+def _enter(token: object) -> None:
+    global _saved
     with _lock:
-        if _active == 0:
+        if _saved is None:
             _saved = sys.getrecursionlimit()
             sys.setrecursionlimit(max(_saved, RECURSION_LIMIT))
-        _active += 1
+        _active.add(token)
 
 
-def _leave() -> None:
-    global _active
+def _leave(token: object) -> None:
+    global _saved
     with _lock:
-        _active -= 1
-        if _active == 0:
+        _active.discard(token)
+        if not _active and _saved is not None:
             sys.setrecursionlimit(_saved)
+            _saved = None
