@@ -95,7 +95,6 @@ class HashJoinExec(PhysicalOperator):
         self._missing_right = MissingSide(self.right_schema, self.left_schema, self.ctx.backend)
         self._left_key, self._right_key = _key_function(self.left_keys), _key_function(self.right_keys)
         self._memory = self.reservation(_row_minimum(self.right_schema))
-        self._files = []
         table = self._build()
         self._output = self._in_memory(table) if table is not None else self._grace()
 
