@@ -1,7 +1,9 @@
 """Dense float32 matmul at n = 2048 and 4096: trdb's SQL form (workers = 1, 2) against numpy's A @ B.
 
-Also times a per-tile plan written by hand (a Python loop of BLAS calls over the same tiles, the
-lower bound for any tiled execution) so the engine's own overhead shows. Every result is checked
+Also times two per-tile plans written by hand over the same tiles, so the engine's own overhead shows:
+a Python loop of BLAS calls (BLAS's own threads), and the same loop split over two threads by output
+tile with one BLAS thread each, as trdb's two workers run it (the lower bound for that plan; its
+ratio to numpy says how close to numpy any tiled execution with these tiles can come). Every result is checked
 against numpy. Prints one row per size with the ratios to numpy (< 1 is faster than numpy).
 
     python benchmarks/parallel_matmul.py [--sizes 2048,4096] [--tile 1024 | --tile 0] [--repeats 3]
@@ -11,6 +13,7 @@ against numpy. Prints one row per size with the ratios to numpy (< 1 is faster t
 from __future__ import annotations
 
 import argparse
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import threadpoolctl
@@ -28,6 +31,23 @@ def per_tile(A: np.ndarray, B: np.ndarray, t: int) -> np.ndarray:
         for j in range(0, n, t):
             for k in range(0, n, t):
                 C[i:i + t, j:j + t] += A[i:i + t, k:k + t] @ B[k:k + t, j:j + t]
+    return C
+
+
+def per_tile_threads(A: np.ndarray, B: np.ndarray, t: int, threads: int = 2) -> np.ndarray:
+    """The per-tile loop with its output tiles dealt round-robin to `threads` threads, one BLAS thread each."""
+    n = A.shape[0]
+    C = np.empty((n, n), np.float32)
+    cells = [(i, j) for i in range(0, n, t) for j in range(0, n, t)]
+
+    def run(share: list) -> None:
+        for i, j in share:
+            acc = A[i:i + t, 0:t] @ B[0:t, j:j + t]
+            for k in range(t, n, t):
+                acc += A[i:i + t, k:k + t] @ B[k:k + t, j:j + t]
+            C[i:i + t, j:j + t] = acc
+    with threadpoolctl.threadpool_limits(1), ThreadPoolExecutor(threads) as pool:
+        list(pool.map(run, [cells[w::threads] for w in range(threads)]))
     return C
 
 
@@ -54,8 +74,10 @@ def run_size(n: int, t: int, repeats: int) -> list[str]:
     check("numpy", got, expected, bound)
     tile_s, tiled = best_of(repeats, lambda: per_tile(A, B, t))
     check("per-tile", tiled, expected, bound)
-    row = [f"{n:>5}", f"{t:>5}", f"{numpy_s:8.3f}", f"{tile_s:8.3f}"]
-    ratios = [f"{tile_s / numpy_s:9.2f}"]
+    threads_s, tiled = best_of(repeats, lambda: per_tile_threads(A, B, t))
+    check("per-tile, 2 threads", tiled, expected, bound)
+    row = [f"{n:>5}", f"{t:>5}", f"{numpy_s:8.3f}", f"{tile_s:8.3f}", f"{threads_s:8.3f}"]
+    ratios = [f"{tile_s / numpy_s:9.2f}", f"{threads_s / numpy_s:9.2f}"]
     for workers in (1, 2):
         cur.execute(f"SET workers = {workers}")
         # numpy and trdb take turns, so that a busy spell of the machine falls on both
@@ -84,7 +106,8 @@ def main() -> None:
           "warm: buffer pool (A and B tiles), plan cache; "
           f"a {SETTLE_SECONDS} s pause before each timed run lets the previous run's BLAS threads sleep")
     print("# w1/numpy, w2/numpy: ratio of the best times / median ratio of the runs made in the same turn")
-    print("    n  tile    numpy  pertile  trdb(w1) trdb(w2)  tile/np   w1/numpy   w2/numpy")
+    print("# pertile: the hand-written loop on BLAS's threads; 2thr: that loop on 2 threads of one BLAS thread each")
+    print("    n  tile    numpy  pertile     2thr  trdb(w1) trdb(w2)  tile/np   2thr/np   w1/numpy   w2/numpy")
     for n in [int(s) for s in args.sizes.split(",")]:
         print(" ".join(run_size(n, args.tile, args.repeats)))
 

@@ -1,6 +1,7 @@
 """The PEP 249 (DB-API 2.0) Connection and Cursor, with tensor extensions (fetch_tensor, fetch_arrow...)."""
 from __future__ import annotations
 
+import functools
 import weakref
 from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
@@ -216,7 +217,8 @@ class Cursor:
     def fetch_tensor(self, shape: Optional[Sequence[int]] = None) -> np.ndarray:
         """The remaining rows assembled into one dense array (keys -> leading axes; absent tiles are zeros)."""
         result = self._tensor_result("fetch_tensor")
-        return self._assembled("fetch_tensor()", assemble, result, shape)
+        canvas, result.canvas = result.canvas, None  # an array placed for the result is the caller's once handed over
+        return self._assembled("fetch_tensor()", functools.partial(assemble, canvas=canvas), result, shape)
 
     def fetch_sparse(self, shape: Optional[Sequence[int]] = None):
         """The remaining rows of a 2-d result as a scipy.sparse CSR matrix (`shape` as in fetch_tensor)."""

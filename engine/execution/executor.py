@@ -70,6 +70,8 @@ class Execution:
             children = [self._instantiate(child, partition if child.instances > 1 else 0, path + (n,))
                         for n, child in enumerate(node.children)]
             operator = operator_for(node, children, partition)
+            if self.ctx.canvas is not None and node is self.ctx.canvas.node:
+                operator.canvas = self.ctx.canvas  # its groups' sums are written into the result's array
         self.instances[id(node)].append(operator)
         return operator
 

@@ -9,6 +9,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from trdb.errors import DataError, InterfaceError, OperationalError
+from trdb.execution.placement import ResultCanvas
 from trdb.execution.spool import RowSpool
 from trdb.kernels.sparse import elements, is_sparse, scatter_into
 from trdb.planner.types import Schema, TensorType
@@ -24,6 +25,7 @@ class Result:
     rowcount: int = -1
     status: Optional[str] = None  # what a statement that changed something did ("UPDATE A: 12 tiles")
     spool: Optional[RowSpool] = field(default=None, repr=False, compare=False)  # holds the rows' memory
+    canvas: Optional[ResultCanvas] = field(default=None, repr=False, compare=False)  # where tiles were placed
 
     @property
     def spilled(self) -> bool:
@@ -35,6 +37,7 @@ class Result:
             self.spool.close()
             self.spool = None
         self.rows = []
+        self.canvas = None
 
 
 FETCH_FLOOR = 32 << 20  # an array this small is always assembled, however small memory_limit (tests spill with KBs)
@@ -141,12 +144,16 @@ def _size(count: int) -> str:
 
 
 def assemble(schema: Schema, rows: Sequence[tuple], shape: Optional[Sequence[int]] = None,
-             limits: Optional[dict] = None) -> np.ndarray:
-    """The whole result as one dense array; absent tiles are zeros. `limits`: the most bytes it may take."""
+             limits: Optional[dict] = None, canvas: Optional[ResultCanvas] = None) -> np.ndarray:
+    """The whole result as one dense array; absent tiles are zeros. `limits`: the most bytes it may take;
+    `canvas`: the array the rows' tiles may have been placed in (then it is the result, with no copy)."""
     layout = layout_of(schema, rows, shape)
     check_unique_keys(rows, layout.key_positions)
     total = math.prod(layout.shape)
     check_fits("fetch_tensor()", total * np.dtype(layout.dtype).itemsize, layout.shape, limits)
+    placed = canvas.assembled(rows, layout.key_positions, layout.value_position, layout.shape) if canvas else None
+    if placed is not None:
+        return placed
     # when dense tiles cover the whole tensor exactly (the keys are unique), zero-filling it first is wasted work
     values = [row[layout.value_position] for row in rows]
     exact = not any(is_sparse(v) for v in values) and sum(elements(np.shape(v)) for v in values) == total

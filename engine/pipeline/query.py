@@ -18,6 +18,7 @@ from trdb.catalog.catalog import Catalog
 from trdb.config.settings import Settings
 from trdb.execution.executor import Execution, start_execution
 from trdb.execution.operators.operator import ExecContext
+from trdb.execution.placement import ResultCanvas, canvas_for
 from trdb.execution.spool import RowSpool
 from trdb.execution.state import ExecutionState
 from trdb.execution.workers import one_blas_thread
@@ -56,6 +57,7 @@ class QueryRun:
     rows: Union[list, RowSpool] = field(default_factory=list)  # a list, or the spool when the result spilled
     spool: Optional[RowSpool] = None  # holds the result's memory (and spill file) until closed or dropped
     rewritten: bool = False  # shared tuples (run now, or carried from the last statement) are in the plan
+    canvas: Optional[ResultCanvas] = None  # the array the result's tiles were placed in, if they were
 
 
 @dataclass
@@ -112,19 +114,23 @@ class Pipeline:
             self.memo.put(slot, node)
         return node
 
-    def execute(self, node: PhysicalNode, checked: bool = False, keep: bool = False) -> tuple[RowSpool, Execution]:
+    def execute(self, node: PhysicalNode, checked: bool = False, keep: bool = False,
+                place: bool = False) -> tuple[RowSpool, Execution]:
         """Run a physical plan to the end; its tuples go to a spool (spilled past the memory budget), the
         execution is returned for its metrics. `checked`: the plan passed `check_plan` under these
         settings already (a cached plan: its key holds them). `keep`: other plans will read the spool
-        (a shared subplan's), so the executor may keep its own copies for them while the spool lives."""
+        (a shared subplan's), so the executor may keep its own copies for them while the spool lives.
+        `place`: the result goes to a cursor, which may assemble it: dense products are written into
+        one array where they can be (execution/placement.py; `execution.ctx.canvas`)."""
         if not checked:
             check_plan(self.settings, node)
         database = self.catalog.db.file
         memory = database.memory_for(self.backend)
         progress = PROGRESS.get()
-        execution = start_execution(node, ExecContext(self.backend, self.catalog,
-                                                      ExecutionState(self.interrupted, progress), memory, database.spill),
-                                    self.settings, keep)
+        ctx = ExecContext(self.backend, self.catalog, ExecutionState(self.interrupted, progress), memory, database.spill)
+        if place and self.backend.on_host and self.settings.executor == "local":
+            ctx.canvas = canvas_for(node, memory.budget // SPOOL_SHARE)  # no larger than the spool holds
+        execution = start_execution(node, ctx, self.settings, keep)
         # a spool keeps at most a share of the budget, so that the operators running beside it keep room
         spool = RowSpool(memory.reservation("tuples"), lambda: database.spill.new_file("tuples"),
                          memory.budget // SPOOL_SHARE)
@@ -142,17 +148,18 @@ class Pipeline:
     # ------------------------------------------------------------ the whole path
 
     def run(self, plan: lp.Plan, shared: Optional[SharedWork] = None, keep_zero_tuples: bool = False,
-            execute: bool = True, rules: Optional[RuleContext] = None) -> QueryRun:
-        """Shared subplans, then the plan itself: planned, and run unless `execute` is false."""
+            execute: bool = True, rules: Optional[RuleContext] = None, place: bool = False) -> QueryRun:
+        """Shared subplans, then the plan itself: planned, and run unless `execute` is false (`place`: as
+        in `execute`)."""
         shared = shared or self.shared_work()
         try:
-            return self._run_with(plan, shared, keep_zero_tuples, execute, rules)
+            return self._run_with(plan, shared, keep_zero_tuples, execute, rules, place)
         except BaseException:
             self.discard_shared()
             raise
 
     def _run_with(self, plan: lp.Plan, shared: SharedWork, keep_zero_tuples: bool, execute: bool,
-                  rules: Optional[RuleContext]) -> QueryRun:
+                  rules: Optional[RuleContext], place: bool = False) -> QueryRun:
         plan = self.expand(plan)
         run, outer = QueryRun(), self._run
         self._run = run
@@ -164,8 +171,9 @@ class Pipeline:
         node = self.physical(rewritten, keep_zero_tuples, rules)
         run.main = Stage(node)
         if execute:
-            run.spool, run.main.execution = self.execute(node)
+            run.spool, run.main.execution = self.execute(node, place=place)
             run.rows = run.spool.contents()
+            run.canvas = run.main.execution.ctx.canvas
             shared.finish()
         return run
 

@@ -89,12 +89,13 @@ class StatementContext:
             plan = self.bind_query(query).plan
             # planned once for all repeats after writes of equal statistics (a GRAD after each training write)
             self.pipeline.memo = self.plan_memo
-            run = self.pipeline.run(plan)
+            run = self.pipeline.run(plan, place=True)
             if self.plans and not run.rewritten:  # shared subplans' tuples are this run's only
                 self.plans.put(key, CachedPlan(run.main.node, plan.schema))
-            return Result(rows=run.rows, schema=plan.schema, rowcount=len(run.rows), spool=run.spool)
-        spool = self.pipeline.execute(cached.node, checked=True)[0]
-        return Result(rows=spool.contents(), schema=cached.schema, rowcount=len(spool), spool=spool)
+            return Result(rows=run.rows, schema=plan.schema, rowcount=len(run.rows), spool=run.spool, canvas=run.canvas)
+        spool, execution = self.pipeline.execute(cached.node, checked=True, place=True)
+        return Result(rows=spool.contents(), schema=cached.schema, rowcount=len(spool), spool=spool,
+                      canvas=execution.ctx.canvas)
 
     def _plan_key(self) -> Optional[tuple]:
         if self.plans is None:

@@ -37,15 +37,17 @@ class Growth:
 
 
 class Accumulator:
-    """The running state of one aggregate call in one group: `value` (a tile or scalar) and `count`."""
+    """The running state of one aggregate call in one group: `value` (a tile or scalar) and `count`;
+    `key`: the group's, where the group's sum is placed in the result's array (execution/placement.py)."""
 
-    __slots__ = ("function", "value", "count", "growth")
+    __slots__ = ("function", "value", "count", "growth", "key")
 
     def __init__(self, function: str, growth: Optional[Growth] = None):
         self.function = function
         self.value = None
         self.count = 0
         self.growth = growth
+        self.key = None
 
     def add(self, value, xp, owned: bool = False) -> None:
         """Fold in one tile; `owned`: it is a fresh kernel result that no one else holds (not copied)."""
@@ -127,7 +129,10 @@ class HashAggregateExec(BlockingOperator):
     """Groups in a hash table while its reservation grows; when refused, the partial states spill to
     PARTITIONS files by a hash of the group key, and each file is merged on its own at the end (split
     again with another hash seed when its merge is refused too). Output streams, group by group; a group
-    complete at `group_rows` tuples (optimizer/group_sizes.py) leaves at once, before the input ends."""
+    complete at `group_rows` tuples (optimizer/group_sizes.py) leaves at once, before the input ends.
+    `canvas`: set by the executor on the result's last aggregate, whose dense sums it places."""
+
+    canvas = None
 
     def __init__(self, child: PhysicalOperator, group_by: tuple, calls: tuple[AggregateCall, ...], schema: Schema,
                  partial: bool = False, group_rows: Optional[int] = None):
@@ -155,7 +160,8 @@ class HashAggregateExec(BlockingOperator):
         as soon as it is complete (`group_rows` tuples), and returns the spill files (None: none)."""
         backend = self.ctx.backend
         keys = [compile_expr(g, backend) for g in self.group_by]
-        feeds = [self._feed(c, backend) for c in self.calls]
+        canvas = self.canvas
+        feeds = [self._feed(c, backend, canvas) for c in self.calls]
         self._growth = Growth()
         self._memory = self.reservation(self._minimum())
         partitions = None
@@ -173,6 +179,8 @@ class HashAggregateExec(BlockingOperator):
                                         "damaged database file?)",
                                         hint="check the tensors with SELECT keys, COUNT(*) ... GROUP BY keys")
                     accumulators = groups[key] = new_group()
+                    if canvas is not None:
+                        accumulators[0].key = key
                 for accumulator, feed in zip(accumulators, feeds):
                     feed(accumulator, row)
                 if accumulators[0].count == complete_at:  # handed on now: the batch's next rows may take long
@@ -288,9 +296,10 @@ class HashAggregateExec(BlockingOperator):
         return self.ctx.backend.asarray(value)
 
     @staticmethod
-    def _feed(call: AggregateCall, backend):
-        """How one row reaches the call's accumulator: SUM(MATMUL) of CSR tiles adds in place, else add()."""
-        fused = product_sum_feed(call.function, call.arg, backend)
+    def _feed(call: AggregateCall, backend, canvas=None):
+        """How one row reaches the call's accumulator: SUM(MATMUL) of CSR tiles adds in place, a placed
+        group's first dense product goes into the canvas (product_sum.py), else add()."""
+        fused = product_sum_feed(call.function, call.arg, backend, canvas)
         if fused is not None:
             return fused
         if call.arg is None:

@@ -26,6 +26,7 @@ class ExecContext:
     state: ExecutionState = field(default_factory=ExecutionState)
     memory: MemoryManager = field(default_factory=default_manager)  # the database's budget
     spill: Optional[SpillDirectory] = None                          # where operators spill beyond it
+    canvas: Any = None  # a ResultCanvas (execution/placement.py) the result's last aggregate writes into
 
     def check_cancelled(self) -> None:
         self.state.raise_if_cancelled()

@@ -1,0 +1,121 @@
+"""Result placement: a dense product's sums are written into the array fetch_tensor() returns (no copy),
+and every case the canvas cannot serve assembles the tiles as before, with numpy as the oracle."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import trdb
+from trdb.execution import placement
+
+MATMUL = "SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i GROUP BY A.i, B.j"
+
+
+@pytest.fixture
+def handed_over(monkeypatch):
+    """Whether each fetch_tensor() was served by the canvas (True) or assembled by copying (False)."""
+    seen = []
+    original = placement.ResultCanvas.assembled
+
+    def spy(self, *args):
+        array = original(self, *args)
+        seen.append(array is not None)
+        return array
+    monkeypatch.setattr(placement.ResultCanvas, "assembled", spy)
+    return seen
+
+
+def _connect(workers: int, a: np.ndarray, b: np.ndarray, tile=(128, 128), **settings):
+    con = trdb.connect(workers=workers, **settings)
+    cur = con.cursor()
+    cur.execute(f"CREATE TENSOR A FROM ? TILE {tile}", [a])
+    cur.execute(f"CREATE TENSOR B FROM ? TILE {tile[::-1]}", [b])
+    return con, cur
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_product_is_handed_over_in_the_array_its_sums_were_computed_in(workers, handed_over):
+    rng = np.random.default_rng(workers)
+    a, b = rng.standard_normal((300, 200), dtype=np.float32), rng.standard_normal((200, 250), dtype=np.float32)
+    con, cur = _connect(workers, a, b)  # edge tiles on every axis: 300 = 2 * 128 + 44
+    for _ in range(2):  # planned, then from the plan cache
+        got = cur.execute(MATMUL).fetch_tensor()
+        np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+        assert got.dtype == np.float32 and got.flags.c_contiguous and got.flags.writeable
+    assert handed_over == [True, True]
+    got[:] = 7  # the caller's array: the next statement computes its own
+    np.testing.assert_allclose(cur.execute(MATMUL).fetch_tensor(), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    flops = [r[0] for r in cur.execute("EXPLAIN ANALYZE " + MATMUL).fetchall() if r[0].startswith("Executed work")]
+    assert f"({2 * 300 * 200 * 250 + 300 * 250})" in flops[0]  # placed products are counted, the one add per element
+    con.close()
+
+
+def test_rows_fetched_as_tiles_are_the_placed_sums(handed_over):
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((256, 256), dtype=np.float32), rng.standard_normal((256, 256), dtype=np.float32)
+    con, cur = _connect(2, a, b)
+    expected = a.astype(np.float64) @ b
+    for i, j, tile in cur.execute(MATMUL).fetchall():
+        np.testing.assert_allclose(tile, expected[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128], rtol=1e-4, atol=1e-4)
+    cur.execute(MATMUL).fetchone()  # the rest only: the canvas holds the first tile too, so it is not handed over
+    i, j, _ = cur.execute(MATMUL).fetchone()
+    rest = cur.fetch_tensor()
+    expected[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128] = 0
+    np.testing.assert_allclose(rest, expected, rtol=1e-4, atol=1e-4)
+    assert handed_over == [False]
+    con.close()
+
+
+def test_another_shape_absent_tiles_and_an_outer_product(handed_over):
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((256, 256), dtype=np.float32), rng.standard_normal((256, 256), dtype=np.float32)
+    a[:128, :] = 0  # A's first row of tiles is absent: so is C's
+    con, cur = _connect(1, a, b)
+    expected = a.astype(np.float64) @ b
+    assert cur.execute("SELECT COUNT(*) FROM A").fetchone() == (2,)
+    np.testing.assert_allclose(cur.execute(MATMUL).fetch_tensor(), expected, rtol=1e-4, atol=1e-4)
+    bigger = cur.execute(MATMUL).fetch_tensor(shape=(300, 256))
+    np.testing.assert_allclose(bigger[:256], expected, rtol=1e-4, atol=1e-4)
+    assert not bigger[256:].any()
+    assert handed_over == [True, False]
+    con.close()
+    u, v = rng.standard_normal((300, 1), dtype=np.float32), rng.standard_normal((1, 200), dtype=np.float32)
+    con, cur = _connect(2, u, v, tile=(128, 1))  # inner dimension 1: the kernel's broadcast multiply
+    np.testing.assert_allclose(cur.execute(MATMUL).fetch_tensor(), u.astype(np.float64) @ v, rtol=1e-6, atol=1e-6)
+    con.close()
+
+
+def test_a_spilled_aggregate_assembles_its_merged_tiles(handed_over):
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((512, 512), dtype=np.float32), rng.standard_normal((512, 512), dtype=np.float32)
+    con, cur = _connect(1, a, b, tile=(64, 64), memory_limit="2MB")
+    plan = [r[0] for r in cur.execute("EXPLAIN ANALYZE " + MATMUL).fetchall()]
+    assert any("spilled=" in line for line in plan if "HashAggregateExec" in line), plan
+    np.testing.assert_allclose(cur.execute(MATMUL).fetch_tensor(), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    con.close()
+
+
+def test_only_a_final_dense_product_sum_gets_a_canvas(monkeypatch):
+    from trdb.pipeline import query
+    made = []
+    monkeypatch.setattr(query, "canvas_for", lambda node, budget: made.append(c := placement.canvas_for(node, budget)) or c)
+    con = trdb.connect(workers=2)
+    cur = con.cursor()
+    cur.execute("CREATE TENSOR F FROM ? TILE (2, 2)", [np.ones((4, 4), np.float32)])
+    cur.execute("CREATE TENSOR N FROM ? TILE (2, 2)", [np.ones((4, 4), np.int64)])
+
+    def placed(sql: str) -> bool:
+        made.clear()
+        cur.execute(sql).fetchall()
+        return made != [None]
+    product = "SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM {0} AS A JOIN {0} AS B ON A.j = B.i GROUP BY A.i, B.j"
+    assert placed(product.format("F"))
+    assert not placed(product.format("N"))  # integers: BLAS writes no integer product in place
+    assert not placed("SELECT F.i, SUM(F.v) AS v FROM F GROUP BY F.i")
+    assert not placed("SELECT F.i, F.j, F.v * 2 AS v FROM F")
+    transposed = f"SELECT C.j AS i, C.i AS j, TRANSPOSE(C.v) AS v FROM ({product.format('F')}) AS C"
+    assert not placed(transposed)  # the product is not the last operator
+    cur.execute("SET memory_limit = '1MB'")
+    cur.execute("CREATE TENSOR G SHAPE (1024, 1024) TILE (256, 256) FILL ONES")
+    assert not placed(product.format("G"))  # 4 MiB: more than the result may hold in memory
+    con.close()
