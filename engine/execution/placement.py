@@ -36,9 +36,11 @@ class ResultCanvas:
         self._views: dict[tuple, np.ndarray] = {}
         self._lock = threading.Lock()
 
-    def slot(self, key: tuple, shape: tuple[int, ...], dtype: np.dtype) -> Optional[np.ndarray]:
+    def slot(self, key: tuple, shape: tuple[int, ...], dtype: np.dtype,
+             contiguous: bool = False) -> Optional[np.ndarray]:
         """The view where the tile under `key` goes, if a tile of `shape` and `dtype` fits there exactly
-        (an edge tile is smaller); None otherwise, and the group keeps a tile of its own."""
+        (an edge tile is smaller) and, with `contiguous`, that view is C-ordered; None otherwise, and the
+        group keeps a tile of its own."""
         if dtype != self.array.dtype or len(key) != len(self.tile) or len(shape) != len(self.tile):
             return None
         slices = []
@@ -47,11 +49,18 @@ class ResultCanvas:
                 return None
             slices.append(slice(k * t, k * t + n))
         view = self.array[tuple(slices)]
+        if contiguous and not view.flags.c_contiguous:
+            return None
         with self._lock:
             if key in self._views:
                 return None  # a key placed twice (a group spilled and merged again): its own tile
             self._views[key] = view
         return view
+
+    def forget(self, key: tuple) -> None:
+        """The view handed out for `key` was not used after all (its place is still zeros)."""
+        with self._lock:
+            self._views.pop(key, None)
 
     def assembled(self, rows: Sequence[tuple], key_positions: tuple[int, ...], value_position: int,
                   shape: Sequence[int]) -> Optional[np.ndarray]:

@@ -119,3 +119,26 @@ def test_only_a_final_dense_product_sum_gets_a_canvas(monkeypatch):
     cur.execute("CREATE TENSOR G SHAPE (1024, 1024) TILE (256, 256) FILL ONES")
     assert not placed(product.format("G"))  # 4 MiB: more than the result may hold in memory
     con.close()
+
+
+@pytest.mark.parametrize("width", [16, 8])
+def test_a_sparse_times_dense_product_is_placed_where_its_tiles_span_whole_rows(width, handed_over):
+    import pyarrow as pa
+    rng = np.random.default_rng(6)
+    n, m = 96, 16
+    src, dst = rng.integers(0, n, 300), rng.integers(0, n, 300)
+    weight = rng.standard_normal(300).astype(np.float32)
+    dense_a = np.zeros((n, n), np.float64)
+    np.add.at(dense_a, (src, dst), weight)
+    x = rng.standard_normal((n, m), dtype=np.float32)
+    con = trdb.connect(workers=2)
+    cur = con.cursor()
+    cur.execute(f"CREATE TENSOR A FROM COO ? (src, dst, weight) SHAPE ({n}, {n}) TILE (32, 32)",
+                [pa.table({"src": src, "dst": dst, "weight": weight})])
+    assert con._session().catalog.tensor("A").csr_tuples > 0  # A's tiles are CSR
+    cur.execute(f"CREATE TENSOR X FROM ? TILE (32, {width})", [x])
+    query = "SELECT A.i, X.j, SUM(MATMUL(A.v, X.v)) AS v FROM A JOIN X ON A.j = X.i GROUP BY A.i, X.j"
+    np.testing.assert_allclose(cur.execute(query).fetch_tensor(), dense_a @ x, rtol=1e-4, atol=1e-4)
+    # scipy's CSR kernel writes a C-ordered block: placed where a tile spans the result's whole rows only
+    assert handed_over == [width == m]
+    con.close()

@@ -37,7 +37,7 @@ def product_sum_feed(function: str, arg: Optional[bx.Bound], backend: Backend, c
 
     def feed(accumulator, row: tuple) -> None:
         a, b = left(row), right(row)
-        if is_sparse(a) and _accumulate(accumulator, a, b, xp):
+        if is_sparse(a) and _accumulate(accumulator, a, b, xp, canvas):
             charge(*kernel_work(function, (a, b), accumulator.value))
             return
         if canvas is not None and accumulator.value is None and _placed(accumulator, a, b, canvas):
@@ -47,12 +47,18 @@ def product_sum_feed(function: str, arg: Optional[bx.Bound], backend: Backend, c
     return feed
 
 
-def _accumulate(accumulator, a, b, xp) -> bool:
+def _accumulate(accumulator, a, b, xp, canvas=None) -> bool:
     if accumulator.value is None:
         if getattr(b, "ndim", 0) != 2 or a.shape[1] != b.shape[0] or a.dtype != b.dtype:
             return False
-        target = xp.zeros((a.shape[0], b.shape[1]), dtype=a.dtype)
+        shape = (a.shape[0], b.shape[1])
+        # the group's place in the result's array where it is one contiguous block (tiles as wide as the
+        # result: scipy's kernel writes a C-ordered output), already zeroed; else a zeroed tile of its own
+        placed = canvas.slot(accumulator.key, shape, a.dtype, contiguous=True) if canvas is not None else None
+        target = placed if placed is not None else xp.zeros(shape, dtype=a.dtype)
         if not matmul_add_into(target, a, b):
+            if placed is not None:
+                canvas.forget(accumulator.key)  # its place stays zeros: the group goes the usual way
             return False
         accumulator.value = target
         if accumulator.growth is not None:
