@@ -17,6 +17,7 @@ import numpy as np
 
 from trdb.execution.compile import compile_expr
 from trdb.execution.work import charge, counted, kernel_work
+from trdb.kernels import functions as kernels
 from trdb.kernels.backend import Backend
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.kernels.sparse import is_sparse, matmul_add_into
@@ -60,9 +61,7 @@ def _accumulate(accumulator, a, b, xp, canvas=None) -> bool:
             if placed is not None:
                 canvas.forget(accumulator.key)  # its place stays zeros: the group goes the usual way
             return False
-        accumulator.value = target
-        if accumulator.growth is not None:
-            accumulator.growth.bytes += target.nbytes
+        _hold(accumulator, target)
     elif not matmul_add_into(accumulator.value, a, b):
         return False
     accumulator.count += 1
@@ -77,12 +76,14 @@ def _placed(accumulator, a, b, canvas) -> bool:
     target = canvas.slot(accumulator.key, (a.shape[0], b.shape[1]), a.dtype)
     if target is None:
         return False
-    if a.shape[1] == 1:
-        np.multiply(a, b, out=target)  # an outer product, as the MATMUL kernel computes it
-    else:
-        np.matmul(a, b, out=target)
-    accumulator.value = target
+    kernels.matmul(np, a, b, out=target)
+    _hold(accumulator, target)
     accumulator.count += 1
+    return True
+
+
+def _hold(accumulator, target) -> None:
+    """`target` becomes the group's sum; its bytes are what the group grew by."""
+    accumulator.value = target
     if accumulator.growth is not None:
         accumulator.growth.bytes += target.nbytes
-    return True
