@@ -29,15 +29,25 @@ Want = Optional[tuple[int, ...]]
 def plan_physical(plan: lp.Plan, workers: int = 1, catalog=None, min_parallel_cost: float = 0.0) -> PhysicalNode:
     """The physical plan of a logical plan for `workers` partitions, gathered to one at the top.
 
-    A plan estimated to cost less than `min_parallel_cost` runs on one worker.
+    A plan estimated to cost less than `min_parallel_cost` runs on one worker, and so does one where no
+    operator has as many tuples as there are workers: partitions could not spread its work, and BLAS's
+    threads share its kernels instead (a product of two single-tile 2048 x 2048 matrices on two
+    partitions ran on one of them, with one BLAS thread: 3x numpy's time). `min_parallel_cost = 0`
+    partitions every plan.
     """
     estimator = Estimator(catalog)
-    if workers > 1 and estimator.total_cost(plan) < min_parallel_cost:
+    if workers > 1 and min_parallel_cost > 0 and (estimator.total_cost(plan) < min_parallel_cost or
+                                                  _most_tuples(plan, estimator) < workers):
         workers = 1
     planner = PhysicalPlanner(max(1, workers), estimator, _memory_budget(catalog))
     root = planner.gather(planner.build(plan, None))
     check_instances(root)
     return root
+
+
+def _most_tuples(plan: lp.Plan, estimator: Estimator) -> float:
+    """The most tuples any operator of the plan is expected to put out."""
+    return max([estimator.estimate(plan).rows] + [_most_tuples(child, estimator) for child in plan.inputs])
 
 
 def check_instances(node: PhysicalNode) -> None:

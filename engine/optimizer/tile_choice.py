@@ -6,10 +6,13 @@ spends as long on overhead as on its cheapest (elementwise) work. A good tile ha
 that: `OVERHEAD_SHARE` keeps the per-tuple overhead of an elementwise kernel near 15% (and far less
 for MATMUL, whose work grows faster than its elements), which gives 65,536 elements, 256 x 256 for a
 matrix: the smallest tile chosen. A large dense tensor gets larger tiles, as few as leave every
-worker `TILES_PER_WORKER` of them, up to `MAX_TILE_ELEMENTS`: a product of 1024 x 1024 tiles runs
-within a few percent of one BLAS call on the whole matrices, while 256 x 256 tiles cost a product
-of 2048 x 2048 matrices 512 kernel calls, 448 tile additions and the time BLAS takes to warm up
-each of them. The elements are spread over the axes as evenly as powers of two allow, smallest
+worker `TILES_PER_WORKER` of them; a tensor of at least `MAX_TILE_ELEMENTS` (2048 x 2048) gets tiles of
+that many. Products of such tiles run at BLAS's own speed: in 1024 x 1024 tiles a 2048 or 4096 product
+stays 8-13% behind one BLAS call on the whole matrices even as a hand-written loop on two threads
+(benchmarks/parallel_matmul.py), in 2048 x 2048 tiles within a few percent; 256 x 256 tiles cost a
+product of 2048 x 2048 matrices 512 kernel calls, 448 tile additions and the time BLAS takes to warm
+up each of them. A plan with fewer tuples than workers runs on one, and BLAS's threads share its
+kernels (optimizer/physical_planner.py). The elements are spread over the axes as evenly as powers of two allow, smallest
 axes first: an axis shorter than its share is one tile long, and what it leaves goes to the others.
 """
 from __future__ import annotations
@@ -21,7 +24,7 @@ from trdb.config.unit_costs import ELEMENT_COST, TUPLE_COST_FLOPS
 
 OVERHEAD_SHARE = 6.5  # elements per tile, in units of the overhead-equals-work size
 TILE_ELEMENTS = 1 << round(math.log2(OVERHEAD_SHARE * TUPLE_COST_FLOPS / ELEMENT_COST))  # 65,536
-MAX_TILE_ELEMENTS = 1 << 20  # 4 MiB of float32: a larger tile saves no measurable overhead
+MAX_TILE_ELEMENTS = 1 << 22  # 2048 x 2048, 16 MiB of float32: BLAS runs a product of such tiles at full speed
 TILES_PER_WORKER = 2         # so that a hash partitioning has tiles to spread over every worker
 
 
@@ -40,6 +43,8 @@ def default_tile(shape: Sequence[int], workers: int = 1, elements: int = 0) -> t
 
 def tile_elements(total: int, workers: int = 1) -> int:
     """How many elements a default tile of a tensor of `total` elements holds: TILE_ELEMENTS, or more for a
-    tensor with more than `TILES_PER_WORKER` such tiles per worker, never more than MAX_TILE_ELEMENTS."""
-    spread = total // (TILES_PER_WORKER * max(1, workers))
-    return min(MAX_TILE_ELEMENTS, max(TILE_ELEMENTS, spread))
+    tensor with more than `TILES_PER_WORKER` such tiles per worker, and MAX_TILE_ELEMENTS for a tensor
+    of at least that many."""
+    if total >= MAX_TILE_ELEMENTS:
+        return MAX_TILE_ELEMENTS
+    return max(TILE_ELEMENTS, total // (TILES_PER_WORKER * max(1, workers)))

@@ -134,7 +134,8 @@ class Pipeline:
         # a spool keeps at most a share of the budget, so that the operators running beside it keep room
         spool = RowSpool(memory.reservation("tuples"), lambda: database.spill.new_file("tuples"),
                          memory.budget // SPOOL_SHARE)
-        blas = one_blas_thread() if _small_kernel_plan(node, self.settings.workers) else contextlib.nullcontext()
+        small = _small_kernel_plan(node, self.settings.workers, self.settings.min_parallel_cost)
+        blas = one_blas_thread() if small else contextlib.nullcontext()
         try:
             with blas, execution, nesting_guard():
                 spool.extend(_counted(execution.batches(), progress))
@@ -203,9 +204,11 @@ class Pipeline:
 SMALL_PLAN_FLOPS = 1e7  # below this, limiting BLAS's threads costs more (~40 us) than it can save
 
 
-def _small_kernel_plan(node: PhysicalNode, workers: int) -> bool:
+def _small_kernel_plan(node: PhysicalNode, workers: int, min_parallel_cost: float) -> bool:
     """A plan kept on one partition though more workers are allowed (its cost is below
-    min_parallel_cost) that still runs kernels worth a BLAS call: it runs them on one BLAS thread."""
+    min_parallel_cost) that still runs kernels worth a BLAS call: it runs them on one BLAS thread. A plan
+    on one partition for having fewer tuples than workers, with kernels past min_parallel_cost, keeps
+    BLAS's threads: they are its parallelism."""
     if workers <= 1:
         return False  # workers = 1 asks for one partition: BLAS keeps its threads
     nodes, flops = [node], 0.0
@@ -215,7 +218,7 @@ def _small_kernel_plan(node: PhysicalNode, workers: int) -> bool:
             return False  # workers started by the exchange limit BLAS themselves
         flops += current.estimate.flops
         nodes.extend(current.children)
-    return flops >= SMALL_PLAN_FLOPS
+    return SMALL_PLAN_FLOPS <= flops < min_parallel_cost
 
 
 def _counted(batches, progress: Optional[StatementProgress]):

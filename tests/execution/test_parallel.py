@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+import threadpoolctl
 
 import trdb
 from trdb.config.unit_costs import MIN_PARALLEL_COST
@@ -59,6 +60,29 @@ def test_small_plans_run_on_one_worker_unless_told_otherwise(parallel):
     assert "GatherExec" in explain(matmul.format("s"))
     with pytest.raises(trdb.ProgrammingError, match="min_parallel_cost"):
         parallel.execute("SET min_parallel_cost = -1")
+
+
+def test_a_plan_with_fewer_tuples_than_workers_runs_on_one_and_keeps_blas_threads(parallel):
+    parallel.execute(f"SET min_parallel_cost = {MIN_PARALLEL_COST}")  # the default; the test suite sets 0
+    parallel.execute("CREATE TENSOR one SHAPE (1024, 1024) TILE (1024, 1024) FILL RANDOM_NORMAL(0, 1, 1)")
+    parallel.execute("CREATE TENSOR four SHAPE (1024, 1024) TILE (512, 512) FILL RANDOM_NORMAL(0, 1, 2)")
+    matmul = "SELECT {0}.i, T.j, SUM(MATMUL({0}.v, T.v)) AS v FROM {0} JOIN {0} AS T ON {0}.j = T.i GROUP BY {0}.i, T.j"
+    explain = lambda query: "\n".join(r[0] for r in parallel.execute("EXPLAIN " + query))
+    assert "GatherExec" not in explain(matmul.format("one"))  # ~2 GFLOP in one product: BLAS's threads share it
+    assert "GatherExec" in explain(matmul.format("four"))     # eight products: two workers
+    seen = []
+    real = trdb.kernels.functions.matmul
+
+    def spy(xp, a, b, out=None):
+        seen.append(threadpoolctl.threadpool_info()[0]["num_threads"])
+        return real(xp, a, b, out=out)
+
+    with threadpoolctl.threadpool_limits(2), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(trdb.kernels.functions, "matmul", spy)
+        product = parallel.execute(matmul.format("one")).fetch_tensor()
+    assert seen == [2]  # not pinned to one thread, as a small plan on one partition is
+    one = parallel.execute("SELECT * FROM one").fetch_tensor().astype(np.float64)
+    np.testing.assert_allclose(product, one @ one, rtol=1e-4, atol=1e-3)
 
 
 def test_explain_analyze_reports_actual_tuples_and_moved_bytes(parallel):

@@ -69,9 +69,11 @@ def test_the_chosen_tile_follows_the_cost_model():
     assert TILE_ELEMENTS == 65536
     assert default_tile((1024, 1024)) == (512, 1024) and default_tile((10, 100000)) == (10, 32768)
     assert default_tile((3, 5)) == (3, 5) and default_tile(()) == () and default_tile((100, 100, 100)) == (64, 64, 64)
-    # a large dense tensor: tiles as large as leave each worker two (BLAS-sized), at most 2^20 elements
-    assert default_tile((2048, 2048), workers=2) == (1024, 1024) == default_tile((4096, 4096), workers=2)
-    assert default_tile((2048, 2048), workers=16) == (256, 512) and default_tile((4096, 64), workers=2) == (1024, 64)
+    # a larger dense tensor: tiles as large as leave each worker two; from 2^22 elements on, tiles of 2^22
+    assert default_tile((2048, 1024), workers=2) == (1024, 512) and default_tile((2048, 1024), workers=16) == (256, 256)
+    assert default_tile((2048, 2048), workers=2) == (2048, 2048) == default_tile((4096, 4096), workers=2)
+    assert default_tile((2048, 2048), workers=16) == (2048, 2048) and default_tile((4096, 64), workers=2) == (1024, 64)
+    assert default_tile((8192, 1024), workers=2) == (4096, 1024) and default_tile((2047, 2048), workers=2) == (512, 1024)
     assert default_tile((4096, 4096), elements=TILE_ELEMENTS) == (256, 256)
 
 
