@@ -6,9 +6,10 @@ tile with one BLAS thread each, as trdb's two workers run it (the lower bound fo
 ratio to numpy says how close to numpy any tiled execution with these tiles can come). Every result is checked
 against numpy. Prints one row per size with the ratios to numpy (< 1 is faster than numpy).
 
-    python benchmarks/parallel_matmul.py [--sizes 2048,4096] [--tile 1024 | --tile 0] [--repeats 3]
+    python benchmarks/parallel_matmul.py [--sizes 2048,4096] [--tiles 0,1024] [--repeats 5]
 
-`--tile 0` leaves TILE out, so A and B get the tile trdb chooses (the per-tile plan uses that tile too).
+Tile 0 leaves TILE out, so A and B get the tile trdb chooses at the default workers (2048 x 2048 for
+these sizes; the per-tile plans use that tile too); one row per size and tile.
 """
 from __future__ import annotations
 
@@ -94,14 +95,14 @@ def run_size(n: int, t: int, repeats: int) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="2048,4096")
-    parser.add_argument("--tile", type=int, default=1024)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tiles", default="0,1024", help="tiles to store A and B in (0: TILE left out)")
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     for info in threadpoolctl.threadpool_info():
         print(f"# {info['internal_api']} {info.get('version')} {info.get('architecture')} "
               f"threads={info['num_threads']}")
-    tile = args.tile or "chosen by trdb (TILE left out)"
-    print(f"# tile {tile}; seconds are the best of {args.repeats} runs after a warm-up; "
+    print("# tile: as stored; the rows of --tiles 0 show the tile trdb chose; "
+          f"seconds are the best of {args.repeats} runs after a warm-up; "
           "trdb includes fetch_tensor(); each trdb/numpy ratio is from runs taking turns with numpy; "
           "warm: buffer pool (A and B tiles), plan cache; "
           f"a {SETTLE_SECONDS} s pause before each timed run lets the previous run's BLAS threads sleep")
@@ -109,7 +110,8 @@ def main() -> None:
     print("# pertile: the hand-written loop on BLAS's threads; 2thr: that loop on 2 threads of one BLAS thread each")
     print("    n  tile    numpy  pertile     2thr  trdb(w1) trdb(w2)  tile/np   2thr/np   w1/numpy   w2/numpy")
     for n in [int(s) for s in args.sizes.split(",")]:
-        print(" ".join(run_size(n, args.tile, args.repeats)))
+        for tile in [int(t) for t in args.tiles.split(",")]:
+            print(" ".join(run_size(n, tile, args.repeats)))
 
 
 if __name__ == "__main__":
