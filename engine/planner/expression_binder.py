@@ -237,7 +237,7 @@ class ExpressionBinder:
         try:
             result = function.infer([to_arg(a) for a in args])
         except KernelSignatureError as exc:
-            raise self.ctx.fail(node, str(exc)) from None
+            raise self.ctx.fail(node, str(exc), hint=_tiles_hint(function.name, args)) from None
         if all(isinstance(a, bx.Const) for a in args) and not any(isinstance(a.type, TensorType) for a in args):
             return self._fold(node, function, args)
         extent = self._checked_extent(node, function, args, result.shape, arg_nodes)
@@ -306,3 +306,13 @@ def _padded(function: KernelFunction, tensors: list[bx.Bound]) -> bool:
 def is_key_like(expr: bx.Bound) -> bool:
     return isinstance(expr.type, KeyType) or (isinstance(expr.type, ScalarType) and expr.type.python_type is int)
 
+
+def _tiles_hint(function: str, args: list[bx.Bound]) -> Optional[str]:
+    """The hint for a kernel call whose tiles misfit: tensors stored in different tiles (two left without
+    TILE can get different ones, by their sizes) are refused tile by tile, though the whole tensors may fit."""
+    tiles = [a.type.tile for a in args if isinstance(a.type, TensorType) and a.type.tile]
+    if len(tiles) < 2 or len(set(tiles)) < 2:
+        return None
+    retiled = ", or use EINSUM, which retiles its operands" if function == "MATMUL" else ""
+    return (f"the operands are stored in different tiles ({' and '.join('x'.join(map(str, t)) for t in tiles)}): "
+            f"store them with matching TILE (...){retiled}")

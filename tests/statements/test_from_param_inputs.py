@@ -86,6 +86,26 @@ def test_a_tile_left_out_is_chosen_for_the_sessions_workers():
     assert tiles == {"dense": "[512, 512]", "sparse": "[256, 256]"}
 
 
+def test_tensors_left_in_different_chosen_tiles_are_refused_with_a_hint_and_einsum_retiles():
+    con = trdb.connect()
+    con.execute("SET workers = 2")
+    a = np.random.default_rng(0).standard_normal((2048, 2048)).astype(np.float32)
+    b = np.random.default_rng(1).standard_normal((2048, 1024)).astype(np.float32)
+    con.execute("CREATE TENSOR A FROM ?", [a])  # 2048 x 2048 tiles
+    con.execute("CREATE TENSOR B FROM ?", [b])  # 1024 x 512 tiles
+    with pytest.raises(trdb.ProgrammingError, match="do not align") as refused:
+        con.execute("SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i GROUP BY A.i, B.j")
+    assert "stored in different tiles (2048x2048 and 1024x512)" in str(refused.value)
+    assert "matching TILE" in str(refused.value) and "EINSUM" in str(refused.value)
+    with pytest.raises(trdb.ProgrammingError, match="matching TILE") as refused:
+        con.execute("SELECT A.i, A.j, A.v + T.v AS v FROM A JOIN A AS T ON A.i = T.i AND A.j = T.j "
+                    "JOIN B ON A.i = B.i WHERE SUMSQ(A.v - B.v) > 0")
+    assert "EINSUM" not in str(refused.value)  # an elementwise kernel: EINSUM would not do
+    product = con.execute("SELECT * FROM EINSUM('ij,jk->ik', A, B)").fetch_tensor()
+    expected = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(product, expected, atol=2e-3 * np.abs(expected).max())
+
+
 def test_refused_inputs_name_what_is_accepted(con):
     with pytest.raises(trdb.ProgrammingError, match="pandas DataFrame"):
         con.execute("CREATE TENSOR bad FROM ?", [{"a": 1}])
