@@ -12,8 +12,10 @@ stays 8-13% behind one BLAS call on the whole matrices even as a hand-written lo
 (benchmarks/parallel_matmul.py), in 2048 x 2048 tiles within a few percent; 256 x 256 tiles cost a
 product of 2048 x 2048 matrices 512 kernel calls, 448 tile additions and the time BLAS takes to warm
 up each of them. A plan with fewer tuples than workers runs on one, and BLAS's threads share its
-kernels (optimizer/physical_planner.py). The elements are spread over the axes as evenly as powers of two allow, smallest
-axes first: an axis shorter than its share is one tile long, and what it leaves goes to the others.
+kernels (optimizer/physical_planner.py). The elements are spread over the axes as evenly as powers of
+two allow, smallest axes first: an axis shorter than its share is one tile long, and what it leaves
+goes to the others. Tensors of different sizes can get different tiles: a kernel over tiles that do
+not fit each other is refused with a hint (planner/expression_binder.py), and EINSUM retiles.
 """
 from __future__ import annotations
 
