@@ -227,6 +227,23 @@ def test_an_error_in_an_actor_is_the_local_executors_error(ray_cur):
     assert ray_cur.execute("SELECT COUNT(*) FROM A").fetchone() == (4,)
 
 
+def test_plans_kept_on_one_partition_run_self_joins_and_single_tile_products(ray_cur):
+    from trdb.config.unit_costs import MIN_PARALLEL_COST
+    ray_cur.execute(f"SET min_parallel_cost = {MIN_PARALLEL_COST}")  # the default; this module sets 0
+    small = np.random.default_rng(5).standard_normal((64, 64)).astype(np.float32)
+    one = np.random.default_rng(6).standard_normal((512, 512)).astype(np.float32)
+    ray_cur.execute("CREATE TENSOR S FROM ? TILE (32, 32)", [small])  # a cheap plan: one partition
+    ray_cur.execute("CREATE TENSOR O FROM ? TILE (512, 512)", [one])  # one tuple: one partition
+    square = "SELECT {0}.i, T.j, SUM(MATMUL({0}.v, T.v)) AS v FROM {0} JOIN {0} AS T ON {0}.j = T.i GROUP BY {0}.i, T.j"
+    for name, value in (("S", small), ("O", one)):
+        plan = "\n".join(row[0] for row in ray_cur.execute("EXPLAIN " + square.format(name)))
+        assert "GatherExec" not in plan
+        for _ in range(2):  # the second reads the partitions kept by the first
+            got = ray_cur.execute(square.format(name)).fetch_tensor()  # both scans of one tensor: its refs twice
+            expected = value.astype(np.float64) @ value.astype(np.float64)
+            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
+
+
 def test_a_killed_actor_fails_the_statement_which_changes_nothing(ray_cur, monkeypatch):
     ray_cur.execute("CREATE TENSOR S SHAPE (1536, 1536) TILE (96, 96) FILL RANDOM_NORMAL(0, 1, 3)")
     ray_cur.execute("SET ray_resident_bytes = 0")  # the driver feeds S: see at_first_feed

@@ -399,8 +399,8 @@ def _pending(ready: list) -> list:
     """The partitions a fragment waits for that its actor may not hold yet. Ray resolving a reference is
     a round trip; one that resolved already (a partition kept in an earlier statement) is looked at
     here instead, once (a failed keep raises its error here), and remembered."""
-    with _READY_LOCK:
-        unknown = [ref for ref in ready if ref not in _READY]
+    with _READY_LOCK:  # once each: a fragment that scans one tensor twice (a self-join) holds its refs twice
+        unknown = list(dict.fromkeys(ref for ref in ready if ref not in _READY))
     if not unknown:
         return unknown
     done, pending = ray.wait(unknown, num_returns=len(unknown), timeout=0, fetch_local=False)
