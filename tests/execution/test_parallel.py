@@ -85,6 +85,34 @@ def test_a_plan_with_fewer_tuples_than_workers_runs_on_one_and_keeps_blas_thread
     np.testing.assert_allclose(product, one @ one, rtol=1e-4, atol=1e-3)
 
 
+def test_a_small_plan_runs_memory_bound_products_on_one_blas_thread_and_matrix_products_on_all(parallel):
+    parallel.execute(f"SET min_parallel_cost = {MIN_PARALLEL_COST}")  # the default; the test suite sets 0
+    h, w = np.random.default_rng(3).standard_normal((8192, 1024)), np.random.default_rng(4).standard_normal((1024, 1))
+    parallel.execute("CREATE TENSOR H FROM ? TILE (1024, 512)", [h.astype(np.float32)])
+    parallel.execute("CREATE TENSOR W FROM ? TILE (512, 1)", [w.astype(np.float32)])
+    b, g = h[1024:1088, :], h[:1024, :]
+    parallel.execute("CREATE TENSOR B FROM ? TILE (64, 1024)", [b.astype(np.float32)])
+    parallel.execute("CREATE TENSOR G FROM ? TILE (1024, 512)", [g.astype(np.float32)])
+    product = "SELECT {0}.i, {1}.j, SUM(MATMUL({0}.v, {1}.v)) AS v FROM {0} JOIN {1} ON {0}.j = {1}.i GROUP BY {0}.i, {1}.j"
+    seen = []
+    real = trdb.kernels.functions.matmul
+
+    def spy(xp, a, b, out=None):
+        seen.append(threadpoolctl.threadpool_info()[0]["num_threads"])
+        return real(xp, a, b, out=out)
+
+    with threadpoolctl.threadpool_limits(2), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(trdb.kernels.functions, "matmul", spy)
+        vector = parallel.execute(product.format("H", "W")).fetch_tensor()  # 16 matrix-vector products
+        assert seen and set(seen) == {1}
+        seen.clear()
+        matrix = parallel.execute(product.format("B", "G")).fetch_tensor()  # 64 x 1024 by 1024 x 512 tiles
+        assert seen and set(seen) == {2}
+    assert "GatherExec" not in "\n".join(r[0] for r in parallel.execute("EXPLAIN " + product.format("B", "G")))
+    np.testing.assert_allclose(vector, h @ w, rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(matrix, b @ g, rtol=1e-3, atol=2e-2)
+
+
 def test_explain_analyze_reports_actual_tuples_and_moved_bytes(parallel):
     parallel.execute("CREATE TENSOR A SHAPE (512, 512) TILE (128, 128) FILL ONES")
     lines = [r[0] for r in parallel.execute("EXPLAIN ANALYZE SELECT A.i, SUM(A.v) AS v FROM A GROUP BY A.i")]
