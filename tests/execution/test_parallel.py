@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import _thread
+import contextlib
 import threading
 import time
 
@@ -23,6 +24,30 @@ def wait_for_no_workers(timeout: float = 5.0) -> list[threading.Thread]:
     while worker_threads() and time.monotonic() < deadline:
         time.sleep(0.01)
     return worker_threads()
+
+
+SQUARE = "SELECT {0}.i, T.j, SUM(MATMUL({0}.v, T.v)) AS v FROM {0} JOIN {0} AS T ON {0}.j = T.i GROUP BY {0}.i, T.j"
+
+
+def explained(cur, query: str) -> str:
+    return "\n".join(row[0] for row in cur.execute("EXPLAIN " + query))
+
+
+@contextlib.contextmanager
+def matmul_blas_threads():
+    """The BLAS threads each MATMUL kernel call ran with (BLAS allowed two), appended as they run."""
+    seen: list[int] = []
+    real = trdb.kernels.functions.matmul
+
+    def spy(xp, a, b, out=None):
+        seen.append(threadpoolctl.threadpool_info()[0]["num_threads"])
+        return real(xp, a, b, out=out)
+
+    with threadpoolctl.threadpool_limits(2), pytest.MonkeyPatch.context() as patch:
+        if threadpoolctl.threadpool_info()[0]["num_threads"] < 2:
+            pytest.skip("BLAS runs one thread on this machine")
+        patch.setattr(trdb.kernels.functions, "matmul", spy)
+        yield seen
 
 
 @pytest.fixture
@@ -52,12 +77,10 @@ def test_small_plans_run_on_one_worker_unless_told_otherwise(parallel):
     parallel.execute(f"SET min_parallel_cost = {MIN_PARALLEL_COST}")  # the default; the test suite sets 0
     parallel.execute("CREATE TENSOR A SHAPE (2048, 2048) TILE (512, 512) FILL ONES")
     parallel.execute("CREATE TENSOR s SHAPE (64, 64) TILE (32, 32) FILL ONES")
-    matmul = "SELECT {0}.i, T.j, SUM(MATMUL({0}.v, T.v)) AS v FROM {0} JOIN {0} AS T ON {0}.j = T.i GROUP BY {0}.i, T.j"
-    explain = lambda query: "\n".join(r[0] for r in parallel.execute("EXPLAIN " + query))
-    assert "GatherExec" in explain(matmul.format("A"))       # ~17 GFLOP: worth two workers
-    assert "GatherExec" not in explain(matmul.format("s"))   # ~0.5 MFLOP: starting workers costs more
+    assert "GatherExec" in explained(parallel, SQUARE.format("A"))       # ~17 GFLOP: worth two workers
+    assert "GatherExec" not in explained(parallel, SQUARE.format("s"))   # ~0.5 MFLOP: starting workers costs more
     parallel.execute("SET min_parallel_cost = 0")
-    assert "GatherExec" in explain(matmul.format("s"))
+    assert "GatherExec" in explained(parallel, SQUARE.format("s"))
     with pytest.raises(trdb.ProgrammingError, match="min_parallel_cost"):
         parallel.execute("SET min_parallel_cost = -1")
 
@@ -66,20 +89,10 @@ def test_a_plan_with_fewer_tuples_than_workers_runs_on_one_and_keeps_blas_thread
     parallel.execute(f"SET min_parallel_cost = {MIN_PARALLEL_COST}")  # the default; the test suite sets 0
     parallel.execute("CREATE TENSOR one SHAPE (1024, 1024) TILE (1024, 1024) FILL RANDOM_NORMAL(0, 1, 1)")
     parallel.execute("CREATE TENSOR four SHAPE (1024, 1024) TILE (512, 512) FILL RANDOM_NORMAL(0, 1, 2)")
-    matmul = "SELECT {0}.i, T.j, SUM(MATMUL({0}.v, T.v)) AS v FROM {0} JOIN {0} AS T ON {0}.j = T.i GROUP BY {0}.i, T.j"
-    explain = lambda query: "\n".join(r[0] for r in parallel.execute("EXPLAIN " + query))
-    assert "GatherExec" not in explain(matmul.format("one"))  # ~2 GFLOP in one product: BLAS's threads share it
-    assert "GatherExec" in explain(matmul.format("four"))     # eight products: two workers
-    seen = []
-    real = trdb.kernels.functions.matmul
-
-    def spy(xp, a, b, out=None):
-        seen.append(threadpoolctl.threadpool_info()[0]["num_threads"])
-        return real(xp, a, b, out=out)
-
-    with threadpoolctl.threadpool_limits(2), pytest.MonkeyPatch.context() as patch:
-        patch.setattr(trdb.kernels.functions, "matmul", spy)
-        product = parallel.execute(matmul.format("one")).fetch_tensor()
+    assert "GatherExec" not in explained(parallel, SQUARE.format("one"))  # ~2 GFLOP in one product: BLAS's threads share it
+    assert "GatherExec" in explained(parallel, SQUARE.format("four"))     # eight products: two workers
+    with matmul_blas_threads() as seen:
+        product = parallel.execute(SQUARE.format("one")).fetch_tensor()
     assert seen == [2]  # not pinned to one thread, as a small plan on one partition is
     one = parallel.execute("SELECT * FROM one").fetch_tensor().astype(np.float64)
     np.testing.assert_allclose(product, one @ one, rtol=1e-4, atol=1e-3)
@@ -94,21 +107,13 @@ def test_a_small_plan_runs_memory_bound_products_on_one_blas_thread_and_matrix_p
     parallel.execute("CREATE TENSOR B FROM ? TILE (64, 1024)", [b.astype(np.float32)])
     parallel.execute("CREATE TENSOR G FROM ? TILE (1024, 512)", [g.astype(np.float32)])
     product = "SELECT {0}.i, {1}.j, SUM(MATMUL({0}.v, {1}.v)) AS v FROM {0} JOIN {1} ON {0}.j = {1}.i GROUP BY {0}.i, {1}.j"
-    seen = []
-    real = trdb.kernels.functions.matmul
-
-    def spy(xp, a, b, out=None):
-        seen.append(threadpoolctl.threadpool_info()[0]["num_threads"])
-        return real(xp, a, b, out=out)
-
-    with threadpoolctl.threadpool_limits(2), pytest.MonkeyPatch.context() as patch:
-        patch.setattr(trdb.kernels.functions, "matmul", spy)
+    with matmul_blas_threads() as seen:
         vector = parallel.execute(product.format("H", "W")).fetch_tensor()  # 16 matrix-vector products
         assert seen and set(seen) == {1}
         seen.clear()
         matrix = parallel.execute(product.format("B", "G")).fetch_tensor()  # 64 x 1024 by 1024 x 512 tiles
         assert seen and set(seen) == {2}
-    assert "GatherExec" not in "\n".join(r[0] for r in parallel.execute("EXPLAIN " + product.format("B", "G")))
+    assert "GatherExec" not in explained(parallel, product.format("B", "G"))
     np.testing.assert_allclose(vector, h @ w, rtol=1e-3, atol=1e-3)
     np.testing.assert_allclose(matrix, b @ g, rtol=1e-3, atol=2e-2)
 
