@@ -204,16 +204,16 @@ class Pipeline:
 SMALL_PLAN_FLOPS = 1e7  # below this, limiting BLAS's threads costs more (~40 us) than it can save
 # kernels doing fewer FLOPs per byte they read are memory-bound (a matrix-vector product: 0.5, the MLP's
 # H @ W2 took 373 ms on a busy machine with two BLAS threads, 12 ms with one); a matrix product of
-# 1024 x 64 by 64 x 64 tiles does 30 and gains from BLAS's threads (EINSUM chain: 0.58 -> 0.42 ms)
+# 1024 x 64 by 64 x 64 tiles does 30 and gains from BLAS's threads (the EINSUM chain's kernels: 0.58 -> 0.42 ms)
 MEMORY_BOUND_FLOPS_PER_BYTE = 4.0
 
 
 def _small_kernel_plan(node: PhysicalNode, workers: int, min_parallel_cost: float) -> bool:
     """A plan kept on one partition though more workers are allowed (its cost is below
-    min_parallel_cost) that still runs kernels worth a BLAS call, and memory-bound ones (matrix-vector
-    products): it runs them on one BLAS thread. Compute-bound kernels (matrix products) keep BLAS's
-    threads, as at workers = 1, and so does a plan on one partition for having fewer tuples than
-    workers, with kernels past min_parallel_cost: BLAS's threads are its parallelism."""
+    min_parallel_cost) whose kernels are worth a BLAS call but memory-bound (matrix-vector products):
+    it runs them on one BLAS thread. Compute-bound kernels (matrix products) keep BLAS's threads, as at
+    workers = 1, and so does a plan on one partition for having fewer tuples than workers, with
+    kernels past min_parallel_cost: BLAS's threads are its parallelism."""
     if workers <= 1:
         return False  # workers = 1 asks for one partition: BLAS keeps its threads
     nodes, flops, read = [node], 0.0, 0.0
