@@ -13,6 +13,7 @@ import pytest
 
 import trdb
 from random_queries import build_case, grid, tile_shape
+from trdb.config.unit_costs import MIN_PARALLEL_COST
 
 SEEDS = list(range(50))
 
@@ -125,3 +126,11 @@ def test_random_query(seed):
         pytest.fail(f"{case.describe()}\nraised {type(error).__name__}: {error}")
     problems = check_rows(case, rows) + (check_dense(case, dense) if dense is not None else [])
     assert not problems, f"{case.describe()}\n" + "\n".join(problems[:8])
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=lambda s: f"seed{s:03d}")
+def test_random_query_at_the_default_parallel_cost(seed, monkeypatch):
+    """The same cases where most plans run on one partition, as a user's do (the suite sets 0)."""
+    monkeypatch.setenv("TRDB_MIN_PARALLEL_COST", str(MIN_PARALLEL_COST))
+    monkeypatch.setenv("TRDB_WORKERS", "2")
+    test_random_query(seed)
