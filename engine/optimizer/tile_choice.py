@@ -28,12 +28,15 @@ OVERHEAD_SHARE = 6.5  # elements per tile, in units of the overhead-equals-work 
 TILE_ELEMENTS = 1 << round(math.log2(OVERHEAD_SHARE * TUPLE_COST_FLOPS / ELEMENT_COST))  # 65,536
 MAX_TILE_ELEMENTS = 1 << 22  # 2048 x 2048, 16 MiB of float32: BLAS runs a product of such tiles at full speed
 TILES_PER_WORKER = 2         # so that a hash partitioning has tiles to spread over every worker
+WORKING_TILES = 3            # tiles a worker may always hold: a MATMUL's two operands and its result
 
 
-def default_tile(shape: Sequence[int], workers: int = 1, elements: int = 0) -> tuple[int, ...]:
+def default_tile(shape: Sequence[int], workers: int = 1, elements: int = 0, budget: int = 0,
+                 itemsize: int = 4) -> tuple[int, ...]:
     """A tile for a dense tensor of `shape` stored for `workers` workers: about `elements` elements
-    (by default `tile_elements`), a power of two per axis (or the whole axis)."""
-    elements = elements or tile_elements(math.prod(shape), workers)
+    (by default `tile_elements`, within what a memory `budget` in bytes holds for every worker), a power
+    of two per axis (or the whole axis)."""
+    elements = elements or tile_elements(math.prod(shape), workers, fitting(budget, workers, itemsize))
     tile = [1] * len(shape)
     budget, left = float(elements), len(shape)
     for axis in sorted(range(len(shape)), key=lambda a: shape[a]):
@@ -43,10 +46,20 @@ def default_tile(shape: Sequence[int], workers: int = 1, elements: int = 0) -> t
     return tuple(tile)
 
 
-def tile_elements(total: int, workers: int = 1) -> int:
+def tile_elements(total: int, workers: int = 1, most: int = MAX_TILE_ELEMENTS) -> int:
     """How many elements a default tile of a tensor of `total` elements holds: TILE_ELEMENTS, or more for a
-    tensor with more than `TILES_PER_WORKER` such tiles per worker, and MAX_TILE_ELEMENTS for a tensor
-    of at least that many."""
+    tensor with more than `TILES_PER_WORKER` such tiles per worker, and the most (MAX_TILE_ELEMENTS, or
+    fewer where the memory budget says so) for a tensor of at least that many."""
+    most = max(TILE_ELEMENTS, min(MAX_TILE_ELEMENTS, most))
     if total >= MAX_TILE_ELEMENTS:
+        return most
+    return min(most, max(TILE_ELEMENTS, total // (TILES_PER_WORKER * max(1, workers))))
+
+
+def fitting(budget: int, workers: int, itemsize: int) -> int:
+    """The most elements a tile may hold so that every worker's `WORKING_TILES` fit in `budget` bytes (0: no
+    budget): a power of four, so that a square matrix keeps square tiles."""
+    if budget <= 0:
         return MAX_TILE_ELEMENTS
-    return max(TILE_ELEMENTS, total // (TILES_PER_WORKER * max(1, workers)))
+    elements = budget // (WORKING_TILES * max(1, workers) * max(1, itemsize))
+    return 4 ** max(0, int(math.log(max(elements, 1), 4) + 1e-9))

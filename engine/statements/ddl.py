@@ -69,12 +69,12 @@ def create_tensor(sc: StatementContext, node: ast.CreateTensor) -> Result:
     return Result(rowcount=0)
 
 
-def _chosen_tile(sc: StatementContext, array) -> tuple[int, ...]:
+def _chosen_tile(sc: StatementContext, array, dtype: np.dtype) -> tuple[int, ...]:
     """The tile of an array given without TILE: a sparse matrix keeps the small tile, so that its empty
-    regions stay absent tiles; a dense one gets tiles sized for the session's workers."""
+    regions stay absent tiles; a dense one gets tiles sized for the session's workers and memory budget."""
     if is_sparse_matrix(array):
         return default_tile(array.shape, elements=TILE_ELEMENTS)
-    return default_tile(array.shape, sc.settings.workers)
+    return default_tile(array.shape, sc.settings.workers, budget=sc.db.file.memory.budget, itemsize=dtype.itemsize)
 
 
 def create_tensor_from(sc: StatementContext, node: ast.CreateTensorFrom) -> Result:
@@ -86,7 +86,7 @@ def create_tensor_from(sc: StatementContext, node: ast.CreateTensorFrom) -> Resu
     dtype = parse_dtype(node.dtype) if node.dtype else (
         parse_dtype(array.dtype.name) if array.dtype.name in ("float32", "float64", "int32", "int64", "bool",
                                                                "float16") else parse_dtype(None))
-    tile = clamp_tile(array.shape, node.tile if node.tile is not None else _chosen_tile(sc, array))
+    tile = clamp_tile(array.shape, node.tile if node.tile is not None else _chosen_tile(sc, array, np.dtype(dtype)))
     keys = validate_layout(array.shape, tile, node.keys)
     meta = TensorMeta(node.name, keys, "v", np.dtype(dtype), tuple(array.shape), tile, "")
     check_stored(sc.settings, meta, sc.db.free_disk())

@@ -86,6 +86,21 @@ def test_a_tile_left_out_is_chosen_for_the_sessions_workers():
     assert tiles == {"dense": "[512, 512]", "sparse": "[256, 256]"}
 
 
+def test_the_chosen_tile_leaves_every_worker_its_working_tiles_within_memory_limit():
+    assert default_tile((4096, 4096), workers=2, budget=64 << 20) == (1024, 1024)  # 3 x 2 x 4 MiB fit, 16 MiB do not
+    assert default_tile((1024, 1024), workers=2, budget=1 << 20) == (256, 256)
+    assert default_tile((4096, 4096), workers=2, budget=8 << 30) == (2048, 2048)
+    con = trdb.connect()
+    con.execute("SET workers = 2")
+    con.execute("SET memory_limit = '16MB'")
+    a = np.random.default_rng(2).standard_normal((2048, 2048))  # float64: a 2048 x 2048 tile is 32 MiB
+    con.execute("CREATE TENSOR A FROM ?", [a])
+    # trdb's budget is the limit less DuckDB's part (at most half): 2 workers x 3 tiles of 256 x 256 float64
+    assert {row[0]: row[3] for row in con.execute("SHOW TENSORS").fetchall()} == {"A": "[256, 256]"}
+    (total,) = con.execute("SELECT SUM(SUMSQ(A.v)) AS v FROM A").fetchone()  # the whole result is over the limit
+    assert float(np.asarray(total)) == pytest.approx(float(np.sum(a * a)), rel=1e-9)
+
+
 def test_tensors_left_in_different_chosen_tiles_are_refused_with_a_hint_and_einsum_retiles():
     con = trdb.connect()
     con.execute("SET workers = 2")
