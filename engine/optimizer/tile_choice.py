@@ -61,5 +61,5 @@ def fitting(budget: int, workers: int, itemsize: int) -> int:
     budget): a power of four, so that a square matrix keeps square tiles."""
     if budget <= 0:
         return MAX_TILE_ELEMENTS
-    elements = budget // (WORKING_TILES * max(1, workers) * max(1, itemsize))
-    return 4 ** max(0, int(math.log(max(elements, 1), 4) + 1e-9))
+    elements = max(1, budget // (WORKING_TILES * max(1, workers) * max(1, itemsize)))
+    return 1 << (2 * ((elements.bit_length() - 1) // 2))  # the largest power of four not above it
