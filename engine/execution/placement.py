@@ -6,7 +6,9 @@ group's sum is a tile of its own, and fetch_tensor() copies every tile into a fr
 about 3 ms of a 60 ms statement. With placement, the plan's last aggregate computes each group's
 first product straight into the group's place in one zeroed array (the canvas: absent tiles are
 zeros, and pages no tile touches are never allocated), adds the others there, and its result tiles
-are views of that array; fetch_tensor() hands the array over when the rows it assembles are exactly
+are views of that array. A result whose tiles are single products (the root of an EINSUM whose summed
+letters are whole in one tile: a projection of MATMUL or EINSUM) is placed the same way, each product
+computed into its place. fetch_tensor() hands the array over when the rows it assembles are exactly
 the views placed. Any other case (a group that spilled, rows already fetched, another shape asked
 for) assembles as before: the canvas is an optimization, never a second source of truth.
 """
@@ -29,10 +31,12 @@ PLACED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))  # what BLAS writes
 class ResultCanvas:
     """One zeroed array of the result's shape, and the views of it handed out as groups' sums."""
 
-    def __init__(self, node: PhysicalNode, shape: tuple[int, ...], tile: tuple[int, ...], dtype: np.dtype):
-        self.node = node  # the aggregate whose groups are placed
+    def __init__(self, node: PhysicalNode, shape: tuple[int, ...], tile: tuple[int, ...], dtype: np.dtype,
+                 one_group_at: Optional[tuple] = None):
+        self.node = node  # the aggregate (or projection) whose tiles are placed
         self.array = np.zeros(shape, dtype=dtype)
         self.tile = tile
+        self.one_group_at = one_group_at  # an aggregate of no keys: its one group's keys, projected above it
         self._views: dict[tuple, np.ndarray] = {}
         self._lock = threading.Lock()
 
@@ -41,6 +45,8 @@ class ResultCanvas:
         """The view where the tile under `key` goes, if a tile of `shape` and `dtype` fits there exactly
         (an edge tile is smaller) and, with `contiguous`, that view is C-ordered; None otherwise, and the
         group keeps a tile of its own."""
+        if key == () and self.one_group_at is not None:
+            key = self.one_group_at
         if dtype != self.array.dtype or len(key) != len(self.tile) or len(shape) != len(self.tile):
             return None
         slices = []
@@ -59,6 +65,8 @@ class ResultCanvas:
 
     def forget(self, key: tuple) -> None:
         """The view handed out for `key` was not used after all (its place is still zeros)."""
+        if key == () and self.one_group_at is not None:
+            key = self.one_group_at
         with self._lock:
             self._views.pop(key, None)
 
@@ -75,22 +83,60 @@ class ResultCanvas:
 
 
 def canvas_for(root: PhysicalNode, budget: int) -> Optional[ResultCanvas]:
-    """A canvas for the plan's result, or None: when its last operator (under a gather) is a final
-    aggregate of one dense SUM(MATMUL(...)) grouped by the result's keys, whose whole shape is known
-    and takes at most `budget` bytes."""
+    """A canvas for the plan's result, or None: when its last operator (under a gather) computes a dense
+    matrix result's tiles by products, as a final aggregate of one SUM of such a product grouped by the
+    result's two keys or as a projection of the two keys and one MATMUL or two-operand EINSUM, and the
+    result's whole shape is known and takes at most `budget` bytes. An aggregate of no keys (an EINSUM
+    whose output is one tile) is placed under a projection of constant keys and its sum."""
     node = root.children[0] if root.exchange is not None and len(root.children) == 1 else root
-    spec = node.spec
-    if not isinstance(spec, po.HashAggregate) or spec.partial or len(spec.calls) != 1:
+    one_group_at = _constant_keys(node)
+    if one_group_at is not None:
+        node = node.children[0]
+    elif not _products(node.spec, 2) or len(node.schema) != 3:
         return None
-    call = spec.calls[0]
-    if call.function != "SUM" or not isinstance(call.arg, bx.Call) or call.arg.function.name != "MATMUL":
+    if not all(c.is_key for c in root.schema[:2]):
         return None
-    column = spec.schema[-1].type
-    if not isinstance(column, TensorType) or column.dtype not in PLACED_DTYPES or len(column.tile) != 2:
-        return None
-    if len(spec.group_by) != 2 or not all(c.is_key for c in spec.schema[:2]) or None in column.extent:
+    column = node.schema[-1].type
+    if not isinstance(column, TensorType) or column.dtype not in PLACED_DTYPES or len(column.tile) != 2 \
+            or None in column.extent:
         return None
     shape = tuple(int(n) for n in column.extent)
     if math.prod(shape) * column.dtype.itemsize > budget:
         return None
-    return ResultCanvas(node, shape, tuple(column.tile), column.dtype)
+    return ResultCanvas(node, shape, tuple(column.tile), column.dtype, one_group_at)
+
+
+def _constant_keys(node: PhysicalNode) -> Optional[tuple]:
+    """The keys of a projection of two constant keys and the sum of an aggregate of no keys below it, or None."""
+    spec = node.spec
+    if not isinstance(spec, po.Project) or len(spec.exprs) != 3 or len(node.children) != 1:
+        return None
+    below = node.children[0]
+    if not _products(below.spec, 0) or spec.exprs[2] != bx.ColumnIndex(len(below.schema) - 1, below.schema[-1].type):
+        return None
+    keys = tuple(e.value for e in spec.exprs[:2] if isinstance(e, bx.Const))
+    return keys if len(keys) == 2 and all(type(k) is int for k in keys) else None
+
+
+def _products(spec, keys: int) -> bool:
+    """Whether the operator's last column is computed by matrix products: a SUM of them grouped by `keys`
+    keys, or a projected product."""
+    if isinstance(spec, po.HashAggregate):
+        if spec.partial or len(spec.calls) != 1 or len(spec.group_by) != keys:
+            return False
+        call = spec.calls[0]
+        return call.function == "SUM" and product_call(call.arg) is not None
+    return isinstance(spec, po.Project) and product_call(spec.exprs[-1]) is not None
+
+
+def product_call(expr) -> Optional[tuple]:
+    """(EINSUM's spec or None for MATMUL, left, right) of a MATMUL of two arguments, or of an EINSUM of a
+    constant spec and two operands; None for any other expression."""
+    if not isinstance(expr, bx.Call):
+        return None
+    name, args = expr.function.name, expr.args
+    if name == "MATMUL" and len(args) == 2:
+        return None, args[0], args[1]
+    if name == "EINSUM" and len(args) == 3 and isinstance(args[0], bx.Const) and isinstance(args[0].value, str):
+        return args[0].value, args[1], args[2]
+    return None

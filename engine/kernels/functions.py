@@ -7,7 +7,7 @@ that numpy 2 treats them as weak for dtype promotion (float32 tile * 2.5 stays f
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Optional
 
 import opt_einsum
 
@@ -200,13 +200,27 @@ def plain_spec(spec: str, shapes: tuple) -> str:
     return einsum_spec.resolve(spec, shapes).spec
 
 
-def _tensordot(xp, arrays, swap: bool, axes: tuple, order: tuple):
+def product_operands(spec: str, a, b) -> Optional[tuple]:
+    """(left, right) whose `left @ right` is EINSUM(spec, a, b), when that is a product of 2-d matrices
+    (transposed views where a letter order asks: BLAS reads them in place); else None."""
+    if getattr(a, "ndim", 0) != 2 or getattr(b, "ndim", 0) != 2:
+        return None
+    plan = _tensordot_plan(einsum_spec.resolve_for_arrays(spec, (a.shape, b.shape)).spec)
+    return _matrix_operands((a, b), *plan) if plan is not None else None
+
+
+def _matrix_operands(arrays, swap: bool, axes: tuple, order: tuple) -> Optional[tuple]:
     first, second = arrays[::-1] if swap else arrays
-    if first.ndim == 2 and second.ndim == 2 and len(axes[0]) == 1 and not order:
-        # a matrix product: matmul of (transposed) views, BLAS reads the transposes in place
-        left = first if axes[0][0] == 1 else first.T
-        right = second if axes[1][0] == 0 else second.T
-        return xp.matmul(left, right)
+    if first.ndim != 2 or second.ndim != 2 or len(axes[0]) != 1 or order:
+        return None
+    return (first if axes[0][0] == 1 else first.T), (second if axes[1][0] == 0 else second.T)
+
+
+def _tensordot(xp, arrays, swap: bool, axes: tuple, order: tuple):
+    matrices = _matrix_operands(arrays, swap, axes, order)
+    if matrices is not None:
+        return xp.matmul(*matrices)  # a matrix product: matmul of (transposed) views
+    first, second = arrays[::-1] if swap else arrays
     result = xp.tensordot(first, second, axes=axes)
     return xp.transpose(result, order) if order else result
 

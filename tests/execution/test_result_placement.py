@@ -142,3 +142,53 @@ def test_a_sparse_times_dense_product_is_placed_where_its_tiles_span_whole_rows(
     # scipy's CSR kernel writes a C-ordered block: placed where a tile spans the result's whole rows only
     assert handed_over == [width == m]
     con.close()
+
+
+def _einsum_flops(con, sql: str) -> str:
+    return next(r[0] for r in con.cursor().execute("EXPLAIN ANALYZE " + sql).fetchall()
+                if r[0].startswith("Executed work"))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_einsum_products_are_placed_as_projections_and_as_sums(workers, handed_over):
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((300, 40), dtype=np.float32), rng.standard_normal((40, 260), dtype=np.float32)
+    c = rng.standard_normal((260, 40), dtype=np.float32)
+    con = trdb.connect(workers=workers)
+    cur = con.cursor()
+    cur.execute("CREATE TENSOR A FROM ? TILE (128, 40)", [a])  # edge tiles: 300 = 2 * 128 + 44
+    cur.execute("CREATE TENSOR B FROM ? TILE (40, 128)", [b])
+    cur.execute("CREATE TENSOR C FROM ? TILE (128, 40)", [c])
+    cases = {  # the root a projection of one product per tuple (the summed letter whole in a tile) ...
+        "SELECT * FROM EINSUM('ij,jk,kl->il', A, B, C)": a.astype(np.float64) @ (b.astype(np.float64) @ c),
+        "SELECT * FROM EINSUM('ij,kj->ik', A, C)": a.astype(np.float64) @ c.T,  # a transposed operand
+        # ... or a sum of products over the summed letter's tiles, grouped by the output keys
+        "SELECT * FROM EINSUM('ij,jk->ik', B, C)": b.astype(np.float64) @ c,
+        "SELECT * FROM EINSUM('ji,jk->ki', A, A)": a.T.astype(np.float64) @ a,
+    }
+    for sql, expected in cases.items():
+        for _ in range(2):  # planned, then from the plan cache
+            got = cur.execute(sql).fetch_tensor()
+            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+            assert got.dtype == np.float32 and got.flags.writeable
+    # at 2 workers (the suite partitions every plan) a sum of no keys is two partial sums, added by a final
+    # SUM of no product: only the projections are placed there
+    assert handed_over == [True] * (8 if workers == 1 else 4)
+    m, n = 300, 260
+    # placed products are counted: B C over three tiles of k (two adds of a 40 x 40 tile), then A (B C)
+    assert f"({2 * 40 * 260 * 40 + 2 * 300 * 40 * 40 + 2 * 40 * 40})" in _einsum_flops(con, list(cases)[0])
+    assert f"({2 * m * 40 * n})" in _einsum_flops(con, list(cases)[1])
+    con.close()
+
+
+def test_a_projected_matmul_is_placed_and_one_that_is_not_one_tensor_still_fails(handed_over):
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((256, 64), dtype=np.float32), rng.standard_normal((64, 200), dtype=np.float32)
+    con, cur = _connect(2, a, b, tile=(128, 64))
+    projected = "SELECT A.i, B.j, MATMUL(A.v, B.v) AS v FROM A JOIN B ON A.j = B.i"
+    np.testing.assert_allclose(cur.execute(projected).fetch_tensor(), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    assert handed_over == [True]
+    twice = "SELECT A.i, B.i AS j, MATMUL(A.v, B.v) AS v FROM A JOIN B ON A.j = B.i"  # B's two tiles: one key
+    with pytest.raises(trdb.DataError, match="tuples under key"):
+        cur.execute(twice).fetch_tensor()
+    con.close()

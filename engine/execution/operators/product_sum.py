@@ -1,4 +1,4 @@
-"""SUM(MATMUL(a, b)): a product added straight into the group's sum (CSR a), or placed (dense).
+"""SUM(MATMUL(a, b)): a product added straight into the group's sum (CSR a), or placed (dense, also EINSUM).
 
 A graph propagation `SUM(MATMUL(A.v, X.v)) ... GROUP BY A.i, X.j` would otherwise allocate a
 zeroed product tile per joined pair, copy the first one and add the others in: for large CSR
@@ -7,7 +7,7 @@ fit) runs the MATMUL kernel as usual and is added to the sum the usual way. (Den
 scipy's GEMM with beta = 1 were tried and were slower: scipy's OpenBLAS is not numpy's, and their thread
 pools spin against each other; one thread per worker, 2048^2 in 512 tiles took 0.24 s against 0.145 s.)
 Where the aggregate's groups are placed in the result's array (execution/placement.py), a group's first
-dense product is computed into its place there.
+dense product (of MATMUL, or of a two-operand EINSUM that is a matrix product) is computed into its place there.
 """
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from typing import Callable, Optional
 import numpy as np
 
 from trdb.execution.compile import compile_expr
+from trdb.execution.operators.placed_product import product_matrices
+from trdb.execution.placement import product_call
 from trdb.execution.work import charge, counted, kernel_work
 from trdb.kernels import functions as kernels
 from trdb.kernels.backend import Backend
@@ -27,24 +29,25 @@ Feed = Callable[[object, tuple], None]  # (accumulator, row)
 
 
 def product_sum_feed(function: str, arg: Optional[bx.Bound], backend: Backend, canvas=None) -> Optional[Feed]:
-    """A feed for SUM over MATMUL on the numpy backend, or None for every other aggregate; `canvas`: the
-    ResultCanvas the groups are placed in (their accumulators know their keys)."""
-    if function != "SUM" or backend is not NUMPY_BACKEND or not isinstance(arg, bx.Call) \
-            or arg.function.name != "MATMUL" or len(arg.args) != 2:
+    """A feed for SUM over MATMUL on the numpy backend (and over a two-operand EINSUM where groups are
+    placed), or None for every other aggregate; `canvas`: the ResultCanvas the groups are placed in (their
+    accumulators know their keys)."""
+    product = product_call(arg) if function == "SUM" and backend is NUMPY_BACKEND else None
+    if product is None or (product[0] is not None and canvas is None):
         return None
-    left, right = (compile_expr(a, backend) for a in arg.args)
-    function, xp = arg.function, backend.xp
+    spec, left, right = product[0], compile_expr(product[1], backend), compile_expr(product[2], backend)
+    function, xp, const = arg.function, backend.xp, () if product[0] is None else (product[0],)
     call = counted(function, lambda values: function.call(backend, values))
 
     def feed(accumulator, row: tuple) -> None:
         a, b = left(row), right(row)
-        if is_sparse(a) and _accumulate(accumulator, a, b, xp, canvas):
+        if spec is None and is_sparse(a) and _accumulate(accumulator, a, b, xp, canvas):
             charge(*kernel_work(function, (a, b), accumulator.value))
             return
-        if canvas is not None and accumulator.value is None and _placed(accumulator, a, b, canvas):
-            charge(*kernel_work(function, (a, b), accumulator.value))
+        if canvas is not None and accumulator.value is None and _placed(accumulator, spec, a, b, canvas):
+            charge(*kernel_work(function, (*const, a, b), accumulator.value))
             return
-        accumulator.add(call([a, b]), xp, owned=True)
+        accumulator.add(call([*const, a, b]), xp, owned=True)
     return feed
 
 
@@ -68,15 +71,15 @@ def _accumulate(accumulator, a, b, xp, canvas=None) -> bool:
     return True
 
 
-def _placed(accumulator, a, b, canvas) -> bool:
+def _placed(accumulator, spec: Optional[str], a, b, canvas) -> bool:
     """The group's first product computed into its place in the canvas (BLAS writes the strided view)."""
-    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2 \
-            or a.shape[1] != b.shape[0] or a.dtype != b.dtype:
+    matrices = product_matrices(spec, a, b)
+    if matrices is None:
         return False
-    target = canvas.slot(accumulator.key, (a.shape[0], b.shape[1]), a.dtype)
+    target = canvas.slot(accumulator.key, (matrices[0].shape[0], matrices[1].shape[1]), a.dtype)
     if target is None:
         return False
-    kernels.matmul(np, a, b, out=target)
+    kernels.matmul(np, *matrices, out=target)
     _hold(accumulator, target)
     accumulator.count += 1
     return True

@@ -1,20 +1,27 @@
-"""ProjectExec: rekeys and per-tuple kernels, each output column one compiled expression."""
+"""ProjectExec: rekeys and per-tuple kernels, each output column one compiled expression (a result's products placed)."""
 from __future__ import annotations
 
 from typing import Optional
 
 from trdb.execution.compile import compile_expr
 from trdb.execution.operators.operator import Batch, PhysicalOperator
+from trdb.execution.operators.placed_product import placing_projection
 from trdb.planner import expressions as bx
 
 
 class ProjectExec(PhysicalOperator):
+    canvas = None  # set by the executor on the result's last projection, whose products it places
+
     def __init__(self, child: PhysicalOperator, exprs: tuple[bx.Bound, ...]):
         super().__init__()
         self.children = (child,)
         self.exprs = exprs
 
     def _open(self) -> None:
+        placing = placing_projection(self.exprs, self.canvas, self.ctx.backend) if self.canvas is not None else None
+        if placing is not None:
+            self._project = placing
+            return
         positions = [e.index if isinstance(e, bx.ColumnIndex) else None for e in self.exprs]
         if all(p is not None for p in positions):
             # a pure rekey or column selection: no kernel runs, tuples are rebuilt by position
