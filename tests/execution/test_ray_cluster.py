@@ -19,6 +19,7 @@ from external_tensors import Externals, s3_uploader
 from logic_runner import format_row, logic_files, parse_file
 from random_queries import assert_same_results, build_case, executor_results
 from ray_feeds import at_first_feed
+from trdb.config.unit_costs import MIN_PARALLEL_COST
 
 pytestmark = pytest.mark.ray
 
@@ -97,7 +98,27 @@ def test_the_workers_run_on_both_nodes(cluster):
 
 @pytest.mark.parametrize("path", logic_files(SQL_ROOT), ids=lambda p: p.name)
 def test_logic_statements_match_the_local_executor(cluster, path):
-    local, remote = trdb.connect(workers=2), trdb.connect(executor="ray", workers=2)
+    _match_the_local_executor(path)
+
+
+@pytest.mark.parametrize("path", [p for p in logic_files(SQL_ROOT) if p.name in ("queries.test", "dml.test")],
+                         ids=lambda p: p.name)
+def test_logic_statements_at_the_default_parallel_cost_match_the_local_executor(cluster, path):
+    """Where cheap plans run on one partition, as a user's do (this module sets min_parallel_cost = 0): a plan
+    kept on one partition that read one tensor twice once failed on Ray."""
+    _match_the_local_executor(path, min_parallel_cost=MIN_PARALLEL_COST)
+
+
+@pytest.mark.parametrize("seed", [1, 21])
+def test_random_queries_at_the_default_parallel_cost_match_the_local_executor(cluster, seed):
+    case, cost = build_case(seed), MIN_PARALLEL_COST
+    assert_same_results(case, executor_results(case, min_parallel_cost=cost),
+                        executor_results(case, executor="ray", min_parallel_cost=cost))
+
+
+def _match_the_local_executor(path: Path, **settings) -> None:
+    local = trdb.connect(workers=2, **settings)
+    remote = trdb.connect(executor="ray", workers=2, **settings)
     try:
         for record in parse_file(path):
             if " ".join(record.sql.split()).upper().rstrip(";") == "SHOW ALL":
