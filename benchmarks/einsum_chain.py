@@ -6,10 +6,12 @@ product, and trdb forced left to right (nested EINSUMs). trdb's chosen order and
 take turns (the machines here drift between fast and slow spells over seconds: timed one after the
 other, either could land in a slow one). Every result is checked against numpy.
 
-    python benchmarks/einsum_chain.py [--n 4096] [--m 64] [--tiles 4096,1024] [--repeats 30] [--workers 1,2]
+    python benchmarks/einsum_chain.py [--n 4096] [--m 64] [--tiles 4096,1024] [--repeats 30] [--workers 1,2] [--tiled]
 
-With tiles of 4096 each operand is one tuple and trdb runs numpy's two products; with 1024 the
-products are split over tuples (joins, a SUM), which costs per-tuple work on top.
+Operands this small and dense run as one EINSUM call on whole arrays (each operand kept as one
+array beside its tiles; with tiles of 4096 an operand is its one tile), then cut into the result's
+tiles: EXPLAIN shows DenseEinsumExec. `--tiled` sets dense_einsum_bytes = 0, so that the products
+are split over tuples (joins, a SUM) as for larger operands, which costs per-tuple work on top.
 """
 from __future__ import annotations
 
@@ -35,6 +37,8 @@ def time_trdb(A, B, C, t: int, workers: str, numpy_opt, args, expected, bound) -
     cur.execute(f"CREATE TENSOR B FROM ? TILE ({m}, {t})", [B])
     cur.execute(f"CREATE TENSOR C FROM ? TILE ({t}, {m})", [C])
     cur.execute(f"SET workers = {workers}")
+    if args.tiled:
+        cur.execute("SET dense_einsum_bytes = 0")
     chosen = lambda: cur.execute(CHOSEN).fetch_tensor()  # noqa: E731
     # runs of about a millisecond: each timed run follows an untimed one of its own system (after the pause,
     # caches and clocks would be cold for both), as in a loop; a statement here carries no work to the next
@@ -57,6 +61,7 @@ def main() -> None:
                         help="tiles of the long axes to store the operands with, one run each (the short axes are whole)")
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--tiled", action="store_true", help="no EINSUM on whole arrays: joins and sums of tiles")
     args = parser.parse_args()
     n, m = args.n, args.m
     for info in threadpoolctl.threadpool_info():
@@ -75,7 +80,8 @@ def main() -> None:
     print(f"# trdb's chosen order and numpy.einsum(optimize=True) take turns, best of {args.repeats} each;")
     print(f"# left to right (numpy (A @ B) @ C: {numpy_forced:.4f} s) best of 3; trdb/numpy is the ratio of the "
           "best times, 'median' the median ratio of the runs made in the same turn")
-    print("# warm: buffer pool (A, B, C tiles), plan cache; a statement here carries no work to the next; "
+    print("# warm: buffer pool (A, B, C tiles, and each as one array where trdb runs the EINSUM on whole arrays), "
+          "plan cache; a statement here carries no work to the next; "
           f"each timed run follows a {SETTLE_SECONDS} s pause (BLAS threads asleep) and an untimed run of its own system")
     print(f"{'tile':>5} {'workers':>7} {'numpy opt s':>12} {'trdb s':>9} {'trdb/numpy':>11} {'median':>7} "
           f"{'l-to-r s':>9} {'l-to-r/trdb':>12}")

@@ -5,7 +5,8 @@ outer products of 2048x2048 that the aggregate sums. trdb's tile choice (optimiz
 must retile them. Compared: numpy A @ B; trdb with its chosen tiling; trdb with the former rule
 (each index takes the tiling of the largest operand: nothing retiled), run by binding with
 `trdb.optimizer.einsum_decomposition.largest_operand_layout` in place of the cost-based choice, inside this script
-only. Every result is checked against numpy; EXPLAIN of the chosen plan is printed.
+only. Both run decomposed (dense_einsum_bytes = 0: operands this size would otherwise run as one
+call on whole arrays). Every result is checked against numpy; EXPLAIN of the chosen plan is printed.
 
     python benchmarks/einsum_retile.py [--n 2048] [--thin 8] [--repeats 3] [--workers 1,2] [--no-former]
 """
@@ -54,6 +55,7 @@ def main() -> None:
     check("numpy", result, expected)
     con = trdb.connect()
     cur = con.cursor()
+    cur.execute("SET dense_einsum_bytes = 0")  # the decomposition's tiling is what this compares, not whole arrays
     cur.execute(f"CREATE TENSOR A FROM ? TILE ({n}, {thin})", [A])
     cur.execute(f"CREATE TENSOR B FROM ? TILE ({thin}, {n})", [B])
     plans = {}

@@ -19,6 +19,7 @@ from trdb.storage.external_tensors import refuse_write
 from trdb.storage.ordinary_tables import ordinary_tables, ordinary_views
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_store import TileIndex
+from trdb.storage.whole_tensor import the_one_tile, whole_array
 
 
 class Catalog:
@@ -237,12 +238,23 @@ class Catalog:
         if meta.external:
             key, dataset = external.whole_key(self.db, meta)
             return self.pool.get(key, lambda: read_all(dataset, meta))
-        # Kept under the version this connection sees now, which is what DuckDB reads for it: a plan made
-        # before this transaction's writes (MINIMIZE's steps) names an older version, which other
-        # connections may still read.
+        return self.pool.get((meta.table, self._seen_version(meta)), lambda: self._read_tiles(meta))
+
+    def whole_array(self, meta: TensorMeta) -> np.ndarray:
+        """A stored tensor as one read-only array (absent tiles are zeros): its one tile when that is the
+        whole tensor, else built from its tiles once per data version and kept in the buffer pool beside them."""
+        keys, tiles = self.tiles(meta)
+        single = the_one_tile(meta, tiles)
+        if single is not None:
+            return single
+        return self.pool.get((meta.table, self._seen_version(meta), "whole"), lambda: whole_array(meta, keys, tiles))
+
+    def _seen_version(self, meta: TensorMeta) -> int:
+        """The data version of a stored tensor that this connection sees now, which is what DuckDB reads
+        for it: a plan made before this transaction's writes (MINIMIZE's steps) names an older version,
+        which other connections may still read."""
         known = self._tensors.get(fold(meta.name))
-        version = known.version if known is not None and known.table == meta.table else meta.version
-        return self.pool.get((meta.table, version), lambda: self._read_tiles(meta))
+        return known.version if known is not None and known.table == meta.table else meta.version
 
     def keep_written(self, meta: TensorMeta, keys: np.ndarray, tiles: list) -> None:
         """`tiles` (dense, of the tensor's dtype, under `keys`: n x m int64) were just written as the whole tensor `meta`

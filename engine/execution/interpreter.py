@@ -12,6 +12,7 @@ from trdb.execution.exchange.broadcast import BroadcastExec
 from trdb.execution.exchange.channel import Router
 from trdb.execution.exchange.gather import GatherExec
 from trdb.execution.exchange.repartition import RepartitionExec
+from trdb.execution.operators.dense_einsum import DenseEinsumExec
 from trdb.execution.operators.filter import FilterExec
 from trdb.execution.operators.hash_aggregate import HashAggregateExec
 from trdb.execution.operators.hash_join import HashJoinExec
@@ -32,6 +33,7 @@ from trdb.optimizer.physical_plan import PhysicalNode
 # routes its producers' batches.
 OPERATORS: dict[type, Callable] = {
     po.TensorScan: lambda s, inputs, p: TensorScanExec(s.tensor, p, s.partitions, s.columns),
+    po.DenseEinsum: lambda s, inputs, p: DenseEinsumExec(s.tensors, s.kernel, s.tile),
     po.RowsScan: lambda s, inputs, p: RowsScanExec(s.rows, p, s.partitions, s.columns),
     po.TableScan: lambda s, inputs, p: TableScanExec(s.table, s.columns),
     po.Filter: lambda s, inputs, p: FilterExec(inputs[0], s.predicate),

@@ -32,9 +32,11 @@ class ResultCanvas:
     """One zeroed array of the result's shape, and the views of it handed out as groups' sums."""
 
     def __init__(self, node: PhysicalNode, shape: tuple[int, ...], tile: tuple[int, ...], dtype: np.dtype,
-                 one_group_at: Optional[tuple] = None):
-        self.node = node  # the aggregate (or projection) whose tiles are placed
-        self.array = np.zeros(shape, dtype=dtype)
+                 one_group_at: Optional[tuple] = None, allocate: bool = True):
+        self.node = node  # the aggregate (or projection, or DenseEinsum) whose tiles are placed
+        self.shape, self.dtype = shape, dtype
+        # without `allocate`, the operator hands over the whole result (`adopt`) before placing its tiles
+        self.array: Optional[np.ndarray] = np.zeros(shape, dtype=dtype) if allocate else None
         self.tile = tile
         self.one_group_at = one_group_at  # an aggregate of no keys: its one group's keys, projected above it
         self._views: dict[tuple, np.ndarray] = {}
@@ -47,10 +49,10 @@ class ResultCanvas:
         group keeps a tile of its own."""
         if key == () and self.one_group_at is not None:
             key = self.one_group_at
-        if dtype != self.array.dtype or len(key) != len(self.tile) or len(shape) != len(self.tile):
+        if self.array is None or dtype != self.dtype or len(key) != len(self.tile) or len(shape) != len(self.tile):
             return None
         slices = []
-        for k, t, n, extent in zip(key, self.tile, shape, self.array.shape):
+        for k, t, n, extent in zip(key, self.tile, shape, self.shape):
             if type(k) is not int or k < 0 or min(t, extent - k * t) != n:
                 return None
             slices.append(slice(k * t, k * t + n))
@@ -63,6 +65,17 @@ class ResultCanvas:
             self._views[key] = view
         return view
 
+    def adopt(self, array: np.ndarray, views: dict[tuple, np.ndarray]) -> bool:
+        """Make `array` (the whole result, computed at once: a DenseEinsum's) the canvas, and `views` (its
+        tiles by key, every tile of it) the tiles placed, if nothing was placed yet and it has the
+        canvas's shape and dtype."""
+        with self._lock:
+            if self._views or self.array is not None or array.shape != self.shape or array.dtype != self.dtype:
+                return False
+            self.array = array
+            self._views = dict(views)
+        return True
+
     def forget(self, key: tuple) -> None:
         """The view handed out for `key` was not used after all (its place is still zeros)."""
         if key == () and self.one_group_at is not None:
@@ -74,7 +87,7 @@ class ResultCanvas:
                   shape: Sequence[int]) -> Optional[np.ndarray]:
         """The canvas as the assembled result, when `rows` are exactly the tiles placed in it (every
         one a view it handed out, under its own key, and nothing else placed); else None."""
-        if tuple(shape) != self.array.shape or len(rows) != len(self._views):
+        if self.array is None or tuple(shape) != self.shape or len(rows) != len(self._views):
             return None
         for row in rows:
             if self._views.get(tuple(row[p] for p in key_positions)) is not row[value_position]:
@@ -87,8 +100,11 @@ def canvas_for(root: PhysicalNode, budget: int) -> Optional[ResultCanvas]:
     matrix result's tiles by products, as a final aggregate of one SUM of such a product grouped by the
     result's two keys or as a projection of the two keys and one MATMUL or two-operand EINSUM, and the
     result's whole shape is known and takes at most `budget` bytes. An aggregate of no keys (an EINSUM
-    whose output is one tile) is placed under a projection of constant keys and its sum."""
+    whose output is one tile) is placed under a projection of constant keys and its sum. A DenseEinsum
+    (which computes the whole result at once, of any rank) gets a canvas it fills with its own array."""
     node = root.children[0] if root.exchange is not None and len(root.children) == 1 else root
+    if isinstance(node.spec, po.DenseEinsum):
+        return _whole_result_canvas(node, budget)
     one_group_at = _constant_keys(node)
     if one_group_at is not None:
         node = node.children[0]
@@ -104,6 +120,13 @@ def canvas_for(root: PhysicalNode, budget: int) -> Optional[ResultCanvas]:
     if math.prod(shape) * column.dtype.itemsize > budget:
         return None
     return ResultCanvas(node, shape, tuple(column.tile), column.dtype, one_group_at)
+
+
+def _whole_result_canvas(node: PhysicalNode, budget: int) -> Optional[ResultCanvas]:
+    column = node.schema[-1].type
+    if column.dtype not in PLACED_DTYPES or math.prod(column.extent) * column.dtype.itemsize > budget:
+        return None
+    return ResultCanvas(node, tuple(column.extent), tuple(column.tile), column.dtype, allocate=False)
 
 
 def _constant_keys(node: PhysicalNode) -> Optional[tuple]:

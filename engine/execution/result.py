@@ -147,13 +147,17 @@ def assemble(schema: Schema, rows: Sequence[tuple], shape: Optional[Sequence[int
              limits: Optional[dict] = None, canvas: Optional[ResultCanvas] = None) -> np.ndarray:
     """The whole result as one dense array; absent tiles are zeros. `limits`: the most bytes it may take;
     `canvas`: the array the rows' tiles may have been placed in (then it is the result, with no copy)."""
+    if canvas is not None:
+        # tiles placed in the canvas lie within the result's extent, one per key: no pass over the rows
+        layout = layout_of(schema, (), shape)
+        check_fits("fetch_tensor()", math.prod(layout.shape) * np.dtype(layout.dtype).itemsize, layout.shape, limits)
+        placed = canvas.assembled(rows, layout.key_positions, layout.value_position, layout.shape)
+        if placed is not None:
+            return placed
     layout = layout_of(schema, rows, shape)
     check_unique_keys(rows, layout.key_positions)
     total = math.prod(layout.shape)
     check_fits("fetch_tensor()", total * np.dtype(layout.dtype).itemsize, layout.shape, limits)
-    placed = canvas.assembled(rows, layout.key_positions, layout.value_position, layout.shape) if canvas else None
-    if placed is not None:
-        return placed
     # when dense tiles cover the whole tensor exactly (the keys are unique), zero-filling it first is wasted work
     values = [row[layout.value_position] for row in rows]
     exact = not any(is_sparse(v) for v in values) and sum(elements(np.shape(v)) for v in values) == total

@@ -190,8 +190,55 @@ def einsum(xp, spec: str, *operands: Any):
     plan = _tensordot_plan(spec) if len(arrays) == 2 else None
     if plan is not None:
         return _tensordot(xp, arrays, *plan)
+    steps = _pairwise_steps(spec, tuple(a.shape for a in arrays)) if len(arrays) > 2 else None
+    if steps is not None:
+        return _stepwise(xp, arrays, steps)
     expression = _contraction(spec, tuple(a.shape for a in arrays))
     return expression(*arrays)
+
+
+def _stepwise(xp, arrays, steps: tuple):
+    """opt_einsum's path run step by step, each pair of operands as a two-operand EINSUM (a matrix
+    product where it is one: matmul of views, where opt_einsum's tensordot copied a transposed result)."""
+    operands = list(arrays)
+    for positions, step, plan in steps:
+        taken = [operands.pop(p) for p in positions]  # in opt_einsum's order: the step's spec names them so
+        operands.append(_tensordot(xp, taken, *plan) if plan is not None else einsum(xp, step, *taken))
+    (result,) = operands
+    return result
+
+
+@functools.lru_cache(maxsize=1024)
+def _pairwise_steps(spec: str, shapes: tuple[tuple[int, ...], ...]) -> Optional[tuple]:
+    """opt_einsum's path as (operand positions, that step's spec, its tensordot plan or None) triples,
+    each of two operands; None when a step is not (a letter summed within one operand): opt_einsum runs
+    the whole spec then. Steps have tensordot plans (made once here) unless a letter is broadcast (of
+    size 1 in one operand only): those steps run as EINSUMs of their own."""
+    _, info = opt_einsum.contract_path(spec, *shapes, shapes=True)
+    inputs, output = spec.split("->")
+    terms, steps = inputs.split(","), []
+    sizes = {(c, n) for term, shape in zip(terms, shapes) for c, n in zip(term, shape)}
+    broadcast = len(sizes) != len({c for c, _ in sizes})
+    for positions, _, step, *_ in info.contraction_list:  # positions descending, as opt_einsum pops them
+        if len(positions) != 2:
+            return None
+        first, second = (terms.pop(p) for p in positions)
+        kept = step.split("->")[1]
+        letters = output if not terms else _row_major_order(first, second, kept)
+        step = f"{first},{second}->{letters}"
+        steps.append((tuple(positions), step, None if broadcast else _tensordot_plan(step)))
+        terms.append(letters)
+    return tuple(steps)
+
+
+def _row_major_order(first: str, second: str, kept: str) -> str:
+    """The letter order of an intermediate (free: only later steps read it) that BLAS computes from
+    row-major operands as they are: `x @ y` where x ends and y starts with the letters summed."""
+    for x, y in ((first, second), (second, first)):
+        summed = [c for c in x if c in y and c not in kept]
+        if x.endswith("".join(summed)) and y.startswith("".join(summed)):
+            return "".join(dict.fromkeys(c for c in x + y if c in kept))
+    return "".join(dict.fromkeys(c for c in first + second if c in kept))
 
 
 def plain_spec(spec: str, shapes: tuple) -> str:

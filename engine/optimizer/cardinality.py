@@ -205,6 +205,11 @@ class Estimator:
         keys = (1.0,) * len(meta.keys)
         return Estimate(rows, row_bytes(plan.schema, keys + (byte_fill,)), distinct + (None,), fill=keys + (flop_fill,))
 
+    def _DenseEinsum(self, plan: lp.DenseEinsum) -> Estimate:
+        grid = plan.grid
+        return Estimate(float(math.prod(grid)), row_bytes(plan.schema), tuple(map(float, grid)) + (None,),
+                        expression_flops(plan.kernel), written=expression_elements(plan.kernel))
+
     def _RowsScan(self, plan: lp.RowsScan) -> Estimate:
         return Estimate(float(len(plan.rows)), row_bytes(plan.schema), distinct_keys_of_rows(plan))
 

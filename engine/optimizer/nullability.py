@@ -1,8 +1,8 @@
 """Which columns of a plan can never be NULL, so that an `IS NOT NULL` on them can go.
 
-A tensor's keys are never NULL; a column passed through unchanged keeps its input's property, as
-does a join's side that every output tuple has (both sides of an INNER join, the left of a LEFT
-join) and a group key. Tuples already computed (a shared subplan's, in memory) are looked at. A
+A tensor's keys are never NULL (a stored one's, a DenseEinsum's); a column passed through unchanged
+keeps its input's property, as does a join's side that every output tuple has (both sides of an
+INNER join, the left of a LEFT join) and a group key. Tuples already computed (a shared subplan's, in memory) are looked at. A
 gradient plan tests its lineage keys with `COALESCE(...) IS NOT NULL` (an outer join's missing side
 has NULL lineage); where they come from a tensor the test is always true, and dropping it keeps
 the plan equal to the forward pass it shares.
@@ -19,7 +19,7 @@ _MAX_ROWS_LOOKED_AT = 100_000  # tuples of a shared subplan checked for NULL key
 
 def never_null(plan: lp.Plan, column: int) -> bool:
     """Whether column `column` of `plan`'s output is NULL in no tuple it can produce."""
-    if isinstance(plan, lp.TensorScan):
+    if isinstance(plan, (lp.TensorScan, lp.DenseEinsum)):
         return True
     if isinstance(plan, lp.RowsScan):
         return _no_null_in(plan.rows, column)

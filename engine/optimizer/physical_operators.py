@@ -35,6 +35,16 @@ class TensorScan(OperatorSpec):
 
 
 @dataclass(frozen=True)
+class DenseEinsum(OperatorSpec):
+    """`kernel` (an EINSUM over column i = stored tensor i as one array) run once, its result cut into `tile`s."""
+
+    operator: ClassVar[str] = "DenseEinsumExec"
+    tensors: tuple[TensorMeta, ...]
+    kernel: Any                    # a bound expression (planner.expressions)
+    tile: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class RowsScan(OperatorSpec):
     """Tuples already computed (a shared subplan's), spread like a tensor scan."""
 

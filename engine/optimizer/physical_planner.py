@@ -156,6 +156,16 @@ class PhysicalPlanner:
         return _node(po.TensorScan(plan.tensor, self.workers, columns), detail, (), plan.schema,
                      Partitioning("hash", self.workers, columns), estimate, read_cost=reads)
 
+    def _DenseEinsum(self, plan: lp.DenseEinsum, want: Want) -> PhysicalNode:
+        """One instance: its kernel is one call, which BLAS's threads share."""
+        estimate = self.estimator.estimate(plan)
+        spec = plan.kernel.args[0].value
+        detail = f"EINSUM('{spec}', {', '.join(t.name for t in plan.tensors)}) on whole arrays, " \
+                 f"tile {list(plan.schema[-1].type.tile)}"
+        reads = sum(self.read_cost(math.prod(t.shape) * t.dtype.itemsize) for t in plan.tensors)
+        return _node(po.DenseEinsum(plan.tensors, plan.kernel, tuple(plan.schema[-1].type.tile)), detail, (),
+                     plan.schema, SINGLE, estimate, read_cost=reads)
+
     def _spreads(self, estimate: Estimate, want: Want, keys: tuple[int, ...]) -> bool:
         """Whether hashing a leaf on the key columns `want` keeps every worker busy: enough distinct values."""
         if not want or not all(c in keys for c in want):

@@ -56,6 +56,8 @@ def unique_keys(plan: lp.Plan) -> list[frozenset]:
     """Column sets on which the relation is known to have no two tuples with the same values."""
     if isinstance(plan, lp.TensorScan):
         return [frozenset(range(len(plan.tensor.keys)))]
+    if isinstance(plan, lp.DenseEinsum):
+        return [frozenset(range(len(plan.schema) - 1))]
     if isinstance(plan, (lp.Filter, lp.Sort, lp.Limit)):
         return unique_keys(plan.input)
     if isinstance(plan, lp.Aggregate):

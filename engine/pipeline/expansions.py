@@ -1,41 +1,49 @@
 """The pipeline's first rewrite: bound EINSUM and GRAD nodes expanded into relational plans, innermost first.
 
 An EINSUM becomes joins and aggregates (the optimizer's decomposition, which chooses tiles and a
-contraction order for the workers it will run on); a GRAD becomes the plan of its gradient
-(autodiff), built over its loss once the loss's own EINSUMs are decomposed.
+contraction order for the workers it will run on), or one DenseEinsum when its operands are small
+dense stored tensors (optimizer/dense_einsum.py); a GRAD becomes the plan of its gradient
+(autodiff), built over its loss once the loss's own EINSUMs are decomposed (never into a
+DenseEinsum: autodiff differentiates joins and aggregates).
 """
 from __future__ import annotations
 
 from trdb.autodiff.gradient import gradient_plan
 from trdb.errors import Error, InternalError
+from trdb.optimizer.dense_einsum import dense_einsum
 from trdb.optimizer.einsum_decomposition import decompose
 from trdb.planner import logical as lp
 
 
-def expand(plan: lp.Plan, workers: int) -> lp.Plan:
-    """The plan with no `Einsum` or `Gradient` left (the plan itself when it has none)."""
-    return _Expander(workers).expand(plan)
+def expand(plan: lp.Plan, workers: int, dense_limit: int = 0) -> lp.Plan:
+    """The plan with no `Einsum` or `Gradient` left (the plan itself when it has none); `dense_limit`:
+    the most bytes a DenseEinsum may hold (0: every EINSUM is decomposed)."""
+    return _Expander(workers, dense_limit).expand(plan, dense_limit > 0)
 
 
 class _Expander:
-    def __init__(self, workers: int):
+    def __init__(self, workers: int, dense_limit: int):
         self.workers = workers
-        self.done: dict[int, lp.Plan] = {}  # by id: a subplan used twice is expanded once, and stays one object
+        self.dense_limit = dense_limit
+        # by id and whether a DenseEinsum may be chosen: a subplan used twice is expanded once, and stays one object
+        self.done: dict[tuple[int, bool], lp.Plan] = {}
 
-    def expand(self, plan: lp.Plan) -> lp.Plan:
-        known = self.done.get(id(plan))
+    def expand(self, plan: lp.Plan, dense: bool) -> lp.Plan:
+        known = self.done.get((id(plan), dense))
         if known is not None:
             return known
-        node = lp.with_inputs(plan, [self.expand(child) for child in plan.inputs])
+        inner = dense and not isinstance(plan, lp.Gradient)
+        node = lp.with_inputs(plan, [self.expand(child, inner) for child in plan.inputs])
         if isinstance(node, (lp.Einsum, lp.Gradient)):
-            node = self._expanded(node)
-        self.done[id(plan)] = node
+            node = self._expanded(node, dense)
+        self.done[(id(plan), dense)] = node
         return node
 
-    def _expanded(self, node) -> lp.Plan:
+    def _expanded(self, node, dense: bool) -> lp.Plan:
         try:
             if isinstance(node, lp.Einsum):
-                expanded = decompose(node, self.workers)
+                whole = dense_einsum(node, self.dense_limit) if dense else None
+                expanded = whole or decompose(node, self.workers)
             else:
                 expanded = gradient_plan(node.input, node.param)
         except Error as exc:

@@ -115,6 +115,8 @@ def _signature(plan, leaves: list) -> tuple:
 
 def _unversioned(value):
     """A stored tensor's metadata but its data version (the key of a plan outlives writes of equal statistics)."""
+    if isinstance(value, tuple):  # a DenseEinsum's tensors
+        return tuple(_unversioned(v) for v in value)
     return value.with_version(0) if isinstance(value, TensorMeta) else value
 
 

@@ -24,6 +24,7 @@ from trdb.execution.state import ExecutionState
 from trdb.execution.workers import one_blas_thread
 from trdb.kernels.backend import Backend
 from trdb.optimizer.common_subplans import CarriedWork, SharedWork
+from trdb.optimizer.dense_einsum import dense_limit
 from trdb.optimizer.driver import RuleContext, optimize
 from trdb.optimizer.physical_plan import PhysicalNode
 from trdb.optimizer.physical_planner import plan_physical
@@ -80,10 +81,13 @@ class Pipeline:
         with nesting_guard():
             return Binder(self.catalog, self.bind_context).bind_query(query)
 
-    def expand(self, plan: lp.Plan) -> lp.Plan:
-        """EINSUM decomposed (for this statement's workers) and GRAD built into relational plans."""
+    def expand(self, plan: lp.Plan, dense: bool = True) -> lp.Plan:
+        """EINSUM decomposed (for this statement's workers) and GRAD built into relational plans. `dense`:
+        an EINSUM of small dense stored tensors may run on whole arrays (not where another plan of the
+        caller shares its forward pass: MINIMIZE's loss and gradients)."""
+        limit = dense_limit(self.settings, self.catalog.db.file.memory.budget) if dense else 0
         with nesting_guard():
-            return expand(plan, self.settings.workers)
+            return expand(plan, self.settings.workers, limit)
 
     def shared_work(self, carried: bool = True) -> SharedWork:
         """Repeated subplans run once; the carried work (unless `carried` is false) holds the previous

@@ -1,5 +1,5 @@
 """Logical plan: immutable TRA operators (scans, Filter, Project, Join, Aggregate, Retile, UnionAll, Sort, Limit,
-and the bound EINSUM and GRAD that the pipeline expands into those)."""
+and the bound EINSUM and GRAD that the pipeline expands into those, or an EINSUM into one DenseEinsum)."""
 from __future__ import annotations
 
 import dataclasses
@@ -224,6 +224,28 @@ class Einsum:
 
 
 @dataclass(frozen=True)
+class DenseEinsum:
+    """An EINSUM of whole stored tensors, each read as one array, computed by one kernel call and cut
+    into the result's tiles: the optimizer's choice for small dense operands, where joining and
+    summing tiles costs more than it spreads (optimizer/dense_einsum.py). Output as the Einsum's.
+    `kernel` is EINSUM(spec, ...) over column i = the whole array of tensor i."""
+
+    tensors: tuple[TensorMeta, ...]
+    kernel: Bound
+    schema: Schema
+
+    @property
+    def inputs(self) -> tuple:
+        return ()
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        """The result's tiles along each axis (its keys run over these)."""
+        value = self.schema[-1].type
+        return tuple(-(-n // t) for n, t in zip(value.extent, value.tile))
+
+
+@dataclass(frozen=True)
 class Gradient:
     """GRAD(loss view, parameter), bound: autodiff's pass (autodiff/gradient.py) turns it into the plan of
     d(sum of the loss) / d parameter. Output: the parameter's keys, then its gradient tile."""
@@ -239,7 +261,7 @@ class Gradient:
 
 
 Plan = Union[TensorScan, TableScan, RowsScan, Filter, Project, Join, Aggregate, Retile, UnionAll, Sort, Limit,
-             Einsum, Gradient]
+             Einsum, DenseEinsum, Gradient]
 
 
 def with_inputs(plan: "Plan", inputs: list) -> "Plan":

@@ -217,7 +217,7 @@ def step_plans(sc: StatementContext, node: ast.Minimize) -> tuple[lp.Plan, list[
 
     def bind() -> list[lp.Plan]:
         binder = sc.binder()
-        loss = sc.pipeline.expand(binder.bind_table(ast.TableRef(node.view, span=node.span)))
+        loss = sc.pipeline.expand(binder.bind_table(ast.TableRef(node.view, span=node.span)), dense=False)
         gradients = [sc.pipeline.expand(binder.bind_grad(ast.GradRef(node.view, p.name, span=node.span)))
                      for p in params]
         return sharing_projections([loss, *gradients])

@@ -1,12 +1,15 @@
 """The buffer pool: decoded tiles of whole tensors kept in memory, least recently used evicted first.
 
+Beside a tensor's tiles it may keep the tensor as one array (a DenseEinsum's operand), under the
+same table and version with a third part, "whole": a write's `invalidate` drops both.
+
 Its bytes are reserved from the database's memory manager; when an operator needs memory the
 budget does not have, the pool gives back its least recently used tensors first (`shrink`)."""
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Callable
+from typing import Callable, Union
 
 import numpy as np
 
@@ -14,7 +17,8 @@ from trdb.kernels.sparse import nbytes
 from trdb.storage.memory import MemoryManager
 
 TensorTiles = tuple[np.ndarray, list]  # keys (n x m), read-only tiles (dense arrays or CSR tiles)
-TileVersion = tuple[str, int]  # a tile table and the data version of its contents
+TileVersion = tuple  # a tile table and the data version of its contents (and "whole": as one array)
+Kept = Union[TensorTiles, np.ndarray]  # what an entry holds: the tiles, or the tensor as one array
 
 
 class BufferPool:
@@ -28,14 +32,14 @@ class BufferPool:
     def __init__(self, memory: MemoryManager):
         self.memory = memory
         memory.add_shrinker(self.shrink)
-        self._entries: OrderedDict[TileVersion, tuple[TensorTiles, int]] = OrderedDict()
+        self._entries: OrderedDict[TileVersion, tuple[Kept, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
         self._loading: dict[TileVersion, threading.Lock] = {}
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: TileVersion, load: Callable[[], TensorTiles]) -> TensorTiles:
+    def get(self, key: TileVersion, load: Callable[[], Kept]) -> Kept:
         with self._loading_lock(key):  # workers scanning one tensor read it from DuckDB once
             return self._get(key, load)
 
@@ -45,7 +49,7 @@ class BufferPool:
                 self._loading = {k: lock for k, lock in self._loading.items() if k in self._entries or lock.locked()}
             return self._loading.setdefault(key, threading.Lock())
 
-    def _get(self, key: TileVersion, load: Callable[[], TensorTiles]) -> TensorTiles:
+    def _get(self, key: TileVersion, load: Callable[[], Kept]) -> Kept:
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
@@ -63,8 +67,8 @@ class BufferPool:
         with self._loading_lock(key):
             self._keep(key, tiles)
 
-    def _keep(self, key: TileVersion, tiles: TensorTiles) -> None:
-        size = sum(nbytes(t) for t in tiles[1]) + tiles[0].nbytes
+    def _keep(self, key: TileVersion, tiles: Kept) -> None:
+        size = tiles.nbytes if isinstance(tiles, np.ndarray) else sum(nbytes(t) for t in tiles[1]) + tiles[0].nbytes
         with self._lock:
             self._drop(key)
         if size <= self.memory.budget // 2 and self.memory.try_reserve(size):

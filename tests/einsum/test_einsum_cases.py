@@ -6,7 +6,9 @@ the file so that the cases spread evenly over them (the run stays a few seconds 
 tiles (where `SELECT EINSUM('spec', T0.v, ...)` is checked too), split tiles with ragged edges, mixed
 tilings (a letter cut differently in different operands, so the plan re-cuts), half the tiles absent,
 CSR tiles (cases of matrices and vectors, sizes tripled so tiles are sparse enough to be CSR) and two
-workers. Every case numpy refuses is a ProgrammingError, in FROM and in the per-tuple kernel alike.
+workers. These run decomposed into joins and sums of tiles; split and mixed tilings run once more as
+one call on whole arrays (optimizer/dense_einsum.py: every tile present). Every case numpy refuses is
+a ProgrammingError, in FROM and in the per-tuple kernel alike.
 """
 from __future__ import annotations
 
@@ -120,6 +122,7 @@ def per_tuple_result(cur, spec: str, names: list[str]) -> np.ndarray:
 def db():
     connection = trdb.connect()
     connection.cursor().execute("SET workers = 1")
+    connection.cursor().execute("SET dense_einsum_bytes = 0")
     yield connection
     connection.close()
 
@@ -143,6 +146,13 @@ def run_case(cur, n: int, spec: str, shapes: list, tiling: str) -> None:
         if tiling == "workers2":
             cur.execute("SET workers = 1")
     np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
+    if tiling in ("split", "mixed"):
+        cur.execute("RESET dense_einsum_bytes")
+        try:
+            got = from_result(cur, spec, names, expected.shape)
+        finally:
+            cur.execute("SET dense_einsum_bytes = 0")
+        np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
     if tiling == "whole" and all(math.prod(s) for s in shapes):
         got = per_tuple_result(cur, spec, names)
         assert got.shape == expected.shape

@@ -68,9 +68,17 @@ FORMS = [
 ]
 
 
+@pytest.mark.parametrize("plan", ["tiles", "whole arrays"])
 @pytest.mark.parametrize("spec, shapes, tiles", FORMS, ids=[f[0] for f in FORMS])
-def test_form_matches_numpy(cur, spec, shapes, tiles):
+def test_form_matches_numpy(cur, spec, shapes, tiles, plan):
+    """Decomposed into joins and sums of tiles, and (operands of two or more tiles, all present) as one
+    call on whole arrays (optimizer/dense_einsum.py)."""
+    if plan == "tiles":
+        cur.execute("SET dense_einsum_bytes = 0")
     check(cur, spec, [RNG.standard_normal(s) for s in shapes], tiles)
+    names = ", ".join(f"T{n}" for n in range(len(shapes)))
+    text = "\n".join(r[0] for r in cur.execute(f"EXPLAIN SELECT * FROM EINSUM('{spec}', {names})").fetchall())
+    assert ("DenseEinsumExec" in text) == (plan == "whole arrays" and len(shapes) > 1), text
 
 
 def test_result_keys_are_the_output_letters(cur):
@@ -128,6 +136,7 @@ def test_explain_shows_the_cheaper_order(cur):
     for name, shape, tile in [("A", (256, 4), (64, 4)), ("B", (4, 256), (4, 64)), ("C", (256, 4), (64, 4))]:
         load(cur, name, RNG.standard_normal(shape), tile)
     cur.execute("SET workers = 1")
+    cur.execute("SET dense_einsum_bytes = 0")  # the decomposition's order, not one call on whole arrays
     lines = [r[0] for r in cur.execute("EXPLAIN SELECT * FROM EINSUM('ij,jk,kl->il', A, B, C)").fetchall()]
     text = "\n".join(lines)
     assert text.count("HashJoinExec") == 2 and "HashAggregateExec(group by [i, l]: SUM" not in text
@@ -138,6 +147,7 @@ def test_explain_shows_the_cheaper_order(cur):
 
 
 def test_explain_shows_the_retile(cur):
+    cur.execute("SET dense_einsum_bytes = 0")  # the decomposition's retile, not one call on whole arrays
     load(cur, "A", RNG.standard_normal((6, 5)), (4, 2))
     load(cur, "B", RNG.standard_normal((5, 4)), (3, 4))
     text = "\n".join(r[0] for r in cur.execute("EXPLAIN SELECT * FROM EINSUM('ij,jk->ik', A, B)").fetchall())

@@ -5,10 +5,19 @@ import math
 import re
 
 import numpy as np
+import pytest
 
 from trdb.optimizer.einsum_tiling import OperandTiling, candidates, choose_tiles
 
 RNG = np.random.default_rng(11)
+
+
+@pytest.fixture
+def cur(con):
+    """These tests are of the decomposition's tiles: no EINSUM runs on whole arrays (optimizer/dense_einsum.py)."""
+    cursor = con.cursor()
+    cursor.execute("SET dense_einsum_bytes = 0")
+    return cursor
 
 
 def explain(cur, query):

@@ -154,7 +154,7 @@ def test_einsum_products_are_placed_as_projections_and_as_sums(workers, handed_o
     rng = np.random.default_rng(7)
     a, b = rng.standard_normal((300, 40), dtype=np.float32), rng.standard_normal((40, 260), dtype=np.float32)
     c = rng.standard_normal((260, 40), dtype=np.float32)
-    con = trdb.connect(workers=workers)
+    con = trdb.connect(workers=workers, dense_einsum_bytes=0)  # decomposed: whole arrays are the next test's
     cur = con.cursor()
     cur.execute("CREATE TENSOR A FROM ? TILE (128, 40)", [a])  # edge tiles: 300 = 2 * 128 + 44
     cur.execute("CREATE TENSOR B FROM ? TILE (40, 128)", [b])
@@ -178,6 +178,34 @@ def test_einsum_products_are_placed_as_projections_and_as_sums(workers, handed_o
     # placed products are counted: B C over three tiles of k (two adds of a 40 x 40 tile), then A (B C)
     assert f"({2 * 40 * 260 * 40 + 2 * 300 * 40 * 40 + 2 * 40 * 40})" in _einsum_flops(con, list(cases)[0])
     assert f"({2 * m * 40 * n})" in _einsum_flops(con, list(cases)[1])
+    con.close()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_einsum_on_whole_arrays_hands_its_result_over(workers, handed_over):
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal((300, 40), dtype=np.float32), rng.standard_normal((40, 260), dtype=np.float32)
+    c = rng.standard_normal((260, 40), dtype=np.float32)
+    con = trdb.connect(workers=workers)
+    cur = con.cursor()
+    for name, array, tile in [("A", a, (128, 40)), ("B", b, (40, 128)), ("C", c, (128, 40))]:
+        cur.execute(f"CREATE TENSOR {name} FROM ? TILE {tile}", [array])
+    cases = {
+        "SELECT * FROM EINSUM('ij,jk,kl->il', A, B, C)": a.astype(np.float64) @ (b.astype(np.float64) @ c),
+        "SELECT * FROM EINSUM('ij,jk->ik', B, C)": b.astype(np.float64) @ c,
+        "SELECT * FROM EINSUM('bi,bj->bij', A, A)": np.einsum("bi,bj->bij", a.astype(np.float64), a),  # rank 3
+    }
+    for sql, expected in cases.items():
+        assert "DenseEinsumExec" in "\n".join(r[0] for r in cur.execute("EXPLAIN " + sql).fetchall())
+        for _ in range(2):
+            got = cur.execute(sql).fetch_tensor()
+            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+            assert got.dtype == np.float32 and got.flags.writeable
+            got[...] = 0  # the caller's array: the next run computes anew
+    assert handed_over == [True] * 6
+    got = cur.execute("SELECT * FROM EINSUM('ij,jk->ik', B, C)").fetch_tensor(shape=(50, 40))  # another shape
+    np.testing.assert_allclose(got[:40], b.astype(np.float64) @ c, rtol=1e-4, atol=1e-4)
+    assert not got[40:].any() and handed_over[-1] is False
     con.close()
 
 

@@ -1,0 +1,190 @@
+"""EINSUM of small dense stored tensors as one call on whole arrays (DenseEinsumExec), against numpy.
+
+When it is chosen (every tile present, two or more operands, within dense_einsum_bytes and an
+eighth of memory_limit, not under GRAD or MINIMIZE, the local executor) and when not; the arrays it
+keeps follow writes, transactions and other connections; its result is the caller's array.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import trdb
+
+RNG = np.random.default_rng(11)
+CHAIN = "SELECT * FROM EINSUM('ij,jk,kl->il', A, B, C)"
+
+
+def load(cur, name, array, tile, dtype="float64"):
+    cur.execute(f"CREATE OR REPLACE TENSOR {name} FROM ? TILE ({', '.join(map(str, tile))}) DTYPE {dtype}", [array])
+
+
+def plan_text(cur, query) -> str:
+    return "\n".join(r[0] for r in cur.execute(f"EXPLAIN {query}").fetchall())
+
+
+@pytest.fixture
+def chain(cur):
+    arrays = [RNG.standard_normal(s) for s in [(40, 6), (6, 40), (40, 6)]]
+    for name, array, tile in zip("ABC", arrays, [(16, 6), (6, 16), (16, 6)]):  # ragged edge tiles
+        load(cur, name, array, tile)
+    return arrays
+
+
+def test_a_chain_of_dense_operands_is_one_call_on_whole_arrays(cur, chain):
+    A, B, C = chain
+    text = plan_text(cur, CHAIN)
+    assert "DenseEinsumExec(EINSUM('ij,jk,kl->il', A, B, C) on whole arrays, tile [16, 6])" in text
+    assert "HashJoinExec" not in text and "TensorScanExec" not in text
+    cur.execute(CHAIN)
+    rows = cur.fetchall()
+    assert sorted(r[:2] for r in rows) == [(0, 0), (1, 0), (2, 0)]  # the bound tiling: 16-row tiles, ragged edge
+    assert [r[2].shape for r in sorted(rows, key=lambda r: r[0])] == [(16, 6), (16, 6), (8, 6)]
+    np.testing.assert_allclose(cur.execute(CHAIN).fetch_tensor(), A @ B @ C, rtol=1e-12, atol=1e-12)
+
+
+def test_explain_analyze_counts_the_kernels_flops(cur, chain):
+    text = plan_text(cur, "ANALYZE " + CHAIN)
+    flops = 2 * 6 * 40 * 6 + 2 * 40 * 6 * 6  # (B @ C) then A @ (B C), as opt_einsum orders it
+    assert f"Executed work: flops={flops / 1e3:.1f}K ({flops})" in text, text
+
+
+def test_absent_tiles_keep_the_decomposition_that_skips_them(cur):
+    A = RNG.standard_normal((8, 8))
+    A[:4, 4:] = 0  # one of four tiles absent: no tile product is run for it
+    B = RNG.standard_normal((8, 6))
+    load(cur, "A", A, (4, 4))
+    load(cur, "B", B, (4, 3))
+    query = "SELECT * FROM EINSUM('ij,jk->ik', A, B)"
+    text = plan_text(cur, query)
+    assert "DenseEinsumExec" not in text and "HashJoinExec" in text
+    np.testing.assert_allclose(cur.execute(query).fetch_tensor(), A @ B, atol=1e-12)
+
+
+def test_one_tile_each_is_read_in_place_and_one_operand_stays_a_kernel_per_tile(con, cur):
+    A, B = RNG.standard_normal((5, 4)), RNG.standard_normal((4, 3))
+    load(cur, "A", A, (5, 4))
+    load(cur, "B", B, (4, 3))
+    query = "SELECT * FROM EINSUM('ij,jk->ik', A, B)"
+    assert "DenseEinsumExec" in plan_text(cur, query)
+    pool = con._session().catalog.pool
+    np.testing.assert_allclose(cur.execute(query).fetch_tensor(), A @ B, atol=1e-12)
+    kept = pool.bytes
+    np.testing.assert_allclose(cur.execute(query).fetch_tensor(), A @ B, atol=1e-12)
+    assert pool.bytes == kept == 8 * (20 + 12) + 2 * 8 * 2  # the tiles and their keys: no second copy
+    load(cur, "A", A, (2, 2))
+    assert "DenseEinsumExec" not in plan_text(cur, "SELECT * FROM EINSUM('ij->ji', A)")
+    np.testing.assert_allclose(cur.execute("SELECT * FROM EINSUM('ij->ji', A)").fetch_tensor(), A.T)
+
+
+def test_the_setting_and_the_memory_limit_bound_it(cur, chain):
+    assert "DenseEinsumExec" in plan_text(cur, CHAIN)
+    held = 8 * (3 * 240 + 240 + 240)  # operands, the largest intermediate (opt_einsum counts the result), result
+    cur.execute(f"SET dense_einsum_bytes = {held - 1}")
+    assert "DenseEinsumExec" not in plan_text(cur, CHAIN)
+    cur.execute(f"SET dense_einsum_bytes = {held}")
+    assert "DenseEinsumExec" in plan_text(cur, CHAIN)
+    with pytest.raises(trdb.ProgrammingError, match="dense_einsum_bytes"):
+        cur.execute("SET dense_einsum_bytes = 'lots'")
+
+
+def test_a_small_memory_limit_keeps_tiles(tmp_path):
+    con = trdb.connect(str(tmp_path / "small.trdb"), memory_limit="16MB")
+    cur = con.cursor()
+    arrays = [RNG.standard_normal(s) for s in [(512, 256), (256, 512)]]  # 2 MB in all: more than 16 MB / 8
+    load(cur, "A", arrays[0], (128, 256))
+    load(cur, "B", arrays[1], (256, 128))
+    query = "SELECT * FROM EINSUM('ij,jk->ik', A, B)"
+    assert "DenseEinsumExec" not in plan_text(cur, query)
+    np.testing.assert_allclose(cur.execute(query).fetch_tensor(), arrays[0] @ arrays[1], rtol=1e-10, atol=1e-10)
+    cur.execute("SET memory_limit = '1GB'")
+    assert "DenseEinsumExec" in plan_text(cur, query)
+    con.close()
+
+
+def test_a_write_is_seen_by_the_next_statement(cur, chain):
+    A, B, C = chain
+    np.testing.assert_allclose(cur.execute(CHAIN).fetch_tensor(), A @ B @ C, atol=1e-12)
+    cur.execute("UPDATE B SET v = v * 2")
+    np.testing.assert_allclose(cur.execute(CHAIN).fetch_tensor(), A @ (2 * B) @ C, atol=1e-12)
+    A2 = RNG.standard_normal(A.shape)
+    load(cur, "A", A2, (16, 6))
+    np.testing.assert_allclose(cur.execute(CHAIN).fetch_tensor(), A2 @ (2 * B) @ C, atol=1e-12)
+
+
+def test_transactions_and_other_connections_see_their_own_versions(tmp_path):
+    path = str(tmp_path / "db.trdb")
+    writer, reader = trdb.connect(path), trdb.connect(path)
+    w, r = writer.cursor(), reader.cursor()
+    A, B = RNG.standard_normal((8, 4)), RNG.standard_normal((4, 8))
+    load(w, "A", A, (4, 4))
+    load(w, "B", B, (4, 4))
+    query = "SELECT * FROM EINSUM('ij,jk->ik', A, B)"
+    np.testing.assert_allclose(r.execute(query).fetch_tensor(), A @ B, atol=1e-12)
+    w.execute("BEGIN")
+    w.execute("UPDATE A SET v = v + 1")
+    np.testing.assert_allclose(w.execute(query).fetch_tensor(), (A + 1) @ B, atol=1e-12)  # its own write
+    np.testing.assert_allclose(r.execute(query).fetch_tensor(), A @ B, atol=1e-12)  # not yet committed
+    w.execute("ROLLBACK")
+    np.testing.assert_allclose(w.execute(query).fetch_tensor(), A @ B, atol=1e-12)
+    w.execute("UPDATE A SET v = v * 3")
+    np.testing.assert_allclose(r.execute(query).fetch_tensor(), (3 * A) @ B, atol=1e-12)
+    writer.close()
+    reader.close()
+
+
+def test_the_fetched_result_is_the_callers_to_change(cur, chain):
+    A, B, C = chain
+    first = cur.execute(CHAIN).fetch_tensor()
+    assert first.flags.writeable
+    first[...] = 0
+    np.testing.assert_allclose(cur.execute(CHAIN).fetch_tensor(), A @ B @ C, atol=1e-12)
+    tiles = [r[-1] for r in cur.execute(CHAIN).fetchall()]
+    tiles[0][...] = 0  # a tile handed out is the caller's too: the kept operands are not touched
+    np.testing.assert_allclose(cur.execute(CHAIN).fetch_tensor(), A @ B @ C, atol=1e-12)
+
+
+def test_float32_and_mixed_precision(cur):
+    A, B = RNG.standard_normal((20, 8)).astype(np.float32), RNG.standard_normal((8, 20)).astype(np.float32)
+    load(cur, "A", A, (10, 8), "float32")
+    load(cur, "B", B, (8, 10), "float32")
+    query = "SELECT * FROM EINSUM('ij,jk->ik', A, B)"
+    assert "DenseEinsumExec" in plan_text(cur, query)
+    got = cur.execute(query).fetch_tensor()
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, A @ B, rtol=1e-5, atol=1e-5)
+    load(cur, "B", B.astype(np.float64), (8, 10))
+    got = cur.execute(query).fetch_tensor()
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, A.astype(np.float64) @ B, rtol=1e-6, atol=1e-6)
+
+
+def test_inside_a_larger_query(cur, chain):
+    A, B, C = chain
+    cur.execute("SELECT E.i, SUM(E.v * 2) AS v FROM EINSUM('ij,jk,kl->il', A, B, C) AS E GROUP BY E.i")
+    got = {r[0]: r[1] for r in cur.fetchall()}
+    expected = 2 * (A @ B @ C)
+    for i, tile in got.items():
+        np.testing.assert_allclose(tile, expected[16 * i:16 * (i + 1)], atol=1e-12)
+    cur.execute("CREATE TENSOR D AS SELECT * FROM EINSUM('ij,jk,kl->il', A, B, C)")
+    np.testing.assert_allclose(cur.execute("SELECT * FROM D").fetch_tensor(), A @ B @ C, atol=1e-12)
+
+
+def test_a_gradient_through_an_einsum_keeps_the_decomposition(cur):
+    X, W = RNG.standard_normal((12, 6)), RNG.standard_normal((6, 4))
+    load(cur, "X", X, (4, 6))
+    load(cur, "W", W, (6, 2))
+    cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(E.v)) AS v FROM EINSUM('ij,jk->ik', X, W) AS E")
+    text = plan_text(cur, "SELECT * FROM GRAD(loss, W)")
+    assert "DenseEinsumExec" not in text
+    got = cur.execute("SELECT * FROM GRAD(loss, W)").fetch_tensor()
+    np.testing.assert_allclose(got, 2 * X.T @ (X @ W), rtol=1e-10, atol=1e-10)  # d sum((XW)^2) / dW
+
+
+def test_the_ray_executor_keeps_tiles(cur, chain):
+    pytest.importorskip("ray")
+    cur.execute("SET executor = 'ray'")
+    try:
+        assert "DenseEinsumExec" not in plan_text(cur, CHAIN)
+    finally:
+        cur.execute("SET executor = 'local'")
