@@ -41,5 +41,5 @@ class DenseEinsumExec(BlockingOperator):
 def tiles_of(array, tile: tuple[int, ...]) -> dict[tuple, object]:
     """Every tile of `array` cut in tiles of `tile` (edge tiles hold the remainder), as views by key."""
     grid = [range(-(-n // t)) for n, t in zip(array.shape, tile)]
-    return {key: array[tuple(slice(k * t, (k + 1) * t) for k, t in zip(key, tile))]
+    return {key: array[tuple(slice(k * t, (k + 1) * t) for k, t in zip(key, tile)) or ...]  # 0-d: a 0-d view
             for key in itertools.product(*grid)}
