@@ -9,6 +9,7 @@ import numpy as np
 from trdb.catalog import external
 from trdb.catalog.names import did_you_mean, fold
 from trdb.errors import DataError, IntegrityError, ProgrammingError, StaleSnapshot
+from trdb.kernels.sparse import is_sparse, stored_form
 from trdb.storage import catalog_store, tile_store
 from trdb.storage.buffer_pool import TensorTiles
 from trdb.storage.catalog_format import ensure_schema, schema_exists
@@ -257,12 +258,43 @@ class Catalog:
         return known.version if known is not None and known.table == meta.table else meta.version
 
     def keep_written(self, meta: TensorMeta, keys: np.ndarray, tiles: list) -> None:
-        """`tiles` (dense, of the tensor's dtype, under `keys`: n x m int64) were just written as the whole tensor `meta`
-        (its new version): the buffer pool keeps them, read-only, so that the next scan reads no tile back."""
+        """`tiles` (dense, of the tensor's dtype, or CSR as a read gave them; under `keys`: n x m int64) were
+        just written as the whole tensor `meta` (its new version): the buffer pool keeps them, read-only, so
+        that the next scan reads no tile back."""
         keys, tiles = tile_store.sorted_by_key(keys, tiles)
         for tile in tiles:
-            tile.flags.writeable = False
+            if not is_sparse(tile):  # CSR tiles come from a read (kept_tiles): as it made them
+                tile.flags.writeable = False
         self.pool.put((meta.table, meta.version), (keys, tiles))
+
+    def kept_tiles(self, meta: TensorMeta) -> Optional[TensorTiles]:
+        """The tiles of the version of a stored tensor this connection sees, if the buffer pool keeps
+        them (nothing is read: None otherwise)."""
+        return None if meta.external else self.pool.peek((meta.table, self._seen_version(meta)))
+
+    def keep_updated(self, meta: TensorMeta, before: TensorTiles, written: dict) -> None:
+        """An UPDATE replaced the tiles under `written`'s keys (key -> tile of the tensor's dtype; a zero
+        tile deletes its key) in the contents `before` (from `kept_tiles`), giving `meta` (its new version):
+        the buffer pool keeps the new contents, so that the next scan reads no tile back. Unless a new tile
+        is stored CSR (a read gives it CSR): then the next scan reads the tensor again."""
+        tiles = {}
+        for key, tile in written.items():
+            if is_sparse(tile):
+                if tile.nnz:
+                    return
+                continue
+            form, nonzeros = stored_form(tile)
+            if not nonzeros:
+                continue  # not stored: its key is gone
+            if form is not tile:
+                return  # stored CSR
+            tiles[key] = tile if tile.flags.c_contiguous and tile.base is None else np.array(tile, order="C")
+        old_keys, old_tiles = before
+        for key, tile in zip(map(tuple, old_keys.tolist()), old_tiles):
+            if key not in written:
+                tiles[key] = tile
+        keys = np.array(list(tiles), dtype=np.int64).reshape(len(tiles), len(meta.keys))
+        self.keep_written(meta, keys, list(tiles.values()))
 
     def external_reads(self, meta: TensorMeta, partition: int = 0, partitions: int = 1,
                        columns: tuple[int, ...] = (), read_bytes: int = 16 << 20) -> Iterator[TensorTiles]:

@@ -1,6 +1,8 @@
 """INSERT, UPDATE and DELETE on tensor relations: each computed as a query, then applied to the tiles in batches."""
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from trdb.errors import IntegrityError, NotSupportedError, ProgrammingError
@@ -104,8 +106,14 @@ def update(sc: StatementContext, node: ast.Update) -> Result:
     result = sc.run_query(update_query(meta, node), keep_zero_tuples=True)
     # each batch's old tiles are deleted before its new ones are held: DuckDB keeps only the deleted row ids
     # as undo data, and the new tiles are inserted batch by batch
-    count = write_result(sc, meta, result, f"UPDATE {meta.name}", lambda keys: tile_store.delete_tiles(sc.db, meta, keys))
-    sc.catalog.refresh_statistics(meta)
+    # where the buffer pool keeps the tensor, it keeps the updated one too (the tiles written go in)
+    before = sc.catalog.kept_tiles(meta)
+    written: Optional[dict] = {} if before is not None else None
+    count = write_result(sc, meta, result, f"UPDATE {meta.name}",
+                         lambda keys: tile_store.delete_tiles(sc.db, meta, keys), written)
+    updated = sc.catalog.refresh_statistics(meta)
+    if before is not None:
+        sc.catalog.keep_updated(updated, before, written)
     return Result(rowcount=count)
 
 

@@ -75,9 +75,10 @@ def _host_tile(tile):
 
 
 def write_result(sc: StatementContext, meta: TensorMeta, result: Result, what: str,
-                 before_write: Optional[BeforeWrite] = None) -> int:
+                 before_write: Optional[BeforeWrite] = None, written: Optional[dict] = None) -> int:
     """Check and write a result's tiles batch by batch; `before_write(keys)` runs for each batch before its
-    tiles are held (INSERT refuses stored keys, UPDATE deletes them). Returns the tuples written."""
+    tiles are held (INSERT refuses stored keys, UPDATE deletes them); `written` receives key -> checked
+    tile. Returns the tuples written."""
     seen: set[tuple] = set()
     count = 0
     with TileWriter(sc.db, meta, CHUNK_BYTES) as writer:
@@ -90,6 +91,8 @@ def write_result(sc: StatementContext, meta: TensorMeta, result: Result, what: s
                 before_write(keys)
             writer.add_all(keys, tiles)
             count += len(tiles)
+            if written is not None:
+                written.update(zip(map(tuple, keys.tolist()), tiles))
     return count
 
 

@@ -61,6 +61,12 @@ class BufferPool:
         self._keep(key, tiles)
         return tiles
 
+    def peek(self, key: TileVersion):
+        """What the pool keeps under `key`, or None: nothing is read."""
+        with self._lock:
+            entry = self._entries.get(key)
+            return None if entry is None else entry[0]
+
     def put(self, key: TileVersion, tiles: TensorTiles) -> None:
         """Keep tiles just written as the whole contents of `key` (sorted keys, read-only tiles, exactly
         as a read would give them): the next scan need not read them back."""

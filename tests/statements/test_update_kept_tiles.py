@@ -1,0 +1,118 @@
+"""An UPDATE of a tensor the buffer pool keeps leaves the updated tensor kept: the next scan reads
+no tile back from DuckDB, and gives what a read from DuckDB gives (numpy is the oracle)."""
+import numpy as np
+import pytest
+
+import trdb
+
+
+@pytest.fixture
+def con(tmp_path):
+    with trdb.connect(str(tmp_path / "kept.trdb")) as con:
+        yield con
+
+
+def _pool(con):
+    return con._session().catalog.pool
+
+
+def _stored(con, cur, query="SELECT * FROM A"):
+    """The tensor as the next scan gives it without reading, then as DuckDB gives it."""
+    pool = _pool(con)
+    misses = pool.misses
+    kept = cur.execute(query).fetch_tensor()
+    read_back = pool.misses != misses
+    pool.shrink(pool.bytes)
+    np.testing.assert_array_equal(cur.execute(query).fetch_tensor(), kept)
+    return kept, read_back
+
+
+def _loaded(cur, A):
+    cur.execute("CREATE TENSOR A FROM ? TILE (2, 2)", [A])
+    cur.execute("SELECT * FROM A").fetch_tensor()  # the pool keeps A now
+
+
+def test_an_update_of_some_tiles_keeps_the_updated_tensor(con):
+    cur = con.cursor()
+    A = np.arange(24, dtype=np.float32).reshape(6, 4) + 1
+    _loaded(cur, A)
+    cur.execute("UPDATE A SET v = A.v * 2 WHERE A.i = 1")
+    A[2:4] *= 2
+    kept, read_back = _stored(con, cur)
+    np.testing.assert_array_equal(kept, A)
+    assert not read_back
+
+
+def test_a_zero_tile_deletes_its_key_in_the_kept_tensor_too(con):
+    cur = con.cursor()
+    A = np.arange(24, dtype=np.float32).reshape(6, 4) + 1
+    _loaded(cur, A)
+    cur.execute("UPDATE A SET v = A.v * 0 WHERE A.i = 0 AND A.j = 1")
+    A[0:2, 2:4] = 0
+    kept, read_back = _stored(con, cur)
+    np.testing.assert_array_equal(kept, A)
+    assert not read_back
+    assert cur.execute("SELECT count(*) FROM A").fetchall() == [(5,)]
+
+
+def test_a_tile_stored_sparse_is_read_back_not_kept(con):
+    cur = con.cursor()
+    A = np.ones((40, 40), dtype=np.float32)
+    cur.execute("CREATE TENSOR A FROM ? TILE (20, 20)", [A])
+    cur.execute("SELECT * FROM A").fetch_tensor()
+    sparse = np.zeros((20, 20), dtype=np.float32)
+    sparse[3, 4] = 7.0
+    cur.execute("UPDATE A SET v = ? WHERE A.i = 0 AND A.j = 0", [sparse])
+    A[:20, :20] = sparse
+    kept, read_back = _stored(con, cur)
+    np.testing.assert_array_equal(kept, A)
+    assert read_back  # stored CSR: a read gives it CSR, so the scan read it
+
+
+def test_a_rolled_back_update_leaves_the_tensor_as_it_was(con):
+    cur = con.cursor()
+    A = np.arange(24, dtype=np.float32).reshape(6, 4) + 1
+    _loaded(cur, A)
+    cur.execute("BEGIN")
+    cur.execute("UPDATE A SET v = A.v + 100")
+    np.testing.assert_array_equal(cur.execute("SELECT * FROM A").fetch_tensor(), A + 100)
+    cur.execute("ROLLBACK")
+    kept, _ = _stored(con, cur)
+    np.testing.assert_array_equal(kept, A)
+
+
+def test_another_connection_reads_the_committed_update(tmp_path):
+    path = str(tmp_path / "shared.trdb")
+    A = np.arange(24, dtype=np.float32).reshape(6, 4) + 1
+    with trdb.connect(path) as c1, trdb.connect(path) as c2:
+        cur1, cur2 = c1.cursor(), c2.cursor()
+        _loaded(cur1, A)
+        np.testing.assert_array_equal(cur2.execute("SELECT * FROM A").fetch_tensor(), A)
+        cur1.execute("UPDATE A SET v = A.v - 1 WHERE A.j = 0")
+        A[:, 0:2] -= 1
+        np.testing.assert_array_equal(cur2.execute("SELECT * FROM A").fetch_tensor(), A)
+        np.testing.assert_array_equal(cur1.execute("SELECT * FROM A").fetch_tensor(), A)
+
+
+def test_a_failed_update_changes_nothing(con):
+    cur = con.cursor()
+    A = np.arange(24, dtype=np.float32).reshape(6, 4) + 1
+    _loaded(cur, A)
+    with pytest.raises(trdb.Error):
+        cur.execute("UPDATE A SET v = ? WHERE A.i = 0", [np.ones((3, 3), dtype=np.float32)])
+    kept, _ = _stored(con, cur)
+    np.testing.assert_array_equal(kept, A)
+
+
+def test_tiles_kept_sparse_stay_beside_the_updated_ones(con):
+    cur = con.cursor()
+    A = np.zeros((40, 40), dtype=np.float32)
+    A[5, 7], A[25, 30] = 3.0, 4.0  # tiles stored CSR
+    A[20:, :20] = 1.0
+    cur.execute("CREATE TENSOR A FROM ? TILE (20, 20)", [A])
+    cur.execute("SELECT * FROM A").fetch_tensor()
+    cur.execute("UPDATE A SET v = A.v + 1 WHERE A.i = 1 AND A.j = 0")
+    A[20:, :20] += 1
+    kept, read_back = _stored(con, cur)
+    np.testing.assert_array_equal(kept, A)
+    assert not read_back
