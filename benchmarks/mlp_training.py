@@ -8,7 +8,8 @@ forward + backward + update.
 
 Fresh work only: a write to Y (untimed) comes before every timed GRAD, since a statement after
 nothing changed reuses the previous one's forward pass; a MINIMIZE step writes W1 and W2 itself.
-Warm in every timed run: trdb's buffer pool (the input tiles), plan cache and kernel caches.
+Warm in every timed run: trdb's buffer pool (the input tiles; the UPDATE keeps Y's new ones there), plan
+cache and kernel caches.
 
 Results are checked against a float64 reference with float32 error bounds propagated through the
 forward and backward pass (gamma(n) = n*u/(1-n*u) per product of length n): float32 sums over 8192
@@ -170,7 +171,8 @@ def main() -> None:
           f"{args.hidden} (W1 tile {args.feature_tile or args.features}x{args.hidden_tile or args.hidden}); "
           f"best of {args.repeats} after a warm-up, systems taking turns")
     print(f"# checked against float64 with float32 bounds ({uncertain} pre-activations within float32 error of 0)")
-    print("# warm: buffer pool, plan cache; a write before every timed GRAD drops the carried forward pass; "
+    print("# warm: buffer pool (the write keeps Y's new tiles there too), plan cache; a write before every timed "
+          "GRAD drops the carried forward pass; "
           f"a {SETTLE_SECONDS} s pause before each timed run lets the previous run's BLAS threads sleep")
     base = timings["numpy dW1, dW2"][0]
     print(f"{'':24s} {'best':>8s}  {'best/numpy':>10s}  paired ratios to numpy: min median max")
