@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Callable, Union
+from typing import Callable, Optional, Union
 
 import numpy as np
 
@@ -61,7 +61,7 @@ class BufferPool:
         self._keep(key, tiles)
         return tiles
 
-    def peek(self, key: TileVersion):
+    def peek(self, key: TileVersion) -> Optional[Kept]:
         """What the pool keeps under `key`, or None: nothing is read."""
         with self._lock:
             entry = self._entries.get(key)
