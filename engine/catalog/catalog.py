@@ -9,7 +9,7 @@ import numpy as np
 from trdb.catalog import external
 from trdb.catalog.names import did_you_mean, fold
 from trdb.errors import DataError, IntegrityError, ProgrammingError, StaleSnapshot
-from trdb.kernels.sparse import is_sparse, stored_form
+from trdb.kernels.sparse import is_sparse
 from trdb.storage import catalog_store, tile_store
 from trdb.storage.buffer_pool import TensorTiles
 from trdb.storage.catalog_format import ensure_schema, schema_exists
@@ -19,6 +19,7 @@ from trdb.storage.external_reads import read_all
 from trdb.storage.external_tensors import refuse_write
 from trdb.storage.ordinary_tables import ordinary_tables, ordinary_views
 from trdb.storage.tensor_meta import TensorMeta
+from trdb.storage.tile_codec import DENSE
 from trdb.storage.tile_store import TileIndex
 from trdb.storage.whole_tensor import the_one_tile, whole_array
 
@@ -273,21 +274,18 @@ class Catalog:
         return None if meta.external else self.pool.peek((meta.table, self._seen_version(meta)))
 
     def keep_updated(self, meta: TensorMeta, before: TensorTiles, written: dict) -> None:
-        """An UPDATE replaced the tiles under `written`'s keys (key -> tile of the tensor's dtype; a zero
-        tile deletes its key) in the contents `before` (from `kept_tiles`), giving `meta` (its new version):
-        the buffer pool keeps the new contents, so that the next scan reads no tile back. Unless a new tile
-        is stored CSR (a read gives it CSR): then the next scan reads the tensor again."""
+        """An UPDATE replaced the tiles under `written`'s keys (key -> (tile of the tensor's dtype, the format
+        it is stored in, None for a zero tile, which deletes its key), as materialize.write_result gives them)
+        in the contents `before` (from `kept_tiles`), giving `meta` (its new version): the buffer pool keeps
+        the new contents, so that the next scan reads no tile back. Unless a new tile is stored CSR, or came
+        CSR and is stored dense (a read gives another array than the one written): then the next scan reads
+        the tensor again."""
         tiles = {}
-        for key, tile in written.items():
-            if is_sparse(tile):
-                if tile.nnz:
-                    return
-                continue
-            form, nonzeros = stored_form(tile)
-            if not nonzeros:
+        for key, (tile, stored) in written.items():
+            if stored is None:
                 continue  # not stored: its key is gone
-            if form is not tile:
-                return  # stored CSR
+            if stored != DENSE or is_sparse(tile):
+                return
             tiles[key] = tile if tile.flags.c_contiguous and tile.base is None else np.array(tile, order="C")
         old_keys, old_tiles = before
         for key, tile in zip(map(tuple, old_keys.tolist()), old_tiles):

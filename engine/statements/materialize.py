@@ -77,11 +77,12 @@ def _host_tile(tile):
 def write_result(sc: StatementContext, meta: TensorMeta, result: Result, what: str,
                  before_write: Optional[BeforeWrite] = None, written: Optional[dict] = None) -> int:
     """Check and write a result's tiles batch by batch; `before_write(keys)` runs for each batch before its
-    tiles are held (INSERT refuses stored keys, UPDATE deletes them); `written` receives key -> checked
-    tile. Returns the tuples written."""
+    tiles are held (INSERT refuses stored keys, UPDATE deletes them); `written` receives key -> (checked
+    tile, the format it is stored in, tile_codec.DENSE / CSR32 / CSR64, or None: all zeros, not stored).
+    Returns the tuples written."""
     seen: set[tuple] = set()
     count = 0
-    with TileWriter(sc.db, meta, CHUNK_BYTES) as writer:
+    with TileWriter(sc.db, meta, CHUNK_BYTES, formats_by_key=written is not None) as writer:
         for keys, tiles in tile_batches(result, what):
             if keys.shape[1] != len(meta.keys):
                 raise ProgrammingError(f"{what}: the query gives {keys.shape[1]} keys, "
@@ -93,6 +94,10 @@ def write_result(sc: StatementContext, meta: TensorMeta, result: Result, what: s
             count += len(tiles)
             if written is not None:
                 written.update(zip(map(tuple, keys.tolist()), tiles))
+    if written is not None:
+        stored = writer.statistics.formats
+        for key, tile in written.items():
+            written[key] = (tile, stored.get(key))
     return count
 
 

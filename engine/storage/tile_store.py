@@ -61,9 +61,11 @@ class WrittenStatistics:
     """`tile_statistics` of the tiles a writer inserted, counted as they go in (no query): those of the
     tensor when the writer wrote all of it."""
 
-    def __init__(self, key_count: int):
+    def __init__(self, key_count: int, by_key: bool = False):
         self.tuples = self.nnz = self.csr_tuples = self.csr_nnz = 0
         self._distinct: list[set] = [set() for _ in range(key_count)]
+        # with `by_key`: the format (tile_codec.DENSE / CSR32 / CSR64) each inserted tile is stored in, by key
+        self.formats: Optional[dict[tuple, int]] = {} if by_key else None
 
     def add(self, keys: np.ndarray, nonzeros: np.ndarray, formats: np.ndarray) -> None:
         csr = np.asarray(formats) != DENSE
@@ -73,6 +75,8 @@ class WrittenStatistics:
         self.csr_nnz += int(nonzeros[csr].sum())
         for column, seen in enumerate(self._distinct):
             seen.update(keys[:, column].tolist())
+        if self.formats is not None:
+            self.formats.update(zip(map(tuple, keys.tolist()), np.asarray(formats).tolist()))
 
     def as_tuple(self) -> tuple:
         return self.tuples, self.nnz, self.csr_tuples, self.csr_nnz, tuple(len(seen) for seen in self._distinct)

@@ -35,10 +35,11 @@ def tile_bytes(tile: Any) -> int:
 class TileWriter:
     """Tiles of one tensor added one by one, inserted in batches; `close()` inserts the last batch.
 
-    `after_batch` runs after each insert (a memory-mapped source drops the pages it has read)."""
+    `after_batch` runs after each insert (a memory-mapped source drops the pages it has read);
+    `formats_by_key`: its statistics also say which format each inserted tile is stored in."""
 
     def __init__(self, db: Database, meta: TensorMeta, batch_bytes: int = BATCH_BYTES,
-                 after_batch: Optional[Callable[[], None]] = None):
+                 after_batch: Optional[Callable[[], None]] = None, formats_by_key: bool = False):
         refuse_write(meta)
         self.db, self.meta = db, meta
         memory = db.file.memory
@@ -47,7 +48,7 @@ class TileWriter:
         self.after_batch = after_batch
         self.written = 0
         self.batches = 0
-        self.statistics = tile_store.WrittenStatistics(len(meta.keys))  # of what it inserted
+        self.statistics = tile_store.WrittenStatistics(len(meta.keys), formats_by_key)  # of what it inserted
         self._keys: list[tuple[int, ...]] = []
         self._tiles: list = []
         self._pending = 0
