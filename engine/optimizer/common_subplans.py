@@ -12,6 +12,7 @@ from collections import Counter
 from typing import Callable, Optional
 
 from trdb.kernels.sparse import nbytes as tile_bytes
+from trdb.optimizer.group_sizes import key_slots
 from trdb.optimizer.subsumed_projections import merge_rekeys, read_subsuming, read_subsuming_all
 from trdb.planner import logical as lp
 
@@ -122,6 +123,7 @@ class SharedWork:
         self.numbering = carried.numbering_for(state) if carried is not None else _Numbering()
         self.memo: dict[int, lp.RowsScan] = {}
         self.counts: Counter = Counter()
+        self._slots: dict = {}  # the key slots of the subplans shared (group_sizes.key_slots' memo)
 
     def finish(self) -> None:
         """The statement succeeded: what it shared may serve the next one."""
@@ -162,6 +164,6 @@ class SharedWork:
         rebuilt = lp.with_inputs(plan, [self._rewrite(child, counts) for child in plan.inputs])
         if number is not None and counts[number] > 1 and not isinstance(plan, (lp.TensorScan, lp.TableScan,
                                                                                         lp.RowsScan)):
-            self.memo[number] = lp.RowsScan(self.run(rebuilt), plan.schema)
+            self.memo[number] = lp.RowsScan(self.run(rebuilt), plan.schema, key_slots(rebuilt, self._slots))
             return self.memo[number]
         return rebuilt

@@ -16,6 +16,7 @@ from trdb.optimizer.rules.outer_join_elimination import outer_join_elimination
 from trdb.optimizer.rules.predicate_pushdown import predicate_pushdown
 from trdb.optimizer.rules.projection_pruning import projection_pruning
 from trdb.optimizer.rules.redundant_rekey_removal import redundant_rekey_removal
+from trdb.optimizer.rules.single_row_groups import single_row_groups
 from trdb.planner import logical as lp
 from trdb.planner.types import Schema
 
@@ -28,7 +29,8 @@ Rule = Callable[[lp.Plan, "RuleContext"], lp.Plan]
 # so that filters land under the projections that fusion merges; pruning last, after aggregate
 # pushdown has decided which columns the new aggregates read.
 RULES: tuple[Rule, ...] = (constant_folding, predicate_pushdown, outer_join_elimination, join_ordering,
-                           redundant_rekey_removal, kernel_fusion, aggregate_pushdown, projection_pruning)
+                           redundant_rekey_removal, single_row_groups, kernel_fusion, aggregate_pushdown,
+                           projection_pruning)
 RULE_NAMES: tuple[str, ...] = tuple(rule.__name__ for rule in RULES)
 if RULE_NAMES != OPTIMIZER_RULES:  # the names SET disabled_rules accepts are declared with the settings
     raise ImportError(f"optimizer rules {RULE_NAMES} differ from config.settings.OPTIMIZER_RULES")

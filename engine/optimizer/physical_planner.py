@@ -73,6 +73,13 @@ def _node(spec: po.OperatorSpec, detail: str, children: tuple, schema, partition
     return replace(node, cost=sum(c.cost for c in children) + own)
 
 
+def _spread_keys(tensor, keys: tuple[int, ...]) -> tuple[int, ...]:
+    """The keys a scan that nothing above constrains is hashed on: those along which the tensor has more
+    than one tile (a key with one value spreads nothing), so that X of one column of tiles is hashed on
+    its row key alone, as the aggregates and joins over it ask (a Ray actor then keeps one copy of it)."""
+    return tuple(k for k in keys if tensor.grid[k] > 1) or keys
+
+
 def _names(schema, positions) -> str:
     return ", ".join(schema[p].name for p in positions)
 
@@ -151,7 +158,7 @@ class PhysicalPlanner:
         reads = self.read_cost(estimate.bytes)
         if self.workers == 1 or not keys:
             return _node(po.TensorScan(plan.tensor), tiles, (), plan.schema, SINGLE, estimate, read_cost=reads)
-        columns = want if self._spreads(estimate, want, keys) else keys
+        columns = want if self._spreads(estimate, want, keys) else _spread_keys(plan.tensor, keys)
         detail = f"{tiles}, hash: {_names(plan.schema, columns)}"
         return _node(po.TensorScan(plan.tensor, self.workers, columns), detail, (), plan.schema,
                      Partitioning("hash", self.workers, columns), estimate, read_cost=reads)

@@ -42,10 +42,13 @@ class TableScan:
 
 @dataclass(frozen=True, eq=False)
 class RowsScan:
-    """Tuples already computed in this statement (a shared subplan), scanned again."""
+    """Tuples already computed in this statement (a shared subplan), scanned again. `keys`: the key slots
+    its tuples are unique on, derived from the subplan they came from (optimizer/group_sizes.py; None:
+    not known)."""
 
     rows: list
     schema: Schema
+    keys: Any = None
 
     @property
     def inputs(self) -> tuple:
