@@ -1,4 +1,5 @@
 """trdb: a tensor-relational database engine (connect() and the PEP 249 globals)."""
+import trdb.kernels.allocator  # noqa: F401  first: it tunes malloc before any thread starts (its docstring)
 from trdb.api.dbapi import Connection, Cursor, connect
 from trdb.api.type_objects import (
                             BINARY,
