@@ -4,8 +4,8 @@ A matrix product's result is `SUM(MATMUL(...)) ... GROUP BY` its output keys. Wi
 group's sum is a tile of its own, and fetch_tensor() copies every tile into a fresh array: for a
 2048 x 2048 float32 product in 1024 tiles that copy (and the page faults of the fresh array) is
 about 3 ms of a 60 ms statement. With placement, the plan's last aggregate computes each group's
-first product straight into the group's place in one zeroed array (the canvas: absent tiles are
-zeros, and pages no tile touches are never allocated), adds the others there, and its result tiles
+first product straight into the group's place in one array (the canvas, not zeroed: the places of
+absent tiles are zeroed when it is handed over), adds the others there, and its result tiles
 are views of that array. A result whose tiles are single products (the root of an EINSUM whose summed
 letters are whole in one tile: a projection of MATMUL or EINSUM) is placed the same way, each product
 computed into its place. fetch_tensor() hands the array over when the rows it assembles are exactly
@@ -26,27 +26,31 @@ from trdb.planner import expressions as bx
 from trdb.planner.types import TensorType
 
 PLACED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))  # what BLAS writes in place
+MAX_GRID_SCANNED = 1 << 16  # tiles in a result's grid beyond which absent ones are not zeroed one by one
 
 
 class ResultCanvas:
-    """One zeroed array of the result's shape, and the views of it handed out as groups' sums."""
+    """One array of the result's shape, and the views of it handed out as groups' sums. It is not zeroed
+    when made (for a 2048 x 2048 float32 product that memset is 2 ms of 55): a place is written whole by
+    the product computed into it, zeroed when handed out to be added into (`zeroed`), and the places no
+    tile took are zeroed when the array is handed over as the result (`assembled`)."""
 
     def __init__(self, node: PhysicalNode, shape: tuple[int, ...], tile: tuple[int, ...], dtype: np.dtype,
                  one_group_at: Optional[tuple] = None, allocate: bool = True):
         self.node = node  # the aggregate (or projection, or DenseEinsum) whose tiles are placed
         self.shape, self.dtype = shape, dtype
         # without `allocate`, the operator hands over the whole result (`adopt`) before placing its tiles
-        self.array: Optional[np.ndarray] = np.zeros(shape, dtype=dtype) if allocate else None
+        self.array: Optional[np.ndarray] = np.empty(shape, dtype=dtype) if allocate else None
         self.tile = tile
         self.one_group_at = one_group_at  # an aggregate of no keys: its one group's keys, projected above it
         self._views: dict[tuple, np.ndarray] = {}
         self._lock = threading.Lock()
 
-    def slot(self, key: tuple, shape: tuple[int, ...], dtype: np.dtype,
-             contiguous: bool = False) -> Optional[np.ndarray]:
+    def slot(self, key: tuple, shape: tuple[int, ...], dtype: np.dtype, contiguous: bool = False,
+             zeroed: bool = False) -> Optional[np.ndarray]:
         """The view where the tile under `key` goes, if a tile of `shape` and `dtype` fits there exactly
         (an edge tile is smaller) and, with `contiguous`, that view is C-ordered; None otherwise, and the
-        group keeps a tile of its own."""
+        group keeps a tile of its own. The caller writes the whole view, or asks for it `zeroed`."""
         if key == () and self.one_group_at is not None:
             key = self.one_group_at
         if self.array is None or dtype != self.dtype or len(key) != len(self.tile) or len(shape) != len(self.tile):
@@ -63,6 +67,8 @@ class ResultCanvas:
             if key in self._views:
                 return None  # a key placed twice (a group spilled and merged again): its own tile
             self._views[key] = view
+        if zeroed:
+            view[...] = 0
         return view
 
     def adopt(self, array: np.ndarray, views: dict[tuple, np.ndarray]) -> bool:
@@ -77,7 +83,7 @@ class ResultCanvas:
         return True
 
     def forget(self, key: tuple) -> None:
-        """The view handed out for `key` was not used after all (its place is still zeros)."""
+        """The view handed out for `key` was not used after all (its place is not the tile's)."""
         if key == () and self.one_group_at is not None:
             key = self.one_group_at
         with self._lock:
@@ -92,7 +98,20 @@ class ResultCanvas:
         for row in rows:
             if self._views.get(tuple(row[p] for p in key_positions)) is not row[value_position]:
                 return None
-        return self.array
+        return self.array if self._zero_the_rest() else None
+
+    def _zero_the_rest(self) -> bool:
+        """Zero the places of the tiles that were not placed (absent tiles); False where there are too many
+        tiles in the grid to look for them one by one (then the result is assembled from the rows)."""
+        grid = tuple(-(-n // t) for n, t in zip(self.shape, self.tile))
+        if len(self._views) == math.prod(grid):
+            return True
+        if math.prod(grid) > MAX_GRID_SCANNED:
+            return False
+        for key in np.ndindex(*grid):
+            if key not in self._views:
+                self.array[tuple(slice(k * t, (k + 1) * t) for k, t in zip(key, self.tile))] = 0
+        return True
 
 
 def canvas_for(root: PhysicalNode, budget: int) -> Optional[ResultCanvas]:

@@ -220,3 +220,25 @@ def test_a_projected_matmul_is_placed_and_one_that_is_not_one_tensor_still_fails
     with pytest.raises(trdb.DataError, match="tuples under key"):
         cur.execute(twice).fetch_tensor()
     con.close()
+
+
+def test_the_canvas_zeroes_only_what_no_product_wrote(monkeypatch):
+    """Not zeroed when made: a place asked for `zeroed` is, and the places of absent tiles are when the
+    array is handed over (here the memory starts as NaN, as reused heap memory may hold anything)."""
+    canvas = placement.ResultCanvas(None, (5, 4), (2, 2), np.dtype(np.float64))
+    canvas.array[...] = np.nan
+    written = canvas.slot((0, 0), (2, 2), np.dtype(np.float64))
+    written[...] = 1.0  # a product computed into its place
+    added_into = canvas.slot((2, 1), (1, 2), np.dtype(np.float64), zeroed=True)  # an edge tile
+    assert not added_into.any()
+    added_into += 2.0
+    rows = [(0, 0, written), (2, 1, added_into)]
+    result = canvas.assembled(rows, (0, 1), 2, (5, 4))
+    expected = np.zeros((5, 4))
+    expected[:2, :2], expected[4:, 2:] = 1.0, 2.0
+    np.testing.assert_array_equal(result, expected)
+    monkeypatch.setattr(placement, "MAX_GRID_SCANNED", 4)  # 6 tiles in the grid: assembled from the rows
+    canvas = placement.ResultCanvas(None, (5, 4), (2, 2), np.dtype(np.float64))
+    view = canvas.slot((0, 0), (2, 2), np.dtype(np.float64))
+    view[...] = 1.0
+    assert canvas.assembled([(0, 0, view)], (0, 1), 2, (5, 4)) is None

@@ -57,8 +57,9 @@ def _accumulate(accumulator, a, b, xp, canvas=None) -> bool:
             return False
         shape = (a.shape[0], b.shape[1])
         # the group's place in the result's array where it is one contiguous block (tiles as wide as the
-        # result: scipy's kernel writes a C-ordered output), already zeroed; else a zeroed tile of its own
-        placed = canvas.slot(accumulator.key, shape, a.dtype, contiguous=True) if canvas is not None else None
+        # result: scipy's kernel writes a C-ordered output), zeroed; else a zeroed tile of its own
+        placed = canvas.slot(accumulator.key, shape, a.dtype, contiguous=True, zeroed=True) \
+            if canvas is not None else None
         target = placed if placed is not None else xp.zeros(shape, dtype=a.dtype)
         if not matmul_add_into(target, a, b):
             if placed is not None:
