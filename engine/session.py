@@ -11,7 +11,6 @@ from trdb.catalog.catalog import Catalog
 from trdb.catalog.names import suggest
 from trdb.config.settings import SETTINGS, Settings
 from trdb.execution.result import Result
-from trdb.kernels.allocator import tune_allocator
 from trdb.kernels.placement import backend_for
 from trdb.optimizer.common_subplans import CarriedWork
 from trdb.parser import ParseError, ast, parse, split_statements
@@ -66,7 +65,6 @@ class Session:
 
     def __init__(self, path: Optional[str] = None, settings: Optional[dict[str, Any]] = None,
                  read_only: bool = False):
-        tune_allocator()
         self.settings = Settings()
         for name, value in (settings or {}).items():
             self.settings.set(name, value)

@@ -93,6 +93,7 @@ class PhysicalPlanner:
         self._memo: dict[tuple, tuple[lp.Plan, list[PhysicalNode]]] = {}
         self._sizes: dict[int, tuple[PhysicalNode, int]] = {}
         self._in_band = False  # planning the bands of a banded aggregate (optimizer/banded_aggregate.py)
+        self._key_slots: dict = {}  # group_sizes' memo: each subplan's key slots derived once per plan
 
     def build(self, plan: lp.Plan, want: Want) -> PhysicalNode:
         """The cheapest physical node for `plan`; `want` names columns the parent would like it hashed on."""
@@ -321,7 +322,7 @@ class PhysicalPlanner:
     def _aggregate_node(self, plan: lp.Aggregate, child: PhysicalNode, partitioning: Partitioning,
                         phase: str = "") -> PhysicalNode:
         inputs = column_names(plan.input.schema)
-        group_rows = rows_per_group(plan) if not phase else None  # a partial aggregate sees part of a group
+        group_rows = rows_per_group(plan, self._key_slots) if not phase else None  # a partial aggregate sees part of a group
         complete = f" (complete at {group_rows} tuples)" if group_rows is not None else ""
         detail = f"{phase}group by [{_names(plan.schema, range(len(plan.group_by)))}]{complete}: " + \
             ", ".join(f"{c.function}({render(c.arg, inputs) if c.arg is not None else '*'})" for c in plan.calls)

@@ -12,7 +12,7 @@ from trdb.kernels import allocator
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
 def test_tuning_applies_once_per_process():
-    assert allocator.tune_allocator() is True  # trdb.connect() in other tests applied it already
+    assert allocator.tune_allocator() is True  # importing trdb applied it already
     assert allocator._tuned
 
 
