@@ -21,7 +21,7 @@ import numpy as np
 import threadpoolctl
 
 import trdb
-from timing import SETTLE_SECONDS, alternating_runs, best_of, check, paired_ratio, product_bound
+from timing import SETTLE_SECONDS, WARM_SECONDS, alternating_runs, best_of, check, paired_ratio, product_bound, warmed
 
 CHOSEN = "SELECT * FROM EINSUM('ij,jk,kl->il', A, B, C)"
 LEFT_TO_RIGHT = "SELECT * FROM EINSUM('ik,kl->il', EINSUM('ij,jk->ik', A, B), C)"
@@ -40,17 +40,21 @@ def time_trdb(A, B, C, t: int, workers: str, numpy_opt, args, expected, bound) -
     if args.tiled:
         cur.execute("SET dense_einsum_bytes = 0")
     chosen = lambda: cur.execute(CHOSEN).fetch_tensor()  # noqa: E731
-    # runs of about a millisecond: each timed run follows an untimed one of its own system (after the pause,
-    # caches and clocks would be cold for both), as in a loop; a statement here carries no work to the next
-    paired = alternating_runs(args.repeats, {"numpy": numpy_opt, "chosen": chosen},
-                              before={"numpy": numpy_opt, "chosen": chosen})
+    runs = {"numpy": numpy_opt, "chosen": chosen}
+    # runs of about a millisecond: in a loop, each timed run follows WARM_SECONDS of untimed runs of its own
+    # system; after idle, one untimed run (the pause leaves both slow for a few runs: timing.WARM_SECONDS).
+    # A statement here carries no work to the next.
+    paired = alternating_runs(args.repeats, runs, before={name: warmed(run) for name, run in runs.items()})
+    idle = alternating_runs(args.repeats, runs, before=runs)
     forced, result = best_of(3, lambda: cur.execute(LEFT_TO_RIGHT).fetch_tensor())
     check("trdb left to right", result, expected, bound)
     check("trdb chosen order", paired["chosen"][1], expected, bound)
     con.close()
     (chosen, _), (numpy_times, _) = paired["chosen"], paired["numpy"]
+    (idle_chosen, _), (idle_numpy, _) = idle["chosen"], idle["numpy"]
     return {"numpy": min(numpy_times), "chosen": min(chosen), "forced": forced,
-            "median": paired_ratio(chosen, numpy_times)[1]}
+            "median": paired_ratio(chosen, numpy_times)[1], "idle numpy": min(idle_numpy),
+            "idle chosen": min(idle_chosen), "idle median": paired_ratio(idle_chosen, idle_numpy)[1]}
 
 
 def main() -> None:
@@ -77,19 +81,24 @@ def main() -> None:
     numpy_forced, result = best_of(3, lambda: (A @ B) @ C)
     check("numpy (A @ B) @ C", result, expected, bound)
     print(f"# A {n}x{m}, B {m}x{n}, C {n}x{m}, float32; tiles t x {m} / {m} x t")
-    print(f"# trdb's chosen order and numpy.einsum(optimize=True) take turns, best of {args.repeats} each;")
+    print(f"# trdb's chosen order and numpy.einsum(optimize=True) take turns, best of {args.repeats} each, twice: "
+          f"'loop', each timed run after {WARM_SECONDS * 1000:.0f} ms of untimed runs of its own system (as in a "
+          "loop), and 'after idle', after one untimed run;")
     print(f"# left to right (numpy (A @ B) @ C: {numpy_forced:.4f} s) best of 3; trdb/numpy is the ratio of the "
           "best times, 'median' the median ratio of the runs made in the same turn")
     print("# warm: buffer pool (A, B, C tiles, and each as one array where trdb runs the EINSUM on whole arrays), "
           "plan cache; a statement here carries no work to the next; "
-          f"each timed run follows a {SETTLE_SECONDS} s pause (BLAS threads asleep) and an untimed run of its own system")
+          f"each timed run follows a {SETTLE_SECONDS} s pause (BLAS threads asleep)")
+    print(f"{'':14}{'---------------- loop ----------------':>41} {'---------- after idle ----------':>34}")
     print(f"{'tile':>5} {'workers':>7} {'numpy opt s':>12} {'trdb s':>9} {'trdb/numpy':>11} {'median':>7} "
-          f"{'l-to-r s':>9} {'l-to-r/trdb':>12}")
+          f"{'numpy s':>9} {'trdb s':>9} {'ratio':>6} {'median':>7} {'l-to-r s':>9} {'l-to-r/trdb':>12}")
     for t in (int(x) for x in args.tiles.split(",")):
         for workers in args.workers.split(","):
             times = time_trdb(A, B, C, t, workers, numpy_opt, args, expected, bound)
             print(f"{t:>5} {workers:>7} {times['numpy']:12.5f} {times['chosen']:9.5f} "
-                  f"{times['chosen'] / times['numpy']:11.2f} {times['median']:7.2f} {times['forced']:9.4f} "
+                  f"{times['chosen'] / times['numpy']:11.2f} {times['median']:7.2f} {times['idle numpy']:9.5f} "
+                  f"{times['idle chosen']:9.5f} {times['idle chosen'] / times['idle numpy']:6.2f} "
+                  f"{times['idle median']:7.2f} {times['forced']:9.4f} "
                   f"{times['forced'] / times['chosen']:12.1f}")
 
 

@@ -19,6 +19,23 @@ FLOAT32_UNIT_ROUNDOFF = float(np.finfo(np.float32).eps) / 2
 # before they sleep, so the run after numpy's A @ B shared the two cores with them (measured: trdb at 2
 # workers 1.5x slower straight after it, 1.0-1.2x after this pause or with OPENBLAS_THREAD_TIMEOUT=4).
 SETTLE_SECONDS = 0.15
+# After such a pause, runs of about a millisecond stay slow for the next few milliseconds whatever runs
+# them (measured on the EINSUM chain: trdb 1.21-1.29x numpy after one untimed run, 1.10x after three,
+# 1.05x after ten or in a loop; busy-waiting instead of sleeping changes nothing): runs that short are
+# warmed for this long before a timed run that should show the steady speed of a loop.
+WARM_SECONDS = 0.02
+
+
+def warmed(run: Callable[[], object], seconds: float = WARM_SECONDS) -> Callable[[], object]:
+    """`run` repeated, untimed, until `seconds` have passed (once at least): a `before` that brings a short
+    run to the speed it has in a loop (see WARM_SECONDS)."""
+    def warm() -> object:
+        started = time.perf_counter()
+        result = run()
+        while time.perf_counter() - started < seconds:
+            result = run()
+        return result
+    return warm
 
 
 def timed_runs(repeats: int, run: Callable[[], object], warmup: bool = True,
