@@ -66,6 +66,7 @@ class Database:
         self.explicit_transaction = False
         self._statement_transaction = False
         self.transaction_epoch = 0  # advanced as every transaction begins and ends (what it saw may be gone)
+        self.last_commit: tuple[int, int] = (-1, -1)  # (epoch, file generation) right after this connection's last commit
         if not read_only:
             try:
                 self._store_tiles_uncompressed()
@@ -210,6 +211,8 @@ class Database:
         self.transaction_epoch += 1
         with self.file.committing():
             self.execute("COMMIT")
+            generation = self.file.generation + 1  # where this commit leaves it: no other commit runs meanwhile
+        self.last_commit = (self.transaction_epoch, generation)
 
     def rollback(self) -> None:
         self.transaction_epoch += 1

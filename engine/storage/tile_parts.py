@@ -40,8 +40,10 @@ def parts(db: Database, table: str) -> list[str]:
 
     Looked up once per table in a transaction (a MINIMIZE step reads and writes a tensor's parts
     about four times): its snapshot shows no other connection's changes, and trdb's own (a part
-    made or dropped) forget the names (`forget`). Outside a transaction every statement sees the
-    latest commit, so the names are looked up each time."""
+    made or dropped) forget the names (`forget`). A transaction that begins right after this
+    connection committed, with no other commit between, starts from the names the committed one
+    knew (a MINIMIZE's next step: about 1.5 ms a tensor less). Outside a transaction every
+    statement sees the latest commit, so the names are looked up each time."""
     known = _names_known(db)
     if known is None:
         return list(stored_rows(db, table))
@@ -56,9 +58,15 @@ def _names_known(db: Database) -> Optional[dict[str, list[str]]]:
         return None
     epoch, known = _NAMES.get(db, (None, {}))
     if epoch != db.transaction_epoch:
-        known = {}
+        known = dict(known) if epoch is not None and _still_true(db, epoch) else {}
         _NAMES[db] = (db.transaction_epoch, known)
     return known
+
+
+def _still_true(db: Database, epoch: int) -> bool:
+    """Whether what transaction `epoch` saw of the parts holds in the current one: it committed, the
+    current one began next, and no other commit (of another connection, or plain SQL) came between."""
+    return db.last_commit == (epoch + 1, db.file.generation) and db.transaction_epoch == epoch + 2
 
 
 def stored_rows(db: Database, table: str) -> dict[str, int]:

@@ -148,12 +148,72 @@ def test_parts_made_in_a_transaction_are_read_in_it_and_gone_after_rollback(con,
     np.testing.assert_array_equal(_tensor(con), top)
     read = len(lookups)
     _tensor(con)
-    assert read >= 1 and len(lookups) == read  # in a transaction, the part names are looked up once
+    assert read <= 1 and len(lookups) == read  # in a transaction, the part names are looked up once at most
     con.execute("INSERT INTO A SELECT i, j, v FROM B WHERE B.i >= 4")  # new parts of A, in this transaction
     np.testing.assert_array_equal(_tensor(con), np.vstack([top[:32], _values(5)[32:]]))
     assert len(_tables(con)) > len(before)
     con.execute("ROLLBACK")
     np.testing.assert_array_equal(_tensor(con), top)
+    assert _tables(con) == before
+
+
+def _counting_lookups(monkeypatch) -> list:
+    lookups, original = [], tile_parts.stored_rows
+    monkeypatch.setattr(tile_parts, "stored_rows", lambda db, table: lookups.append(table) or original(db, table))
+    return lookups
+
+
+def test_a_step_right_after_this_connections_commit_knows_the_parts(con, monkeypatch):
+    values = _values(6)
+    con.execute(f"CREATE TENSOR W FROM ? TILE {TILE}", [values])
+    con.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(W.v)) AS v FROM W")
+    lookups = _counting_lookups(monkeypatch)
+    con.execute("MINIMIZE loss WRT (W) WITH (optimizer = 'sgd', learning_rate = 0.25, steps = 4)")
+    assert len(lookups) == 1  # in the first step only: each later step began right after the last one committed
+    np.testing.assert_allclose(_tensor(con, "W"), values * 0.5 ** 4)  # W - 0.25 * 2W, four times
+    assert _tables(con, "W") == [con._session().catalog.require_tensor("W").table]
+
+
+def test_another_connections_commit_makes_a_write_look_the_parts_up_again(tmp_path, parts, monkeypatch):
+    top = _values(7)
+    top[32:] = 0  # the lower four tile rows absent
+    path = str(tmp_path / "two.db")
+    with trdb.connect(path) as first, trdb.connect(path) as second:
+        first.execute(f"CREATE TENSOR A FROM ? TILE {TILE}", [top])
+        first.execute("UPDATE A SET v = A.v * 2")
+        second.execute(f"CREATE TENSOR B FROM ? TILE {TILE}", [_values(8)])
+        second.execute("INSERT INTO A SELECT i, j, v FROM B WHERE B.i >= 4")  # new parts of A
+        lookups = _counting_lookups(monkeypatch)
+        first.execute("UPDATE A SET v = A.v + 1")  # must see (and update) the parts the other one made
+        assert lookups
+        expected = np.vstack([top[:32] * 2, _values(8)[32:]]) + 1
+        np.testing.assert_allclose(_tensor(first), expected)
+        np.testing.assert_allclose(_tensor(second), expected)
+
+
+def test_a_rolled_back_write_leaves_no_part_names_behind(con, parts, monkeypatch):
+    from trdb.storage import tile_store
+    top = _values(9)
+    top[32:] = 0  # the lower four tile rows absent
+    con.execute(f"CREATE TENSOR A FROM ? TILE {TILE}", [top])
+    con.execute(f"CREATE TENSOR B FROM ? TILE {TILE}", [_values(10)])
+    con.execute("UPDATE A SET v = A.v * 2")
+    before = _tables(con)
+    original, calls = tile_store._append, []
+
+    def failing(*args):
+        calls.append(1)
+        if len(calls) == 3:  # after new parts of A were made
+            raise trdb.OperationalError("disk full")
+        return original(*args)
+    monkeypatch.setattr(tile_store, "_append", failing)
+    with pytest.raises(trdb.OperationalError):
+        con.execute("INSERT INTO A SELECT i, j, v FROM B WHERE B.i >= 4")
+    monkeypatch.setattr(tile_store, "_append", original)
+    lookups = _counting_lookups(monkeypatch)
+    con.execute("UPDATE A SET v = A.v + 1")
+    assert lookups  # the failed write's transaction committed nothing: what it knew is not carried
+    np.testing.assert_allclose(_tensor(con), np.vstack([top[:32] * 2 + 1, top[32:]]))
     assert _tables(con) == before
 
 
