@@ -176,6 +176,27 @@ RULES: dict[str, Rule] = {
 }
 NO_GRADIENT = {"=", "<>", "<", "<=", ">", ">="}  # piecewise constant: the gradient is zero
 
+# Kernels of one tensor argument whose derivative is a function of their output alone, as (output,
+# upstream) -> gradient: a projection of such calls reads its own output in the backward pass (the
+# forward's tiles, as an autograd tape keeps them) instead of its input, so nothing is computed again
+# and the input need not be kept (RELU's mask is output > 0, which is input > 0).
+OUTPUT_RULES: dict[str, Callable[[bx.Bound, bx.Bound], bx.Bound]] = {
+    "RELU": lambda o, u: _masked(u, call(">", o, 0), o),
+    "SIGMOID": lambda o, u: call("*", call("*", u, o), call("-", 1, o)),
+    "TANH": lambda o, u: call("*", u, call("-", 1, call("*", o, o))),
+    "EXP": lambda o, u: call("*", u, o),
+    "SQRT": lambda o, u: call("/", u, call("*", o, 2)),
+}
+
+
+def output_rule(expr: bx.Bound) -> Optional[tuple[int, Callable[[bx.Bound, bx.Bound], bx.Bound]]]:
+    """(the input column, the rule) when `expr` is one of OUTPUT_RULES' kernels applied to a tensor column."""
+    if isinstance(expr, bx.Call) and expr.function.name in OUTPUT_RULES and len(expr.args) == 1:
+        (arg,) = expr.args
+        if isinstance(arg, bx.ColumnIndex) and is_tensor(arg):
+            return arg.index, OUTPUT_RULES[expr.function.name]
+    return None
+
 
 def depends_on(expr: bx.Bound, columns: set[int]) -> bool:
     return bool(bx.columns_used(expr) & columns)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trdb.autodiff.derivatives import backpropagate
+from trdb.autodiff.derivatives import backpropagate, output_rule
 from trdb.autodiff.lineage import lineage_columns, lineage_width, tensor_sources, with_lineage
 from trdb.catalog.names import fold
 from trdb.errors import NotSupportedError, ProgrammingError
@@ -131,6 +131,8 @@ class Differentiator:
         wanted = self.wanted(plan.input)
         if not wanted:
             return
+        if self._from_output(plan, gradient):
+            return
         inner, count = with_lineage(plan.input)
         width = len(plan.input.schema)
         joined = _match(inner, gradient.plan, tuple(range(width, width + count)), tuple(range(count)),
@@ -141,6 +143,34 @@ class Differentiator:
             backpropagate(plan.exprs[column], _index(joined, offset + position), wanted, grads)
         lineage = [_index(joined, width + n) for n in range(count)]
         self.backward(plan.input, _gradient_plan(joined, lineage, grads))
+
+    def _from_output(self, plan: lp.Project, gradient: Gradient) -> bool:
+        """A projection whose gradients are functions of its outputs (RELU, SIGMOID, ...; columns passed
+        through): its output, with lineage, joined with the output gradient; the backward pass then reads
+        the tiles the forward pass made (the same subplan) and none of the projection's input. False
+        (nothing done) when an expression needs its input."""
+        exprs = {column: plan.exprs[column] for column in gradient.columns}
+        rules = {column: output_rule(expr) for column, expr in exprs.items()}
+        if not any(rules.values()) or not all(rule or isinstance(exprs[column], bx.ColumnIndex)
+                                              for column, rule in rules.items()):
+            return False
+        outer, count = with_lineage(plan)
+        width = len(plan.schema)
+        joined = _match(outer, gradient.plan, tuple(range(width, width + count)), tuple(range(count)),
+                        self.outer_joins)
+        offset = len(outer.schema)
+        grads: dict[int, bx.Bound] = {}
+        for column, position in gradient.columns.items():
+            upstream = _index(joined, offset + position)
+            if rules[column] is None:
+                source, part = exprs[column].index, upstream
+            else:
+                source, rule = rules[column]
+                part = rule(_index(joined, column), upstream)
+            grads[source] = part if source not in grads else call("+", grads[source], part)
+        lineage = [_index(joined, width + n) for n in range(count)]
+        self.backward(plan.input, _gradient_plan(joined, lineage, grads))
+        return True
 
     def _Join(self, plan: lp.Join, gradient: Gradient) -> None:
         left_count = lineage_width(plan.left)

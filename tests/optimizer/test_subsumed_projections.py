@@ -39,14 +39,22 @@ def test_a_projection_with_more_kernels_is_not_read_for_fewer(cur):
 def test_a_minimize_step_runs_the_forward_relu_once(cur, monkeypatch):
     # its loss and its gradients run together: the gradients' RELU, with lineage columns, reads the loss's
     from trdb.catalog.kernel_function import KernelFunction
+    from trdb.execution import compile as compile_module
     t = _mlp(cur)
     calls = []
-    real = KernelFunction.call
+    real, real_inplace = KernelFunction.call, compile_module.inplace_kernel
 
     def counting(self, backend, args):
         calls.append(self.label)
         return real(self, backend, args)
+
+    def counting_inplace(expr, backend):  # a kernel run on its first argument's fresh tile (RELU(MATMUL(..)))
+        kernel = real_inplace(expr, backend)
+        if kernel is None:
+            return None
+        return lambda tmp, rest: calls.append(expr.function.label) or kernel(tmp, rest)
     monkeypatch.setattr(KernelFunction, "call", counting)
+    monkeypatch.setattr(compile_module, "inplace_kernel", counting_inplace)
     cur.execute("MINIMIZE loss WRT (W1, W2) WITH (learning_rate = 0.01, steps = 1)")
     assert calls.count("RELU") == 4  # the hidden layer's 2 x 2 tiles, each once
     H = np.maximum(t["X"] @ t["W1"], 0)
