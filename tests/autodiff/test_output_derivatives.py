@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_gradients import check, load
 
 from mlp_views import create_mlp_views
-from test_gradients import check, load
 
 NUMPY_DERIVATIVES = {
     "RELU": lambda a: (a > 0).astype(float),
