@@ -49,7 +49,9 @@ def encode_tiles(tiles: Sequence, dtype: np.dtype) -> tuple[pa.Array, np.ndarray
                         dtype=np.int64, count=len(tiles))
     offsets = np.zeros(len(tiles) + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
-    data = np.zeros(int(offsets[-1]), dtype=np.uint8)
+    # a dense tile's bytes are written whole; CSR sections may leave bytes between them, which are zeros
+    allocate = np.empty if (formats == DENSE).all() else np.zeros
+    data = allocate(int(offsets[-1]), dtype=np.uint8)
     for tile, fmt, start, end in zip(tiles, formats.tolist(), offsets[:-1].tolist(), offsets[1:].tolist()):
         if fmt == DENSE:
             data[start:end].view(stored)[:] = np.asarray(tile).ravel()
