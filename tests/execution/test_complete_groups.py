@@ -73,6 +73,25 @@ def test_a_complete_group_is_handed_on_at_once_even_within_an_input_batch():
         aggregate.close()
 
 
+def test_a_group_whose_rows_a_batch_interleaves_with_anothers_is_handed_on_before_the_others_are_taken():
+    # a matmul's join gives (i, k, j) in k-major order: both groups' products alternate within one batch
+    watched = np.ones(TILE).view(Watched)
+    batch = [(0, 0, np.ones(TILE)), (1, 0, watched), (0, 1, 2 * np.ones(TILE)), (1, 1, np.ones(TILE))]
+    aggregate = _sum_by_group(Batches([batch]), group_rows=2)
+    aggregate.open(ExecContext(NUMPY_BACKEND, None))
+    Watched.taken.clear()
+    try:
+        first = aggregate.next_batch()
+        assert [row[0] for row in first] == [0] and not Watched.taken  # group 1's rows not taken in yet
+        np.testing.assert_array_equal(first[0][1], 3 * np.ones(TILE))
+        second = aggregate.next_batch()
+        assert [row[0] for row in second] == [1] and Watched.taken
+        np.testing.assert_array_equal(second[0][1], 2 * np.ones(TILE))
+        assert aggregate.next_batch() is None
+    finally:
+        aggregate.close()
+
+
 def test_without_a_bound_every_group_waits_for_the_end_of_the_input():
     child = Batches([[(0, 0, np.ones(TILE)), (0, 1, np.ones(TILE))], [(1, 0, np.ones(TILE))]])
     aggregate = _sum_by_group(child, group_rows=None)

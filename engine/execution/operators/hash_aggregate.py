@@ -125,6 +125,16 @@ def _empty(column_type, xp):
     return None
 
 
+def _by_group(batch: Batch, keys: list) -> list[tuple[tuple, tuple]]:
+    """A batch's rows with their group keys, each group's rows together (in their order; the groups in the
+    order they first appear): a group that the batch completes is handed on before the next group's
+    kernels run, not after the whole batch's (a matmul's join gives each group's products interleaved)."""
+    grouped: dict[tuple, list] = {}
+    for row in batch:
+        grouped.setdefault(tuple(k(row) for k in keys), []).append(row)
+    return [(key, row) for key, rows in grouped.items() for row in rows]
+
+
 class HashAggregateExec(BlockingOperator):
     """Groups in a hash table while its reservation grows; when refused, the partial states spill to
     PARTITIONS files by a hash of the group key, and each file is merged on its own at the end (split
@@ -169,8 +179,8 @@ class HashAggregateExec(BlockingOperator):
         complete_at = self.group_rows if self.group_rows and self.calls else -1
         completed: set = set()
         while (batch := child.next_batch()) is not None:
-            for row in batch:
-                key = tuple(k(row) for k in keys)
+            keyed = _by_group(batch, keys) if complete_at > 0 else ((tuple(k(row) for k in keys), row) for row in batch)
+            for key, row in keyed:
                 accumulators = groups.get(key)
                 if accumulators is None:
                     if key in completed:
