@@ -131,7 +131,7 @@ class Differentiator:
         wanted = self.wanted(plan.input)
         if not wanted:
             return
-        if self._from_output(plan, gradient):
+        if self._from_output(plan, gradient, wanted):
             return
         inner, count = with_lineage(plan.input)
         width = len(plan.input.schema)
@@ -144,7 +144,7 @@ class Differentiator:
         lineage = [_index(joined, width + n) for n in range(count)]
         self.backward(plan.input, _gradient_plan(joined, lineage, grads))
 
-    def _from_output(self, plan: lp.Project, gradient: Gradient) -> bool:
+    def _from_output(self, plan: lp.Project, gradient: Gradient, wanted: set[int]) -> bool:
         """A projection whose gradients are functions of its outputs (RELU, SIGMOID, ...; columns passed
         through): its output, with lineage, joined with the output gradient; the backward pass then reads
         the tiles the forward pass made (the same subplan) and none of the projection's input. False
@@ -167,6 +167,8 @@ class Differentiator:
             else:
                 source, rule = rules[column]
                 part = rule(_index(joined, column), upstream)
+            if source not in wanted:  # carries none of the parameter: no gradient flows there
+                continue
             grads[source] = part if source not in grads else call("+", grads[source], part)
         lineage = [_index(joined, width + n) for n in range(count)]
         self.backward(plan.input, _gradient_plan(joined, lineage, grads))
