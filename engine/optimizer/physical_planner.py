@@ -187,6 +187,9 @@ class PhysicalPlanner:
         if self.workers == 1 or not keys:
             return _node(po.RowsScan(plan.rows), f"{len(plan.rows)} shared tuples", (), plan.schema, SINGLE, estimate)
         columns = want if self._spreads(estimate, want, keys) else keys
+        # a column whose tuples all hold one value spreads nothing: hashing on the others satisfies the same
+        # parents (a subset of their keys) and matches inputs hashed without it (an exchange fewer)
+        columns = tuple(c for c in columns if estimate.distinct[c] != 1) or columns
         return _node(po.RowsScan(plan.rows, self.workers, columns),
                      f"{len(plan.rows)} shared tuples, hash: {_names(plan.schema, columns)}", (),
                      plan.schema, Partitioning("hash", self.workers, columns), estimate)
