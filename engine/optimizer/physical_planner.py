@@ -17,7 +17,7 @@ from trdb.optimizer import physical_operators as po
 from trdb.optimizer.aggregation import final_calls, splittable
 from trdb.optimizer.banded_aggregate import band_text, banded
 from trdb.optimizer.cardinality import Estimate, Estimator
-from trdb.optimizer.group_sizes import rows_per_group
+from trdb.optimizer.group_sizes import key_slots, rows_per_group
 from trdb.optimizer.physical_plan import SINGLE, Partitioning, PhysicalNode
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
@@ -216,12 +216,23 @@ class PhysicalPlanner:
         partitioning = child.partitioning
         if partitioning.kind == "hash":
             outputs = {v: k for k, v in sorted(sources.items(), reverse=True)}
-            mapped = tuple(outputs.get(c) for c in partitioning.columns)
+            mapped = tuple(outputs[c] if c in outputs else self._equal_output(plan.input, c, outputs)
+                           for c in partitioning.columns)
             partitioning = replace(partitioning, columns=mapped) if None not in mapped else \
                 Partitioning("any", partitioning.count)
         detail = assignments(plan.exprs, plan.schema, plan.input.schema)
         return _node(po.Project(plan.exprs), detail, (child,), plan.schema, partitioning,
                      self.estimator.estimate(plan))
+
+    def _equal_output(self, source: lp.Plan, column: int, outputs: dict[int, int]) -> Optional[int]:
+        """The output column of a projection that holds the same key as its input `column`, which it drops
+        (a key an inner join made equal to it, a lineage copy of it: the same key slot, so the same values
+        in every tuple); None when none does."""
+        slots = key_slots(source, self._key_slots)
+        if slots is None or column not in slots.at:
+            return None
+        slot = slots.at[column]
+        return next((outputs[c] for c in sorted(slots.at) if slots.at[c] == slot and c in outputs), None)
 
     # ------------------------------------------------------------ join
 

@@ -1,7 +1,9 @@
-"""A scan of shared tuples is hashed on the wanted key columns that hold more than one value: a column
-whose tuples all hold one value spreads nothing, and leaving it out lets a join meet an input hashed
-without it (the MLP gradient's backward pass: an exchange of the hidden layer fewer, which on the Ray
-executor is data moved between actors)."""
+"""Partitionings that need no exchange: a scan of shared tuples is hashed on the wanted key columns that
+hold more than one value (a column whose tuples all hold one value spreads nothing, and leaving it out
+lets a join meet an input hashed without it), and a projection that drops the key its input is hashed on
+keeps the partitioning by a column holding the same key (a key an inner join made equal, a lineage
+copy). In the MLP gradient's backward pass that is two exchanges of the hidden layer fewer, which on
+the Ray executor are data moved between actors."""
 from __future__ import annotations
 
 import numpy as np
@@ -43,3 +45,25 @@ def test_keys_with_many_values_are_all_kept():
     node = plan_physical(_join(_shared([(i, j) for i in range(4) for j in range(4)]),
                                _shared([(i, j) for i in range(4) for j in range(4)])), 2)
     assert {s.partitioning.columns for s in _scans(node)} == {(0, 1)}
+
+
+def test_the_mlp_backward_pass_moves_no_hidden_layer_tuples(cur):
+    """d_hidden = (d_out @ W2ᵀ) * (H > 0) is computed where H's tuples are (its row tile's worker): the
+    outer product's output keeps the partitioning by the row key, which its projection holds as a lineage
+    column (the same key slot), and H's scan is hashed on that key alone (W1 has one column of tiles)."""
+    from mlp_views import create_mlp_views
+    rng = np.random.default_rng(0)
+    t = {}
+    for name, shape, tile in (("X", (16, 4), (4, 4)), ("W1", (4, 6), (4, 6)), ("W2", (6, 1), (6, 1)),
+                              ("Y", (16, 1), (4, 1))):
+        t[name] = rng.standard_normal(shape, dtype=np.float32)
+        cur.execute(f"CREATE TENSOR {name} FROM ? TILE {tile}", [t[name]])
+    create_mlp_views(cur)
+    cur.execute("SET workers = 2")
+    plan = [row[0] for row in cur.execute("EXPLAIN SELECT * FROM GRAD(loss, W1)").fetchall()]
+    backward = [n for n, line in enumerate(plan) if "(_grad2 * (v > 0))" in line or "MATMUL(_grad2," in line]
+    assert len(backward) == 2 and not any("RepartitionExec" in plan[n - 1] for n in backward)
+    H = np.maximum(t["X"] @ t["W1"], 0)
+    d_hidden = ((2 * (H @ t["W2"] - t["Y"])) @ t["W2"].T) * (H > 0)
+    got = cur.execute("SELECT * FROM GRAD(loss, W1)").fetch_tensor()
+    np.testing.assert_allclose(got, t["X"].T @ d_hidden, rtol=1e-4, atol=1e-4)
