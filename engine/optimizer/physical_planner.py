@@ -242,6 +242,8 @@ class PhysicalPlanner:
             left, right = self.gather(left), self.gather(right)
             return [self._join_node(plan, left, right, SINGLE)]
         candidates = [self._co_partitioned(plan)]
+        if (by_right := self._co_partitioned_by_right(plan)) is not None:
+            candidates.append(by_right)
         if plan.kind in ("INNER", "LEFT"):
             candidates.append(self._broadcast_right(plan, want))
         if plan.kind == "INNER":
@@ -272,6 +274,22 @@ class PhysicalPlanner:
         # unmatched right tuples of a FULL join carry NULL left keys: no key placement holds
         partitioning = Partitioning("any", self.workers) if plan.kind == "FULL" else left.partitioning
         return self._join_node(plan, left, right, partitioning)
+
+    def _co_partitioned_by_right(self, plan: lp.Join) -> Optional[PhysicalNode]:
+        """The right input kept as it is hashed, on some of its join keys, and the left hashed on the keys
+        they meet (`_co_partitioned` does the reverse, and moves the right input when the left is hashed
+        otherwise); None when the right input is not so hashed. The output is placed by those left keys
+        (every tuple of an INNER or LEFT join has them)."""
+        if not plan.right_keys or plan.kind not in ("INNER", "LEFT"):
+            return None
+        right = self.build(plan.right, plan.right_keys)
+        meets = dict(zip(plan.right_keys, plan.left_keys))
+        hashed = right.partitioning
+        if not (hashed.kind == "hash" and hashed.count == self.workers and all(c in meets for c in hashed.columns)):
+            return None
+        left_columns = tuple(meets[c] for c in hashed.columns)
+        left = self.repartition(self.build(plan.left, left_columns), left_columns)
+        return self._join_node(plan, left, right, Partitioning("hash", self.workers, left_columns))
 
     def _broadcast_right(self, plan: lp.Join, want: Want) -> PhysicalNode:
         left = self.single_to_many(self.build(plan.left, _left_part(want, len(plan.left.schema))))
