@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from test_gradients import check, load
 
-from mlp_views import create_mlp_views
+from mlp_views import load_small_mlp, mlp_grad_w1
 
 NUMPY_DERIVATIVES = {
     "RELU": lambda a: (a > 0).astype(float),
@@ -42,17 +42,9 @@ def test_a_column_used_by_two_kernels_receives_both_gradients(cur):
 
 
 def test_the_mlp_gradient_reads_the_forward_relu_and_keeps_no_pre_activation(cur):
-    rng = np.random.default_rng(0)
-    t = {}
-    for name, shape, tile in (("X", (8, 4), (4, 4)), ("W1", (4, 6), (4, 3)), ("W2", (6, 1), (3, 1)),
-                              ("Y", (8, 1), (4, 1))):
-        t[name] = rng.standard_normal(shape, dtype=np.float32)
-        cur.execute(f"CREATE TENSOR {name} FROM ? TILE {tile}", [t[name]])
-    create_mlp_views(cur)
+    t = load_small_mlp(cur)
     plan = "\n".join(row[0] for row in cur.execute("EXPLAIN SELECT * FROM GRAD(loss, W1)").fetchall())
     assert plan.count("RELU(") == 1 and "RELU(MATMUL(" in plan  # computed once, on the product's tile
     assert "(sum > 0)" not in plan and "(v > 0)" in plan  # the mask is read from the forward's output
-    H = np.maximum(t["X"] @ t["W1"], 0)
-    d_hidden = ((2 * (H @ t["W2"] - t["Y"])) @ t["W2"].T) * (H > 0)
     got = cur.execute("SELECT * FROM GRAD(loss, W1)").fetch_tensor()
-    np.testing.assert_allclose(got, t["X"].T @ d_hidden, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, mlp_grad_w1(t), rtol=1e-4, atol=1e-4)

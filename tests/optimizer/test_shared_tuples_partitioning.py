@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mlp_views import load_small_mlp, mlp_grad_w1
 from trdb.optimizer import physical_operators as po
 from trdb.optimizer.physical_planner import plan_physical
 from trdb.planner import logical as lp
@@ -51,19 +52,10 @@ def test_the_mlp_backward_pass_moves_no_hidden_layer_tuples(cur):
     """d_hidden = (d_out @ W2ᵀ) * (H > 0) is computed where H's tuples are (its row tile's worker): the
     outer product's output keeps the partitioning by the row key, which its projection holds as a lineage
     column (the same key slot), and H's scan is hashed on that key alone (W1 has one column of tiles)."""
-    from mlp_views import create_mlp_views
-    rng = np.random.default_rng(0)
-    t = {}
-    for name, shape, tile in (("X", (16, 4), (4, 4)), ("W1", (4, 6), (4, 6)), ("W2", (6, 1), (6, 1)),
-                              ("Y", (16, 1), (4, 1))):
-        t[name] = rng.standard_normal(shape, dtype=np.float32)
-        cur.execute(f"CREATE TENSOR {name} FROM ? TILE {tile}", [t[name]])
-    create_mlp_views(cur)
+    t = load_small_mlp(cur, rows=16, w1_tile=(4, 6), w2_tile=(6, 1))
     cur.execute("SET workers = 2")
     plan = [row[0] for row in cur.execute("EXPLAIN SELECT * FROM GRAD(loss, W1)").fetchall()]
     backward = [n for n, line in enumerate(plan) if "(_grad2 * (v > 0))" in line or "MATMUL(_grad2," in line]
     assert len(backward) == 2 and not any("RepartitionExec" in plan[n - 1] for n in backward)
-    H = np.maximum(t["X"] @ t["W1"], 0)
-    d_hidden = ((2 * (H @ t["W2"] - t["Y"])) @ t["W2"].T) * (H > 0)
     got = cur.execute("SELECT * FROM GRAD(loss, W1)").fetch_tensor()
-    np.testing.assert_allclose(got, t["X"].T @ d_hidden, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, mlp_grad_w1(t), rtol=1e-4, atol=1e-4)

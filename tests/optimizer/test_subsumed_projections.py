@@ -4,28 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlp_views import create_mlp_views
-
-
-def _mlp(cur):
-    rng = np.random.default_rng(0)
-    tensors = {}
-    for name, shape, tile in (("X", (8, 4), (4, 4)), ("W1", (4, 6), (4, 3)), ("W2", (6, 1), (3, 1)),
-                              ("Y", (8, 1), (4, 1))):
-        tensors[name] = rng.standard_normal(shape, dtype=np.float32)
-        cur.execute(f"CREATE TENSOR {name} FROM ? TILE {tile}", [tensors[name]])
-    create_mlp_views(cur)
-    return tensors
+from mlp_views import load_small_mlp, mlp_grad_w1
 
 
 def test_the_forward_relu_runs_once_in_the_gradient(cur):
-    t = _mlp(cur)
+    t = load_small_mlp(cur)
     plan = [row[0] for row in cur.execute("EXPLAIN SELECT * FROM GRAD(loss, W1)").fetchall()]
     assert sum("RELU(" in line for line in plan) == 1
-    H = np.maximum(t["X"] @ t["W1"], 0)
-    d_hidden = ((2 * (H @ t["W2"] - t["Y"])) @ t["W2"].T) * (H > 0)
     got = cur.execute("SELECT * FROM GRAD(loss, W1)").fetch_tensor()
-    np.testing.assert_allclose(got, t["X"].T @ d_hidden, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, mlp_grad_w1(t), rtol=1e-4, atol=1e-4)
 
 
 def test_a_projection_with_more_kernels_is_not_read_for_fewer(cur):
@@ -40,7 +27,7 @@ def test_a_minimize_step_runs_the_forward_relu_once(cur, monkeypatch):
     # its loss and its gradients run together: the gradients' RELU, with lineage columns, reads the loss's
     from trdb.catalog.kernel_function import KernelFunction
     from trdb.execution import compile as compile_module
-    t = _mlp(cur)
+    t = load_small_mlp(cur)
     calls = []
     real, real_inplace = KernelFunction.call, compile_module.inplace_kernel
 
@@ -57,7 +44,5 @@ def test_a_minimize_step_runs_the_forward_relu_once(cur, monkeypatch):
     monkeypatch.setattr(compile_module, "inplace_kernel", counting_inplace)
     cur.execute("MINIMIZE loss WRT (W1, W2) WITH (learning_rate = 0.01, steps = 1)")
     assert calls.count("RELU") == 4  # the hidden layer's 2 x 2 tiles, each once
-    H = np.maximum(t["X"] @ t["W1"], 0)
-    d_hidden = ((2 * (H @ t["W2"] - t["Y"])) @ t["W2"].T) * (H > 0)
     np.testing.assert_allclose(cur.execute("SELECT * FROM W1").fetch_tensor(),
-                               t["W1"] - 0.01 * (t["X"].T @ d_hidden), rtol=1e-4, atol=1e-5)
+                               t["W1"] - 0.01 * mlp_grad_w1(t), rtol=1e-4, atol=1e-5)
