@@ -133,15 +133,10 @@ class Differentiator:
             return
         if self._from_output(plan, gradient, wanted):
             return
-        inner, count = with_lineage(plan.input)
-        width = len(plan.input.schema)
-        joined = _match(inner, gradient.plan, tuple(range(width, width + count)), tuple(range(count)),
-                        self.outer_joins)
-        offset = len(inner.schema)
+        joined, offset, lineage = self._paired(plan.input, gradient)
         grads: dict[int, bx.Bound] = {}
         for column, position in gradient.columns.items():
             backpropagate(plan.exprs[column], _index(joined, offset + position), wanted, grads)
-        lineage = [_index(joined, width + n) for n in range(count)]
         self.backward(plan.input, _gradient_plan(joined, lineage, grads))
 
     def _from_output(self, plan: lp.Project, gradient: Gradient, wanted: set[int]) -> bool:
@@ -154,11 +149,7 @@ class Differentiator:
         if not any(rules.values()) or not all(rule or isinstance(exprs[column], bx.ColumnIndex)
                                               for column, rule in rules.items()):
             return False
-        outer, count = with_lineage(plan)
-        width = len(plan.schema)
-        joined = _match(outer, gradient.plan, tuple(range(width, width + count)), tuple(range(count)),
-                        self.outer_joins)
-        offset = len(outer.schema)
+        joined, offset, lineage = self._paired(plan, gradient)
         grads: dict[int, bx.Bound] = {}
         for column, position in gradient.columns.items():
             upstream = _index(joined, offset + position)
@@ -167,12 +158,18 @@ class Differentiator:
             else:
                 source, rule = rules[column]
                 part = rule(_index(joined, column), upstream)
-            if source not in wanted:  # carries none of the parameter: no gradient flows there
-                continue
-            grads[source] = part if source not in grads else call("+", grads[source], part)
-        lineage = [_index(joined, width + n) for n in range(count)]
+            backpropagate(_index(plan.input, source), part, wanted, grads)  # into the input column, if wanted
         self.backward(plan.input, _gradient_plan(joined, lineage, grads))
         return True
+
+    def _paired(self, plan: lp.Plan, gradient: Gradient) -> tuple[lp.Plan, int, list[bx.Bound]]:
+        """`plan`'s tuples (with lineage) joined to their gradients on lineage: the joined plan, the position of
+        the gradients' first column in it, and the lineage columns."""
+        inner, count = with_lineage(plan)
+        width = len(plan.schema)
+        joined = _match(inner, gradient.plan, tuple(range(width, width + count)), tuple(range(count)),
+                        self.outer_joins)
+        return joined, len(inner.schema), [_index(joined, width + n) for n in range(count)]
 
     def _Join(self, plan: lp.Join, gradient: Gradient) -> None:
         left_count = lineage_width(plan.left)
