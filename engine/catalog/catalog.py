@@ -215,6 +215,17 @@ class Catalog:
         self.pool.invalidate(meta.table)
         return meta
 
+    def refresh_statistics_of(self, written: list[tuple[TensorMeta, tuple]]) -> list[TensorMeta]:
+        """`refresh_statistics` of several whole tensors at once, each with the statistics its writer counted."""
+        for meta, _ in written:
+            refuse_write(meta)
+        self.version += 1
+        metas = catalog_store.save_statistics_of(self.db, [meta.with_stats(*known) for meta, known in written])
+        for meta in metas:
+            self._tensors[fold(meta.name)] = meta
+            self.pool.invalidate(meta.table)
+        return metas
+
     def create_view(self, name: str, query: str, or_replace: bool) -> None:
         self._changed()
         if self.view(name) and or_replace:

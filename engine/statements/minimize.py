@@ -99,8 +99,10 @@ class AdamState:
         self.moments = [m or _create_moment(sc, param, suffix) for m, suffix in zip(moments, MOMENT_SUFFIXES)]
         self.step = step
 
-    def direction(self, keys: list[tuple], grads: list[np.ndarray], options: Options) -> list[np.ndarray]:
-        """Adam's bias-corrected step direction for these gradient tiles; the moments are written back."""
+    def direction(self, keys: list[tuple], grads: list[np.ndarray], options: Options,
+                  writes: list["_Written"]) -> list[np.ndarray]:
+        """Adam's bias-corrected step direction for these gradient tiles; the moments are written back (into
+        `writes`, which `_finish` completes)."""
         self.step += 1
         m_meta, v_meta = self.moments
         m_old, v_old = _tiles_by_key(self.sc, m_meta), _tiles_by_key(self.sc, v_meta)
@@ -113,8 +115,8 @@ class AdamState:
             m_hat = m / (1 - options.beta1 ** self.step)
             v_hat = v / (1 - options.beta2 ** self.step)
             out.append(m_hat / (np.sqrt(v_hat) + options.epsilon))
-        _replace_tiles(self.sc, m_meta, keys, ms, set(m_old) <= set(keys))
-        _replace_tiles(self.sc, v_meta, keys, vs, set(v_old) <= set(keys))
+        writes.append(_replace_tiles(self.sc, m_meta, keys, ms, set(m_old) <= set(keys)))
+        writes.append(_replace_tiles(self.sc, v_meta, keys, vs, set(v_old) <= set(keys)))
         write_adam_step(self.sc.db, self.param_name, self.step)
         return out
 
@@ -167,10 +169,20 @@ def _tiles_by_key(sc: StatementContext, meta: TensorMeta) -> dict[tuple, np.ndar
     return {tuple(k): dense(t) for k, t in zip(keys.tolist(), tiles)}  # updates fill CSR tiles in
 
 
+@dataclass
+class _Written:
+    """A tensor a step wrote, whose statistics and kept tiles wait for the step's other writes (one catalog
+    UPDATE for them all): `counted` the writer's statistics where it wrote the tensor whole, else None."""
+    meta: TensorMeta
+    counted: Optional[tuple]
+    keys: np.ndarray
+    kept: Optional[list]
+
+
 def _replace_tiles(sc: StatementContext, meta: TensorMeta, keys: list[tuple], tiles: list[np.ndarray],
-                   whole: bool = False) -> None:
+                   whole: bool = False) -> _Written:
     """Write `tiles` under `keys` in place of the stored ones; `whole`: `keys` cover every stored tile
-    (the tensor is written afresh, with no DELETE of each key)."""
+    (the tensor is written afresh, with no DELETE of each key). `_finish` completes the write."""
     meta = sc.catalog.require_tensor(meta.name)
     key_array = np.array(keys, dtype=np.int64).reshape(len(keys), len(meta.keys))
     tile_store.delete_tiles(sc.db, meta, None if whole else key_array)
@@ -184,22 +196,37 @@ def _replace_tiles(sc: StatementContext, meta: TensorMeta, keys: list[tuple], ti
             if kept is not None:
                 kept.append(tile)
     written = writer.statistics
-    meta = sc.catalog.refresh_statistics(meta, written.as_tuple() if whole else None)
-    if kept is not None and written.tuples == len(kept) and written.csr_tuples == 0:
-        sc.catalog.keep_written(meta, key_array, kept)  # every tile stored dense: as a read would give them
+    if kept is not None and (written.tuples != len(kept) or written.csr_tuples):
+        kept = None  # a tile stored CSR (or skipped, all zeros): a read would not give them as they are here
+    return _Written(meta, written.as_tuple() if whole else None, key_array, kept)
+
+
+def _finish(sc: StatementContext, writes: list[_Written]) -> None:
+    """The step's written tensors get their statistics and new data versions, whole ones in one UPDATE; the
+    buffer pool keeps what they wrote where it can."""
+    counted = [w for w in writes if w.counted is not None]
+    metas = sc.catalog.refresh_statistics_of([(w.meta, w.counted) for w in counted])
+    for write, meta in zip(counted, metas):
+        if write.kept is not None:
+            sc.catalog.keep_written(meta, write.keys, write.kept)  # every tile stored dense: as a read gives them
+    for write in writes:
+        if write.counted is None:
+            sc.catalog.refresh_statistics(write.meta)
 
 
 def _update(sc: StatementContext, param: TensorMeta, rows: list[tuple], options: Options,
-            adam: AdamState | None) -> None:
+            adam: AdamState | None) -> list[_Written]:
     keys = [tuple(row[:-1]) for row in rows]
     grads = [dense(to_host(row[-1])) for row in rows]
     current = _tiles_by_key(sc, param)
+    writes: list[_Written] = []
     if adam is not None:
-        directions = adam.direction(keys, [np.asarray(g, dtype=np.float64) for g in grads], options)
+        directions = adam.direction(keys, [np.asarray(g, dtype=np.float64) for g in grads], options, writes)
     else:
         directions = [_sgd_direction(g, param.dtype) for g in grads]
     new = [current[key] - options.learning_rate * d for key, d in zip(keys, directions) if key in current]
-    _replace_tiles(sc, param, [k for k in keys if k in current], new, set(current) <= set(keys))
+    writes.append(_replace_tiles(sc, param, [k for k in keys if k in current], new, set(current) <= set(keys)))
+    return writes
 
 
 def _sgd_direction(grad: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -246,8 +273,9 @@ def minimize(sc: StatementContext, node: ast.Minimize,
             loss = sc.run_plan(loss_plan, shared).rows
             # at the same parameter values; a zero gradient still moves Adam's moments, so none is dropped
             results = [sc.run_plan(plan, shared, keep_zero_tuples=True).rows for plan in gradients]
-            for param, grad_rows, adam in zip(params, results, adams):
-                _update(sc, sc.catalog.require_tensor(param.name), grad_rows, options, adam)
+            writes = [write for param, grad_rows, adam in zip(params, results, adams)
+                      for write in _update(sc, sc.catalog.require_tensor(param.name), grad_rows, options, adam)]
+            _finish(sc, writes)
         shared = None  # this step's forward pass is not read again: its tuples (and Ray workers' copies) go now
         sc.pipeline.end_step()
         rows.append((step, float(np.sum([np.asarray(to_host(r[-1]), dtype=np.float64) for r in loss]))))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 from trdb.errors import DataError
 from trdb.storage.catalog_format import SCHEMA
@@ -67,6 +68,27 @@ def save_statistics(db: Database, meta: TensorMeta) -> TensorMeta:
     meta = meta.with_version(new_data_version(db))
     save_tensor(db, meta)
     return meta
+
+
+def save_statistics_of(db: Database, metas: list[TensorMeta]) -> list[TensorMeta]:
+    """`save_statistics` for several tensors in one statement (a MINIMIZE step's parameters: one UPDATE
+    costs about 1 ms whatever it changes); returns them with their new versions, in order."""
+    if len(metas) < 2 or len({meta.name for meta in metas}) < len(metas):
+        return [save_statistics(db, meta) for meta in metas]
+    rows = ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(metas))
+    params = [value for meta in metas for value in (
+        meta.name, meta.tuple_count, meta.nnz, meta.csr_tuples, meta.csr_nnz,
+        json.dumps(list(meta.distinct_keys)) if meta.distinct_keys is not None else None)]
+    returned = db.execute(
+        f"UPDATE {SCHEMA}.tensors SET tuple_count = s.tuple_count, nnz = s.nnz, csr_tuples = s.csr_tuples, "
+        f"csr_nnz = s.csr_nnz, distinct_keys = s.distinct_keys, data_version = nextval('{SCHEMA}.data_versions') "
+        f"FROM (VALUES {rows}) AS s(name, tuple_count, nnz, csr_tuples, csr_nnz, distinct_keys) "
+        f"WHERE {SCHEMA}.tensors.name = s.name RETURNING {SCHEMA}.tensors.name, data_version", params)
+    found = {name: version for name, version in returned}
+    counts = Counter(name for name, _ in returned)
+    # a name without exactly one row (a damaged catalog): save_statistics rewrites its row whole
+    return [meta.with_version(found[meta.name]) if counts[meta.name] == 1 else save_statistics(db, meta)
+            for meta in metas]
 
 
 def delete_tensor(db: Database, name: str) -> None:

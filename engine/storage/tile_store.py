@@ -40,10 +40,11 @@ def _source(db: Database, meta: TensorMeta, columns: Sequence[str], alias: str =
     return "(" + " UNION ALL ".join(f"SELECT {listed} FROM {quote_dotted(t)}" for t in tables) + f") AS {alias}"
 
 
-def create_tile_table(db: Database, table: str, key_count: int) -> None:
+def create_tile_table(db: Database, table: str, key_count: int, replace: bool = False) -> None:
+    """An empty tile table; `replace`: in place of the table of that name (one statement, not a DROP and a CREATE)."""
     columns = "".join(f"{name} BIGINT NOT NULL, " for name in key_columns(key_count))
-    db.execute(f"CREATE TABLE {quote_dotted(table)} ({columns}nnz BIGINT NOT NULL, v BLOB NOT NULL, "
-               f"fmt TINYINT DEFAULT {DENSE})")
+    db.execute(f"CREATE {'OR REPLACE ' if replace else ''}TABLE {quote_dotted(table)} ({columns}nnz BIGINT NOT NULL, "
+               f"v BLOB NOT NULL, fmt TINYINT DEFAULT {DENSE})")
     tile_parts.forget(db, table)
 
 
@@ -358,11 +359,12 @@ def _renew(db: Database, meta: TensorMeta, emptied: list[str], tables: list[str]
     more than its memory."""
     everything = set(emptied) == set(tables)
     for table in emptied:
-        db.execute(f"DROP TABLE {quote_dotted(table)}")
         tile_parts.forget(db, meta.table)
         if table == meta.table:
-            create_tile_table(db, table, len(meta.keys))
+            create_tile_table(db, table, len(meta.keys), replace=True)
             tile_parts.created(db, meta.table, table)
+        else:
+            db.execute(f"DROP TABLE {quote_dotted(table)}")
     if everything:  # one empty part, made by this transaction: its writer need not ask DuckDB
         tile_parts.emptied(db, meta.table)
 

@@ -113,3 +113,27 @@ def test_a_step_keeps_the_tiles_it_wrote_as_a_read_gives_them(tmp_path, optimize
         np.testing.assert_array_equal(cur.execute("SELECT * FROM w").fetch_tensor(), kept)
     with trdb.connect(path) as con:
         np.testing.assert_array_equal(con.cursor().execute("SELECT * FROM w").fetch_tensor(), kept)
+
+
+def test_a_step_of_two_parameters_gives_each_a_new_version_another_connection_sees(tmp_path):
+    """A step saves its parameters' statistics in one catalog UPDATE: each gets its own new data version
+    (a connection holding the old tiles reads the new ones), with the counts a recount gives."""
+    path = str(tmp_path / "two.trdb")
+    with trdb.connect(path) as con, trdb.connect(path) as other:
+        cur, watcher = con.cursor(), other.cursor()
+        separable_set(cur)
+        cur.execute("CREATE TENSOR b SHAPE (8, 1) TILE (8, 1) FILL CONSTANT(0.5)")
+        cur.execute("CREATE OR REPLACE VIEW logits AS SELECT X.i, w.j, SUM(MATMUL(X.v, w.v + b.v)) AS v "
+                    "FROM X JOIN w ON X.j = w.i JOIN b ON w.i = b.i AND w.j = b.j GROUP BY X.i, w.j")
+        before = {name: watcher.execute(f"SELECT * FROM {name}").fetch_tensor() for name in ("w", "b")}
+        versions = dict(cur.execute("SELECT name, data_version FROM _trdb.tensors").fetchall())
+        grads = {name: cur.execute(f"SELECT * FROM GRAD(loss, {name})").fetch_tensor() for name in ("w", "b")}
+        cur.execute("MINIMIZE loss WRT (w, b) WITH (optimizer = 'sgd', learning_rate = 0.5, steps = 1)")
+        after = dict(cur.execute("SELECT name, data_version FROM _trdb.tensors").fetchall())
+        assert after["w"] > versions["w"] and after["b"] > versions["b"] and after["w"] != after["b"]
+        for name in ("w", "b"):
+            np.testing.assert_allclose(watcher.execute(f"SELECT * FROM {name}").fetch_tensor(),
+                                       before[name] - 0.5 * grads[name], rtol=1e-5, atol=1e-7)
+        stored = cur.execute("SELECT name, tuple_count, nnz FROM _trdb.tensors WHERE name IN ('w', 'b') "
+                             "ORDER BY name").fetchall()
+        assert stored == [("b", 1, 8), ("w", 1, 8)]
