@@ -10,7 +10,8 @@ after each write, plans once): a stored tensor is known by everything of its met
 version (every write takes a new one; what planning reads of it, its statistics, is part of the
 key), and the settings are part of the key. A scan reads the tiles its connection sees, whatever
 version its plan names (the buffer pool keys them by the version the connection sees: catalog.py).
-A connection's later MINIMIZE also binds nothing: its bound plans are remembered by the catalog's
+A connection's later MINIMIZE also binds nothing, nor does a query repeated after writes (bound and
+expanded once: a GRAD is differentiated once): bound plans are remembered by the catalog's
 definitions (which a write's new statistics leave alone) while the tensors they scan keep the
 statistics they were bound with.
 """

@@ -86,7 +86,7 @@ class StatementContext:
         key = self._plan_key()
         cached = self.plans.get(key) if self.plans else None
         if cached is None:
-            plan = self.bind_query(query).plan
+            plan = self._bound_plan(query, key)
             # planned once for all repeats after writes of equal statistics (a GRAD after each training write)
             self.pipeline.memo = self.plan_memo
             run = self.pipeline.run(plan, place=True)
@@ -96,6 +96,16 @@ class StatementContext:
         spool, execution = self.pipeline.execute(cached.node, checked=True, place=True)
         return Result(rows=spool.contents(), schema=cached.schema, rowcount=len(spool), spool=spool,
                       canvas=execution.ctx.canvas)
+
+    def _bound_plan(self, query: ast.Query, key: Optional[tuple]) -> lp.Plan:
+        """The query bound, its GRADs and EINSUMs expanded: remembered by the connection across writes that
+        leave the statistics of what it scans as they were (a GRAD after each training write binds and
+        differentiates once; plan_memo.py)."""
+        if key is None or self.plan_memo is None:
+            return self.bind_query(query).plan
+        (plan,) = self.plan_memo.bound_plans(("SELECT", *key[:-1]), self.catalog,
+                                             lambda: [self.pipeline.expand(self.bind_query(query).plan)])
+        return plan
 
     def _plan_key(self) -> Optional[tuple]:
         if self.plans is None:
