@@ -224,9 +224,16 @@ def _update(sc: StatementContext, param: TensorMeta, rows: list[tuple], options:
         directions = adam.direction(keys, [np.asarray(g, dtype=np.float64) for g in grads], options, writes)
     else:
         directions = [_sgd_direction(g, param.dtype) for g in grads]
-    new = [current[key] - options.learning_rate * d for key, d in zip(keys, directions) if key in current]
+    new = [_stepped(current[key], options.learning_rate, d) for key, d in zip(keys, directions) if key in current]
     writes.append(_replace_tiles(sc, param, [k for k in keys if k in current], new, set(current) <= set(keys)))
     return writes
+
+
+def _stepped(tile: np.ndarray, rate: float, direction: np.ndarray) -> np.ndarray:
+    """tile - rate * direction, with one new array instead of two (the same values: -(rate * d) + tile)."""
+    out = np.multiply(direction, -rate)
+    out += tile
+    return out
 
 
 def _sgd_direction(grad: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -49,6 +49,10 @@ def encode_tiles(tiles: Sequence, dtype: np.dtype) -> tuple[pa.Array, np.ndarray
                         dtype=np.int64, count=len(tiles))
     offsets = np.zeros(len(tiles) + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
+    if len(tiles) == 1 and formats[0] == DENSE:
+        whole = np.asarray(tiles[0])
+        if whole.dtype == stored and whole.flags.c_contiguous:  # its bytes are the blob: no copy (a 4 MB tile: 0.6 ms)
+            return binary_array(offsets, whole.reshape(-1).view(np.uint8)), formats
     # a dense tile's bytes are written whole; CSR sections may leave bytes between them, which are zeros
     allocate = np.empty if (formats == DENSE).all() else np.zeros
     data = allocate(int(offsets[-1]), dtype=np.uint8)

@@ -413,6 +413,20 @@ def test_codec_round_trips_mixed_formats_with_aligned_sections(dtype, monkeypatc
         np.testing.assert_array_equal(tile.toarray() if is_sparse(tile) else tile, expected)
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "big-endian", "other dtype"])
+def test_codec_round_trips_one_dense_tile_whatever_its_layout(layout):
+    """One dense tile is its own blob where its bytes are the stored ones (no copy); any other layout is copied."""
+    from trdb.storage import tile_codec
+
+    values = np.random.default_rng(21).standard_normal((6, 4)).astype(np.float32)
+    tile = {"contiguous": values, "transposed": np.ascontiguousarray(values.T).T,
+            "big-endian": values.astype(">f4"), "other dtype": values.astype(np.float64)}[layout]
+    blobs, formats = tile_codec.encode_tiles([tile], np.dtype(np.float32))
+    assert formats.tolist() == [DENSE] and len(blobs[0].as_py()) == values.nbytes
+    (decoded,) = tile_codec.decode_tiles(pa.chunked_array([blobs]), np.dtype(np.float32), [values.shape])
+    np.testing.assert_array_equal(decoded, values)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "int64", "bool", "float16"])
 def test_from_coo_builds_csr_and_dense_tiles_in_small_chunks(cur, monkeypatch, dtype):
     """Tiles under and over the threshold, several per insert chunk, ragged edges; duplicates summed.
