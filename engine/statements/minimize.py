@@ -205,7 +205,7 @@ def _finish(sc: StatementContext, writes: list[_Written]) -> None:
     """The step's written tensors get their statistics and new data versions, whole ones in one UPDATE; the
     buffer pool keeps what they wrote where it can."""
     counted = [w for w in writes if w.counted is not None]
-    metas = sc.catalog.refresh_statistics_of([(w.meta, w.counted) for w in counted])
+    metas = sc.catalog.refresh_statistics_of([(w.meta, w.counted) for w in counted]) if counted else []
     for write, meta in zip(counted, metas):
         if write.kept is not None:
             sc.catalog.keep_written(meta, write.keys, write.kept)  # every tile stored dense: as a read gives them
