@@ -207,16 +207,13 @@ class Catalog:
     def refresh_statistics(self, meta: TensorMeta, known: Optional[tuple] = None) -> TensorMeta:
         """Recount tuples and non-zeros after a write (`known`: the writer counted them, having written
         the whole tensor); the tiles get a new data version."""
-        refuse_write(meta)
-        self.version += 1
-        meta = meta.with_stats(*(known if known is not None else tile_store.tile_statistics(self.db, meta)))
-        meta = catalog_store.save_statistics(self.db, meta)
-        self._tensors[fold(meta.name)] = meta
-        self.pool.invalidate(meta.table)
-        return meta
+        refuse_write(meta)  # before the recount: an external tensor's tiles are not in the database
+        counted = known if known is not None else tile_store.tile_statistics(self.db, meta)
+        return self.refresh_statistics_of([(meta, counted)])[0]
 
     def refresh_statistics_of(self, written: list[tuple[TensorMeta, tuple]]) -> list[TensorMeta]:
-        """`refresh_statistics` of several whole tensors at once, each with the statistics its writer counted."""
+        """Several tensors' statistics, counted by their writers, saved in one statement; each gets a new data
+        version."""
         for meta, _ in written:
             refuse_write(meta)
         self.version += 1

@@ -103,7 +103,8 @@ class StatementContext:
         differentiates once; plan_memo.py)."""
         if key is None or self.plan_memo is None:
             return self.bind_query(query).plan
-        (plan,) = self.plan_memo.bound_plans(("SELECT", *key[:-1]), self.catalog,
+        statement = key[:-1]  # the plan cache's key but the catalog version: bound_plans checks what changed
+        (plan,) = self.plan_memo.bound_plans(("SELECT", *statement), self.catalog,
                                              lambda: [self.pipeline.expand(self.bind_query(query).plan)])
         return plan
 

@@ -84,7 +84,7 @@ def save_statistics_of(db: Database, metas: list[TensorMeta]) -> list[TensorMeta
         f"csr_nnz = s.csr_nnz, distinct_keys = s.distinct_keys, data_version = nextval('{SCHEMA}.data_versions') "
         f"FROM (VALUES {rows}) AS s(name, tuple_count, nnz, csr_tuples, csr_nnz, distinct_keys) "
         f"WHERE {SCHEMA}.tensors.name = s.name RETURNING {SCHEMA}.tensors.name, data_version", params)
-    found = {name: version for name, version in returned}
+    found = dict(returned)
     counts = Counter(name for name, _ in returned)
     # a name without exactly one row (a damaged catalog): save_statistics rewrites its row whole
     return [meta.with_version(found[meta.name]) if counts[meta.name] == 1 else save_statistics(db, meta)
