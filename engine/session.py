@@ -11,6 +11,7 @@ from trdb.catalog.catalog import Catalog
 from trdb.catalog.names import suggest
 from trdb.config.settings import SETTINGS, Settings
 from trdb.execution.result import Result
+from trdb.kernels.cupy_backend import out_of_device_memory
 from trdb.kernels.placement import backend_for
 from trdb.optimizer.common_subplans import CarriedWork
 from trdb.parser import ParseError, ast, parse, split_statements
@@ -130,11 +131,15 @@ class Session:
             return result
         except errors.Error as exc:
             raise self._failed(exc, text)
-        except (KeyboardInterrupt, MemoryError, RecursionError):
+        except (KeyboardInterrupt, MemoryError, RecursionError) as exc:
+            device_failure = out_of_device_memory(exc)
+            if device_failure is not None:
+                raise self._failed(device_failure, text) from exc
             self._after_failure()
             raise
         except Exception as exc:  # a bug: report it as an InternalError, never a bare traceback
-            raise self._failed(errors.InternalError(f"internal error: {type(exc).__name__}: {exc}"), text) from exc
+            error = out_of_device_memory(exc) or errors.InternalError(f"internal error: {type(exc).__name__}: {exc}")
+            raise self._failed(error, text) from exc
 
     def _parse(self, text: str) -> tuple[ast.Statement, int, Optional[Relations]]:
         """The statement, how many parameters it takes and what routing needs of it, cached by text."""

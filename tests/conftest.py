@@ -28,6 +28,15 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 import trdb  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _cpu_for_on_cpu_tests(request, monkeypatch):
+    """Tests marked on_cpu are of the CPU backend (host memory_limit and its spills, BLAS threads, children
+    under an address-space limit, where CUDA cannot start): on a machine with a GPU, where `device = 'auto'`
+    would pick it, they and their child processes run with device = 'cpu'."""
+    if request.node.get_closest_marker("on_cpu"):
+        monkeypatch.setenv("TRDB_DEVICE", "cpu")
+
+
 @pytest.fixture
 def con():
     connection = trdb.connect()

@@ -54,6 +54,7 @@ def test_random_query_with_a_tiny_memory_limit(seed: int, small_memory) -> None:
     assert not problems, f"{case.describe()}\n" + "\n".join(problems[:8])
 
 
+@pytest.mark.on_cpu  # of host memory_limit
 def test_the_limit_is_in_force_and_a_join_spills(small_memory) -> None:
     """One probe: the environment's limit reaches the connection, and EXPLAIN ANALYZE of a join and an
     aggregate whose state exceeds it reports bytes spilled."""

@@ -297,10 +297,20 @@ class Cursor:
         position = self._reader.position
         limits = {"max_bytes": settings.max_bytes, "this machine's memory": physical_memory()}
         try:
-            return how(result.schema, self._take(None, keep_sparse=True), shape, limits)
+            return how(result.schema, self._host_rows(what), shape, limits)
         except errors.Error:
             self._reader.rewind(position)
             raise
+
+    def _host_rows(self, what: str) -> list[tuple]:
+        """The remaining rows in host memory (a GPU statement's tiles copied back), or an OperationalError
+        when this process cannot allocate that now (the caller leaves the rows to be fetched)."""
+        try:
+            return self._take(None, keep_sparse=True)
+        except MemoryError:
+            raise errors.OperationalError(f"{what}: copying the result's tiles to the host needs more than this "
+                                          "process can allocate now", hint="fetchall() returns it tile by tile"
+                                          ) from None
 
     def _batches(self, keep_sparse: bool = False) -> Iterator[list[tuple]]:
         """The remaining rows, a batch of about CURSOR_BATCH_BYTES (at most ARROW_BATCH_ROWS rows) at a time."""

@@ -9,8 +9,7 @@ import numpy as np
 from trdb.errors import DataError
 from trdb.execution.operators.inplace import inplace_kernel
 from trdb.execution.work import counted
-from trdb.kernels.backend import Backend
-from trdb.kernels.sparse import dense
+from trdb.kernels.backend import Backend, to_host
 from trdb.planner import expressions as bx
 
 Row = tuple
@@ -33,7 +32,7 @@ def compile_predicate(expr: bx.Bound, backend: Backend) -> Callable[[Row], bool]
 
 
 def _truth(value: Any) -> bool:
-    array = np.asarray(dense(value))
+    array = np.asarray(to_host(value))  # a GPU's 0-d array copied back, a CSR tile expanded
     if array.size != 1:
         raise DataError(f"a condition on a tensor must give one value per tuple, got shape {array.shape}")
     return bool(array.reshape(()))

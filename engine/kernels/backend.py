@@ -61,6 +61,10 @@ class Backend:
         """A zero tile: what an absent tuple stands for."""
         return self.xp.zeros(shape, dtype=dtype)
 
+    def writeable(self, array: Any) -> bool:
+        """Whether `array` may be written in place (numpy marks shared tiles read-only)."""
+        return bool(array.flags.writeable)
+
     def errstate(self) -> ContextManager:
         """A context in which invalid or overflowing arithmetic yields inf/nan without warnings.
 

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import numpy
 
-from trdb.errors import NotSupportedError
+from trdb.errors import NotSupportedError, OperationalError
 from trdb.kernels import sparse
 from trdb.kernels.backend import Backend
 
@@ -56,7 +56,13 @@ class CupyBackend(Backend):
         return False
 
     def device_memory(self) -> int:
-        return int(self.xp.cuda.Device().mem_info[1])
+        """The GPU's memory, or less where CuPy's memory pool is limited (CUPY_GPU_MEMORY_LIMIT)."""
+        total = int(self.xp.cuda.Device().mem_info[1])
+        pool_limit = int(self.xp.get_default_memory_pool().get_limit())
+        return min(total, pool_limit) if pool_limit else total
+
+    def writeable(self, array: Any) -> bool:
+        return True  # CuPy has no read-only arrays: device tiles are copies no one else holds
 
     def to_numpy(self, array: Any) -> numpy.ndarray:
         if isinstance(array, numpy.ndarray):
@@ -67,7 +73,7 @@ class CupyBackend(Backend):
 
     def sparse_tile(self, tile: Any) -> Any:
         # A scipy CSR tile moves to the device as cupyx's CSR (its three arrays copied once); cupyx
-        # has float CSR only, so other dtypes go dense. Not run yet: no GPU has been available.
+        # has float CSR only, so other dtypes go dense.
         if not isinstance(tile.data, numpy.ndarray):
             return tile
         if tile.dtype not in (numpy.float32, numpy.float64):
@@ -78,3 +84,15 @@ class CupyBackend(Backend):
 
 
 CUPY_BACKEND = CupyBackend()
+
+
+def out_of_device_memory(exc: BaseException) -> Optional[OperationalError]:
+    """The error a user gets for a GPU allocation that failed (CuPy's OutOfMemoryError, a cuBLAS or cuSPARSE
+    workspace), or None for any other exception."""
+    if not (type(exc).__module__ or "").startswith(("cupy", "cupy_backends")):
+        return None
+    if not (isinstance(exc, MemoryError) or "ALLOC_FAILED" in str(exc)):
+        return None
+    return OperationalError(f"out of GPU memory: {exc}",
+                            hint="other processes on the GPU count too; SET gpu_memory_limit lower (what operators "
+                                 "hold before they spill), or SET device = 'cpu'")

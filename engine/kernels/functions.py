@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Optional
 
+import numpy as np
 import opt_einsum
 
 from trdb.kernels import einsum_spec
@@ -187,6 +188,8 @@ def einsum(xp, spec: str, *operands: Any):
         dtype = xp.result_type(*operands) if any(hasattr(op, "dtype") for op in operands) else None
         arrays = [op if hasattr(op, "dtype") else xp.asarray(op, dtype=dtype) for op in operands]
     spec = einsum_spec.resolve_for_arrays(spec, tuple(a.shape for a in arrays)).spec
+    if xp is not np and any(a.ndim == 0 for a in arrays):
+        return _scalars_apart(xp, spec, arrays)
     plan = _tensordot_plan(spec) if len(arrays) == 2 else None
     if plan is not None:
         return _tensordot(xp, arrays, *plan)
@@ -197,13 +200,26 @@ def einsum(xp, spec: str, *operands: Any):
     return expression(*arrays)
 
 
+def _scalars_apart(xp, spec: str, arrays) -> Any:
+    """The contraction of the operands that have axes, times the 0-d ones: CuPy's einsum refuses a 0-d
+    operand beside others ("An input is zero-dim while axes has dimensions"), numpy's takes it."""
+    inputs, output = spec.split("->")
+    kept = [(a, term) for a, term in zip(arrays, inputs.split(",")) if a.ndim > 0]
+    scalars = [a for a in arrays if a.ndim == 0]
+    result = einsum(xp, ",".join(t for _, t in kept) + "->" + output, *(a for a, _ in kept)) if kept else scalars.pop()
+    for scalar in scalars:
+        result = xp.multiply(result, scalar)
+    return result
+
+
 def _stepwise(xp, arrays, steps: tuple):
     """opt_einsum's path run step by step, each pair of operands as a two-operand EINSUM (a matrix
     product where it is one: matmul of views, where opt_einsum's tensordot copied a transposed result)."""
     operands = list(arrays)
     for positions, step, plan in steps:
         taken = [operands.pop(p) for p in positions]  # in opt_einsum's order: the step's spec names them so
-        operands.append(_tensordot(xp, taken, *plan) if plan is not None else einsum(xp, step, *taken))
+        whole = plan is not None and all(t.ndim for t in taken)  # a 0-d operand (a step's full sum): einsum
+        operands.append(_tensordot(xp, taken, *plan) if whole else einsum(xp, step, *taken))
     (result,) = operands
     return result
 

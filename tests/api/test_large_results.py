@@ -13,6 +13,8 @@ from trdb.execution import result as result_module
 from trdb.execution.executor import Execution
 from trdb.pipeline.query import Pipeline
 
+pytestmark = pytest.mark.on_cpu  # of host memory_limit (conftest.py)
+
 RNG = np.random.default_rng(11)
 A = RNG.standard_normal((96, 96))   # 72 KB of tiles: more than a 64KB memory_limit
 QUERY = "SELECT A.i, A.j, A.v * 2 AS v FROM A"

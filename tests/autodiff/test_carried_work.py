@@ -79,6 +79,7 @@ def test_results_stay_right_after_a_failed_statement(mlp, shared_runs):
     np.testing.assert_allclose(grad(cur, "W2"), expected["W2"], rtol=1e-10)
 
 
+@pytest.mark.on_cpu  # of host memory_limit
 def test_carried_work_gives_way_when_another_reservation_needs_the_memory():
     con = trdb.connect(workers=1)
     con.execute("CREATE TENSOR X SHAPE (64, 32) TILE (16, 16) FILL RANDOM_NORMAL(0, 1, 1)")

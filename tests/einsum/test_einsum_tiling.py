@@ -14,9 +14,11 @@ RNG = np.random.default_rng(11)
 
 @pytest.fixture
 def cur(con):
-    """These tests are of the decomposition's tiles: no EINSUM runs on whole arrays (optimizer/dense_einsum.py)."""
+    """These tests are of the decomposition's tiles: no EINSUM runs on whole arrays (optimizer/dense_einsum.py);
+    at two workers, as on CI's machine (how many tiles pay depends on how many workers share them)."""
     cursor = con.cursor()
     cursor.execute("SET dense_einsum_bytes = 0")
+    cursor.execute("SET workers = 2")
     return cursor
 
 

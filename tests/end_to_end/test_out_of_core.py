@@ -22,7 +22,7 @@ import pytest
 
 import trdb
 
-pytestmark = pytest.mark.out_of_core
+pytestmark = [pytest.mark.out_of_core, pytest.mark.on_cpu]
 
 LIMIT_MB = 8
 # DuckDB's 32 MB, the per-operator minimums (a few tiles each), and what the allocators keep of memory freed

@@ -18,6 +18,8 @@ from trdb.planner.types import KEY, Column, TensorType
 from trdb.storage.memory import MemoryManager, unlimited
 from trdb.storage.spill import SpillDirectory
 
+pytestmark = pytest.mark.on_cpu  # of host memory_limit (conftest.py)
+
 TILE = TensorType(np.dtype("float64"), (2, 2), (None, None))
 SCHEMA = (Column("i", KEY), Column("j", KEY), Column("v", TILE))
 RNG = np.random.default_rng(7)

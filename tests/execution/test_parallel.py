@@ -85,6 +85,7 @@ def test_small_plans_run_on_one_worker_unless_told_otherwise(parallel):
         parallel.execute("SET min_parallel_cost = -1")
 
 
+@pytest.mark.on_cpu  # BLAS threads
 def test_a_plan_with_fewer_tuples_than_workers_runs_on_one_and_keeps_blas_threads(parallel):
     parallel.execute(f"SET min_parallel_cost = {MIN_PARALLEL_COST}")  # the default; the test suite sets 0
     parallel.execute("CREATE TENSOR one SHAPE (1024, 1024) TILE (1024, 1024) FILL RANDOM_NORMAL(0, 1, 1)")
@@ -98,6 +99,7 @@ def test_a_plan_with_fewer_tuples_than_workers_runs_on_one_and_keeps_blas_thread
     np.testing.assert_allclose(product, one @ one, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.on_cpu  # BLAS threads
 def test_a_small_plan_runs_memory_bound_products_on_one_blas_thread_and_matrix_products_on_all(parallel):
     parallel.execute(f"SET min_parallel_cost = {MIN_PARALLEL_COST}")  # the default; the test suite sets 0
     h, w = np.random.default_rng(3).standard_normal((8192, 1024)), np.random.default_rng(4).standard_normal((1024, 1))
@@ -166,9 +168,11 @@ def test_ctrl_c_stops_workers_and_connection_survives(parallel):
     query = slow_query(parallel)
     timer = threading.Timer(0.5, _thread.interrupt_main)
     timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        parallel.execute(query)
-    timer.cancel()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            parallel.execute(query)
+    finally:
+        timer.cancel()  # a statement that failed otherwise leaves no Ctrl-C to land in the next test
     assert wait_for_no_workers() == []
     assert parallel.execute("SELECT COUNT(*) FROM S").fetchone() == (256,)
 

@@ -8,6 +8,8 @@ import pytest
 import trdb
 from trdb.execution import placement
 
+pytestmark = pytest.mark.on_cpu  # the result canvas is host memory (conftest.py)
+
 MATMUL = "SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i GROUP BY A.i, B.j"
 
 

@@ -17,6 +17,8 @@ from trdb.planner.types import KEY, Column, TensorType
 from trdb.storage.memory import MemoryManager, unlimited
 from trdb.storage.spill import SpillDirectory
 
+pytestmark = pytest.mark.on_cpu  # of host memory_limit (conftest.py)
+
 TILE = (8, 8)
 FUNCTIONS = ("SUM", "AVG", "MIN", "MAX", "COUNT")
 
@@ -124,7 +126,7 @@ def test_a_failure_while_merging_removes_thespill_files(tmp_path):
 
 @pytest.fixture
 def con(tmp_path):
-    connection = trdb.connect()
+    connection = trdb.connect(workers=2)  # as on CI's machine: how many groups each worker holds depends on it
     connection.execute(f"SET temp_directory = '{tmp_path / 'spill'}'")
     yield connection
     connection.close()

@@ -13,6 +13,8 @@ from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.storage.memory import MemoryManager, unlimited
 from trdb.storage.spill import SpillDirectory
 
+pytestmark = pytest.mark.on_cpu  # of host memory_limit (conftest.py)
+
 OLD = (8, 8)
 
 

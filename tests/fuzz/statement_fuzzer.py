@@ -30,7 +30,9 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-ADDRESS_SPACE = 4 << 30
+# a guard, not a measure: 4 GiB and more per core (BLAS and DuckDB start a thread per core, each with its
+# stack and buffers: on 16 cores 4 GiB alone left no room to start a thread)
+ADDRESS_SPACE = (4 << 30) + (os.cpu_count() or 2) * (256 << 20)
 CLASSES = ("InternalError", "ProgrammingError", "DataError", "OperationalError", "IntegrityError",
            "NotSupportedError", "InterfaceError", "DatabaseError", "Error")
 FETCHES = ("fetchall", "fetch_tensor", "fetch_arrow", "fetchnumpy", "fetchall", "fetch_tensor", "fetchmany",

@@ -16,6 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fuzz_generator import Generator, Schema, TensorInfo  # noqa: E402
 from statement_fuzzer import format_report, run_fuzzer  # noqa: E402
 
+pytestmark = pytest.mark.on_cpu  # its children run under RLIMIT_AS, where CUDA cannot start (conftest.py)
+
 FIRST_SEED, SEEDS, PER_SEED = 1000, 5, 200   # 1000 statements, ~11 s on two cores (longer runs: statement_fuzzer.py)
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes.util
+import os
 import subprocess
 import sys
 
@@ -22,7 +23,8 @@ def test_a_user_setting_is_kept():
     code = ("import ctypes, trdb.kernels.allocator as a; calls = []; "
             "a.ctypes.CDLL = lambda name: type('L', (), {'mallopt': lambda self, *p: calls.append(p)})(); "
             "a._tuned = False; a.tune_allocator(); print(calls)")
-    env = {"MALLOC_MMAP_THRESHOLD_": "1048576", "PATH": ""}
+    env = {"MALLOC_MMAP_THRESHOLD_": "1048576", "PATH": "",  # and where trdb is, if it is found through PYTHONPATH
+           **{name: os.environ[name] for name in ("PYTHONPATH",) if name in os.environ}}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.strip() == f"[({allocator.M_TRIM_THRESHOLD}, {allocator.TRIM_THRESHOLD}), ({allocator.M_ARENA_MAX}, 1)]"
 

@@ -14,7 +14,7 @@ from trdb.catalog.functions import (
     lookup_function,
 )
 from trdb.errors import DataError, NotSupportedError
-from trdb.kernels.cupy_backend import CUPY_BACKEND
+from trdb.kernels.cupy_backend import CUPY_BACKEND, out_of_device_memory
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 
 B = NUMPY_BACKEND
@@ -217,6 +217,35 @@ def test_cupy_backend_reports_unavailable_without_gpu():
     assert CUPY_BACKEND.unavailable_reason()
     with pytest.raises(NotSupportedError, match="cupy backend is not available"):
         CUPY_BACKEND.xp
+
+
+# CuPy's own classes, as their module names them (cupy is not installed where CI runs)
+_CupyOutOfMemory = type("OutOfMemoryError", (MemoryError,), {"__module__": "cupy.cuda.memory"})
+_CublasError = type("CUBLASError", (RuntimeError,), {"__module__": "cupy_backends.cuda.libs.cublas"})
+
+
+def test_a_gpu_allocation_that_failed_is_an_operational_error():
+    error = out_of_device_memory(_CupyOutOfMemory("Out of memory allocating 262,144 bytes"))
+    assert "out of GPU memory: Out of memory allocating 262,144 bytes" in str(error)
+    assert "gpu_memory_limit" in error.hint and "device = 'cpu'" in error.hint
+    assert out_of_device_memory(_CublasError("CUBLAS_STATUS_ALLOC_FAILED")) is not None
+    assert out_of_device_memory(_CublasError("CUBLAS_STATUS_EXECUTION_FAILED")) is None
+    assert out_of_device_memory(MemoryError("the host's")) is None
+
+
+def test_a_statement_that_runs_out_of_gpu_memory_fails_with_that_error_and_changes_nothing(con, monkeypatch):
+    import trdb
+
+    con.execute("CREATE TENSOR A FROM ? TILE (2, 2)", [np.ones((4, 4), np.float32)])
+
+    def refused(xp, a, b, out=None):
+        raise _CublasError("CUBLAS_STATUS_ALLOC_FAILED")
+    monkeypatch.setattr(lookup_function("MATMUL"), "_impl", refused)
+    with pytest.raises(trdb.OperationalError, match="out of GPU memory: CUBLAS_STATUS_ALLOC_FAILED"):
+        con.execute("CREATE TENSOR C AS SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN A AS B "
+                    "ON A.j = B.i GROUP BY A.i, B.j")
+    monkeypatch.undo()
+    assert "C" not in {row[0] for row in con.execute("SHOW TENSORS").fetchall()}
 
 
 @pytest.mark.skipif(not cupy_usable(), reason="needs cupy and a CUDA device")

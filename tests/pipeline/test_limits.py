@@ -11,6 +11,8 @@ import pytest
 import trdb
 from trdb.config.settings import max_workers
 
+pytestmark = pytest.mark.on_cpu  # of host memory_limit; children under RLIMIT_AS, where CUDA cannot start (conftest.py)
+
 GUARD = 3 << 30  # address space of the child processes below: a bomb that slips through dies there
 
 
@@ -115,6 +117,7 @@ def test_limit_settings_reject_nonsense(cur, value) -> None:
 def test_a_giant_parameter_is_refused_before_any_kernel_or_duckdb_allocates_it():
     out = run_guarded("""
 import numpy as np
+cur.execute("SET memory_limit = '8GB'")  # the default is a share of this machine's memory: 40 GB may be under it
 cur.execute("CREATE TENSOR G SHAPE (64, 48) TILE (16, 16) FILL RANDOM_NORMAL(0, 1, 1)")
 giant = np.broadcast_to(np.float32(1), (100000, 100000))  # 40 GB claimed, 4 bytes held
 for sql in ("SELECT -? AS v FROM G", "SELECT G.i, G.j, G.v * ? AS v FROM G", "SELECT * FROM G WHERE G.i >= ?",

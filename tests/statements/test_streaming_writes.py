@@ -194,6 +194,7 @@ _MEMMAP_CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.on_cpu  # a child under RLIMIT_AS
 def test_a_memmap_source_is_never_copied_whole(tmp_path):
     path = tmp_path / "big.npy"
     np.save(path, np.random.default_rng(0).standard_normal((2048, 2048)).astype(np.float32))  # 16 MB

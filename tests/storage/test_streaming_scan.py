@@ -45,6 +45,7 @@ def oracle(path) -> np.ndarray:
         return con.execute("SELECT * FROM A").fetch_tensor()
 
 
+@pytest.mark.on_cpu  # of host memory_limit
 def test_a_tensor_past_the_budget_is_read_in_several_bounded_reads(path, reads):
     expected = oracle(path)
     assert reads == []  # read whole through the pool while the budget allows

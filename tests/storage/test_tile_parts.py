@@ -263,6 +263,7 @@ BIG = textwrap.dedent("""
 """)
 
 
+@pytest.mark.on_cpu  # a child under RLIMIT_AS
 def test_a_tensor_larger_than_duckdbs_memory_commits(tmp_path):
     done = subprocess.run([sys.executable, "-c", BIG, str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

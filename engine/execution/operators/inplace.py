@@ -62,7 +62,7 @@ def _either(done: Optional[Any], call, backend: Backend, tmp: Any, rest: list) -
 
 
 def _owned(backend: Backend, tmp: Any, dtype) -> bool:
-    return isinstance(tmp, backend.xp.ndarray) and tmp.dtype == dtype and tmp.ndim > 0 and tmp.flags.writeable
+    return isinstance(tmp, backend.xp.ndarray) and tmp.dtype == dtype and tmp.ndim > 0 and backend.writeable(tmp)
 
 
 def _binary(backend: Backend, ufunc, tmp: Any, other: Any, dtype) -> Optional[Any]:
