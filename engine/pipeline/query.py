@@ -131,7 +131,8 @@ class Pipeline:
         database = self.catalog.db.file
         memory = database.memory_for(self.backend)
         progress = PROGRESS.get()
-        ctx = ExecContext(self.backend, self.catalog, ExecutionState(self.interrupted, progress), memory, database.spill)
+        ctx = ExecContext(self.backend, self.catalog, ExecutionState(self.interrupted, progress), memory, database.spill,
+                          host_memory=database.memory)
         if place and self.backend.on_host and self.settings.executor == "local":
             ctx.canvas = canvas_for(node, memory.budget // SPOOL_SHARE)  # no larger than the spool holds
         execution = start_execution(node, ctx, self.settings, keep)

@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse
 
 import trdb
-from trdb.kernels.numpy_backend import NumpyBackend
+from device_standin import DeviceStandIn
 from trdb.storage.memory import MemoryManager, duckdb_bytes
 from trdb.storage.spill import SpillDirectory, make_folder
 
@@ -114,19 +114,8 @@ def test_temp_directory_can_change_after_duckdb_has_spilled(tmp_path):
         assert con.execute("SELECT A.i, SUM(REDUCE_SUM(A.v)) AS v FROM A GROUP BY A.i").fetchall()
 
 
-class _DeviceBackend(NumpyBackend):
-    """numpy arrays standing in for a GPU's: what trdb counts against the device's own budget."""
-
-    @property
-    def on_host(self) -> bool:
-        return False
-
-    def device_memory(self) -> int:
-        return 1 << 30
-
-
 def test_a_statement_on_a_device_reserves_from_the_devices_budget_and_spills_past_it(tmp_path, monkeypatch):
-    monkeypatch.setattr("trdb.session.backend_for", lambda device: _DeviceBackend())
+    monkeypatch.setattr("trdb.session.backend_for", lambda device: DeviceStandIn())
     with trdb.connect(str(tmp_path / "db.trdb")) as con:
         # two scan batches of 64 tiles: the groups by j are complete (16 tiles) only in the second
         con.execute("CREATE TENSOR A SHAPE (1024, 512) TILE (64, 64) FILL RANDOM_UNIFORM(0, 1, 3)")

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import trdb
+from device_standin import DeviceStandIn
 from trdb.execution.exchange.partitioning import partition_of
 from trdb.execution.operators.operator import ExecContext, drain
 from trdb.execution.operators.tensor_scan import TensorScanExec
@@ -61,6 +62,19 @@ def test_a_tensor_past_the_budget_is_read_in_several_bounded_reads(path, reads):
         memory = scan.split("memory=")[1].split("B")[0]
         assert memory.endswith("K") and 4 <= float(memory[:-1]) < 6  # one read and the index, not 28 KB of tiles
         assert con._live.catalog.pool.bytes == 0  # never cached whole
+
+
+def test_a_statement_on_a_gpu_reads_within_memory_limit_too(path, reads, monkeypatch):
+    """Reads are decoded in host memory before their tiles move to the device: sized by memory_limit, not by the
+    GPU's budget (which let one read take the whole tensor)."""
+    expected = oracle(path)
+    monkeypatch.setattr("trdb.session.backend_for", lambda device: DeviceStandIn())
+    with trdb.connect(path) as con:
+        con.execute(SMALL)
+        con.execute("SET workers = 1")
+        np.testing.assert_array_equal(con.execute("SELECT * FROM A").fetch_tensor(), expected)
+        assert con._session().db.file.device_memory is not None  # the statement ran with the device's budget
+        assert len(reads) >= 7 and max(reads) <= 7
 
 
 def test_streamed_results_match_numpy_through_joins_and_filters(path):

@@ -27,6 +27,13 @@ class ExecContext:
     memory: MemoryManager = field(default_factory=default_manager)  # the database's budget
     spill: Optional[SpillDirectory] = None                          # where operators spill beyond it
     canvas: Any = None  # a ResultCanvas (execution/placement.py) the result's last aggregate writes into
+    host_memory: Optional[MemoryManager] = None  # the host's budget, where `memory` is a GPU's
+
+    @property
+    def host_budget(self) -> MemoryManager:
+        """The budget of what lives in host memory whatever the device (a read decoded from DuckDB or
+        Parquet before it moves): `memory`, or memory_limit's where `memory` is a GPU's."""
+        return self.host_memory or self.memory
 
     def check_cancelled(self) -> None:
         self.state.raise_if_cancelled()

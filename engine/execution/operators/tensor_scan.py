@@ -62,7 +62,8 @@ class TensorScanExec(ListScanExec):
         memory.release_all()  # exhausted: the operators above it (a join's partitions) get the room now
 
     def read_bytes(self) -> int:
-        return max(1, min(READ_BYTES, self.ctx.memory.budget // READ_SHARE))
+        """A read is decoded in host memory, also for a statement on a GPU: a share of memory_limit's budget."""
+        return max(1, min(READ_BYTES, self.ctx.host_budget.budget // READ_SHARE))
 
 
 def read_ranges(sizes: np.ndarray, limit: int) -> Iterator[tuple[int, int]]:

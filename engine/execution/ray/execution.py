@@ -80,7 +80,7 @@ class RayExecution(Execution):
         self._ended = 0                           # fragments whose actor sent their last item
         self._inboxes = [0] * len(self.actors)
         # scans hand host arrays to actors; they read within the database's memory budget
-        self._leaf_ctx = ExecContext(NUMPY_BACKEND, ctx.catalog, ctx.state, ctx.memory, ctx.spill)
+        self._leaf_ctx = ExecContext(NUMPY_BACKEND, ctx.catalog, ctx.state, ctx.host_budget, ctx.spill)
         self.shipped = Shipped(TOTAL)  # the bytes this execution sent to actors (EXPLAIN ANALYZE)
         live = {actor._actor_id.hex() for actor in POOL.live()}
         RESIDENCY.forget_actors_except(live)
