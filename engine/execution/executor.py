@@ -34,8 +34,8 @@ class Execution:
         self._operator: PhysicalOperator | None = None
 
     def __enter__(self) -> "Execution":
-        self._operator = self._instantiate(self.root, 0, ())
-        try:
+        try:  # a producer that cannot start: those started already are stopped and waited for
+            self._operator = self._instantiate(self.root, 0, ())
             self._operator.open(self.ctx)
         except BaseException:
             self.__exit__(None, None, None)

@@ -9,6 +9,8 @@ from typing import Callable, Iterator, Optional, Protocol
 
 from threadpoolctl import ThreadpoolController
 
+from trdb.errors import OperationalError
+
 # every BLAS loaded now (numpy's); their controllers are asked and set directly, which costs a third
 # of threadpoolctl's limit() (~8 us against ~25 us a statement)
 _BLAS = ThreadpoolController().select(user_api="blas").lib_controllers
@@ -49,8 +51,15 @@ class Finished:
 
 def run_on_kept_thread(name: str, task: Callable[[], None], done: Finished) -> None:
     """Run `task` on a kept thread, named `name` while it runs, in a context of its own (as a new
-    thread would: no context variable a task set reaches the next); `done` is set when it has ended."""
+    thread would: no context variable a task set reaches the next); `done` is set when it has ended.
+    Raises OperationalError, and `task` never runs, when no thread is free and none can be started."""
+    lock, state = threading.Lock(), {"abandoned": False, "started": False}
+
     def run() -> None:
+        with lock:
+            if state["abandoned"]:
+                return
+            state["started"] = True
         thread = threading.current_thread()
         thread.name = name
         try:
@@ -58,7 +67,15 @@ def run_on_kept_thread(name: str, task: Callable[[], None], done: Finished) -> N
         finally:
             thread.name = IDLE
             done.set()
-    _POOL.submit(run)
+    try:
+        _POOL.submit(run)
+    except RuntimeError as exc:  # the task is queued, but no thread could start (a thread or address-space limit)
+        with lock:
+            if not state["started"]:  # a thread that frees up later drops it
+                state["abandoned"] = True
+                raise OperationalError(f"cannot start a worker thread: {exc}",
+                                       hint="SET workers lower, or raise the process's limits on threads and "
+                                            "address space (ulimit -u, ulimit -v)") from None
 
 
 @contextlib.contextmanager
@@ -102,8 +119,8 @@ class ThreadWorkers:
 
     def _launch(self, name: str, task: Callable[[], None]) -> None:
         done = Finished()
+        run_on_kept_thread(name, task, done)  # one that cannot start is never waited for
         self._done.append(done)
-        run_on_kept_thread(name, task, done)
 
     def join(self) -> None:
         # waits on Finished flags, not Thread.join(): a Ctrl-C landing inside join() can mark a thread
