@@ -46,9 +46,14 @@ def _tile_tables(db: Database) -> dict[str, dict[str, tuple[str, bool]]]:
     return tables
 
 
+def _distinct_keys_json(meta: TensorMeta) -> "str | None":
+    """The catalog column's form of `meta.distinct_keys`: a JSON list, or NULL where they are not counted."""
+    return json.dumps(list(meta.distinct_keys)) if meta.distinct_keys is not None else None
+
+
 def save_tensor(db: Database, meta: TensorMeta) -> None:
     db.execute(f"DELETE FROM {SCHEMA}.tensors WHERE name = ?", [meta.name])
-    distinct = json.dumps(list(meta.distinct_keys)) if meta.distinct_keys is not None else None
+    distinct = _distinct_keys_json(meta)
     db.execute(f"INSERT INTO {SCHEMA}.tensors ({_TENSOR_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                [meta.name, json.dumps(list(meta.keys)), meta.value_name, meta.dtype.name,
                 json.dumps(list(meta.shape)), json.dumps(list(meta.tile)), meta.table or None,
@@ -58,7 +63,7 @@ def save_tensor(db: Database, meta: TensorMeta) -> None:
 def save_statistics(db: Database, meta: TensorMeta) -> TensorMeta:
     """Store `meta`'s statistics under a new data version in one statement (a write's refresh); returns
     `meta` with that version. A catalog without exactly one row of that name is rewritten whole."""
-    distinct = json.dumps(list(meta.distinct_keys)) if meta.distinct_keys is not None else None
+    distinct = _distinct_keys_json(meta)
     rows = db.execute(f"UPDATE {SCHEMA}.tensors SET tuple_count = ?, nnz = ?, csr_tuples = ?, csr_nnz = ?, "
                       f"distinct_keys = ?, data_version = nextval('{SCHEMA}.data_versions') WHERE name = ? "
                       "RETURNING data_version",
@@ -77,8 +82,7 @@ def save_statistics_of(db: Database, metas: list[TensorMeta]) -> list[TensorMeta
         return [save_statistics(db, meta) for meta in metas]
     rows = ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(metas))
     params = [value for meta in metas for value in (
-        meta.name, meta.tuple_count, meta.nnz, meta.csr_tuples, meta.csr_nnz,
-        json.dumps(list(meta.distinct_keys)) if meta.distinct_keys is not None else None)]
+        meta.name, meta.tuple_count, meta.nnz, meta.csr_tuples, meta.csr_nnz, _distinct_keys_json(meta))]
     returned = db.execute(
         f"UPDATE {SCHEMA}.tensors SET tuple_count = s.tuple_count, nnz = s.nnz, csr_tuples = s.csr_tuples, "
         f"csr_nnz = s.csr_nnz, distinct_keys = s.distinct_keys, data_version = nextval('{SCHEMA}.data_versions') "
