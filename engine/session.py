@@ -131,10 +131,10 @@ class Session:
             return result
         except errors.Error as exc:
             raise self._failed(exc, text)
-        except (KeyboardInterrupt, MemoryError, RecursionError) as exc:
-            device_failure = out_of_device_memory(exc)
-            if device_failure is not None:
-                raise self._failed(device_failure, text) from exc
+        except MemoryError as exc:  # an allocation the process could not make: the statement fails, as in
+            # PostgreSQL and DuckDB, and its transaction has rolled back
+            raise self._failed(out_of_device_memory(exc) or errors.out_of_memory(exc), text) from exc
+        except (KeyboardInterrupt, RecursionError):
             self._after_failure()
             raise
         except Exception as exc:  # a bug: report it as an InternalError, never a bare traceback

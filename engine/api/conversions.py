@@ -35,9 +35,18 @@ def _tensor_column(values: list, nominal: Optional[tuple] = None) -> tuple[pa.Ar
     stacked = np.zeros((len(arrays),) + full, dtype=arrays[0].dtype)
     for target, array in zip(stacked, arrays):
         target[tuple(slice(0, n) for n in array.shape)] = array
-    tensor = pa.FixedShapeTensorArray.from_numpy_ndarray(np.ascontiguousarray(stacked))
     shapes = pa.array([list(a.shape) for a in arrays], pa.list_(pa.int64()))
-    return tensor, shapes, ragged
+    return _fixed_shape_tensors(stacked), shapes, ragged
+
+
+def _fixed_shape_tensors(stacked: np.ndarray) -> pa.Array:
+    """One Arrow fixed_shape_tensor per row of `stacked`; tiles with no values (a dimension of 0) too, which
+    pyarrow's from_numpy_ndarray refuses."""
+    if stacked.size:
+        return pa.FixedShapeTensorArray.from_numpy_ndarray(np.ascontiguousarray(stacked))
+    value_type = pa.from_numpy_dtype(stacked.dtype)
+    storage = pa.array([[]] * len(stacked), pa.list_(value_type, 0))
+    return pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(value_type, stacked.shape[1:]), storage)
 
 
 def result_to_arrow(schema: Optional[Schema], description, batches: Iterable[Sequence[tuple]]) -> pa.Table:
@@ -103,11 +112,19 @@ _ARROW_TYPES = {
     "INTERVAL": pa.month_day_nano_interval(),
 }
 _DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
+_NESTED = re.compile(r"(.+)\[(\d*)\]")  # DuckDB's LIST (`INTEGER[]`) and ARRAY (`INTEGER[3]`) of a type
 
 
 def arrow_type(type_code) -> Optional[pa.DataType]:
-    """The Arrow type DuckDB gives a column of this type (its description's type code); None: inferred."""
-    text = str(type_code).upper()
+    """The Arrow type DuckDB gives a column of this type (its description's type code, a list `T[]` or an
+    array `T[n]` of those too); None: inferred."""
+    text = str(type_code).upper().strip()
+    nested = _NESTED.fullmatch(text)
+    if nested:
+        item = arrow_type(nested.group(1))
+        if item is None:
+            return None
+        return pa.list_(item) if not nested.group(2) else pa.list_(item, int(nested.group(2)))
     decimal = _DECIMAL.fullmatch(text)
     if decimal:
         return pa.decimal128(int(decimal.group(1)), int(decimal.group(2)))
@@ -120,7 +137,8 @@ def _arrow_column(values: list, type_: Optional[pa.DataType] = None) -> pa.Array
     for attempt in (type_, None):
         try:
             return pa.array(values, attempt)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError):
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
+                OverflowError):  # an integer beyond int64 where the type is not known (inferred as int64)
             continue
     return pa.array([None if v is None else str(v) for v in values], pa.string())
 

@@ -23,6 +23,9 @@ from trdb.planner import expressions as bx
 from trdb.planner.types import KeyType, OtherType, ScalarType, Schema, TensorType
 
 ARITHMETIC = ("+", "-", "*", "/", "//", "%")
+# numpy dtype kinds a parameter array may not have in an expression: what each holds
+NOT_NUMBERS = {"U": "text", "S": "bytes", "O": "Python objects", "M": "datetimes", "m": "time spans",
+               "V": "records"}
 COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
 
 
@@ -117,6 +120,10 @@ class ExpressionBinder:
                                 error=DataError)
         if hasattr(value, "tocsr") and not isinstance(value, np.ndarray):
             value = value.tocsr()  # a scipy.sparse value of any format is a CSR tile, as tiles are
+        if isinstance(value, np.ndarray) and value.dtype.kind in NOT_NUMBERS:
+            raise self.ctx.fail(node, f"parameter {node.index + 1} is an array of {value.dtype} "
+                                      f"({NOT_NUMBERS[value.dtype.kind]}), which a tensor expression cannot use",
+                                hint="pass an array of numbers or booleans (float32, float64, int32, int64, bool)")
         return constant(value)
 
     def _bind_ColumnRef(self, node: ast.ColumnRef) -> bx.Bound:

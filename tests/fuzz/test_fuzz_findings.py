@@ -1,6 +1,8 @@
 """Statements the fuzzer (tests/fuzz/) found raising raw Python exceptions or InternalErrors: now trdb errors or results."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -258,3 +260,57 @@ def test_a_sparse_parameter_of_any_format_is_taken_as_a_csr_value_or_refused_cle
         assert not isinstance(exc, trdb.InternalError), exc
     else:
         assert cur.execute("SELECT * FROM f4").fetch_tensor().sum() == 4 * 12
+
+
+@pytest.mark.parametrize("value", [np.array(["a", "b"]), np.array([b"x"]), np.array([1, None], dtype=object),
+                                   np.array(["2026-01-01"], dtype="datetime64[D]")])
+def test_an_array_parameter_that_holds_no_numbers_is_refused_when_bound(gcur, value):
+    """AVG over a text array was an InternalError (numpy's divide refused the dtype)."""
+    for query in ("SELECT G.i, AVG(?) AS v FROM G GROUP BY G.i", "SELECT G.i, G.j, G.v + ? AS v FROM G"):
+        with pytest.raises(trdb.ProgrammingError, match=re.escape(f"parameter 1 is an array of {value.dtype}")):
+            gcur.execute(query, [value])
+    gcur.execute("SELECT G.i, AVG(?) AS v FROM G GROUP BY G.i", [np.array([True, False])])
+    assert len(gcur.fetchall()) == 4
+
+
+def test_an_empty_tile_is_fetched_as_arrow(gcur):
+    """A tile with a dimension of 0 was a ValueError from pyarrow (it builds no fixed_shape_tensor of size 0)."""
+    table = gcur.execute("SELECT AVG(?) AS v FROM G", [np.zeros((0, 3), np.float32)]).fetch_arrow()
+    assert table.num_rows == 1 and table.column("v").type.shape == [0, 3]
+    assert table.column("v").combine_chunks().to_numpy_ndarray().shape == (1, 0, 3)
+
+
+def test_plain_sql_lists_are_fetched_as_arrow_of_their_declared_types(cur):
+    """Unsigned 64-bit values above int64's range were an OverflowError (the list's type was inferred)."""
+    big = np.full((2, 2), 2 ** 63 + 5, dtype=np.uint64)
+    table = cur.execute("SELECT ? AS u", [big]).fetch_arrow()
+    assert table.column("u").to_pylist() == [big.tolist()]
+    table = cur.execute("SELECT [1, 2, 3]::INTEGER[3] AS a, [1.5]::FLOAT[] AS f").fetch_arrow()
+    assert str(table.schema.field("a").type) == "fixed_size_list<item: int32>[3]"
+    assert str(table.schema.field("f").type) == "list<item: float>"
+
+
+def test_an_allocation_the_process_cannot_make_fails_the_statement_and_changes_nothing(gcur, monkeypatch):
+    """A FILL tile of 977 MB under the fuzzer's address-space limit was a raw MemoryError."""
+    import trdb.statements.fill as fill
+
+    real = fill.np.random.default_rng
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError("Unable to allocate 977. MiB for an array with shape (1000000, 4, 32, 2)")
+    before = dense(gcur)
+    monkeypatch.setattr(fill.np.random, "default_rng", no_memory)
+    with pytest.raises(trdb.OperationalError, match="out of memory: Unable to allocate 977") as caught:
+        gcur.execute("CREATE TENSOR H SHAPE (64, 48) TILE (16, 16) FILL RANDOM_NORMAL(0, 1)")
+    assert "smaller tiles" in str(caught.value)
+    monkeypatch.setattr(fill.np.random, "default_rng", real)
+    gcur.execute("BEGIN")
+    gcur.execute("UPDATE G SET v = G.v * 2")
+    monkeypatch.setattr(fill.np.random, "default_rng", no_memory)
+    with pytest.raises(trdb.OperationalError, match="out of memory"):
+        gcur.execute("CREATE TENSOR H SHAPE (64, 48) TILE (16, 16) FILL RANDOM_NORMAL(0, 1)")
+    with pytest.raises(trdb.OperationalError, match="transaction is aborted"):
+        gcur.execute("SELECT 1")
+    gcur.execute("ROLLBACK")
+    np.testing.assert_array_equal(dense(gcur), before)
+    assert [r[0] for r in gcur.execute("SHOW TENSORS").fetchall()] == ["G"]
