@@ -678,9 +678,10 @@ def build_case(seed):
 
 
 def executor_results(case: Case, prepare: Callable | None = None, **settings) -> dict:
-    """The case's setup and query on a new 2-worker connection with `settings`: its rows by their
-    non-tensor values (an error as one row), tensors as float64. `prepare(cursor)` runs after the setup
-    (e.g. to make the tensors external)."""
+    """The case's setup and query on a new 2-worker connection with `settings`: its rows by their keys and
+    other exact values (an error as one row), tensors and floats as float64 (a float sum's last bits depend
+    on the order its partial sums arrive in, which differs from run to run). `prepare(cursor)` runs after
+    the setup (e.g. to make the tensors external)."""
     import trdb
 
     con = trdb.connect(workers=2, **settings)
@@ -696,8 +697,13 @@ def executor_results(case: Case, prepare: Callable | None = None, **settings) ->
             rows = [("error", type(exc).__name__, str(exc))]
     finally:
         con.close()
-    return {tuple(v for v in r if not isinstance(v, np.ndarray)):
-            [np.asarray(v, np.float64) for v in r if isinstance(v, np.ndarray)] for r in rows}
+    return {tuple(v for v in r if not _inexact(v)): [np.asarray(v, np.float64) for v in r if _inexact(v)]
+            for r in rows}
+
+
+def _inexact(value) -> bool:
+    """A tile or a float: compared with a tolerance, not as part of a row's key."""
+    return isinstance(value, (np.ndarray, float, np.floating))
 
 
 def assert_same_results(case: Case, expected: dict, got: dict) -> None:
