@@ -150,6 +150,9 @@ class KernelFunction:
                 return _as_tile(NUMPY_BACKEND, self._run(NUMPY_BACKEND, self._impl, args, shapes))
         values = [v.item() if isinstance(v, numpy.generic) else v for v in args]
         self._check_arity(values, DataError)
+        if any(v is None for v in values):
+            raise DataError(f"{self.label}: an operand is NULL", hint="a SUM, MIN or MAX of numbers over no tuples "
+                                                                      "is NULL; tensors are never NULL")
         shapes = [getattr(v, "shape", None) for v in values]
         shape = self._runtime_shape(shapes, values)
         # Pure scalar arithmetic (keys, literals) is done on the host whatever the backend.

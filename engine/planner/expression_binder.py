@@ -156,9 +156,13 @@ class ExpressionBinder:
         """Refuse a constant or parameter that is not a number (or NULL) where keys or numbers are meant."""
         if not isinstance(bound.type, ScalarType) or bound.type.python_type in (int, float, bool, type(None)):
             return
+        kind = bound.type.python_type.__name__
+        if not isinstance(bound, bx.Const):  # a column of a subquery that selected such a constant
+            raise self.ctx.fail(node, f"{what} takes numbers; this column holds {kind} values",
+                                hint="aggregate and compute with number or tensor columns")
         name = f"parameter {node.index + 1}" if isinstance(node, ast.Param) else "the constant"
         shown = repr(bound.value)
-        raise self.ctx.fail(node, f"{what} takes numbers; {name} is a {bound.type.python_type.__name__} "
+        raise self.ctx.fail(node, f"{what} takes numbers; {name} is a {kind} "
                                   f"({shown[:40] + '...' if len(shown) > 40 else shown})",
                             hint="pass an int or a float (a numpy array for a tensor value)")
 

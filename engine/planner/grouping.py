@@ -38,6 +38,8 @@ def aggregate_type(function: str, arg: Optional[bx.Bound], groups: int):
         return TensorType(dtype, tile, extent)
     if function == "AVG":
         return TensorType(np.dtype("float64"), (), ())
+    if isinstance(arg.type, ScalarType) and arg.type.python_type is float:
+        return arg.type  # SUM(2.5): a float, as its values are
     return INTEGER
 
 

@@ -314,3 +314,30 @@ def test_an_allocation_the_process_cannot_make_fails_the_statement_and_changes_n
     gcur.execute("ROLLBACK")
     np.testing.assert_array_equal(dense(gcur), before)
     assert [r[0] for r in gcur.execute("SHOW TENSORS").fetchall()] == ["G"]
+
+
+def test_a_null_number_in_a_tensor_expression_is_a_data_error(gcur):
+    """SUM of a number over no tuples is NULL; added to a fresh tile in place it was an InternalError (numpy cast
+    an object result); multiplied, a DataError quoting Python's TypeError."""
+    gcur.execute("CREATE TENSOR E SHAPE (1, 1, 8) TILE (8, 4, 4)")  # no tiles
+    for query in ("SELECT G.v * 2.5 + A1.v AS v FROM G CROSS JOIN (SELECT SUM(POWER(2.5, -1)) AS v FROM E) AS A1",
+                  "SELECT G.v * A1.v AS v FROM G CROSS JOIN (SELECT SUM(2.5) AS v FROM E) AS A1"):
+        with pytest.raises(trdb.DataError, match="an operand is NULL") as caught:
+            gcur.execute(query)
+        assert "over no tuples is NULL" in str(caught.value)
+    gcur.execute("SELECT G.v * 2.5 + A1.v AS v FROM G CROSS JOIN (SELECT SUM(POWER(2.5, -1)) AS v FROM G) AS A1")
+    rows = gcur.fetchall()
+    assert len(rows) == 12 and all(np.all(np.isfinite(v)) for (v,) in rows)
+
+
+def test_a_sum_of_a_float_constant_is_described_as_a_float(gcur):
+    gcur.execute("SELECT SUM(2.5) AS v FROM G")
+    assert gcur.description[0][1] == "FLOAT" and gcur.fetchall() == [(12 * 2.5,)]
+    gcur.execute("SELECT MIN(2) AS v FROM G")
+    assert gcur.description[0][1] == "INT" and gcur.fetchall() == [(2,)]
+
+
+def test_an_aggregate_of_a_text_column_is_refused_with_its_reason(gcur):
+    """The check for numbers read `.value` of any argument: for a subquery's text column, an AttributeError."""
+    with pytest.raises(trdb.ProgrammingError, match="MIN takes numbers; this column holds str values"):
+        gcur.execute("SELECT A1.i, MIN(A1.v) AS v FROM (SELECT G.i AS i, 'x' AS v FROM G) AS A1 GROUP BY A1.i")

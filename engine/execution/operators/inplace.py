@@ -68,7 +68,7 @@ def _owned(backend: Backend, tmp: Any, dtype) -> bool:
 def _binary(backend: Backend, ufunc, tmp: Any, other: Any, dtype) -> Optional[Any]:
     """ufunc(tmp, other) written into tmp, or None when it cannot be (the caller then runs the kernel,
     which also takes a CSR `other`: its sparse version)."""
-    if is_sparse(other):
+    if other is None or is_sparse(other):  # a NULL number: the kernel says so
         return None
     if _owned(backend, tmp, dtype) and (not hasattr(other, "shape") or other.shape == tmp.shape
                                         or backend.xp.broadcast_shapes(tmp.shape, other.shape) == tmp.shape):
