@@ -153,7 +153,7 @@ class ExpressionBinder:
         return bx.KeyArith("-", bx.Const(0, ScalarType(int)), operand)
 
     def check_number(self, node: ast.Expr, bound: bx.Bound, what: str) -> None:
-        """Refuse a constant or parameter that is not a number (or NULL) where keys or numbers are meant."""
+        """Refuse a constant, parameter or column that is not a number (or NULL) where keys or numbers are meant."""
         if not isinstance(bound.type, ScalarType) or bound.type.python_type in (int, float, bool, type(None)):
             return
         kind = bound.type.python_type.__name__

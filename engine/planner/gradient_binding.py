@@ -29,6 +29,15 @@ def bind_gradient(binder, item, loss: lp.Plan, param: TensorMeta) -> lp.Gradient
     position = lp.SourcePosition(binder.ctx.text, span.line if span else None, span.column if span else None)
     try:
         loss_column(loss)
+        check_differentiable(param)
     except Error as exc:
         raise exc.at(position.text, position.line, position.column)
     return lp.Gradient(loss, param, gradient_schema(param), position)
+
+
+def check_differentiable(param: TensorMeta) -> None:
+    """Only a tensor of a floating-point dtype has a gradient (as in PyTorch): a boolean one has no slope."""
+    if param.dtype.kind == "b":
+        raise ProgrammingError(f"GRAD: {param.name} has dtype bool, which has no gradient",
+                               hint=f"store it as a float tensor (CAST({param.name}.{param.value_name} AS float32)) "
+                                    "and differentiate with respect to that")

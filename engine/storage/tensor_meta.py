@@ -68,7 +68,7 @@ class TensorMeta:
     @property
     def grid(self) -> tuple[int, ...]:
         """Number of tiles along each keyed axis."""
-        return tuple(math.ceil(n / t) if t else 0 for n, t in zip(self.shape, self.tile))[: len(self.keys)]
+        return tuple(-(-n // t) if t else 0 for n, t in zip(self.shape, self.tile))[: len(self.keys)]  # exact: no float
 
     @property
     def max_tuples(self) -> int:

@@ -341,3 +341,26 @@ def test_an_aggregate_of_a_text_column_is_refused_with_its_reason(gcur):
     """The check for numbers read `.value` of any argument: for a subquery's text column, an AttributeError."""
     with pytest.raises(trdb.ProgrammingError, match="MIN takes numbers; this column holds str values"):
         gcur.execute("SELECT A1.i, MIN(A1.v) AS v FROM (SELECT G.i AS i, 'x' AS v FROM G) AS A1 GROUP BY A1.i")
+
+
+def test_the_tile_grid_of_a_huge_shape_is_exact(cur):
+    """The grid was computed in floats: 2**63 - 1 rows in tiles of 1 gave 2**63 tiles, which the key check could
+    not hold as int64 (OverflowError reading the tensor); the last key is 2**63 - 2."""
+    cur.execute("CREATE TENSOR T SHAPE (9223372036854775807, 16) TILE (1, 16)")
+    assert cur.connection._session().catalog.require_tensor("T").grid == (2 ** 63 - 1, 1)
+    cur.execute("INSERT INTO T VALUES (5216918249766893710, 0, ?), (9223372036854775806, 0, ?)",
+                [np.ones((1, 16), np.float32), np.full((1, 16), 2, np.float32)])
+    assert sorted(r[:2] for r in cur.execute("SELECT * FROM T").fetchall()) == [(5216918249766893710, 0),
+                                                                                (9223372036854775806, 0)]
+    with pytest.raises(trdb.DataError, match="outside the tile grid"):
+        cur.execute("INSERT INTO T VALUES (9223372036854775807, 0, ?)", [np.ones((1, 16), np.float32)])
+
+
+def test_a_boolean_tensor_has_no_gradient(cur):
+    """The gradient of ABS over a bool tensor subtracted bool masks (InternalError); of SUMSQ it was a bool tile."""
+    cur.execute("CREATE TENSOR B FROM ? TILE (2, 2)", [np.array([[True, False], [False, True]])])
+    cur.execute("CREATE VIEW L AS SELECT SUM(REDUCE_SUM(ABS(W.v))) AS v FROM B AS W")
+    for statement in ("SELECT * FROM GRAD(L, B)", "MINIMIZE L WRT (B) WITH (steps = 1, optimizer = 'adam')"):
+        with pytest.raises(trdb.ProgrammingError, match="B has dtype bool, which has no gradient"):
+            cur.execute(statement)
+    assert cur.execute("SELECT * FROM B").fetch_tensor().tolist() == [[True, False], [False, True]]
