@@ -317,6 +317,8 @@ class Session:
             # DuckDB could not run it either: a statement about tensors gets trql's error (with the caret)
             ours = "Parser Error" in str(exc) or names_trdb_relation(text, self.catalog)
             raise self._failed(error if ours else exc, text)
+        except MemoryError as exc:  # a parameter DuckDB could not take in (as in _execute_one)
+            raise self._failed(errors.out_of_memory(exc), text) from exc
 
     # ------------------------------------------------------------ Python data as views
 

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse
 
-from trdb.errors import DataError, InterfaceError
+from trdb.errors import DataError, InterfaceError, NotSupportedError
 from trdb.execution.result import check_fits, check_unique_keys, layout_of, tile_slices
 from trdb.kernels.sparse import is_sparse, row_indices
 from trdb.planner.types import Schema
@@ -42,9 +42,13 @@ def _tensor_column(values: list, nominal: Optional[tuple] = None) -> tuple[pa.Ar
 def _fixed_shape_tensors(stacked: np.ndarray) -> pa.Array:
     """One Arrow fixed_shape_tensor per row of `stacked`; tiles with no values (a dimension of 0) too, which
     pyarrow's from_numpy_ndarray refuses."""
+    try:
+        value_type = pa.from_numpy_dtype(stacked.dtype)
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        raise NotSupportedError(f"Arrow has no type for {stacked.dtype} tiles",
+                                hint="fetchall() or fetch_tensor() return them as numpy arrays") from None
     if stacked.size:
         return pa.FixedShapeTensorArray.from_numpy_ndarray(np.ascontiguousarray(stacked))
-    value_type = pa.from_numpy_dtype(stacked.dtype)
     storage = pa.array([[]] * len(stacked), pa.list_(value_type, 0))
     return pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(value_type, stacked.shape[1:]), storage)
 

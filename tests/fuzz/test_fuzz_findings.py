@@ -364,3 +364,12 @@ def test_a_boolean_tensor_has_no_gradient(cur):
         with pytest.raises(trdb.ProgrammingError, match="B has dtype bool, which has no gradient"):
             cur.execute(statement)
     assert cur.execute("SELECT * FROM B").fetch_tensor().tolist() == [[True, False], [False, True]]
+
+
+def test_complex_tiles_are_refused_by_fetch_arrow_and_fetched_otherwise(gcur):
+    """Arrow has no complex type: pyarrow's ArrowNotImplementedError ("Unsupported numpy type 15") escaped."""
+    query, value = "SELECT SUM(? - G.v) AS v, COUNT(*) AS c FROM G", [np.ones((16, 16), np.complex64)]
+    with pytest.raises(trdb.NotSupportedError, match="Arrow has no type for complex64 tiles"):
+        gcur.execute(query, value).fetch_arrow()
+    (total, count), = gcur.execute(query, value).fetchall()
+    assert total.dtype == np.complex64 and count == 12

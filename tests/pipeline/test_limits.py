@@ -145,3 +145,17 @@ def test_a_fill_larger_than_the_free_disk_is_refused_before_it_writes(tmp_path, 
     assert con.execute("SHOW TENSORS").fetchall() == []
     con.execute("CREATE TENSOR S SHAPE (100, 100) TILE (50, 50) FILL ONES")  # small enough
     con.close()
+
+
+def test_a_parameter_duckdb_cannot_take_in_is_an_out_of_memory_error():
+    """Plain SQL trql cannot parse goes to DuckDB; a 40 GB (broadcast) parameter there raised a raw MemoryError."""
+    out = run_guarded("""
+        import numpy as np
+        big = np.broadcast_to(np.float32(1), (100_000, 100_000))
+        try:
+            cur.execute("INSERT INTO f$10 VALUES (0, ?)", [[big, big]])
+        except trdb.OperationalError as exc:
+            print(str(exc).splitlines()[0])
+        print(cur.execute("SELECT 1").fetchall())
+    """)
+    assert out.splitlines()[0].startswith("out of memory") and out.splitlines()[1] == "[(1,)]", out
