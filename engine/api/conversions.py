@@ -41,7 +41,7 @@ def _tensor_column(values: list, nominal: Optional[tuple] = None) -> tuple[pa.Ar
 
 def _fixed_shape_tensors(stacked: np.ndarray) -> pa.Array:
     """One Arrow fixed_shape_tensor per row of `stacked`; tiles with no values (a dimension of 0) too, which
-    pyarrow's from_numpy_ndarray refuses."""
+    pyarrow's from_numpy_ndarray refuses. Tiles of a dtype Arrow has no type for (complex) are refused."""
     try:
         value_type = pa.from_numpy_dtype(stacked.dtype)
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
