@@ -36,7 +36,8 @@ def bind_gradient(binder, item, loss: lp.Plan, param: TensorMeta) -> lp.Gradient
 
 
 def check_differentiable(param: TensorMeta) -> None:
-    """Only a tensor of a floating-point dtype has a gradient (as in PyTorch): a boolean one has no slope."""
+    """A boolean tensor has no gradient (it has no slope; PyTorch takes gradients of floating-point tensors
+    only, while integer tensors keep theirs here, computed in their dtype)."""
     if param.dtype.kind == "b":
         raise ProgrammingError(f"GRAD: {param.name} has dtype bool, which has no gradient",
                                hint=f"store it as a float tensor (CAST({param.name}.{param.value_name} AS float32)) "
