@@ -2,7 +2,9 @@
 
 Runs the dense matmul of parallel_matmul.py at two sizes and a tiny statement (a filter and a
 scalar multiply of a 4 x 4 tensor) at the same worker count with both executors on the same data,
-checks the matmuls against numpy and prints the ratio ray / local. The tiny statement is all fixed
+checks the matmuls against numpy and prints the ratio ray / local. Its peer on Ray is the same matmul
+written by hand as a Ray program (actors holding the tiles, streaming the product's tiles to the
+driver): what Ray itself costs here, whatever runs on it. The tiny statement is all fixed
 cost; to show where it goes, its phases are timed in the same run (statement start to the Ray
 execution, setting it up, submitting the fragments, waiting for their results, ending it), and
 so are an actor call's round trip and pickling its fragment.
@@ -15,7 +17,9 @@ The matmuls and the first tiny statement run on `workers` partitions however che
 cheap on one partition (one fragment, one actor call), as it does for a user.
 
 Without --address it starts a Ray cluster of two nodes on this machine, all on 127.0.0.1 (one CPU
-each, as the test suite's: the two workers' actors run on different nodes), and stops it at the end.
+each, as the test suite's: the two workers' actors run on different nodes), and stops it at the end;
+with --nodes 1, a cluster of one node with `workers` CPUs (the actors share its object store, so their
+results reach the driver through shared memory instead of the object manager's transfer between nodes).
 """
 from __future__ import annotations
 
@@ -34,11 +38,13 @@ from timing import best_of, check
 MATMUL = ("SELECT A{n}.i, B{n}.j, SUM(MATMUL(A{n}.v, B{n}.v)) AS v FROM A{n} JOIN B{n} ON A{n}.j = B{n}.i "
           "GROUP BY A{n}.i, B{n}.j")
 TINY = "SELECT T.i, T.j, T.v * 2 AS v FROM T WHERE T.i = 0"
+OBJECT_STORE_BYTES = 1 << 30  # per node of a cluster started here
 
 
 @contextmanager
-def two_node_cluster(address):
-    """Ray on `address`, else a cluster of two nodes started here on 127.0.0.1 (token authentication)."""
+def local_cluster(address, nodes: int = 2, cpus_per_node: int = 1):
+    """Ray on `address`, else a cluster of `nodes` nodes started here on 127.0.0.1 (token authentication),
+    each with `cpus_per_node` CPUs."""
     if address:
         import ray
         ray.init(address=address, log_to_driver=False)
@@ -51,33 +57,94 @@ def two_node_cluster(address):
     from ray._private import ray_constants
     from ray.cluster_utils import Cluster
     ray_constants.ENABLE_RAY_CLUSTER = False
-    node = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
-    nodes = Cluster(initialize_head=True, head_node_args=dict(node, include_dashboard=False))
+    # an object store of 1 GiB per node: the default here (150 MB) is too small for two programs of
+    # 64 MB results at once (the matmul and its peer): one spills the other's to disk
+    node = {"num_cpus": cpus_per_node, "node_ip_address": "127.0.0.1", "object_store_memory": OBJECT_STORE_BYTES}
+    cluster = Cluster(initialize_head=True, head_node_args=dict(node, include_dashboard=False))
     try:
-        nodes.add_node(**node)
-        nodes.wait_for_nodes()
-        ray.init(address=nodes.address, log_to_driver=False)
+        for _ in range(nodes - 1):
+            cluster.add_node(**node)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False)
         yield
     finally:
         ray.shutdown()
-        nodes.shutdown()
+        cluster.shutdown()
 
 
-def alternate(cur, sql: str, runs: int, expected=None) -> dict[str, list[float]]:
-    """Seconds of each run per executor, the executors alternating (a busy machine slows both alike);
-    the first run of each is a warm-up (caches, actors, partitions kept in them) and not counted."""
-    times: dict[str, list[float]] = {"local": [], "ray": []}
+def alternate(cur, sql: str, runs: int, expected=None, others=None) -> dict[str, list[float]]:
+    """Seconds of each run per executor (and of each of `others`, name: a function returning the result),
+    taking turns (a busy machine slows all alike); the first run of each is a warm-up (caches, actors,
+    partitions kept in them) and not counted."""
+    def executor(name):
+        def run():
+            cur.execute(f"SET executor = '{name}'")
+            result = cur.execute(sql)
+            return result.fetch_tensor() if expected is not None else result.fetchall()
+        return run
+    systems = {"local": executor("local"), "ray": executor("ray"), **(others or {})}
+    times: dict[str, list[float]] = {name: [] for name in systems}
     for attempt in range(runs + 1):
-        for executor in times:
-            cur.execute(f"SET executor = '{executor}'")
+        for name, run in systems.items():
+            seconds, result = best_of(1, run, warmup=False)
             if expected is not None:
-                seconds, result = best_of(1, lambda: cur.execute(sql).fetch_tensor(), warmup=False)
-                check(f"{sql[:30]} ({executor})", result, expected)
-            else:
-                seconds, _ = best_of(1, lambda: cur.execute(sql).fetchall(), warmup=False)
+                check(f"{sql[:30]} ({name})", result, expected)
             if attempt:
-                times[executor].append(seconds)
+                times[name].append(seconds)
     return times
+
+
+def hand_written_matmul(a: np.ndarray, b: np.ndarray, tile: int, workers: int):
+    """The same matmul as a hand-written Ray program, trdb's peer: `workers` actors, spread over the nodes
+    as trdb's are (taking no CPU of Ray's: trdb's actors hold those), hold the row tiles of A whose index
+    is theirs modulo `workers` and all of B (sent once, untimed: trdb keeps its partitions in its actors
+    too); each computes its tiles of the product and streams them to the driver as they are done, which
+    places them as they arrive. Returns the function that runs it once, and the one that ends its actors."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    @ray.remote(num_cpus=0)
+    class Rows:
+        def load(self, a_tiles: dict, b_tiles: dict) -> None:
+            self.a, self.b = a_tiles, b_tiles  # copied out of the object store, which it leaves
+
+        def product(self):
+            rows, columns = sorted({i for i, _ in self.a}), sorted({k for _, k in self.b})
+            inner = sorted({j for _, j in self.b})
+            for i in rows:
+                for k in columns:
+                    c = self.a[i, inner[0]] @ self.b[inner[0], k]
+                    for j in inner[1:]:
+                        c += self.a[i, j] @ self.b[j, k]
+                    yield i, k, c
+
+    def tiles(m: np.ndarray) -> dict:
+        return {(i // tile, j // tile): np.ascontiguousarray(m[i:i + tile, j:j + tile])
+                for i in range(0, m.shape[0], tile) for j in range(0, m.shape[1], tile)}
+    a_tiles, b_tiles = tiles(a), tiles(b)
+    nodes = sorted(node["NodeID"] for node in ray.nodes() if node["Alive"])
+    actors = [Rows.options(scheduling_strategy=NodeAffinitySchedulingStrategy(nodes[w % len(nodes)], soft=False))
+              .remote() for w in range(workers)]
+    for w, actor in enumerate(actors):  # one at a time: the object store holds one actor's inputs at once
+        ray.get(actor.load.remote({key: t for key, t in a_tiles.items() if key[0] % workers == w}, b_tiles))
+
+    def run() -> np.ndarray:
+        out = np.empty((a.shape[0], b.shape[1]), dtype=np.float32)
+        streams = [actor.product.remote() for actor in actors]
+        while streams:
+            ready, _ = ray.wait(streams, num_returns=1)
+            try:
+                i, k, c = ray.get(next(ready[0]))
+            except StopIteration:
+                streams.remove(ready[0])
+                continue
+            out[i * tile:(i + 1) * tile, k * tile:(k + 1) * tile] = c
+        return out
+
+    def end() -> None:
+        for actor in actors:
+            ray.kill(actor)
+    return run, end
 
 
 class Phases:
@@ -162,29 +229,41 @@ def main() -> None:
     parser.add_argument("--tile", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each matmul per executor")
     parser.add_argument("--tiny-runs", type=int, default=60, help="timed runs of the tiny statement per executor")
-    parser.add_argument("--address", default=None, help="a running Ray cluster (default: a 2-node one started here)")
+    parser.add_argument("--address", default=None, help="a running Ray cluster (default: one started here)")
+    parser.add_argument("--nodes", type=int, default=2, choices=(1, 2),
+                        help="nodes of the cluster started here: 2 (one CPU each), or 1 (with `workers` CPUs)")
     args = parser.parse_args()
     sizes = [int(n) for n in args.sizes.split(",")]
-    with two_node_cluster(args.address):
+    shape = (2, 1) if args.nodes == 2 else (1, args.workers)
+    with local_cluster(args.address, *shape):
         con = trdb.connect(workers=args.workers)
         cur = con.cursor()
         cur.execute("SET min_parallel_cost = 0")  # every plan on `workers` partitions, however cheap
         rng = np.random.default_rng(7)
-        data = {}
+        data, inputs = {}, {}
         for n in sizes:
             a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in "AB")
             cur.execute(f"CREATE TENSOR A{n} FROM ? TILE ({args.tile}, {args.tile})", [a])
             cur.execute(f"CREATE TENSOR B{n} FROM ? TILE ({args.tile}, {args.tile})", [b])
-            data[n] = a @ b
+            data[n], inputs[n] = a @ b, (a, b)
         cur.execute("CREATE TENSOR T SHAPE (4, 4) TILE (2, 2) FILL ONES")
-        print(f"# workers={args.workers} tile={args.tile}, {os.cpu_count()} cores, load average "
+        where = args.address or (f"{args.nodes}-node cluster on 127.0.0.1 ({shape[1]} CPU each)")
+        print(f"# Ray: {where}; workers={args.workers} tile={args.tile}, {os.cpu_count()} cores, load average "
               f"{os.getloadavg()[0]:.1f}; matmuls: best of {args.repeats} runs after a warm-up, the executors "
               f"alternating, results checked against numpy; tiny statement: {args.tiny_runs} runs")
         fragment = last_fragment()
-        print(f"{'workload':<32} {'local':>10} {'ray':>10} {'ray/local':>10}")
+        print(f"{'workload':<32} {'local':>10} {'ray':>10} {'ray/local':>10} {'hand-written Ray':>17} "
+              f"{'/local':>7}")
         for n in sizes:
-            best = {k: min(v) for k, v in alternate(cur, MATMUL.format(n=n), args.repeats, data[n]).items()}
-            print(f"{f'matmul {n}':<32} {best['local']:9.3f}s {best['ray']:9.3f}s {best['ray'] / best['local']:10.2f}")
+            cur.execute("SET executor = 'ray'")
+            cur.execute(TINY).fetchall()  # trdb's actors first: they take the CPUs Ray has
+            hand, end = hand_written_matmul(*inputs[n], args.tile, args.workers)
+            peer = {"hand-written Ray": hand}
+            best = {k: min(v) for k, v in alternate(cur, MATMUL.format(n=n), args.repeats, data[n], peer).items()}
+            end()
+            hand = best["hand-written Ray"]
+            print(f"{f'matmul {n}':<32} {best['local']:9.3f}s {best['ray']:9.3f}s {best['ray'] / best['local']:10.2f} "
+                  f"{hand:16.3f}s {hand / best['local']:7.2f}")
         for partitions, setting in (("2 partitions", "SET min_parallel_cost = 0"),
                                     ("planner's choice", "RESET min_parallel_cost")):
             cur.execute(setting)
