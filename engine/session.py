@@ -4,6 +4,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from contextlib import contextmanager
+from functools import partial
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 
 from trdb import errors
@@ -117,18 +118,28 @@ class Session:
     def _execute_one(self, text: str, params: Union[Sequence[Any], Mapping[str, Any]]) -> Result:
         try:
             statement, expected, relations = self._parse(text)
-        except ParseError as exc:
-            return self._fallback(text, params, exc)  # a mapping goes to DuckDB as it is ($name)
+        except ParseError as exc:  # a mapping goes to DuckDB as it is ($name)
+            return self._guarded(text, partial(self._fallback, text, params, exc))
         if isinstance(params, Mapping):
             params = bind_named(statement, params)
         if self.aborted and not isinstance(statement, ast.Rollback):
             raise errors.OperationalError("current transaction is aborted, commands ignored until end of "
                                           "transaction block", hint="ROLLBACK")
+        return self._guarded(text, lambda: self._run_parsed(statement, text, params, expected, relations))
+
+    def _run_parsed(self, statement: ast.Statement, text: str, params: Sequence[Any], expected: int,
+                    relations: Optional[Relations]) -> Result:
+        result = self._dispatch_consistent(statement, text, params, expected, relations)
+        if result.status is None and result.description is None:
+            result.status = status_message(statement, result, self.catalog)
+        return result
+
+    def _guarded(self, text: str, run: Callable[[], Result]) -> Result:
+        """`run()`, a statement's execution (trql's, or plain SQL's through DuckDB): whatever it raises
+        fails the statement (an explicit transaction is aborted) as one of trdb's errors; Ctrl-C and
+        a too deep recursion go on as they are."""
         try:
-            result = self._dispatch_consistent(statement, text, params, expected, relations)
-            if result.status is None and result.description is None:
-                result.status = status_message(statement, result, self.catalog)
-            return result
+            return run()
         except errors.Error as exc:
             raise self._failed(exc, text)
         except MemoryError as exc:  # an allocation the process could not make: the statement fails, as in
@@ -310,15 +321,13 @@ class Session:
         error = errors.ProgrammingError(parse_error.message, hint=parse_error.hint, statement=parse_error.text,
                                         line=parse_error.line, column=parse_error.column)
         if is_trql_only(text):
-            raise self._failed(error, text)
+            raise error
         try:
             return self._plain_sql(text, params)
         except errors.Error as exc:
             # DuckDB could not run it either: a statement about tensors gets trql's error (with the caret)
             ours = "Parser Error" in str(exc) or names_trdb_relation(text, self.catalog)
-            raise self._failed(error if ours else exc, text)
-        except MemoryError as exc:  # a parameter DuckDB could not take in (as in _execute_one)
-            raise self._failed(errors.out_of_memory(exc), text) from exc
+            raise error if ours else exc
 
     # ------------------------------------------------------------ Python data as views
 

@@ -154,3 +154,40 @@ def test_plain_sql_with_a_tensor_named_word_still_runs(loaded):
     loaded.execute("CREATE TABLE t (a INTEGER)")
     loaded.execute("INSERT INTO t VALUES (1)")
     assert loaded.execute("SELECT a FROM t").fetchall() == [(1,)]
+
+
+def test_a_bug_running_plain_sql_trql_cannot_parse_is_an_internal_error_and_aborts_the_transaction(loaded, monkeypatch):
+    from trdb.session import Session
+    loaded.execute("CREATE TABLE t (x INTEGER)")
+    loaded.execute("BEGIN")
+    loaded.execute("INSERT INTO t VALUES (1)")
+
+    def broken(self, *args):
+        raise RuntimeError("a bug")
+    monkeypatch.setattr(Session, "_plain_sql", broken)
+    with pytest.raises(trdb.InternalError, match="internal error: RuntimeError: a bug"):
+        loaded.execute("INSERT INTO t BY NAME SELECT 2 AS x")  # plain SQL trql cannot parse
+    monkeypatch.undo()
+    with pytest.raises(trdb.OperationalError, match="current transaction is aborted"):
+        loaded.execute("SELECT x FROM t")
+    loaded.execute("ROLLBACK")
+    assert loaded.execute("SELECT count(*) FROM t").fetchall() == [(0,)]
+    still_usable(loaded)
+
+
+def test_ctrl_c_in_plain_sql_trql_cannot_parse_aborts_the_explicit_transaction(loaded, monkeypatch):
+    from trdb.session import Session
+    loaded.execute("CREATE TABLE t (x INTEGER)")
+    loaded.execute("BEGIN")
+    loaded.execute("INSERT INTO t VALUES (1)")
+
+    def interrupted(self, *args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(Session, "_plain_sql", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        loaded.execute("INSERT INTO t BY NAME SELECT 2 AS x")  # plain SQL trql cannot parse
+    monkeypatch.undo()
+    with pytest.raises(trdb.OperationalError, match="current transaction is aborted"):
+        loaded.execute("SELECT x FROM t")
+    loaded.execute("ROLLBACK")
+    assert loaded.execute("SELECT count(*) FROM t").fetchall() == [(0,)]
