@@ -156,38 +156,38 @@ def test_plain_sql_with_a_tensor_named_word_still_runs(loaded):
     assert loaded.execute("SELECT a FROM t").fetchall() == [(1,)]
 
 
-def test_a_bug_running_plain_sql_trql_cannot_parse_is_an_internal_error_and_aborts_the_transaction(loaded, monkeypatch):
+def _plain_sql_failing_in_a_transaction(cur, monkeypatch, exception: BaseException):
+    """A transaction that inserted a row, then plain SQL that trql cannot parse, running into `exception`."""
     from trdb.session import Session
-    loaded.execute("CREATE TABLE t (x INTEGER)")
-    loaded.execute("BEGIN")
-    loaded.execute("INSERT INTO t VALUES (1)")
+    cur.execute("CREATE TABLE t (x INTEGER)")
+    cur.execute("BEGIN")
+    cur.execute("INSERT INTO t VALUES (1)")
 
-    def broken(self, *args):
-        raise RuntimeError("a bug")
-    monkeypatch.setattr(Session, "_plain_sql", broken)
-    with pytest.raises(trdb.InternalError, match="internal error: RuntimeError: a bug"):
-        loaded.execute("INSERT INTO t BY NAME SELECT 2 AS x")  # plain SQL trql cannot parse
-    monkeypatch.undo()
+    def failing(self, *args):
+        raise exception
+    monkeypatch.setattr(Session, "_plain_sql", failing)
+    try:
+        cur.execute("INSERT INTO t BY NAME SELECT 2 AS x")
+    finally:
+        monkeypatch.undo()
+
+
+def _aborted_then_rolled_back(cur):
     with pytest.raises(trdb.OperationalError, match="current transaction is aborted"):
-        loaded.execute("SELECT x FROM t")
-    loaded.execute("ROLLBACK")
-    assert loaded.execute("SELECT count(*) FROM t").fetchall() == [(0,)]
+        cur.execute("SELECT x FROM t")
+    cur.execute("ROLLBACK")
+    assert cur.execute("SELECT count(*) FROM t").fetchall() == [(0,)]
+
+
+def test_a_bug_running_plain_sql_trql_cannot_parse_is_an_internal_error_and_aborts_the_transaction(
+        loaded, monkeypatch):
+    with pytest.raises(trdb.InternalError, match="internal error: RuntimeError: a bug"):
+        _plain_sql_failing_in_a_transaction(loaded, monkeypatch, RuntimeError("a bug"))
+    _aborted_then_rolled_back(loaded)
     still_usable(loaded)
 
 
 def test_ctrl_c_in_plain_sql_trql_cannot_parse_aborts_the_explicit_transaction(loaded, monkeypatch):
-    from trdb.session import Session
-    loaded.execute("CREATE TABLE t (x INTEGER)")
-    loaded.execute("BEGIN")
-    loaded.execute("INSERT INTO t VALUES (1)")
-
-    def interrupted(self, *args):
-        raise KeyboardInterrupt
-    monkeypatch.setattr(Session, "_plain_sql", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        loaded.execute("INSERT INTO t BY NAME SELECT 2 AS x")  # plain SQL trql cannot parse
-    monkeypatch.undo()
-    with pytest.raises(trdb.OperationalError, match="current transaction is aborted"):
-        loaded.execute("SELECT x FROM t")
-    loaded.execute("ROLLBACK")
-    assert loaded.execute("SELECT count(*) FROM t").fetchall() == [(0,)]
+        _plain_sql_failing_in_a_transaction(loaded, monkeypatch, KeyboardInterrupt())
+    _aborted_then_rolled_back(loaded)
