@@ -221,9 +221,14 @@ class Session:
         return self._atomic(lambda: handler(sc, statement))
 
     def _atomic(self, work: Callable[[], Result]) -> Result:
-        """Run a writing statement in its own transaction (or the open one); undo everything on failure."""
+        """Run a writing statement in its own transaction (or the open one); undo everything on failure. A
+        cancel that came while it ran (during a long call into DuckDB, which trdb's statements do not
+        interrupt) fails it before it commits."""
         with self._step():
-            return work()
+            result = work()
+            if self._running is not None and self._running.is_set():
+                raise errors.QueryCancelled("the statement was cancelled")
+            return result
 
     @contextmanager
     def _step(self) -> Iterator[None]:

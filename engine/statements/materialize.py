@@ -10,17 +10,18 @@ from typing import Callable, Iterator, Optional, Sequence
 
 import numpy as np
 
-from trdb.errors import DataError, IntegrityError, ProgrammingError
+from trdb.errors import DataError, IntegrityError, ProgrammingError, QueryCancelled
 from trdb.execution.result import Result, TensorLayout, layout_of
 from trdb.execution.spool import row_batches
 from trdb.kernels.backend import to_host
-from trdb.kernels.sparse import is_sparse
+from trdb.kernels.sparse import is_sparse, nbytes
 from trdb.statements.context import StatementContext
 from trdb.statements.tiling import CHUNK_BYTES
 from trdb.storage.tensor_meta import TensorMeta, validate_layout
 from trdb.storage.tile_writer import TileWriter
 
 BeforeWrite = Callable[[np.ndarray], None]
+WRITE_BATCH_ROWS = 1 << 16  # tuples checked and written (for UPDATE: their stored tiles deleted) at once, at most
 
 
 def result_columns(result: Result, what: str) -> tuple[list[int], int]:
@@ -60,13 +61,30 @@ def tile_batches(result: Result, what: str) -> Iterator[tuple[np.ndarray, list]]
     """The result as batches of keys (sorted within a batch, so that checks and errors do not depend on the
     order workers produced them there) and host tiles: numpy arrays, CSR tiles kept CSR."""
     keys, value = result_columns(result, what)
-    for batch in row_batches(result.rows):
+    for batch in _write_batches(result.rows, value):
         rows = [([row[k] for k in keys], row[value]) for row in batch]
         if any(k is None for key, _ in rows for k in key):
             raise DataError(f"{what}: a result key is NULL (from an outer join?); use COALESCE on keys")
         rows.sort(key=lambda r: r[0])
         key_array = np.array([key for key, _ in rows], dtype=np.int64).reshape(len(rows), len(keys))
         yield key_array, [_host_tile(tile) for _, tile in rows]
+
+
+def _write_batches(rows, value: int) -> Iterator[list]:
+    """The result's batches joined up to CHUNK_BYTES of tiles or WRITE_BATCH_ROWS tuples: an UPDATE deletes
+    each batch's stored tiles in one statement, which reads the whole tile table, so a batch of 64 small
+    tiles each would make an UPDATE of n tiles read n / 64 tables (375,000 tiles of 64 floats: 5,860
+    DELETEs, a minute)."""
+    pending: list = []
+    size = 0
+    for batch in row_batches(rows):
+        pending.extend(batch)
+        size += sum(nbytes(row[value]) for row in batch)
+        if size >= CHUNK_BYTES or len(pending) >= WRITE_BATCH_ROWS:
+            yield pending
+            pending, size = [], 0
+    if pending:
+        yield pending
 
 
 def _host_tile(tile):
@@ -84,6 +102,8 @@ def write_result(sc: StatementContext, meta: TensorMeta, result: Result, what: s
     count = 0
     with TileWriter(sc.db, meta, CHUNK_BYTES, formats_by_key=written is not None) as writer:
         for keys, tiles in tile_batches(result, what):
+            if sc.interrupted.is_set():
+                raise QueryCancelled(f"the statement was cancelled while it wrote the tiles of {meta.name}")
             if keys.shape[1] != len(meta.keys):
                 raise ProgrammingError(f"{what}: the query gives {keys.shape[1]} keys, "
                                        f"{meta.name} has {len(meta.keys)}")

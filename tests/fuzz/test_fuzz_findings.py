@@ -373,3 +373,45 @@ def test_complex_tiles_are_refused_by_fetch_arrow_and_fetched_otherwise(gcur):
         gcur.execute(query, value).fetch_arrow()
     (total, count), = gcur.execute(query, value).fetchall()
     assert total.dtype == np.complex64 and count == 12
+
+
+def test_an_int_tile_plus_a_float_is_not_written_into_the_int_tile():
+    from trdb.execution.operators.inplace import _binary
+    from trdb.kernels.numpy_backend import NUMPY_BACKEND
+    tile = np.ones(3, np.int32)
+    assert _binary(NUMPY_BACKEND, np.add, tile, 0.5, np.dtype(np.int32)) is None  # the kernel runs instead
+    np.testing.assert_array_equal(tile, [1, 1, 1])
+    narrowed = np.ones(3, np.float32)  # a float64 scalar into a float32 tile: in place, as before
+    assert _binary(NUMPY_BACKEND, np.add, narrowed, np.float64(0.5), np.dtype(np.float32)) is narrowed
+
+
+SMALL_TILES = "CREATE TENSOR S SHAPE (100, 100) TILE (1, 1) FILL ONES"  # 10,000 tiles of one float
+
+
+def test_an_update_of_many_small_tiles_deletes_them_in_few_statements(cur, monkeypatch):
+    from trdb.storage import tile_store
+    cur.execute(SMALL_TILES)
+    deleting, calls = tile_store.delete_tiles, []
+    monkeypatch.setattr(tile_store, "delete_tiles", lambda *args: calls.append(1) or deleting(*args))
+    cur.execute("UPDATE S SET v = S.v * 3")
+    assert len(calls) == 1  # one DELETE reading the table, not one per batch of 64 tuples (157)
+    np.testing.assert_array_equal(dense(cur, "S"), np.full((100, 100), 3, np.float32))
+
+
+@pytest.mark.parametrize("where", ["delete_tiles", "refresh_statistics"])
+def test_a_cancel_during_an_updates_write_fails_it_and_changes_nothing(con, monkeypatch, where):
+    from trdb.catalog.catalog import Catalog
+    from trdb.storage import tile_store
+    cur = con.cursor()
+    cur.execute(SMALL_TILES)
+    owner = tile_store if where == "delete_tiles" else Catalog
+    original = getattr(owner, where)
+
+    def cancelled_meanwhile(*args):  # a cancel that arrives while DuckDB runs a long write
+        con._live.cancel()
+        return original(*args)
+    monkeypatch.setattr(owner, where, cancelled_meanwhile)
+    with pytest.raises(QueryCancelled):
+        cur.execute("UPDATE S SET v = S.v * 3")
+    monkeypatch.undo()
+    np.testing.assert_array_equal(dense(cur, "S"), np.ones((100, 100), np.float32))

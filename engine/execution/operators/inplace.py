@@ -70,11 +70,18 @@ def _binary(backend: Backend, ufunc, tmp: Any, other: Any, dtype) -> Optional[An
     which also takes a CSR `other`: its sparse version)."""
     if other is None or is_sparse(other):  # a NULL number: the kernel says so
         return None
-    if _owned(backend, tmp, dtype) and (not hasattr(other, "shape") or other.shape == tmp.shape
-                                        or backend.xp.broadcast_shapes(tmp.shape, other.shape) == tmp.shape):
+    if _owned(backend, tmp, dtype) and _fits_in_place(backend.xp, tmp, other):
         with backend.errstate():
             return ufunc(tmp, other, out=tmp)
     return None
+
+
+def _fits_in_place(xp, tmp: Any, other: Any) -> bool:
+    """Whether tmp op other can be written into tmp: of tmp's shape, and of a type numpy casts to tmp's
+    dtype in place (an int tile plus a float is a new float tile, not written into the int one)."""
+    shaped = not hasattr(other, "shape") or other.shape == tmp.shape \
+        or xp.broadcast_shapes(tmp.shape, other.shape) == tmp.shape
+    return shaped and xp.can_cast(xp.result_type(tmp, other), tmp.dtype, "same_kind")
 
 
 def _unary(backend: Backend, ufunc, tmp: Any, dtype) -> Optional[Any]:
