@@ -18,10 +18,9 @@ from trdb.kernels.sparse import is_sparse, nbytes
 from trdb.statements.context import StatementContext
 from trdb.statements.tiling import CHUNK_BYTES
 from trdb.storage.tensor_meta import TensorMeta, validate_layout
-from trdb.storage.tile_writer import TileWriter
+from trdb.storage.tile_writer import BATCH_TILES, TileWriter
 
 BeforeWrite = Callable[[np.ndarray], None]
-WRITE_BATCH_ROWS = 1 << 16  # tuples checked and written (for UPDATE: their stored tiles deleted) at once, at most
 
 
 def result_columns(result: Result, what: str) -> tuple[list[int], int]:
@@ -57,11 +56,12 @@ def check_tiles(meta: TensorMeta, keys: np.ndarray, tiles: Sequence, what: str,
     return checked
 
 
-def tile_batches(result: Result, what: str) -> Iterator[tuple[np.ndarray, list]]:
-    """The result as batches of keys (sorted within a batch, so that checks and errors do not depend on the
-    order workers produced them there) and host tiles: numpy arrays, CSR tiles kept CSR."""
+def tile_batches(result: Result, what: str, batch_bytes: int = CHUNK_BYTES) -> Iterator[tuple[np.ndarray, list]]:
+    """The result as batches of up to `batch_bytes` of tiles: keys (sorted within a batch, so that checks and
+    errors do not depend on the order workers produced them there) and host tiles: numpy arrays, CSR tiles
+    kept CSR."""
     keys, value = result_columns(result, what)
-    for batch in _write_batches(result.rows, value):
+    for batch in _write_batches(result.rows, value, batch_bytes):
         rows = [([row[k] for k in keys], row[value]) for row in batch]
         if any(k is None for key, _ in rows for k in key):
             raise DataError(f"{what}: a result key is NULL (from an outer join?); use COALESCE on keys")
@@ -70,17 +70,17 @@ def tile_batches(result: Result, what: str) -> Iterator[tuple[np.ndarray, list]]
         yield key_array, [_host_tile(tile) for _, tile in rows]
 
 
-def _write_batches(rows, value: int) -> Iterator[list]:
-    """The result's batches joined up to CHUNK_BYTES of tiles or WRITE_BATCH_ROWS tuples: an UPDATE deletes
-    each batch's stored tiles in one statement, which reads the whole tile table, so a batch of 64 small
-    tiles each would make an UPDATE of n tiles read n / 64 tables (375,000 tiles of 64 floats: 5,860
-    DELETEs, a minute)."""
+def _write_batches(rows, value: int, batch_bytes: int) -> Iterator[list]:
+    """The result's batches joined up to `batch_bytes` of tiles or BATCH_TILES tuples, a write batch: an
+    UPDATE deletes each batch's stored tiles in one statement, which reads the whole tile table, so a
+    batch of 64 small tiles each would make an UPDATE of n tiles read the table n / 64 times (375,000
+    tiles of 64 floats: 5,860 DELETEs, a minute)."""
     pending: list = []
     size = 0
     for batch in row_batches(rows):
         pending.extend(batch)
         size += sum(nbytes(row[value]) for row in batch)
-        if size >= CHUNK_BYTES or len(pending) >= WRITE_BATCH_ROWS:
+        if size >= batch_bytes or len(pending) >= BATCH_TILES:
             yield pending
             pending, size = [], 0
     if pending:
@@ -101,7 +101,7 @@ def write_result(sc: StatementContext, meta: TensorMeta, result: Result, what: s
     seen: set[tuple] = set()
     count = 0
     with TileWriter(sc.db, meta, CHUNK_BYTES, formats_by_key=written is not None) as writer:
-        for keys, tiles in tile_batches(result, what):
+        for keys, tiles in tile_batches(result, what, writer.batch_bytes):
             if sc.interrupted.is_set():
                 raise QueryCancelled(f"the statement was cancelled while it wrote the tiles of {meta.name}")
             if keys.shape[1] != len(meta.keys):
