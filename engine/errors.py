@@ -82,12 +82,12 @@ class QueryCancelled(OperationalError):
     """The statement was cancelled (Ctrl-C, Cursor.close() while running)."""
 
 
-def out_of_memory(exc: MemoryError) -> OperationalError:
+def out_of_memory(exc: MemoryError, hint: Optional[str] = None) -> OperationalError:
     """The error a user gets for a host allocation the process could not make (one tile or value too large for
     what the machine, or the process's limits, can give now; the buffer pool and operators spill before that)."""
     return OperationalError(f"out of memory: {exc}",
-                            hint="one tile or value needs this much at once: store the tensor in smaller tiles "
-                                 "(TILE ...), or run where more memory is free")
+                            hint=hint or "one tile or value needs this much at once: store the tensor in smaller "
+                                         "tiles (TILE ...), or run where more memory is free")
 
 
 def suggest(name: str, candidates: Iterable[str]) -> Optional[str]:

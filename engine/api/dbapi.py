@@ -301,6 +301,10 @@ class Cursor:
         except errors.Error:
             self._reader.rewind(position)
             raise
+        except MemoryError as exc:  # more than the process can allocate now (its limits, other work)
+            self._reader.rewind(position)
+            raise errors.out_of_memory(exc, hint=f"{what} builds the whole result as one array: fetch it in "
+                                                 "parts (fetchmany(), or a WHERE on its keys)") from exc
 
     def _host_rows(self, what: str) -> list[tuple]:
         """The remaining rows in host memory (a GPU statement's tiles copied back), or an OperationalError

@@ -415,3 +415,32 @@ def test_a_cancel_during_an_updates_write_fails_it_and_changes_nothing(con, monk
         cur.execute("UPDATE S SET v = S.v * 3")
     monkeypatch.undo()
     np.testing.assert_array_equal(dense(cur, "S"), np.ones((100, 100), np.float32))
+
+
+def test_a_delete_of_many_small_tiles_runs_few_statements(cur, monkeypatch):
+    from trdb.storage import tile_store
+    cur.execute(SMALL_TILES)
+    deleting, calls = tile_store.delete_tiles, []
+    monkeypatch.setattr(tile_store, "delete_tiles", lambda *args: calls.append(1) or deleting(*args))
+    cur.execute("DELETE FROM S WHERE S.i >= 50")
+    assert len(calls) == 1  # one DELETE reading the table, not one per batch of 64 keys (79)
+    expected = np.ones((100, 100), np.float32)
+    expected[50:] = 0
+    np.testing.assert_array_equal(dense(cur, "S"), expected)
+    assert cur.execute("SELECT COUNT(*) FROM S").fetchall() == [(5000,)]
+
+
+def test_a_cancel_during_a_delete_fails_it_and_changes_nothing(con, monkeypatch):
+    from trdb.storage import tile_store
+    cur = con.cursor()
+    cur.execute(SMALL_TILES)
+    original = tile_store.delete_tiles
+
+    def cancelled_meanwhile(*args):
+        con._live.cancel()
+        return original(*args)
+    monkeypatch.setattr(tile_store, "delete_tiles", cancelled_meanwhile)
+    with pytest.raises(QueryCancelled):
+        cur.execute("DELETE FROM S WHERE S.i >= 50")
+    monkeypatch.undo()
+    np.testing.assert_array_equal(dense(cur, "S"), np.ones((100, 100), np.float32))

@@ -159,3 +159,20 @@ def test_a_parameter_duckdb_cannot_take_in_is_an_out_of_memory_error():
         print(cur.execute("SELECT 1").fetchall())
     """)
     assert out.splitlines()[0].startswith("out of memory") and out.splitlines()[1] == "[(1,)]", out
+
+
+def test_a_fetch_larger_than_the_process_can_allocate_is_out_of_memory_and_keeps_the_rows():
+    out = run_guarded("""
+cur.execute("SET max_bytes = '1TB'")  # within the limits trdb checks: only the allocation itself fails
+cur.execute("CREATE TENSOR Tall SHAPE (2147483648, 1) TILE (1024, 1) FILL ZEROS")  # no tile stored
+cur.execute("SELECT * FROM Tall")
+try:
+    cur.fetch_sparse()  # its row pointers alone take 16 GB
+    print("fetched")
+except trdb.OperationalError as exc:
+    print(type(exc).__name__, str(exc).splitlines()[0])
+print(cur.fetchall())
+""")
+    lines = out.splitlines()
+    assert lines[0].startswith("OperationalError out of memory"), out
+    assert lines[1] == "[]", out
