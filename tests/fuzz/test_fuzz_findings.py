@@ -388,18 +388,25 @@ def test_an_int_tile_plus_a_float_is_not_written_into_the_int_tile():
 SMALL_TILES = "CREATE TENSOR S SHAPE (100, 100) TILE (1, 1) FILL ONES"  # 10,000 tiles of one float
 
 
-def test_an_update_of_many_small_tiles_deletes_them_in_few_statements(cur, monkeypatch):
+@pytest.mark.parametrize("statement,rows_left,value", [("UPDATE S SET v = S.v * 3", 100, 3),
+                                                     ("DELETE FROM S WHERE S.i >= 50", 50, 1)])
+def test_a_write_to_many_small_tiles_deletes_them_in_one_statement(cur, monkeypatch, statement, rows_left, value):
     from trdb.storage import tile_store
     cur.execute(SMALL_TILES)
     deleting, calls = tile_store.delete_tiles, []
     monkeypatch.setattr(tile_store, "delete_tiles", lambda *args: calls.append(1) or deleting(*args))
-    cur.execute("UPDATE S SET v = S.v * 3")
-    assert len(calls) == 1  # one DELETE reading the table, not one per batch of 64 tuples (157)
-    np.testing.assert_array_equal(dense(cur, "S"), np.full((100, 100), 3, np.float32))
+    cur.execute(statement)
+    assert len(calls) == 1  # one DELETE reading the table, not one per batch of 64 tuples (157 and 79)
+    expected = np.zeros((100, 100), np.float32)
+    expected[:rows_left] = value
+    np.testing.assert_array_equal(dense(cur, "S"), expected)
 
 
-@pytest.mark.parametrize("where", ["delete_tiles", "refresh_statistics"])
-def test_a_cancel_during_an_updates_write_fails_it_and_changes_nothing(con, monkeypatch, where):
+@pytest.mark.parametrize("statement,where", [("UPDATE S SET v = S.v * 3", "delete_tiles"),
+                                             ("UPDATE S SET v = S.v * 3", "refresh_statistics"),
+                                             ("DELETE FROM S WHERE S.i >= 50", "delete_tiles")])
+def test_a_cancel_during_a_writes_calls_into_duckdb_fails_it_and_changes_nothing(con, monkeypatch, statement,
+                                                                                 where):
     from trdb.catalog.catalog import Catalog
     from trdb.storage import tile_store
     cur = con.cursor()
@@ -412,35 +419,6 @@ def test_a_cancel_during_an_updates_write_fails_it_and_changes_nothing(con, monk
         return original(*args)
     monkeypatch.setattr(owner, where, cancelled_meanwhile)
     with pytest.raises(QueryCancelled):
-        cur.execute("UPDATE S SET v = S.v * 3")
-    monkeypatch.undo()
-    np.testing.assert_array_equal(dense(cur, "S"), np.ones((100, 100), np.float32))
-
-
-def test_a_delete_of_many_small_tiles_runs_few_statements(cur, monkeypatch):
-    from trdb.storage import tile_store
-    cur.execute(SMALL_TILES)
-    deleting, calls = tile_store.delete_tiles, []
-    monkeypatch.setattr(tile_store, "delete_tiles", lambda *args: calls.append(1) or deleting(*args))
-    cur.execute("DELETE FROM S WHERE S.i >= 50")
-    assert len(calls) == 1  # one DELETE reading the table, not one per batch of 64 keys (79)
-    expected = np.ones((100, 100), np.float32)
-    expected[50:] = 0
-    np.testing.assert_array_equal(dense(cur, "S"), expected)
-    assert cur.execute("SELECT COUNT(*) FROM S").fetchall() == [(5000,)]
-
-
-def test_a_cancel_during_a_delete_fails_it_and_changes_nothing(con, monkeypatch):
-    from trdb.storage import tile_store
-    cur = con.cursor()
-    cur.execute(SMALL_TILES)
-    original = tile_store.delete_tiles
-
-    def cancelled_meanwhile(*args):
-        con._live.cancel()
-        return original(*args)
-    monkeypatch.setattr(tile_store, "delete_tiles", cancelled_meanwhile)
-    with pytest.raises(QueryCancelled):
-        cur.execute("DELETE FROM S WHERE S.i >= 50")
+        cur.execute(statement)
     monkeypatch.undo()
     np.testing.assert_array_equal(dense(cur, "S"), np.ones((100, 100), np.float32))
