@@ -109,3 +109,20 @@ def row_batches(rows: Union[list, RowSpool], size: int = MEMORY_BATCH) -> Iterat
         return
     for start in range(0, len(rows), size):
         yield rows[start:start + size]
+
+
+def joined_batches(batches: Iterable[list], max_rows: int, max_bytes: Optional[int] = None,
+                   row_bytes: Optional[Callable[[tuple], int]] = None) -> Iterator[list]:
+    """`batches` (of `row_batches`) joined into batches of up to `max_rows` tuples, each ending once it holds
+    `max_bytes` (by `row_bytes`) or more: for writers whose every batch costs a statement that reads a table."""
+    pending: list = []
+    size = 0
+    for batch in batches:
+        pending.extend(batch)
+        if max_bytes is not None:
+            size += sum(row_bytes(row) for row in batch)
+        if len(pending) >= max_rows or (max_bytes is not None and size >= max_bytes):
+            yield pending
+            pending, size = [], 0
+    if pending:
+        yield pending

@@ -1,13 +1,13 @@
 """INSERT, UPDATE and DELETE on tensor relations: each computed as a query, then applied to the tiles in batches."""
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Optional
 
 import numpy as np
 
 from trdb.errors import IntegrityError, NotSupportedError, ProgrammingError, QueryCancelled
 from trdb.execution.result import Result
-from trdb.execution.spool import row_batches
+from trdb.execution.spool import joined_batches, row_batches
 from trdb.kernels.sparse import is_sparse
 from trdb.parser import ast
 from trdb.statements.context import StatementContext
@@ -18,7 +18,7 @@ from trdb.storage import tile_store
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_writer import TileWriter
 
-DELETE_BATCH_KEYS = 1 << 16  # keys one DELETE statement removes, at most (1 MB of keys: each DELETE reads the table)
+DELETE_BATCH_KEYS = 1 << 16  # keys one DELETE removes at most (1 per 64 made 500,000 tiles take minutes)
 
 
 def _write(sc: StatementContext, meta: TensorMeta, keys: np.ndarray, tiles: list, what: str) -> None:
@@ -132,7 +132,8 @@ def delete(sc: StatementContext, node: ast.Delete) -> Result:
     else:
         result = sc.run_query(delete_query(meta, node))
         count = 0
-        for key_array in _key_batches(result.rows, len(meta.keys)):
+        for batch in joined_batches(row_batches(result.rows), DELETE_BATCH_KEYS):  # a DELETE each: it reads the table
+            key_array = np.array(batch, dtype=np.int64).reshape(len(batch), len(meta.keys))
             if sc.interrupted.is_set():
                 raise QueryCancelled(f"the statement was cancelled while it deleted tiles of {meta.name}")
             tile_store.delete_tiles(sc.db, meta, key_array)
@@ -140,15 +141,3 @@ def delete(sc: StatementContext, node: ast.Delete) -> Result:
     sc.catalog.refresh_statistics(meta)
     return Result(rowcount=count)
 
-
-def _key_batches(rows, rank: int) -> Iterator[np.ndarray]:
-    """The keys a DELETE removes, DELETE_BATCH_KEYS at a time: each batch is one DELETE, which reads the
-    whole tile table (one per 64 keys made a DELETE of 500,000 tiles take minutes)."""
-    pending: list = []
-    for batch in row_batches(rows):
-        pending.extend(batch)
-        if len(pending) >= DELETE_BATCH_KEYS:
-            yield np.array(pending, dtype=np.int64).reshape(len(pending), rank)
-            pending = []
-    if pending:
-        yield np.array(pending, dtype=np.int64).reshape(len(pending), rank)

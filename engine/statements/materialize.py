@@ -12,7 +12,7 @@ import numpy as np
 
 from trdb.errors import DataError, IntegrityError, ProgrammingError, QueryCancelled
 from trdb.execution.result import Result, TensorLayout, layout_of
-from trdb.execution.spool import row_batches
+from trdb.execution.spool import joined_batches, row_batches
 from trdb.kernels.backend import to_host
 from trdb.kernels.sparse import is_sparse, nbytes
 from trdb.statements.context import StatementContext
@@ -56,35 +56,21 @@ def check_tiles(meta: TensorMeta, keys: np.ndarray, tiles: Sequence, what: str,
     return checked
 
 
-def tile_batches(result: Result, what: str, batch_bytes: int = CHUNK_BYTES) -> Iterator[tuple[np.ndarray, list]]:
-    """The result as batches of up to `batch_bytes` of tiles: keys (sorted within a batch, so that checks and
-    errors do not depend on the order workers produced them there) and host tiles: numpy arrays, CSR tiles
-    kept CSR."""
+def tile_batches(result: Result, what: str, batch_bytes: int) -> Iterator[tuple[np.ndarray, list]]:
+    """The result as write batches of up to `batch_bytes` of tiles or BATCH_TILES tuples: keys (sorted within
+    a batch, so that checks and errors do not depend on the order workers produced them there) and host
+    tiles: numpy arrays, CSR tiles kept CSR. An UPDATE deletes each batch's stored tiles in one statement,
+    which reads the whole tile table: in batches of 64 small tiles, an UPDATE of 375,000 tiles of 64 floats
+    ran 5,860 DELETEs, a minute."""
     keys, value = result_columns(result, what)
-    for batch in _write_batches(result.rows, value, batch_bytes):
+    for batch in joined_batches(row_batches(result.rows), BATCH_TILES, batch_bytes,
+                                lambda row: nbytes(row[value])):
         rows = [([row[k] for k in keys], row[value]) for row in batch]
         if any(k is None for key, _ in rows for k in key):
             raise DataError(f"{what}: a result key is NULL (from an outer join?); use COALESCE on keys")
         rows.sort(key=lambda r: r[0])
         key_array = np.array([key for key, _ in rows], dtype=np.int64).reshape(len(rows), len(keys))
         yield key_array, [_host_tile(tile) for _, tile in rows]
-
-
-def _write_batches(rows, value: int, batch_bytes: int) -> Iterator[list]:
-    """The result's batches joined up to `batch_bytes` of tiles or BATCH_TILES tuples, a write batch: an
-    UPDATE deletes each batch's stored tiles in one statement, which reads the whole tile table, so a
-    batch of 64 small tiles each would make an UPDATE of n tiles read the table n / 64 times (375,000
-    tiles of 64 floats: 5,860 DELETEs, a minute)."""
-    pending: list = []
-    size = 0
-    for batch in row_batches(rows):
-        pending.extend(batch)
-        size += sum(nbytes(row[value]) for row in batch)
-        if size >= batch_bytes or len(pending) >= BATCH_TILES:
-            yield pending
-            pending, size = [], 0
-    if pending:
-        yield pending
 
 
 def _host_tile(tile):
