@@ -11,6 +11,7 @@ from trdb import errors
 from trdb.catalog.catalog import Catalog
 from trdb.catalog.names import suggest
 from trdb.config.settings import SETTINGS, Settings
+from trdb.execution import full_collections
 from trdb.execution.result import Result
 from trdb.kernels.cupy_backend import out_of_device_memory
 from trdb.kernels.placement import backend_for
@@ -106,7 +107,7 @@ class Session:
         if len(pieces) > 1 and params:
             raise errors.ProgrammingError("parameters can only be bound to a single statement")
         result = Result()
-        with self.lock:
+        with self.lock, full_collections.deferred():
             self._running = threading.Event()  # set before parsing: a cancel that early is kept
             try:
                 for piece in pieces:

@@ -36,24 +36,68 @@ def result_columns(result: Result, what: str) -> tuple[list[int], int]:
 def check_tiles(meta: TensorMeta, keys: np.ndarray, tiles: Sequence, what: str,
                 seen: Optional[set] = None) -> list:
     """Every key in range, unique (also among the keys in `seen`, which grows), every tile (dense or CSR) of
-    the shape the layout gives that key; tiles cast to dtype."""
+    the shape the layout gives that key; tiles cast to dtype. Checked over the whole batch at once; the
+    first tile that fails is then checked alone, for its error (as if they were checked one by one)."""
     seen = set() if seen is None else seen
-    checked = []
-    for key, tile in zip(map(tuple, keys.tolist()), tiles):
+    tiles = [tile if is_sparse(tile) else np.asarray(tile) for tile in tiles]
+    keys = np.asarray(keys, dtype=np.int64).reshape(len(tiles), len(meta.keys))
+    key_tuples = list(map(tuple, keys.tolist()))
+    failing = np.flatnonzero(~_passing(meta, keys, key_tuples, tiles, seen))
+    if len(failing):
+        first = int(failing[0])
+        seen.update(key_tuples[:first])
+        _check_each(meta, key_tuples[first:], tiles[first:], what, seen)  # raises
+    seen.update(key_tuples)
+    if all(tile.dtype == meta.dtype for tile in tiles):
+        return tiles
+    return [tile.astype(meta.dtype, copy=False) for tile in tiles]
+
+
+def _passing(meta: TensorMeta, keys: np.ndarray, key_tuples: list, tiles: list, seen: set) -> np.ndarray:
+    """Which tiles pass every check of `check_tiles` (a key repeated in the batch fails where it repeats)."""
+    passing = ((keys >= 0) & (keys < np.array(meta.grid, dtype=np.int64))).all(axis=1)
+    if keys.shape[1]:
+        order = np.lexsort(keys.T[::-1])  # stable: of equal keys, the later one comes later
+        repeated = (keys[order][1:] == keys[order][:-1]).all(axis=1)
+        passing[order[1:][repeated]] = False
+    else:  # a 0-d tensor's one key, ()
+        passing[1:] = False
+    if seen:
+        passing &= np.fromiter((key not in seen for key in key_tuples), dtype=bool, count=len(key_tuples))
+    passing &= _right_shapes(meta, keys, tiles)
+    refused = {dtype for dtype in {t.dtype for t in tiles} if not np.can_cast(dtype, meta.dtype, casting="same_kind")}
+    if refused:
+        passing &= np.fromiter((t.dtype not in refused for t in tiles), dtype=bool, count=len(tiles))
+    return passing
+
+
+def _right_shapes(meta: TensorMeta, keys: np.ndarray, tiles: list) -> np.ndarray:
+    """Whether each tile has the shape the layout gives its key (edge tiles are smaller)."""
+    shapes = [tile.shape for tile in tiles]
+    if any(len(shape) != len(meta.tile) for shape in shapes):
+        return np.fromiter((shape == meta.tile_shape_at(key) for shape, key in zip(shapes, keys.tolist())),
+                           dtype=bool, count=len(shapes))
+    count = len(meta.keys)
+    tile, shape = np.array(meta.tile, dtype=np.int64), np.array(meta.shape, dtype=np.int64)
+    expected = np.broadcast_to(tile, (len(tiles), len(tile))).copy()
+    expected[:, :count] = np.minimum(tile[:count], shape[:count] - keys * tile[:count])
+    return (np.array(shapes, dtype=np.int64).reshape(len(tiles), len(tile)) == expected).all(axis=1)
+
+
+def _check_each(meta: TensorMeta, keys: list, tiles: list, what: str, seen: set) -> None:
+    """The checks of `check_tiles`, one tile at a time: the first that fails raises its error."""
+    for key, tile in zip(keys, tiles):
         if not meta.key_in_range(key):
             raise DataError(f"{what}: key {key} is outside the tile grid {meta.grid} of {meta.name}")
         if key in seen:
             raise IntegrityError(f"{what}: key {key} occurs more than once")
         seen.add(key)
-        tile = tile if is_sparse(tile) else np.asarray(tile)
         expected = meta.tile_shape_at(key)
         if tile.shape != expected:
             raise DataError(f"{what}: the tile under key {key} has shape {tile.shape}, but {meta.name}'s "
                             f"layout (shape {meta.shape}, tile {meta.tile}) needs {expected}")
         if not np.can_cast(tile.dtype, meta.dtype, casting="same_kind"):
             raise DataError(f"{what}: a {tile.dtype} tile cannot be stored in {meta.name} ({meta.dtype})")
-        checked.append(tile.astype(meta.dtype, copy=False))
-    return checked
 
 
 def tile_batches(result: Result, what: str, batch_bytes: int) -> Iterator[tuple[np.ndarray, list]]:

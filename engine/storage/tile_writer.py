@@ -66,8 +66,32 @@ class TileWriter:
         self._pending += held
 
     def add_all(self, keys: np.ndarray, tiles: list) -> None:
-        for key, tile in zip(map(tuple, np.asarray(keys).tolist()), tiles):
-            self.add(key, tile)
+        """`add` each tile, the room in the batch and the budget asked once for as many as fit."""
+        key_tuples = list(map(tuple, np.asarray(keys).tolist()))
+        held = np.fromiter((2 * tile_bytes(tile) for tile in tiles), dtype=np.int64, count=len(tiles))
+        start = 0
+        while start < len(tiles):
+            run = self._room(held[start:])
+            if run == 0:
+                self.add(key_tuples[start], tiles[start])  # the batch is full: it goes in, this one starts the next
+                start += 1
+            elif self.reservation.try_grow(int(held[start:start + run].sum())):
+                self._keys.extend(key_tuples[start:start + run])
+                self._tiles.extend(tiles[start:start + run])
+                self._pending += int(held[start:start + run].sum())
+                start += run
+            else:  # the budget is short: one at a time, each inserted as the budget allows
+                for key, tile in zip(key_tuples[start:], tiles[start:]):
+                    self.add(key, tile)
+                return
+
+    def _room(self, held: np.ndarray) -> int:
+        """How many of the next tiles (of `held` bytes each) the batch takes before it is full."""
+        if not self._tiles:
+            return 0  # the first tile of a batch goes in through `add`, whatever its size
+        room = 2 * self.batch_bytes - self._pending
+        fitting = int(np.searchsorted(np.cumsum(held[:BATCH_TILES]), room, side="right"))
+        return max(0, min(fitting, BATCH_TILES - len(self._tiles)))
 
     def flush(self) -> None:
         """Insert the tiles held (all-zero ones are skipped) and give their memory back."""
