@@ -35,7 +35,7 @@ def test_a_statement_over_many_small_tiles_runs_no_full_collection(con, full_col
 
 def test_thresholds_come_back_when_the_last_of_several_statements_ends():
     before = gc.get_threshold()
-    first_in, second_in, first_may_end = threading.Event(), threading.Event(), threading.Event()
+    first_in, first_may_end = threading.Event(), threading.Event()
     during = []
 
     def first():
