@@ -31,9 +31,9 @@ def check_tile(settings: Any, meta: TensorMeta) -> None:
                       "memory_limit", _size(settings.memory_limit))
 
 
-def check_stored(settings: Any, meta: TensorMeta, free_disk: Optional[int] = None) -> None:
+def check_stored(settings: Any, meta: TensorMeta, room: Optional[tuple[int, Optional[int]]] = None) -> None:
     """A tensor about to be written densely (FILL, FROM array): its tuples and bytes within the limits,
-    and within `free_disk`, the bytes free where the database file is (None: a database in memory)."""
+    and within the database's `room` (Database.room: disk, and memory for a database in memory)."""
     check_tile(settings, meta)
     tuples = meta.max_tuples
     if tuples > settings.max_tuples:
@@ -43,10 +43,18 @@ def check_stored(settings: Any, meta: TensorMeta, free_disk: Optional[int] = Non
     if total > settings.max_bytes:
         raise _refuse(f"tensor {meta.name} of SHAPE {tuple(meta.shape)} ({meta.dtype})", _size(total),
                       "max_bytes", _size(settings.max_bytes))
-    if free_disk is not None and total > free_disk:
+    if room is None:
+        return
+    disk, memory = room
+    if total > disk + (memory or 0):
+        where = (f"the {_size(disk)} free on the database's disk" if memory is None else
+                 f"the {_size(disk + memory)} a database in memory can hold ({_size(memory)} of memory_limit "
+                 f"for DuckDB, {_size(disk)} it may spill to temp_directory)")
         raise OperationalError(f"tensor {meta.name} of SHAPE {tuple(meta.shape)} ({meta.dtype}) is estimated at "
-                               f"{_size(total)}, more than the {_size(free_disk)} free on the database's disk",
-                               hint="free disk space, or make the tensor smaller")
+                               f"{_size(total)}, more than {where}",
+                               hint="free disk space, or make the tensor smaller" if memory is None else
+                               "connect to a database file, SET temp_directory to a larger disk, "
+                               "or make the tensor smaller")
 
 
 def _nodes(node: PhysicalNode) -> Iterator[PhysicalNode]:

@@ -61,7 +61,7 @@ def create_tensor(sc: StatementContext, node: ast.CreateTensor) -> Result:
     fill = node.fill or ast.Fill("ZEROS")
     args = [sc.constant(a) for a in fill.args]
     maker = fill_maker(meta, fill.kind, args)
-    check_stored(sc.settings, meta, sc.db.free_disk()) if maker is not None else check_tile(sc.settings, meta)
+    check_stored(sc.settings, meta, sc.db.room()) if maker is not None else check_tile(sc.settings, meta)
     meta = sc.catalog.create_tensor(meta)
     if maker is not None:
         write_generated(sc.db, meta, maker, sc.interrupted)
@@ -89,7 +89,7 @@ def create_tensor_from(sc: StatementContext, node: ast.CreateTensorFrom) -> Resu
     tile = clamp_tile(array.shape, node.tile if node.tile is not None else _chosen_tile(sc, array, np.dtype(dtype)))
     keys = validate_layout(array.shape, tile, node.keys)
     meta = TensorMeta(node.name, keys, "v", np.dtype(dtype), tuple(array.shape), tile, "")
-    check_stored(sc.settings, meta, sc.db.free_disk())
+    check_stored(sc.settings, meta, sc.db.room())
     meta = sc.catalog.create_tensor(meta)
     if is_sparse_matrix(array):
         check_sparse(array, meta.dtype, meta.name)

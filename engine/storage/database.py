@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from trdb import errors
 from trdb.storage.database_file import DatabaseFile
+from trdb.storage.memory import duckdb_bytes
 
 _ERROR_MAP = (
     (duckdb.ParserException, errors.ProgrammingError),
@@ -49,6 +50,20 @@ def translate(exc: duckdb.Error) -> errors.Error:
     return errors.DatabaseError(str(exc))
 
 
+DUCKDB_TEMP_SHARE = 0.9  # of the free disk under temp_directory: what DuckDB spills to at most (its default)
+
+
+def _free_bytes(path: str) -> Optional[int]:
+    """Bytes free on the disk that holds `path` (or its nearest existing folder); None if it cannot be told."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return None
+
+
 class Database:
     """One connection to an embedded DuckDB database (a file, or memory when path is None).
 
@@ -82,14 +97,16 @@ class Database:
     def read_only(self) -> bool:
         return self.file.read_only
 
-    def free_disk(self) -> Optional[int]:
-        """Bytes free on the disk that holds the database file (None for a database in memory)."""
-        if self.path is None:
-            return None
-        try:
-            return shutil.disk_usage(os.path.dirname(os.path.abspath(self.path))).free
-        except OSError:
-            return None
+    def room(self) -> Optional[tuple[int, Optional[int]]]:
+        """What a new tensor can take: (bytes of disk, bytes of memory). For a file, what is free on its disk
+        (memory: None, the file holds everything); for a database in memory, what DuckDB may spill to
+        temp_directory (90% of what is free there, DuckDB's own default cap) and DuckDB's part of
+        memory_limit. None when the disk cannot be told."""
+        if self.path is not None:
+            free = _free_bytes(os.path.dirname(os.path.abspath(self.path)))
+            return None if free is None else (free, None)
+        free = _free_bytes(self.file.spill.root)
+        return None if free is None else (int(free * DUCKDB_TEMP_SHARE), duckdb_bytes(self.file.memory.limit))
 
     # ------------------------------------------------------------ queries
 

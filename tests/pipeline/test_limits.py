@@ -147,6 +147,27 @@ def test_a_fill_larger_than_the_free_disk_is_refused_before_it_writes(tmp_path, 
     con.close()
 
 
+@pytest.mark.parametrize("statement", ["CREATE TENSOR T SHAPE (20000, 20000) TILE (1000, 1000) FILL ONES",
+                                       "CREATE TENSOR T FROM ? TILE (1000, 1000)"])
+def test_a_tensor_larger_than_a_database_in_memory_can_hold_is_refused_before_it_writes(monkeypatch, statement):
+    """A database in memory holds DuckDB's part of memory_limit and spills the rest to temp_directory:
+    a tensor larger than both together is refused up front (it would fill the disk, then fail)."""
+    import collections
+    import shutil
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(1 << 40, (1 << 40) - (1 << 30), 1 << 30))
+    con = trdb.connect(memory_limit="1GB", max_bytes="1TB")
+    params = [np.broadcast_to(np.float32(1), (20000, 20000))] if "?" in statement else None
+    with pytest.raises(trdb.OperationalError, match=r"estimated at 1.49 GiB, more than the 1.15 GiB a database in "
+                                                    r"memory can hold \(256 MiB of memory_limit for DuckDB, "
+                                                    r"922 MiB it may spill to temp_directory\)") as refused:
+        con.execute(statement, params)
+    assert "connect to a database file" in refused.value.hint
+    assert con.execute("SHOW TENSORS").fetchall() == []
+    con.execute("CREATE TENSOR S SHAPE (10000, 10000) TILE (1000, 1000) FILL ONES")  # 381 MiB: it fits
+    assert con.execute("SELECT SUM(v) AS v FROM S").fetchone()[0].sum() == 1e8
+
+
 def test_a_parameter_duckdb_cannot_take_in_is_an_out_of_memory_error():
     """Plain SQL trql cannot parse goes to DuckDB; a 40 GB (broadcast) parameter there raised a raw MemoryError."""
     out = run_guarded("""
