@@ -109,12 +109,12 @@ def tile_batches(result: Result, what: str, batch_bytes: int) -> Iterator[tuple[
     keys, value = result_columns(result, what)
     for batch in joined_batches(row_batches(result.rows), BATCH_TILES, batch_bytes,
                                 lambda row: nbytes(row[value])):
-        rows = [([row[k] for k in keys], row[value]) for row in batch]
-        if any(k is None for key, _ in rows for k in key):
+        key_lists = [[row[k] for k in keys] for row in batch]
+        if any(None in key for key in key_lists):
             raise DataError(f"{what}: a result key is NULL (from an outer join?); use COALESCE on keys")
-        rows.sort(key=lambda r: r[0])
-        key_array = np.array([key for key, _ in rows], dtype=np.int64).reshape(len(rows), len(keys))
-        yield key_array, [_host_tile(tile) for _, tile in rows]
+        key_array = np.array(key_lists, dtype=np.int64).reshape(len(batch), len(keys))
+        order = np.lexsort(key_array.T[::-1]) if len(keys) else np.arange(len(batch))
+        yield key_array[order], [_host_tile(batch[i][value]) for i in order.tolist()]
 
 
 def _host_tile(tile):
