@@ -157,7 +157,7 @@ RULES: dict[str, Rule] = {
     "EXP": _unary(lambda a, o, u: call("*", u, o)),
     "LOG": _unary(lambda a, o, u: call("/", u, a)),
     "SQRT": _unary(lambda a, o, u: call("/", u, call("*", o, 2))),
-    "ABS": _unary(lambda a, o, u: call("*", u, call("-", _mask(call(">", a, 0), a), _mask(call("<", a, 0), a)))),
+    "ABS": _unary(lambda a, o, u: call("*", u, call("-", _mask(call(">", a, 0), u), _mask(call("<", a, 0), u)))),
     "SQUARE": _unary(lambda a, o, u: call("*", u, call("*", a, 2))),
     "POWER": _power,
     "GREATEST": _binary(lambda a, b, o, u: call("*", u, _mask(call(">=", a, b), o)),
@@ -169,12 +169,13 @@ RULES: dict[str, Rule] = {
     "REDUCE_MEAN": _reduce_mean,
     "REDUCE_MAX": _reduce_max,
     "SUMSQ": _unary(lambda a, o, u: call("*", u, call("*", a, 2))),
-    "CAST": _unary(lambda a, o, u: call("CAST", u, a.type.dtype.name)),
+    "CAST": _unary(lambda a, o, u: call("CAST", u, a.type.dtype.name) if o.type.dtype.kind == "f" else None),
     "ZEROS_LIKE": lambda args, out, u: [None],
     "ONES_LIKE": lambda args, out, u: [None],
     "BCE_WITH_LOGITS": _bce,
 }
-NO_GRADIENT = {"=", "<>", "<", "<=", ">", ">="}  # piecewise constant: the gradient is zero
+NO_GRADIENT = {"=", "<>", "<", "<=", ">", ">="}  # piecewise constant: the gradient is zero (so is a CAST's
+# to bool or an integer dtype, as in JAX; a CAST between float dtypes passes the gradient on)
 
 # Kernels of one tensor argument whose derivative is a function of their output alone, as (output,
 # upstream) -> gradient: a projection of such calls reads its own output in the backward pass (the

@@ -151,6 +151,26 @@ def test_graph_convolution_over_sparse_adjacency(cur):
     check(cur, "loss", "W", W, (3, 2), expected=(adjacency @ X).T @ (Z > 0).astype(float))
 
 
+def test_a_cast_between_floats_passes_the_gradient_on_and_abs_is_its_sign(cur):
+    W = rand(5, 4)
+    load(cur, "W", W, (2, 3))
+    cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(ABS(CAST(W.v AS float32)) * 3)) AS v FROM W")
+    grad = cur.execute("SELECT * FROM GRAD(loss, W)").fetch_tensor()
+    np.testing.assert_allclose(grad, 18 * W, rtol=1e-6)  # d/dw (3|w|)^2 = 18 w
+
+
+@pytest.mark.parametrize("cast", ["bool", "int32", "int64"])
+def test_a_cast_to_bool_or_an_integer_is_piecewise_constant_its_gradient_zero(cur, cast):
+    """As a comparison's (and as in JAX); the ABS above a bool cast made a subtraction of booleans
+    (an InternalError, found by the fuzzer)."""
+    W = rand(6, 4) * 3
+    load(cur, "W", W, (3, 2))
+    cur.execute(f"CREATE VIEW loss AS SELECT SUM(SUMSQ(LOG(ABS(CAST(W.v AS {cast})) + 1) + W.v)) AS v FROM W")
+    grad = check(cur, "loss", "W", W, (3, 2))  # the cast's part is flat: finite differences see only + W.v
+    np.testing.assert_allclose(grad, 2 * (np.log(np.abs(W.astype(cast)) + 1) + W), rtol=1e-9)
+    cur.execute("MINIMIZE loss WRT (W) WITH (steps = 1, optimizer = 'sgd', learning_rate = 0.01)")
+
+
 def test_grad_under_two_workers_matches(cur):
     X, W, Y = rand(20, 6), rand(6, 3), rand(20, 3)
     load(cur, "X", X, (8, 4)); load(cur, "W", W, (4, 2)); load(cur, "Y", Y, (8, 2))
