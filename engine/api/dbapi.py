@@ -305,6 +305,9 @@ class Cursor:
             self._reader.rewind(position)
             raise errors.out_of_memory(exc, hint=f"{what} builds the whole result as one array: fetch it in "
                                                  "parts (fetchmany(), or a WHERE on its keys)") from exc
+        except Exception as exc:  # a bug: an InternalError, as a statement's, never a bare traceback
+            self._reader.rewind(position)
+            raise errors.InternalError(f"internal error in {what}: {type(exc).__name__}: {exc}") from exc
 
     def _host_rows(self, what: str) -> list[tuple]:
         """The remaining rows in host memory (a GPU statement's tiles copied back), or an OperationalError

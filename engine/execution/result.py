@@ -166,6 +166,10 @@ def assemble(schema: Schema, rows: Sequence[tuple], shape: Optional[Sequence[int
     except MemoryError:  # below the limits, yet more than this process may take now (RLIMIT_AS, other use)
         raise too_big("fetch_tensor()", total * np.dtype(layout.dtype).itemsize, layout.shape,
                       "this process can allocate now") from None
+    except ValueError as exc:  # a shape numpy cannot make even empty: (0, 2**62), no tuples along a huge axis
+        raise OperationalError(f"fetch_tensor(): numpy cannot make an array of the result's shape {layout.shape}: "
+                               f"{exc}", hint="fetch_tensor(shape=...) assembles a smaller shape; fetch_sparse() "
+                                              "takes any 2-d shape") from None
     for row in rows:  # `or ...`: out[()] of a 0-d array is a scalar, out[...] a view of it
         _place(out[tile_slices(layout, row) or ...], row[layout.value_position], layout, row)
     return out

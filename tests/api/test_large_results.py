@@ -147,3 +147,18 @@ def test_grad_over_a_tiny_budget_is_right(cur, tmp_path, monkeypatch):
 def _noted(spool, spilled: list):
     spilled.append(spool.spilled)
     return spool
+
+
+def test_an_empty_result_along_a_huge_axis_is_a_clear_error_from_fetch_tensor(cur):
+    """No tuples along one axis, 2**62 elements along the other: numpy cannot make even that empty array
+    (its raw ValueError escaped fetch_tensor; found by the fuzzer). fetch_sparse and fetchall take it."""
+    cur.execute("CREATE TENSOR g SHAPE (64, 64) TILE (32, 32) FILL ONES")
+    cur.execute("CREATE TENSOR f0 SHAPE (4611686018427387904) TILE (1)")  # no tile stored
+    query = "SELECT A0.i AS i, A0.i AS j, A1.v AS v FROM g AS A0 JOIN f0 AS A1 ON A0.j = A1.i"
+    cur.execute(query)
+    with pytest.raises(trdb.OperationalError, match=r"numpy cannot make an array of the result's shape "
+                                                    r"\(0, 4611686018427387904\)") as refused:
+        cur.fetch_tensor()
+    assert "fetch_sparse()" in refused.value.hint
+    assert cur.fetch_tensor(shape=(0, 8)).shape == (0, 8)  # the rows were kept: a smaller shape takes them
+    assert cur.execute(query).fetch_sparse().shape == (0, 4611686018427387904)
