@@ -121,6 +121,10 @@ class Session:
             statement, expected, relations = self._parse(text)
         except ParseError as exc:  # a mapping goes to DuckDB as it is ($name)
             return self._guarded(text, partial(self._fallback, text, params, exc))
+        except MemoryError as exc:  # parsing allocates too: the statement fails as one that ran out would
+            raise self._failed(errors.out_of_memory(exc, hint="the process could not allocate what parsing the "
+                                                              "statement needs: free memory, and run it again"),
+                               text) from exc
         if isinstance(params, Mapping):
             params = bind_named(statement, params)
         if self.aborted and not isinstance(statement, ast.Rollback):

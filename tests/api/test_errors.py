@@ -191,3 +191,21 @@ def test_ctrl_c_in_plain_sql_trql_cannot_parse_aborts_the_explicit_transaction(l
     with pytest.raises(KeyboardInterrupt):
         _plain_sql_failing_in_a_transaction(loaded, monkeypatch, KeyboardInterrupt())
     _aborted_then_rolled_back(loaded)
+
+
+def test_running_out_of_memory_while_parsing_fails_the_statement_cleanly(cur, monkeypatch):
+    """A MemoryError in the parser escaped as it was (found by the fuzzer under a tight address-space
+    limit): it is an OperationalError like any statement's, and the session goes on."""
+    import trdb.session
+
+    real = trdb.session.parse
+
+    def short_of_memory(text):
+        raise MemoryError()
+    monkeypatch.setattr(trdb.session, "parse", short_of_memory)
+    with pytest.raises(trdb.OperationalError, match="out of memory") as failed:
+        cur.execute("SELECT 1 + 2 AS v")
+    assert "parsing" in failed.value.hint
+    monkeypatch.setattr(trdb.session, "parse", real)
+    cur.execute("CREATE TENSOR T SHAPE (2, 2) TILE (2, 2) FILL ONES")
+    assert cur.execute("SELECT SUM(v) AS v FROM T").fetchone()[0].sum() == 4
