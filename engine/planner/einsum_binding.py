@@ -53,6 +53,13 @@ def _bind_operand(binder, node, position: int) -> tuple[lp.Plan, lp.EinsumOperan
     if None in shape:
         raise binder.ctx.fail(node, f"EINSUM operand {position}: its logical shape is not known; "
                                     f"store it as a tensor first")
+    for axis in range(len(keys), rank):  # an axis no key indexes lies whole in every tile
+        if column.tile[axis] < shape[axis]:
+            raise binder.ctx.fail(node, f"EINSUM operand {position}: its tiles {tuple(column.tile)} hold "
+                                        f"{column.tile[axis]} of the {shape[axis]} elements along axis {axis + 1}, "
+                                        f"which none of its {len(keys)} key columns indexes",
+                                  hint="select the key column of every tiled axis (a tile per key), or RETILE "
+                                       "the operand so that the axis lies whole in each tile")
     # an empty axis (size 0) is cut in tiles of 1, none of them present
     tile = tuple(max(1, min(t, n) if axis < len(keys) else n) for axis, (t, n) in enumerate(zip(column.tile, shape)))
     return plan, lp.EinsumOperand(tuple(keys), tile, shape, column.dtype)

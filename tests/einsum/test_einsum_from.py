@@ -216,6 +216,9 @@ def test_parallel_workers_agree(cur):
     ("SELECT * FROM EINSUM('i1,jk->ik', A, B)", "unexpected character '1' in operand 1"),
     ("SELECT * FROM RETILE(A, (2, 2, 2))", "has rank 3"),
     ("SELECT * FROM RETILE(A, (0, 2))", "positive integers"),
+    # a key dropped: A's tiles (4, 2) hold 2 of the 5 columns, which no key indexes (an InternalError before)
+    ("WITH K AS (SELECT A.i, A.v FROM A) SELECT * FROM EINSUM('ij->i', K)",
+     "its tiles (4, 2) hold 2 of the 5 elements along axis 2, which none of its 1 key columns indexes"),
 ])
 def test_errors_point_at_the_einsum(cur, query, message):
     load(cur, "A", RNG.standard_normal((6, 5)), (4, 2))
@@ -224,6 +227,13 @@ def test_errors_point_at_the_einsum(cur, query, message):
         cur.execute(query)
     text = str(info.value)
     assert message in text and "LINE 1:" in text and "^" in text
+
+
+def test_an_operand_whose_unkeyed_axis_lies_whole_in_its_tiles_is_taken(cur):
+    B = RNG.standard_normal((5, 4))
+    load(cur, "B", B, (3, 4))  # one tile across: the key j can go
+    result = cur.execute("WITH K AS (SELECT B.i, B.v FROM B) SELECT * FROM EINSUM('ij->i', K)").fetch_tensor()
+    np.testing.assert_allclose(result, B.sum(axis=1), atol=1e-12)
 
 
 def test_grad_through_einsum(cur):
