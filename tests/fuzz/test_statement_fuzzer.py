@@ -85,3 +85,16 @@ class _NoWatchdog:
 
     def end(self):
         return False
+
+
+def test_a_child_whose_address_space_grew_starts_afresh_at_the_next_seed(monkeypatch):
+    """Allocators keep address space reserved after a huge write; a child near its RLIMIT_AS failed anywhere
+    (once with a segmentation fault): past RESTART_SHARE of the guard, the next seed runs in a new child,
+    and that restart is no finding."""
+    import statement_fuzzer
+
+    assert statement_fuzzer.reserved_bytes() > 0  # this process's VmSize, read from /proc
+    monkeypatch.setenv("TRDB_FUZZ_RESTART_SHARE", "0")  # the children restart after every seed
+    report = run_fuzzer(FIRST_SEED, 2, 20, budget=20.0, extreme=False)
+    assert report["seeds"] == [FIRST_SEED, FIRST_SEED + 1], format_report(report)
+    assert report["children"] == 2 and report["findings"] == [], format_report(report)
