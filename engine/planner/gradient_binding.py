@@ -36,9 +36,13 @@ def bind_gradient(binder, item, loss: lp.Plan, param: TensorMeta) -> lp.Gradient
 
 
 def check_differentiable(param: TensorMeta) -> None:
-    """A boolean tensor has no gradient (it has no slope; PyTorch takes gradients of floating-point tensors
-    only, while integer tensors keep theirs here, computed in their dtype)."""
-    if param.dtype.kind == "b":
-        raise ProgrammingError(f"GRAD: {param.name} has dtype bool, which has no gradient",
-                               hint=f"store it as a float tensor (CAST({param.name}.{param.value_name} AS float32)) "
-                                    "and differentiate with respect to that")
+    """Only a float tensor has a gradient: a bool has no slope, and an integer tensor's gradient would be
+    truncated to integers (d mean / dW of 12 elements, 1/12, became 0) and could take no fractional step;
+    PyTorch and JAX refuse both too."""
+    if param.dtype.kind == "f":
+        return
+    what = "which has no gradient" if param.dtype.kind == "b" else "an integer dtype: its gradient would be " \
+                                                                    "truncated to integers"
+    raise ProgrammingError(f"GRAD: {param.name} has dtype {param.dtype}, {what}",
+                           hint=f"store it as a float tensor (CAST({param.name}.{param.value_name} AS float32)) "
+                                "and differentiate with respect to that")
