@@ -55,7 +55,7 @@ def check_tiles(meta: TensorMeta, keys: np.ndarray, tiles: Sequence, what: str,
 
 def _passing(meta: TensorMeta, keys: np.ndarray, key_tuples: list, tiles: list, seen: set) -> np.ndarray:
     """Which tiles pass every check of `check_tiles` (a key repeated in the batch fails where it repeats)."""
-    passing = ((keys >= 0) & (keys < np.array(meta.grid, dtype=np.int64))).all(axis=1)
+    passing = meta.keys_in_range(keys)
     if keys.shape[1]:
         order = np.lexsort(keys.T[::-1])  # stable: of equal keys, the later one comes later
         repeated = (keys[order][1:] == keys[order][:-1]).all(axis=1)
@@ -77,11 +77,8 @@ def _right_shapes(meta: TensorMeta, keys: np.ndarray, tiles: list) -> np.ndarray
     if any(len(shape) != len(meta.tile) for shape in shapes):
         return np.fromiter((shape == meta.tile_shape_at(key) for shape, key in zip(shapes, keys.tolist())),
                            dtype=bool, count=len(shapes))
-    count = len(meta.keys)
-    tile, shape = np.array(meta.tile, dtype=np.int64), np.array(meta.shape, dtype=np.int64)
-    expected = np.broadcast_to(tile, (len(tiles), len(tile))).copy()
-    expected[:, :count] = np.minimum(tile[:count], shape[:count] - keys * tile[:count])
-    return (np.array(shapes, dtype=np.int64).reshape(len(tiles), len(tile)) == expected).all(axis=1)
+    expected = meta.tile_shapes_at(keys)
+    return (np.array(shapes, dtype=np.int64).reshape(expected.shape) == expected).all(axis=1)
 
 
 def _check_each(meta: TensorMeta, keys: list, tiles: list, what: str, seen: set) -> None:

@@ -99,6 +99,17 @@ class TensorMeta:
     def key_in_range(self, key: Sequence[int]) -> bool:
         return all(0 <= k < g for k, g in zip(key, self.grid))
 
+    def tile_shapes_at(self, keys: np.ndarray) -> np.ndarray:
+        """`tile_shape_at` of each row of an n x m key array, as an n x rank array."""
+        tile, shape, count = np.array(self.tile, dtype=np.int64), np.array(self.shape, dtype=np.int64), keys.shape[1]
+        shapes = np.broadcast_to(tile, (len(keys), len(tile))).copy()
+        shapes[:, :count] = np.minimum(tile[:count], shape[:count] - keys * tile[:count])
+        return shapes
+
+    def keys_in_range(self, keys: np.ndarray) -> np.ndarray:
+        """`key_in_range` of each row of an n x m key array."""
+        return ((keys >= 0) & (keys < np.array(self.grid, dtype=np.int64))).all(axis=1)
+
     def with_stats(self, tuple_count: int, nnz: int, csr_tuples: int = 0, csr_nnz: int = 0,
                    distinct_keys: Optional[tuple[int, ...]] = None) -> "TensorMeta":
         return replace(self, tuple_count=tuple_count, nnz=nnz, csr_tuples=csr_tuples, csr_nnz=csr_nnz,

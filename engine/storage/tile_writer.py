@@ -72,13 +72,14 @@ class TileWriter:
         start = 0
         while start < len(tiles):
             run = self._room(held[start:])
+            run_bytes = int(held[start:start + run].sum())
             if run == 0:
                 self.add(key_tuples[start], tiles[start])  # the batch is full: it goes in, this one starts the next
                 start += 1
-            elif self.reservation.try_grow(int(held[start:start + run].sum())):
+            elif self.reservation.try_grow(run_bytes):
                 self._keys.extend(key_tuples[start:start + run])
                 self._tiles.extend(tiles[start:start + run])
-                self._pending += int(held[start:start + run].sum())
+                self._pending += run_bytes
                 start += run
             else:  # the budget is short: one at a time, each inserted as the budget allows
                 for key, tile in zip(key_tuples[start:], tiles[start:]):
