@@ -37,9 +37,10 @@ def load_tensors(db: Database) -> tuple[list[TensorMeta], list[DamagedTensor]]:
 
 
 def _tile_tables(db: Database) -> dict[str, dict[str, tuple[str, bool]]]:
-    """The tile tables that exist: qualified name -> {column: (type, nullable)}."""
+    """The tile tables that exist: qualified name -> {column: (type, nullable)}, columns in table order."""
     rows = db.execute("SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns "
-                      "WHERE table_schema = ? AND table_name LIKE 'tiles\\_%' ESCAPE '\\'", [SCHEMA])
+                      "WHERE table_schema = ? AND table_name LIKE 'tiles\\_%' ESCAPE '\\' "
+                      "ORDER BY table_name, ordinal_position", [SCHEMA])
     tables: dict[str, dict[str, tuple[str, bool]]] = {}
     for table, column, data_type, nullable in rows:
         tables.setdefault(f"{SCHEMA}.{table}", {})[column] = (data_type, nullable == "YES")

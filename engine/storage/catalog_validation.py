@@ -109,6 +109,9 @@ def _check_columns(name: str, columns: dict[str, tuple[str, bool]], key_count: i
             raise DataError(f"its tile table {name} has no NOT NULL {data_type} column {column}")
     if "fmt" not in columns:
         raise DataError(f"its tile table {name} has no fmt column")
+    order = [*wanted, "fmt"]
+    if list(columns) != order:  # tiles are appended by position (Database.append_arrow)
+        raise DataError(f"its tile table {name} has the columns {', '.join(columns)}, not {', '.join(order)}")
 
 
 def _json_list(text: Any, field: str, valid) -> list:

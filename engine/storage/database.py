@@ -143,10 +143,6 @@ class Database:
             reader = self._con.sql(sql).to_arrow_reader(rows)
             yield from reader
 
-    def insert_arrow(self, table: str, data: pa.Table) -> None:
-        """Append an Arrow table's rows to a DuckDB table with the same column order."""
-        self.register_and_run("_trdb_incoming", data, f"INSERT INTO {table} SELECT * FROM _trdb_incoming")
-
     def register_and_run(self, name: str, data: pa.Table, sql: str) -> list[tuple]:
         """Run SQL that reads the Arrow table `data` under the view name `name` (small tables: the view and
         its data live until COMMIT, see `append_arrow`)."""
@@ -162,14 +158,16 @@ class Database:
                         raise KeyboardInterrupt from None  # a Ctrl-C that DuckDB took here: not swallowed
 
     def append_arrow(self, table: str, data: pa.Table) -> None:
-        """Append an Arrow table's rows to `table` (a quoted name) by column name.
+        """Append an Arrow table's rows to `table` (a quoted name), its columns in the table's order.
 
         Through a relation, not a registered view: DuckDB keeps a dropped view (and the Arrow data it
         holds) until COMMIT, so a long write would hold every batch it inserted (measured: 584 MB against
-        342 MB peak for 256 MB written with DuckDB at 64 MB, as fast)."""
+        342 MB peak for 256 MB written with DuckDB at 64 MB, as fast). The relation's insert_into, by
+        position, costs about 1.2 ms less a call than an INSERT ... BY NAME over it (a 4 MB tile: 5.0
+        against 6.4 ms in a MINIMIZE step), at the same peak memory; the tile tables' column order is
+        checked when the catalog is read (catalog_validation)."""
         with self._lock, self._translated():
-            self._con.from_arrow(data).query("_trdb_incoming", f"INSERT INTO {table} BY NAME "
-                                                               "SELECT * FROM _trdb_incoming")
+            self._con.from_arrow(data).insert_into(table)
 
     def register(self, name: str, data: Any) -> None:
         """Make a pandas DataFrame or Arrow table (or reader) readable as a view of this connection."""

@@ -97,6 +97,19 @@ def test_a_tile_table_without_not_null_keys_is_damaged(path):
             con.execute("SELECT * FROM W")
 
 
+def test_a_tile_table_with_its_keys_swapped_is_damaged(path):
+    # tiles are appended by position: keys in another order would be written transposed, so it is refused
+    table = _table_of(path, "W")
+    _tamper(path, f"CREATE TABLE _trdb.swapped AS SELECT k1, k0, nnz, v, fmt FROM {table}",
+            f"DROP TABLE {table}", f"ALTER TABLE _trdb.swapped RENAME TO {table.split('.')[1]}",
+            f"ALTER TABLE {table} ALTER COLUMN k0 SET NOT NULL", f"ALTER TABLE {table} ALTER COLUMN k1 SET NOT NULL",
+            f"ALTER TABLE {table} ALTER COLUMN nnz SET NOT NULL", f"ALTER TABLE {table} ALTER COLUMN v SET NOT NULL")
+    with trdb.connect(path) as con:
+        with pytest.raises(trdb.DataError, match='"W" is damaged.*columns k1, k0, nnz, v, fmt, not k0, k1, nnz, v, fmt'):
+            con.execute("UPDATE W SET v = v * 2")
+        assert con.execute("SELECT * FROM G").fetch_tensor().sum() == 32
+
+
 @pytest.mark.parametrize("change,message", [
     ("INSERT INTO {t} SELECT * FROM {t} WHERE k0 = 0 AND k1 = 0", r"more than one tile at key \(0, 0\)"),
     ("UPDATE {t} SET k0 = 7 WHERE k0 = 1 AND k1 = 1", r'"W" has a.* tile at key \(7, 1\)'),
