@@ -8,7 +8,7 @@ from typing import Callable, Iterator, Optional
 
 import numpy as np
 
-from trdb.errors import QueryCancelled
+from trdb.errors import DataError, QueryCancelled
 from trdb.statements.value_fit import cast_checked
 from trdb.storage.database import Database
 from trdb.storage.tensor_meta import TensorMeta
@@ -42,11 +42,40 @@ def write_array(db: Database, meta: TensorMeta, array: np.ndarray,
                 interrupted: Optional[threading.Event] = None) -> int:
     """Tile a dense array of the tensor's shape and store its non-zero tiles; a value the tensor's dtype
     cannot hold (overflow to inf, an integer out of range) is a DataError. A memory-mapped array is read
-    tile by tile and its pages are let go after each batch, so it is never resident whole."""
+    a slab at a time and its pages are let go after each batch, so it is never resident whole."""
+    with TileWriter(db, meta, CHUNK_BYTES, _page_dropper(array)) as writer:
+        for keys, tiles in _array_tiles(meta, array):
+            if interrupted is not None and interrupted.is_set():
+                raise QueryCancelled(f"the statement was cancelled while it wrote the tiles of {meta.name}")
+            writer.add_all(np.array(keys, dtype=np.int64).reshape(len(keys), len(meta.keys)), tiles)
+    return writer.written
+
+
+def _array_tiles(meta: TensorMeta, array: np.ndarray) -> Iterator[tuple[list[tuple[int, ...]], list[np.ndarray]]]:
+    """The array's tiles in key order: a slab of the tiles that share a first key at once, cast in one go,
+    where the slab is small (many small tiles: one cast instead of one a tile), else one tile at a time.
+    A value that does not fit is reported as the tile-by-tile cast reports it (the first tile holding one)."""
     def tile(key: tuple[int, ...]) -> np.ndarray:
         where = tile_slices(meta, key)
         return cast_checked(array[where], meta.dtype, meta.name, [s.start for s in where])
-    return write_generated(db, meta, tile, interrupted, _page_dropper(array))
+    slab_bytes = np.dtype(meta.dtype).itemsize * (np.prod(meta.shape[1:], dtype=np.float64) * meta.tile[0]
+                                                  if meta.shape else 1)
+    if not meta.shape or slab_bytes > CHUNK_BYTES or np.prod(meta.grid[1:]) < 2:
+        for key in grid_keys(meta):
+            yield [key], [tile(key)]
+        return
+    rests = list(itertools.product(*(range(g) for g in meta.grid[1:])))
+    inner = [(slice(None), *tile_slices(meta, (0, *rest))[1:]) for rest in rests]  # the same in every slab
+    for first in range(meta.grid[0]):
+        keys = [(first, *rest) for rest in rests]
+        rows = tile_slices(meta, keys[0])[0]
+        try:
+            slab = cast_checked(array[rows], meta.dtype, meta.name, [rows.start])
+        except DataError:
+            for key in keys:  # the first tile holding a misfit raises its error
+                tile(key)
+            raise
+        yield keys, [slab[where] for where in inner]
 
 
 def _page_dropper(array: np.ndarray) -> Optional[Callable[[], None]]:

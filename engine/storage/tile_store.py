@@ -18,7 +18,7 @@ from trdb.storage.key_hash import partition_sql
 from trdb.storage.progress import count_written
 from trdb.storage.sql_text import quote_dotted
 from trdb.storage.tensor_meta import TensorMeta
-from trdb.storage.tile_codec import CSR64, DENSE, csr_sections, decode_tiles, encode_tiles
+from trdb.storage.tile_codec import CSR64, DENSE, csr_sections, decode_tiles, encode_dense_batch, encode_tiles
 
 SMALL_APPEND_ROWS = 64         # an append of at most this many tiles ...
 SMALL_APPEND_BYTES = 1 << 20   # ... and bytes goes in as one parameterized INSERT
@@ -88,17 +88,25 @@ def write_tiles(db: Database, meta: TensorMeta, keys: np.ndarray, tiles: Sequenc
     """Append tiles (host arrays or CSR tiles) under `keys` (an n x m int array), each stored dense or CSR
     as its density says; all-zero tiles are skipped. Returns tiles written (counted in `statistics` too)."""
     refuse_write(meta)  # its files lie outside the database's transactions
-    forms = [stored_form(t) for t in tiles]
-    nonzeros = np.fromiter((nnz for _, nnz in forms), dtype=np.int64, count=len(forms))
+    blobs, formats, nonzeros = _encoded(tiles, meta.dtype)
     kept = np.flatnonzero(nonzeros)
     if len(kept) == 0:
         return 0
     keys = np.asarray(keys, dtype=np.int64).reshape(len(tiles), len(meta.keys))
-    blobs, formats = encode_tiles([forms[i][0] for i in kept.tolist()], meta.dtype)
     insert_encoded(db, meta, [keys[kept, d] for d in range(len(meta.keys))], nonzeros[kept], formats, blobs)
     if statistics is not None:
         statistics.add(keys[kept], nonzeros[kept], formats)
     return len(kept)
+
+
+def _encoded(tiles: Sequence, dtype: np.dtype) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """The tiles with non-zeros encoded in their stored form (blobs, formats), and every tile's non-zeros."""
+    batch = encode_dense_batch(tiles, dtype)
+    if batch is not None:
+        return batch
+    forms = [stored_form(t) for t in tiles]
+    nonzeros = np.fromiter((nnz for _, nnz in forms), dtype=np.int64, count=len(forms))
+    return (*encode_tiles([forms[i][0] for i in np.flatnonzero(nonzeros).tolist()], dtype), nonzeros)
 
 
 def insert_encoded(db: Database, meta: TensorMeta, keys: Sequence[np.ndarray], nonzeros: np.ndarray,

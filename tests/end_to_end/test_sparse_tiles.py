@@ -467,3 +467,40 @@ def test_from_coo_of_a_scipy_matrix_and_from_a_scipy_parameter_agree(cur):
     assert_result(cur, "SELECT * FROM B", matrix)
     np.testing.assert_array_equal(cur.execute("SELECT * FROM C").fetch_tensor(shape=(ROWS, INNER)),
                                   matrix.toarray())
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_batch_of_dense_tiles_encodes_as_the_per_tile_path(seed):
+    """encode_dense_batch (one buffer for a batch of dense tiles, edge tiles among them) gives the same blobs,
+    formats and non-zeros as stored_form and encode_tiles tile by tile, or declines the batch."""
+    from trdb.kernels.sparse import stored_form
+    from trdb.storage import tile_codec
+
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype(rng.choice(["float32", "float64", "int64", "bool", "float16"]))
+    shape = [(), (5,), (4, 3), (3, 2, 2), (6, 6)][rng.integers(5)]
+    tiles = []
+    for _ in range(rng.integers(1, 7)):
+        density = rng.choice([0.0, 0.05, 0.2, 0.6, 1.0])
+        values = rng.standard_normal(shape) * (rng.random(shape) < density)
+        tile = np.asarray(values).astype(dtype)
+        if rng.random() < 0.2:
+            tile = np.asfortranarray(tile)
+        if rng.random() < 0.15:
+            tile = tile.astype(np.float64 if dtype != np.float64 else np.float32)  # not the stored dtype
+        tiles.append(tile)
+    if rng.random() < 0.3 and len(tiles) > 1 and len(shape):
+        tiles[-1] = tiles[-1][tuple(slice(0, max(1, n - 1)) for n in tiles[-1].shape)]  # an edge tile
+    forms = [stored_form(t) for t in tiles]
+    nonzeros = np.array([nnz for _, nnz in forms], dtype=np.int64)
+    blobs, formats = tile_codec.encode_tiles([form for form, nnz in forms if nnz], dtype)
+    batch = tile_codec.encode_dense_batch(tiles, dtype)
+    uniform = len(tiles) > 1 and all(t.dtype == dtype for t in tiles)
+    if batch is None:
+        assert not uniform or (formats != DENSE).any()
+        return
+    assert uniform and (formats == DENSE).all()
+    batch_blobs, batch_formats, batch_nonzeros = batch
+    assert batch_nonzeros.tolist() == nonzeros.tolist()
+    assert batch_formats.tolist() == formats.tolist()
+    assert batch_blobs.to_pylist() == blobs.to_pylist()

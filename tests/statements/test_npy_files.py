@@ -89,6 +89,23 @@ def test_float_overflow_into_float32_is_refused_with_its_position(con, tmp_path)
     assert "T" not in tensors(con)
 
 
+def test_the_misfit_reported_is_the_first_in_tile_order_however_the_tiles_are_cut(con, monkeypatch):
+    # a row of small tiles is cast at once; the value reported is still the first tile's, as tile by tile
+    from trdb.statements import tiling
+
+    values = np.ones((8, 12))
+    values[0, 9] = 1e300  # tile (0, 2), first in C order
+    values[3, 1] = -1e300  # tile (0, 0), first in tile order
+    values[6, 0] = 1e300
+    for chunk in (tiling.CHUNK_BYTES, 1):  # the row of tiles at once, and tile by tile
+        monkeypatch.setattr(tiling, "CHUNK_BYTES", chunk)
+        with pytest.raises(trdb.DataError, match=r"the value -1e\+300 at \[3, 1\] does not fit in float32"):
+            con.execute("CREATE TENSOR T FROM ? TILE (4, 4) DTYPE float32", [values])
+        assert "T" not in tensors(con)
+    con.execute("CREATE TENSOR T FROM ? TILE (4, 4) DTYPE float32", [np.clip(values, -1, 1)[:, :11]])
+    np.testing.assert_array_equal(con.execute("SELECT * FROM T").fetch_tensor(), np.clip(values, -1, 1)[:, :11])
+
+
 def test_default_float32_refuses_overflow_too(con):
     values = np.array([1.0, 2.0], dtype=np.longdouble)  # not a trdb dtype: stored as the default float32
     values[1] = np.longdouble(10) ** 400
