@@ -143,11 +143,11 @@ class KernelFunction:
 
     def call(self, backend: Backend, args: Sequence[Any]) -> Any:
         """Run on tiles (backend arrays) and Python scalars; DataError if the shapes misfit."""
-        if backend is NUMPY_BACKEND and all(type(v) is numpy.ndarray for v in args):
-            # dense numpy tiles of shapes seen before: their count and shapes were checked then
-            shapes = tuple(v.shape for v in args)
-            if self._shapes_seen.get(shapes) is not None:
-                return _as_tile(NUMPY_BACKEND, self._run(NUMPY_BACKEND, self._impl, args, shapes))
+        if backend is NUMPY_BACKEND:
+            # dense numpy tiles (and Python numbers) of shapes and values seen before: checked then
+            key = _seen_key(args)
+            if key is not None and self._shapes_seen.get(key) is not None:
+                return _as_tile(NUMPY_BACKEND, self._run(NUMPY_BACKEND, self._impl, args))
         values = [v.item() if isinstance(v, numpy.generic) else v for v in args]
         self._check_arity(values, DataError)
         if any(v is None for v in values):
@@ -158,18 +158,19 @@ class KernelFunction:
         # Pure scalar arithmetic (keys, literals) is done on the host whatever the backend.
         run_on = backend if any(s is not None for s in shapes) else NUMPY_BACKEND
         impl = self._sparse_impl if any(is_sparse(v) for v in values) else self._impl
-        out = self._run(run_on, impl, values, shapes)
+        out = self._run(run_on, impl, values)
         if shape is None:
             return out.item() if hasattr(out, "item") else out
         return _as_tile(backend, out)
 
-    def _run(self, backend: Backend, impl: Callable, values: Sequence[Any], shapes: Sequence) -> Any:
+    def _run(self, backend: Backend, impl: Callable, values: Sequence[Any]) -> Any:
         """`impl` on the values; its failures are a DataError naming the shapes."""
         with backend.errstate():
             try:
                 return impl(backend.xp, *values)
             except _KERNEL_FAILURES as exc:
-                tensor_shapes = [s for i, s in enumerate(shapes) if i not in self.const_positions]
+                tensor_shapes = [getattr(v, "shape", None) for i, v in enumerate(values)
+                                 if i not in self.const_positions]
                 raise DataError(f"{self.label}: {exc} ({describe_shapes(tensor_shapes)})") from exc
 
 
@@ -177,6 +178,19 @@ def _as_tile(backend: Backend, out: Any) -> Any:
     if not isinstance(out, backend.xp.ndarray) and not is_sparse(out):
         return backend.asarray(out)  # numpy returns 0-d results as numpy scalars
     return out
+
+
+_NUMBERS = (int, float, bool)
+
+
+def _seen_key(args: Sequence[Any]) -> Optional[tuple]:
+    """`_shape_key` of arguments that are dense numpy tiles and Python numbers, at least one tile (the
+    usual call: `v * 2`), without the general path's checks; None for any other arguments."""
+    key = tuple(v.shape if type(v) is numpy.ndarray else (type(v), v) if type(v) in _NUMBERS else None
+                for v in args)
+    if None in key or all(type(v) is not numpy.ndarray for v in args):
+        return None
+    return key
 
 
 def _shape_key(shapes: list, values: list) -> Optional[tuple]:

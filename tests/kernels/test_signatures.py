@@ -150,6 +150,28 @@ def test_runtime_errors_of_other_kinds():
         lookup_function("MATMUL").call(B, [tile((3, 3))])
 
 
+def test_a_call_on_tiles_and_numbers_seen_before_runs_and_fails_as_the_first():
+    # the second call takes the path for shapes and numbers already checked: same results, same errors
+    from trdb.execution.work import _FLOPS_SEEN, kernel_work
+
+    power, add = lookup_function("POWER"), OPERATORS["+"]
+    ints = tile((3,), "int64")
+    messages = []
+    for _ in range(2):
+        with pytest.raises(DataError) as info:
+            power.call(B, [ints, -1])
+        messages.append(str(info.value))
+    assert messages[0] == messages[1] and "negative integer powers" in messages[0]
+    values = tile((4, 3))
+    results = [add.call(B, [values, 2]), add.call(B, [values, 2]), add.call(B, [values, True])]
+    np.testing.assert_array_equal(results[0], values + 2)
+    np.testing.assert_array_equal(results[1], values + 2)
+    np.testing.assert_array_equal(results[2], values + 1)
+    _FLOPS_SEEN.clear()
+    counts = [kernel_work(add, [values, 2], results[0]) for _ in range(2)]  # counted, then remembered
+    assert counts[0] == counts[1] == (12, 2 * values.nbytes)
+
+
 # ---- registry --------------------------------------------------------------------------------
 
 def test_lookup_is_case_insensitive_and_resolves_aliases():
