@@ -24,3 +24,7 @@ CSR_MAX_DENSITY = 0.1         # a 2-d tile with at most this fraction of non-zer
 SPARSE_FLOP_COST = 4.0        # one multiply-add of a sparse kernel, per non-zero, against a dense BLAS FLOP
 MIN_PARALLEL_COST = 4e8       # plans estimated below ~4 ms of one core run on one worker: starting
                               # workers and exchanges costs ~1 ms each, more than they would save
+PARALLEL_WORK_PER_TUPLE = 10.0  # a plan whose kernels' work is below this many times its per-tuple cost runs on one
+                                # worker: the per-tuple Python holds the GIL and two workers contend for it (2 cores:
+                                # 1024^2 matmul in 32^2 tiles 0.40 s on one worker, 0.74 s on two; 2048^2 in 128^2
+                                # tiles (work 5x the tuples') 0.23 against 0.28 s; in 256^2 (40x) 0.105 against 0.085)

@@ -11,7 +11,14 @@ import math
 from dataclasses import replace
 from typing import Optional
 
-from trdb.config.unit_costs import CACHED_SCAN_BYTE_COST, EXCHANGE_BYTE_COST, SCAN_BYTE_COST, SPILL_BYTE_COST
+from trdb.config.unit_costs import (
+    CACHED_SCAN_BYTE_COST,
+    EXCHANGE_BYTE_COST,
+    PARALLEL_WORK_PER_TUPLE,
+    SCAN_BYTE_COST,
+    SPILL_BYTE_COST,
+    TUPLE_COST_FLOPS,
+)
 from trdb.errors import InternalError
 from trdb.optimizer import physical_operators as po
 from trdb.optimizer.aggregation import final_calls, splittable
@@ -26,23 +33,39 @@ from trdb.planner.expression_text import assignments, column_names, render
 Want = Optional[tuple[int, ...]]
 
 
-def plan_physical(plan: lp.Plan, workers: int = 1, catalog=None, min_parallel_cost: float = 0.0) -> PhysicalNode:
+def plan_physical(plan: lp.Plan, workers: int = 1, catalog=None, min_parallel_cost: float = 0.0,
+                  threads: bool = True) -> PhysicalNode:
     """The physical plan of a logical plan for `workers` partitions, gathered to one at the top.
 
-    A plan estimated to cost less than `min_parallel_cost` runs on one worker, and so does one where no
-    operator has as many tuples as there are workers: partitions could not spread its work, and BLAS's
-    threads share its kernels instead (a product of two single-tile 2048 x 2048 matrices on two
-    partitions ran on one of them, with one BLAS thread: 3x numpy's time). `min_parallel_cost = 0`
-    partitions every plan.
+    A plan estimated to cost less than `min_parallel_cost` runs on one worker, and so does one whose kernels
+    do little work for its tuples (`_tuple_bound`) when the workers are `threads` of this process (the local
+    executor; Ray's actors are processes), and one where no operator has as many tuples as there
+    are workers: partitions could not spread its work, and BLAS's threads share its kernels instead (a
+    product of two single-tile 2048 x 2048 matrices on two partitions ran on one of them, with one BLAS
+    thread: 3x numpy's time). `min_parallel_cost = 0` partitions every plan.
     """
     estimator = Estimator(catalog)
     if workers > 1 and min_parallel_cost > 0 and (estimator.total_cost(plan) < min_parallel_cost or
-                                                  _most_tuples(plan, estimator) < workers):
+                                                  _most_tuples(plan, estimator) < workers or
+                                                  (threads and _tuple_bound(plan, estimator))):
         workers = 1
     planner = PhysicalPlanner(max(1, workers), estimator, _memory_budget(catalog))
     root = planner.gather(planner.build(plan, None))
     check_instances(root)
     return root
+
+
+def _tuple_bound(plan: lp.Plan, estimator: Estimator) -> bool:
+    """Whether the plan's kernels do less work than PARALLEL_WORK_PER_TUPLE times its per-tuple cost: many
+    small tiles, whose Python (holding the GIL) is most of the time, run faster on one worker."""
+    nodes, work, tuples = [plan], 0.0, 0.0
+    while nodes:
+        current = nodes.pop()
+        estimate = estimator.estimate(current)
+        work += estimate.work
+        tuples += estimate.rows
+        nodes.extend(current.inputs)
+    return work < PARALLEL_WORK_PER_TUPLE * TUPLE_COST_FLOPS * tuples
 
 
 def _most_tuples(plan: lp.Plan, estimator: Estimator) -> float:

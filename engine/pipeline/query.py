@@ -113,7 +113,8 @@ class Pipeline:
         rules.interrupted = self.interrupted
         with nesting_guard():
             optimized = optimize(plan, self.settings, self.catalog, context=rules)
-            node = plan_physical(optimized, self.settings.workers, self.catalog, self.settings.min_parallel_cost)
+            node = plan_physical(optimized, self.settings.workers, self.catalog, self.settings.min_parallel_cost,
+                                 threads=self.settings.executor == "local")
         if self.memo is not None:
             self.memo.put(slot, node)
         return node

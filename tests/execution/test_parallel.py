@@ -85,6 +85,21 @@ def test_small_plans_run_on_one_worker_unless_told_otherwise(parallel):
         parallel.execute("SET min_parallel_cost = -1")
 
 
+def test_a_plan_of_many_small_tiles_runs_on_one_worker_thread(parallel):
+    # each tile's Python holds the GIL: two worker threads only contend for it (32^2 tiles: 0.4 s on one,
+    # 0.74 s on two); Ray's actors are processes, and so still get the partitions
+    parallel.execute(f"SET min_parallel_cost = {MIN_PARALLEL_COST}")  # the default; the test suite sets 0
+    parallel.execute("CREATE TENSOR s SHAPE (1024, 1024) TILE (32, 32) FILL ONES")     # 32768 products of 32^3
+    parallel.execute("CREATE TENSOR b SHAPE (2048, 2048) TILE (256, 256) FILL ONES")   # 512 products of 256^3
+    assert "GatherExec" not in explained(parallel, SQUARE.format("s"))
+    assert "GatherExec" in explained(parallel, SQUARE.format("b"))
+    parallel.execute("SET executor = 'ray'")  # EXPLAIN plans without starting Ray
+    assert "GatherExec" in explained(parallel, SQUARE.format("s"))
+    parallel.execute("SET executor = 'local'")
+    product = parallel.execute(SQUARE.format("s")).fetch_tensor()
+    np.testing.assert_array_equal(product, np.full((1024, 1024), 1024, np.float32))
+
+
 @pytest.mark.on_cpu  # BLAS threads
 def test_a_plan_with_fewer_tuples_than_workers_runs_on_one_and_keeps_blas_threads(parallel):
     parallel.execute(f"SET min_parallel_cost = {MIN_PARALLEL_COST}")  # the default; the test suite sets 0
