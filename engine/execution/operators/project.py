@@ -6,6 +6,7 @@ from typing import Optional
 from trdb.execution.compile import compile_expr
 from trdb.execution.operators.operator import Batch, PhysicalOperator
 from trdb.execution.operators.placed_product import placing_projection
+from trdb.execution.operators.stacked_tiles import stacked_projection
 from trdb.planner import expressions as bx
 
 
@@ -29,10 +30,15 @@ class ProjectExec(PhysicalOperator):
         else:
             compiled = [compile_expr(e, self.ctx.backend) for e in self.exprs]
             self._project = lambda row: tuple(f(row) for f in compiled)
+            self._project_batch = stacked_projection(self.exprs, compiled, self.ctx.backend)
+
+    _project_batch = None  # elementwise columns of many small tiles: a batch's tiles stacked (stacked_tiles.py)
 
     def _next(self) -> Optional[Batch]:
         batch = self.children[0].next_batch()
         if batch is None:
             return None
+        if self._project_batch is not None:
+            return self._project_batch(batch)
         project = self._project
         return [project(row) for row in batch]

@@ -1,0 +1,112 @@
+"""Elementwise projections of many small tiles at once: a batch's tiles of one shape stacked, each kernel called once.
+
+A tuple's kernel call costs microseconds of Python whatever its tile; for tiles of a few dozen
+elements that is nearly all of the time. An output column computed by elementwise kernels only
+(operators, RELU, EXP, CAST, ...) from tensor columns and constants gives, for tiles stacked
+along a new first axis, the stacked results: broadcasting between tiles of one number of
+dimensions lines up the same way with the extra axis in front. So the tuples of a batch whose
+tiles have the same shapes and dtypes are evaluated together by the same compiled expression, and
+each tuple gets its slice of the result. Anything else (CSR tiles, tiles of other shapes or
+dimensions, a key column inside a kernel, a small group) is evaluated tuple by tuple, and so is a
+group whose stacked evaluation fails, so that its error is the one a tuple's own call raises.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from trdb.kernels.backend import Backend
+from trdb.kernels.numpy_backend import NUMPY_BACKEND
+from trdb.planner import expressions as bx
+from trdb.planner.types import TensorType
+
+MIN_STACKED = 16  # fewer tuples of one shape are evaluated one by one (stacking costs more than it saves)
+MAX_STACKED_ELEMENTS = 4096  # larger tiles gain nothing from stacking: their kernels' work outweighs the call
+
+Row = tuple
+Compiled = Callable[[Row], Any]
+
+
+def stacked_columns(expr: bx.Bound) -> Optional[frozenset[int]]:
+    """The tensor columns an output expression computes from, if it is elementwise kernels over tensor
+    columns and constants (and has a tensor type); else None."""
+    if not isinstance(expr.type, TensorType) or not isinstance(expr, bx.Call):
+        return None
+    columns: set[int] = set()
+
+    def walk(node: bx.Bound) -> bool:
+        if isinstance(node, bx.ColumnIndex):
+            columns.add(node.index)
+            return isinstance(node.type, TensorType)
+        if isinstance(node, bx.Const):
+            return not isinstance(node.value, np.ndarray)
+        if isinstance(node, bx.Call):
+            elementwise = node.function.elementwise or node.function.name == "CAST"
+            return elementwise and all(walk(arg) for arg in node.args)
+        return False
+    return frozenset(columns) if walk(expr) and columns else None
+
+
+def stacked_projection(exprs: Sequence[bx.Bound], compiled: Sequence[Compiled],
+                       backend: Backend) -> Optional[Callable[[list[Row]], list[Row]]]:
+    """A function projecting a whole batch, or None where no output column can be stacked (or off the host)."""
+    if backend is not NUMPY_BACKEND:
+        return None
+    stacked = [i for i, e in enumerate(exprs) if stacked_columns(e) is not None]
+    if not stacked or any(_tile_elements(exprs[i]) > MAX_STACKED_ELEMENTS for i in stacked):
+        return None
+    inputs = sorted(set().union(*(stacked_columns(exprs[i]) for i in stacked)))
+    one_by_one = [i for i in range(len(exprs)) if i not in stacked]
+
+    def project(batch: list[Row]) -> list[Row]:
+        if len(batch) < MIN_STACKED:
+            return [tuple(f(row) for f in compiled) for row in batch]
+        values: list[Optional[list]] = [None] * len(batch)
+        for rows in _groups(batch, inputs):
+            results = _evaluated(batch, rows, inputs, [compiled[i] for i in stacked])
+            for position, row in enumerate(rows):
+                out: list = [None] * len(exprs)
+                if results is None:
+                    out = [f(batch[row]) for f in compiled]
+                else:
+                    for slot, result in zip(stacked, results):
+                        out[slot] = result[position, ...]
+                    for slot in one_by_one:
+                        out[slot] = compiled[slot](batch[row])
+                values[row] = out
+        return [tuple(v) if v is not None else tuple(f(row) for f in compiled)
+                for v, row in zip(values, batch)]
+    return project
+
+
+def _tile_elements(expr: bx.Bound) -> int:
+    tile = getattr(expr.type, "tile", None)
+    return int(np.prod(tile)) if tile else 0
+
+
+def _groups(batch: list[Row], inputs: list[int]) -> list[list[int]]:
+    """The positions of the batch's tuples by the shapes and dtypes of their input tiles, groups large enough
+    to stack: every input a dense numpy array, all of one number of dimensions."""
+    groups: dict[tuple, list[int]] = {}
+    for position, row in enumerate(batch):
+        tiles = [row[i] for i in inputs]
+        if all(type(t) is np.ndarray for t in tiles) and len({t.ndim for t in tiles}) == 1:
+            groups.setdefault(tuple((t.shape, t.dtype) for t in tiles), []).append(position)
+    return [rows for rows in groups.values() if len(rows) >= MIN_STACKED]
+
+
+def _evaluated(batch: list[Row], rows: list[int], inputs: list[int], compiled: list[Compiled]) -> Optional[list]:
+    """Each stacked expression's result over the group's tuples (first axis: the tuples), or None when the
+    stacked evaluation fails or gives another number of results (they are then evaluated one by one)."""
+    width = max(inputs) + 1
+    fake: list[Any] = [None] * width
+    for column in inputs:
+        fake[column] = np.stack([batch[row][column] for row in rows])
+    try:
+        results = [f(tuple(fake)) for f in compiled]
+    except Exception:  # the tuple-by-tuple evaluation raises the error a tuple's own call gives
+        return None
+    if not all(type(r) is np.ndarray and r.ndim >= 1 and r.shape[0] == len(rows) for r in results):
+        return None
+    return results
