@@ -385,6 +385,17 @@ def test_an_int_tile_plus_a_float_is_not_written_into_the_int_tile():
     assert _binary(NUMPY_BACKEND, np.add, narrowed, np.float64(0.5), np.dtype(np.float32)) is narrowed
 
 
+def test_tiles_that_do_not_broadcast_in_place_are_a_data_error(cur):
+    # seed 31415213: a fresh temporary of an edge tile (8,) plus a (16, 16) tile raised numpy's ValueError
+    # while deciding whether to add in place
+    cur.execute("CREATE TENSOR V SHAPE (40) TILE (16) DTYPE float64 FILL RANDOM_UNIFORM(-1, 1, 3)")
+    cur.execute("CREATE TENSOR M SHAPE (48, 32) TILE (16, 16) DTYPE int32 FILL ONES")
+    with pytest.raises(trdb.DataError, match=r"operator \+: shapes \(8,\) and \(16, 16\) do not broadcast"):
+        cur.execute("SELECT V.i, M.j, MIN(1e-30 + V.v + GREATEST(TRANSPOSE(M.v), CAST(M.v AS float64))) AS v "
+                    "FROM V, M GROUP BY V.i, M.j")
+    assert cur.execute("SELECT SUM(SUMSQ(v)) FROM M").fetchall() == [(48 * 32,)]
+
+
 SMALL_TILES = "CREATE TENSOR S SHAPE (100, 100) TILE (1, 1) FILL ONES"  # 10,000 tiles of one float
 
 

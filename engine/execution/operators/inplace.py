@@ -79,9 +79,13 @@ def _binary(backend: Backend, ufunc, tmp: Any, other: Any, dtype) -> Optional[An
 def _fits_in_place(xp, tmp: Any, other: Any) -> bool:
     """Whether tmp op other can be written into tmp: of tmp's shape, and of a type numpy casts to tmp's
     dtype in place (an int tile plus a float is a new float tile, not written into the int one)."""
-    shaped = not hasattr(other, "shape") or other.shape == tmp.shape \
-        or xp.broadcast_shapes(tmp.shape, other.shape) == tmp.shape
-    return shaped and xp.can_cast(xp.result_type(tmp, other), tmp.dtype, "same_kind")
+    if hasattr(other, "shape") and other.shape != tmp.shape:
+        try:
+            if xp.broadcast_shapes(tmp.shape, other.shape) != tmp.shape:
+                return False
+        except ValueError:  # they do not broadcast: the kernel's own call says so, naming the shapes
+            return False
+    return xp.can_cast(xp.result_type(tmp, other), tmp.dtype, "same_kind")
 
 
 def _unary(backend: Backend, ufunc, tmp: Any, dtype) -> Optional[Any]:
