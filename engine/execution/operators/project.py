@@ -4,9 +4,9 @@ from __future__ import annotations
 from typing import Optional
 
 from trdb.execution.compile import compile_expr
+from trdb.execution.operators import stacked_tiles
 from trdb.execution.operators.operator import Batch, PhysicalOperator
 from trdb.execution.operators.placed_product import placing_projection
-from trdb.execution.operators.stacked_tiles import stacked_projection
 from trdb.planner import expressions as bx
 
 
@@ -30,15 +30,19 @@ class ProjectExec(PhysicalOperator):
         else:
             compiled = [compile_expr(e, self.ctx.backend) for e in self.exprs]
             self._project = lambda row: tuple(f(row) for f in compiled)
-            self._project_batch = stacked_projection(self.exprs, compiled, self.ctx.backend)
+            self._compiled = compiled
 
-    _project_batch = None  # elementwise columns of many small tiles: a batch's tiles stacked (stacked_tiles.py)
+    _compiled = None  # kernels run: a batch of many small tiles may be stacked (stacked_tiles.py)
+    _stacked = None   # the stacked projection, once a batch large enough came (False: none applies)
 
     def _next(self) -> Optional[Batch]:
         batch = self.children[0].next_batch()
         if batch is None:
             return None
-        if self._project_batch is not None:
-            return self._project_batch(batch)
+        if self._compiled is not None and len(batch) >= stacked_tiles.MIN_STACKED and self._stacked is not False:
+            if self._stacked is None:
+                self._stacked = stacked_tiles.stacked_projection(self.exprs, self._compiled, self.ctx.backend) or False
+            if self._stacked:
+                return self._stacked(batch)
         project = self._project
         return [project(row) for row in batch]
