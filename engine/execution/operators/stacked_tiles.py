@@ -59,24 +59,23 @@ def stacked_projection(exprs: Sequence[bx.Bound], compiled: Sequence[Compiled],
     inputs = sorted(set().union(*(stacked_columns(exprs[i]) for i in stacked)))
     one_by_one = [i for i in range(len(exprs)) if i not in stacked]
 
+    def one(row: Row) -> Row:
+        return tuple(f(row) for f in compiled)
+
     def project(batch: list[Row]) -> list[Row]:
-        if len(batch) < MIN_STACKED:
-            return [tuple(f(row) for f in compiled) for row in batch]
-        values: list[Optional[list]] = [None] * len(batch)
-        for rows in _groups(batch, inputs):
+        out: list[Optional[Row]] = [None] * len(batch)
+        for rows in _groups(batch, inputs) if len(batch) >= MIN_STACKED else []:
             results = _evaluated(batch, rows, inputs, [compiled[i] for i in stacked])
+            if results is None:
+                continue  # evaluated one by one below
             for position, row in enumerate(rows):
-                out: list = [None] * len(exprs)
-                if results is None:
-                    out = [f(batch[row]) for f in compiled]
-                else:
-                    for slot, result in zip(stacked, results):
-                        out[slot] = result[position, ...]
-                    for slot in one_by_one:
-                        out[slot] = compiled[slot](batch[row])
-                values[row] = out
-        return [tuple(v) if v is not None else tuple(f(row) for f in compiled)
-                for v, row in zip(values, batch)]
+                values: list = [None] * len(exprs)
+                for slot, result in zip(stacked, results):
+                    values[slot] = result[position, ...]  # a view of the stacked result, 0-d for 0-d tiles
+                for slot in one_by_one:
+                    values[slot] = compiled[slot](batch[row])
+                out[row] = tuple(values)
+        return [row_out if row_out is not None else one(row) for row_out, row in zip(out, batch)]
     return project
 
 
