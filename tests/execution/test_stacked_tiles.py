@@ -99,8 +99,9 @@ def test_explain_analyze_counts_the_same_work(tensors, monkeypatch):
     assert totals[0] == totals[1] and totals[0]
 
 
-def test_tiles_of_other_dimensions_are_not_stacked_together(cur, monkeypatch):
-    # (16, 16) tiles times (16,) tiles broadcast per tuple; stacked, sixteen of each would line up wrongly
+def test_tiles_of_fewer_dimensions_broadcast_as_tuple_by_tuple(cur, monkeypatch):
+    # (16, 16) tiles times (16,) tiles broadcast per tuple; stacked as they come, sixteen of each would line
+    # up wrongly: the (16,) tiles are stacked as (16, 1, 16)
     rng = np.random.default_rng(8)
     matrix, vector = rng.standard_normal((16, 256)), rng.standard_normal(256)
     cur.execute("CREATE TENSOR M FROM ? TILE (16, 16)", [matrix])
@@ -109,3 +110,22 @@ def test_tiles_of_other_dimensions_are_not_stacked_together(cur, monkeypatch):
     query = "SELECT M.i, M.j, M.v * V.v AS v FROM M JOIN V ON M.j = V.i"
     monkeypatch.setattr(stacked_tiles, "MIN_STACKED", 16)
     np.testing.assert_allclose(cur.execute(query).fetch_tensor(), (matrix * vector).astype(np.float32), rtol=1e-6)
+
+
+def test_a_gradient_of_many_small_tiles_stacks_its_0d_upstream(cur, monkeypatch):
+    # d SUM(SUMSQ(W - T)) / dW = 2 (W - T) times the upstream 0-d tile: stacked with it, as tuple by tuple
+    rng = np.random.default_rng(9)
+    w, t = rng.standard_normal((2, 256, 3))
+    cur.execute("CREATE TENSOR W FROM ? TILE (4, 3)", [w])
+    cur.execute("CREATE TENSOR T FROM ? TILE (4, 3)", [t])
+    cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(W.v - T.v)) AS v FROM W JOIN T ON W.i = T.i AND W.j = T.j")
+    calls = []
+    real = stacked_tiles._evaluated
+    monkeypatch.setattr(stacked_tiles, "_evaluated", lambda *args: calls.append(1) or real(*args))
+    gradients = []
+    for stacked in (True, False):
+        monkeypatch.setattr(stacked_tiles, "MIN_STACKED", 16 if stacked else 10 ** 9)
+        gradients.append(cur.execute("SELECT * FROM GRAD(loss, W)").fetch_tensor())
+    assert calls
+    np.testing.assert_array_equal(gradients[0], gradients[1])
+    np.testing.assert_allclose(gradients[0], 2 * (w - t).astype(np.float32), rtol=1e-6)

@@ -3,12 +3,13 @@
 A tuple's kernel call costs microseconds of Python whatever its tile; for tiles of a few dozen
 elements that is nearly all of the time. An output column computed by elementwise kernels only
 (operators, RELU, EXP, CAST, ...) from tensor columns and constants gives, for tiles stacked
-along a new first axis, the stacked results: broadcasting between tiles of one number of
-dimensions lines up the same way with the extra axis in front. So the tuples of a batch whose
-tiles have the same shapes and dtypes are evaluated together by the same compiled expression, and
-each tuple gets its slice of the result. Anything else (CSR tiles, tiles of other shapes or
-dimensions, a key column inside a kernel, a small group) is evaluated tuple by tuple, and so is a
-group whose stacked evaluation fails, so that its error is the one a tuple's own call raises.
+along a new first axis, the stacked results: broadcasting lines up the same way with the extra
+axis in front, once a tile of fewer dimensions (a 0-d upstream gradient beside a matrix tile) has
+its missing leading axes of 1 put after the new one. So the tuples of a batch whose tiles have the
+same shapes and dtypes are evaluated together by the same compiled expression, and each tuple gets
+its slice of the result. Anything else (CSR tiles, a key column inside a kernel, a small group) is
+evaluated tuple by tuple, and so is a group whose stacked evaluation fails, so that its error is the
+one a tuple's own call raises.
 """
 from __future__ import annotations
 
@@ -85,12 +86,12 @@ def _tile_elements(expr: bx.Bound) -> int:
 
 
 def _groups(batch: list[Row], inputs: list[int]) -> list[list[int]]:
-    """The positions of the batch's tuples by the shapes and dtypes of their input tiles, groups large enough
-    to stack: every input a dense numpy array, all of one number of dimensions."""
+    """The positions of the batch's tuples by the shapes and dtypes of their input tiles (dense numpy arrays),
+    groups large enough to stack."""
     groups: dict[tuple, list[int]] = {}
     for position, row in enumerate(batch):
         tiles = [row[i] for i in inputs]
-        if all(type(t) is np.ndarray for t in tiles) and len({t.ndim for t in tiles}) == 1:
+        if all(type(t) is np.ndarray for t in tiles):
             groups.setdefault(tuple((t.shape, t.dtype) for t in tiles), []).append(position)
     return [rows for rows in groups.values() if len(rows) >= MIN_STACKED]
 
@@ -100,8 +101,11 @@ def _evaluated(batch: list[Row], rows: list[int], inputs: list[int], compiled: l
     stacked evaluation fails or gives another number of results (they are then evaluated one by one)."""
     width = max(inputs) + 1
     fake: list[Any] = [None] * width
+    ndim = max(batch[rows[0]][column].ndim for column in inputs)
     for column in inputs:
-        fake[column] = np.stack([batch[row][column] for row in rows])
+        stacked = np.stack([batch[row][column] for row in rows])
+        # a tile of fewer dimensions broadcasts as if led by axes of 1: they go after the tuples' axis
+        fake[column] = stacked.reshape(len(rows), *(1,) * (ndim + 1 - stacked.ndim), *stacked.shape[1:])
     try:
         results = [f(tuple(fake)) for f in compiled]
     except Exception:  # the tuple-by-tuple evaluation raises the error a tuple's own call gives
