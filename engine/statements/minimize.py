@@ -106,19 +106,43 @@ class AdamState:
         self.step += 1
         m_meta, v_meta = self.moments
         m_old, v_old = _tiles_by_key(self.sc, m_meta), _tiles_by_key(self.sc, v_meta)
-        ms, vs, out = [], [], []
-        for key, grad in zip(keys, grads):
-            m = options.beta1 * m_old.get(key, 0) + (1 - options.beta1) * grad
-            v = options.beta2 * v_old.get(key, 0) + (1 - options.beta2) * grad * grad
-            ms.append(np.asarray(m, dtype=m_meta.dtype))
-            vs.append(np.asarray(v, dtype=v_meta.dtype))
+        ms, vs, out = [None] * len(keys), [None] * len(keys), [None] * len(keys)
+        for positions in _by_shape(grads):  # tiles of one shape at once (elementwise: as one by one)
+            grad = np.stack([grads[p] for p in positions])
+            m = options.beta1 * _stacked_moment(m_old, keys, positions, grad.shape, m_meta.dtype) \
+                + (1 - options.beta1) * grad
+            v = options.beta2 * _stacked_moment(v_old, keys, positions, grad.shape, v_meta.dtype) \
+                + (1 - options.beta2) * grad * grad
             m_hat = m / (1 - options.beta1 ** self.step)
             v_hat = v / (1 - options.beta2 ** self.step)
-            out.append(m_hat / (np.sqrt(v_hat) + options.epsilon))
+            step = m_hat / (np.sqrt(v_hat) + options.epsilon)
+            m, v = np.asarray(m, dtype=m_meta.dtype), np.asarray(v, dtype=v_meta.dtype)
+            for index, p in enumerate(positions):
+                ms[p], vs[p], out[p] = m[index], v[index], step[index]
         writes.append(_replace_tiles(self.sc, m_meta, keys, ms, set(m_old) <= set(keys)))
         writes.append(_replace_tiles(self.sc, v_meta, keys, vs, set(v_old) <= set(keys)))
         write_adam_step(self.sc.db, self.param_name, self.step)
         return out
+
+
+def _by_shape(tiles: list[np.ndarray]) -> list[list[int]]:
+    """The positions of the tiles, by shape."""
+    groups: dict[tuple, list[int]] = {}
+    for position, tile in enumerate(tiles):
+        groups.setdefault(tile.shape, []).append(position)
+    return list(groups.values())
+
+
+def _stacked_moment(old: dict, keys: list[tuple], positions: list[int], shape: tuple, dtype: np.dtype) -> np.ndarray:
+    """The stored moments of the tiles at `positions` stacked (zeros where a moment has no tile yet)."""
+    moments = [old.get(keys[p]) for p in positions]
+    if all(m is not None for m in moments):
+        return np.stack(moments)
+    stacked = np.zeros(shape, dtype=dtype)
+    for index, moment in enumerate(moments):
+        if moment is not None:
+            stacked[index] = moment
+    return stacked
 
 
 def _moment(sc: StatementContext, name: str) -> TensorMeta | None:
@@ -190,11 +214,7 @@ def _replace_tiles(sc: StatementContext, meta: TensorMeta, keys: list[tuple], ti
     kept: Optional[list] = [] if whole and sc.catalog.pool.would_keep(
         sum(np.size(tile) for tile in tiles) * meta.dtype.itemsize) else None
     with TileWriter(sc.db, meta, CHUNK_BYTES) as writer:  # inserted a batch at a time, each cast as it goes in
-        for key, tile in zip(keys, tiles):
-            tile = np.asarray(tile, dtype=meta.dtype)
-            writer.add(key, tile)
-            if kept is not None:
-                kept.append(tile)
+        writer.add_cast(key_array, tiles, meta.dtype, kept)
     written = writer.statistics
     if kept is not None and (written.tuples != len(kept) or written.csr_tuples):
         kept = None  # a tile stored CSR (or skipped, all zeros): a read would not give them as they are here

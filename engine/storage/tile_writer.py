@@ -8,7 +8,7 @@ a failure in a later batch rolls back the earlier ones too.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from trdb.storage.tensor_meta import TensorMeta
 # than one 256 MB insert (3.0 s against 4.2 s, noisy), 4 MB inserts about 1.3x: a batch of a few tiles will do.
 BATCH_BYTES = 16 << 20
 BATCH_TILES = 1 << 14  # millions of tiny tiles cost more per tile than per byte: a count bound too
+CAST_RUN = 1024  # tiles `add_cast` casts ahead of the writer
 BUDGET_SHARE = 8  # a batch takes at most this fraction of the budget (other operators hold the rest)
 
 
@@ -85,6 +86,21 @@ class TileWriter:
                 for key, tile in zip(key_tuples[start:], tiles[start:]):
                     self.add(key, tile)
                 return
+
+    def add_cast(self, keys: np.ndarray, tiles: Sequence, dtype: np.dtype, kept: Optional[list] = None) -> None:
+        """`add_all` of the dense tiles cast to `dtype`, a run at a time (at most CAST_RUN tiles or a quarter
+        of a batch's bytes cast ahead of the writer); `kept`, if given, receives every cast tile."""
+        start = 0
+        while start < len(tiles):
+            run: list = []
+            held = 0
+            while start + len(run) < len(tiles) and len(run) < CAST_RUN and held < self.batch_bytes // 4:
+                run.append(np.asarray(tiles[start + len(run)], dtype=dtype))
+                held += run[-1].nbytes
+            self.add_all(keys[start:start + len(run)], run)
+            if kept is not None:
+                kept.extend(run)
+            start += len(run)
 
     def _room(self, held: np.ndarray) -> int:
         """How many of the next tiles (of `held` bytes each) the batch takes before it is full."""

@@ -111,3 +111,22 @@ def test_bad_options_are_programming_errors(cur, options, message):
     make_param(cur, (4, 2), seed=1)
     with pytest.raises(trdb.ProgrammingError, match=message):
         cur.execute(f"MINIMIZE loss WRT (W) WITH (optimizer = 'adam', {options})")
+
+
+def test_adam_over_many_tiles_of_several_shapes_is_exactly_adam_tile_by_tile(cur):
+    # the moments and steps of tiles of one shape are computed stacked: the same float operations as one by one
+    W = np.random.default_rng(4).standard_normal((37, 10)).astype(np.float32)
+    cur.execute("CREATE TENSOR W FROM ? TILE (4, 3)", [W])  # full tiles and three shapes of edge tiles
+    cur.execute("CREATE OR REPLACE VIEW loss AS SELECT SUM(SUMSQ(W.v)) AS v FROM W")
+    beta1, beta2, eps, rate = 0.9, 0.999, 1e-8, 0.05
+    w, m, v = W, np.zeros_like(W), np.zeros_like(W)
+    for t in range(1, 4):
+        g = (2 * w).astype(np.float64)
+        m64, v64 = beta1 * m + (1 - beta1) * g, beta2 * v + (1 - beta2) * g * g
+        step = (m64 / (1 - beta1 ** t)) / (np.sqrt(v64 / (1 - beta2 ** t)) + eps)
+        w = (np.multiply(step, -rate) + w).astype(np.float32)
+        m, v = m64.astype(np.float32), v64.astype(np.float32)
+    cur.execute(f"MINIMIZE loss WRT (W) WITH (optimizer = 'adam', learning_rate = {rate}, steps = 3)")
+    np.testing.assert_array_equal(cur.execute("SELECT * FROM W").fetch_tensor(), w)
+    np.testing.assert_array_equal(cur.execute("SELECT * FROM W__adam_m").fetch_tensor(), m)
+    np.testing.assert_array_equal(cur.execute("SELECT * FROM W__adam_v").fetch_tensor(), v)

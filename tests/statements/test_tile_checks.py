@@ -119,3 +119,22 @@ def test_add_all_under_a_short_budget_still_writes_every_tile(con):
     session.catalog.refresh_statistics(meta)
     assert writer.batches > 1
     np.testing.assert_array_equal(con.execute("SELECT * FROM W").fetch_tensor(), np.repeat(np.arange(250.0), 16))
+
+
+def test_add_cast_writes_every_tile_cast_a_run_at_a_time(con, monkeypatch):
+    from trdb.storage import tile_writer
+
+    monkeypatch.setattr(tile_writer, "CAST_RUN", 7)
+    session = con._live
+    meta = session.catalog.create_tensor(TensorMeta("W", ["i"], "v", np.dtype("float64"), (800,), (16,), ""))
+    tiles = [np.full(16, k + 0.5, dtype=np.float32) for k in range(50)]
+    runs, kept = [], []
+    real = TileWriter.add_all
+    monkeypatch.setattr(TileWriter, "add_all", lambda self, k, t: runs.append(len(t)) or real(self, k, t))
+    with TileWriter(session.db, meta) as writer:
+        writer.add_cast(np.arange(50).reshape(-1, 1), tiles, meta.dtype, kept)
+    session.catalog.refresh_statistics(meta)
+    assert runs == [7] * 7 + [1]
+    assert [t.dtype for t in kept] == [np.dtype("float64")] * 50
+    assert all(np.array_equal(a, b) for a, b in zip(kept, tiles))
+    np.testing.assert_array_equal(con.execute("SELECT * FROM W").fetch_tensor(), np.repeat(np.arange(50) + 0.5, 16))
