@@ -16,6 +16,7 @@ import numpy as np
 
 from trdb.catalog.names import did_you_mean, fold
 from trdb.errors import DataError, ProgrammingError
+from trdb.execution.operators.stacked_tiles import MAX_STACKED_ELEMENTS
 from trdb.execution.result import Result
 from trdb.kernels.backend import to_host
 from trdb.kernels.sparse import dense
@@ -108,7 +109,7 @@ class AdamState:
         m_old, v_old = _tiles_by_key(self.sc, m_meta), _tiles_by_key(self.sc, v_meta)
         ms, vs, out = [None] * len(keys), [None] * len(keys), [None] * len(keys)
         for positions in _by_shape(grads):  # tiles of one shape at once (elementwise: as one by one)
-            grad = np.stack([grads[p] for p in positions])
+            grad = _stacked([grads[p] for p in positions])
             m = options.beta1 * _stacked_moment(m_old, keys, positions, grad.shape, m_meta.dtype) \
                 + (1 - options.beta1) * grad
             v = options.beta2 * _stacked_moment(v_old, keys, positions, grad.shape, v_meta.dtype) \
@@ -126,18 +127,27 @@ class AdamState:
 
 
 def _by_shape(tiles: list[np.ndarray]) -> list[list[int]]:
-    """The positions of the tiles, by shape."""
+    """The positions of the tiles, by shape; a large tile alone (stacking would only copy it)."""
     groups: dict[tuple, list[int]] = {}
+    alone = []
     for position, tile in enumerate(tiles):
-        groups.setdefault(tile.shape, []).append(position)
-    return list(groups.values())
+        if tile.size > MAX_STACKED_ELEMENTS:
+            alone.append([position])
+        else:
+            groups.setdefault(tile.shape, []).append(position)
+    return list(groups.values()) + alone
+
+
+def _stacked(tiles: list[np.ndarray]) -> np.ndarray:
+    """The tiles along a new first axis: one tile as a view, several copied."""
+    return tiles[0][np.newaxis] if len(tiles) == 1 else np.stack(tiles)
 
 
 def _stacked_moment(old: dict, keys: list[tuple], positions: list[int], shape: tuple, dtype: np.dtype) -> np.ndarray:
     """The stored moments of the tiles at `positions` stacked (zeros where a moment has no tile yet)."""
     moments = [old.get(keys[p]) for p in positions]
     if all(m is not None for m in moments):
-        return np.stack(moments)
+        return _stacked(moments)
     stacked = np.zeros(shape, dtype=dtype)
     for index, moment in enumerate(moments):
         if moment is not None:
