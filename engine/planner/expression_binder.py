@@ -227,6 +227,8 @@ class ExpressionBinder:
             args = tuple(self.bind(a) for a in node.args)
             if any(isinstance(a.type, TensorType) for a in args):
                 raise self.ctx.fail(node, "COALESCE takes keys; tensors are never NULL (a missing tile is zeros)")
+            for arg_node, arg in zip(node.args, args):  # its type is a key's: a string would reach kernels
+                self.check_number(arg_node, arg, "COALESCE")
             return bx.Coalesce(args)
         function = lookup_function(node.name)
         if function is None:

@@ -396,6 +396,14 @@ def test_tiles_that_do_not_broadcast_in_place_are_a_data_error(cur):
     assert cur.execute("SELECT SUM(SUMSQ(v)) FROM M").fetchall() == [(48 * 32,)]
 
 
+@pytest.mark.parametrize("expression", ["COALESCE('', 0.1)", "COALESCE(NULL, 'x')"])
+def test_a_string_in_coalesce_is_refused_as_in_any_aggregate(gcur, expression):
+    # seed 17320176: MIN(COALESCE('', 0.1)) reached numpy's minimum with strings: an InternalError
+    with pytest.raises(trdb.ProgrammingError, match=r"COALESCE takes numbers; the constant is a str"):
+        gcur.execute(f"SELECT MIN({expression}) AS v FROM G")
+    assert gcur.execute("SELECT MIN(COALESCE(NULL, 0.5)) AS v FROM G").fetchall() == [(0.5,)]
+
+
 SMALL_TILES = "CREATE TENSOR S SHAPE (100, 100) TILE (1, 1) FILL ONES"  # 10,000 tiles of one float
 
 
