@@ -1,12 +1,15 @@
 """FILL clauses of CREATE TENSOR: ZEROS, ONES, CONSTANT, IDENTITY, RANDOM_NORMAL, RANDOM_UNIFORM."""
 from __future__ import annotations
 
+import itertools
+from collections import deque
 from typing import Callable, Optional
 
 import numpy as np
 
 from trdb.errors import DataError, ProgrammingError
-from trdb.statements.tiling import tile_slices
+from trdb.statements.tile_seeds import generator_at, pcg64_states
+from trdb.statements.tiling import grid_keys, tile_slices
 from trdb.storage.tensor_meta import TensorMeta
 
 TileMaker = Callable[[tuple[int, ...]], np.ndarray]
@@ -74,9 +77,10 @@ def _random(meta: TensorMeta, kind: str, args: list) -> TileMaker:
         _fitting(bound, meta)
     # one generator per tile, seeded by (seed, key): the values do not depend on the order of tiles
     seed = args[2] if len(args) == 3 else int(np.random.SeedSequence().entropy % (1 << 63))
+    generators = _SeededGenerators(meta, seed)
 
     def make(key: tuple[int, ...]) -> np.ndarray:
-        rng = np.random.default_rng([seed, *key])
+        rng = generators.at(key)
         shape = meta.tile_shape_at(key)
         if kind == "RANDOM_NORMAL":
             values = rng.standard_normal(shape, dtype=np.float64) * args[1] + args[0]
@@ -84,3 +88,26 @@ def _random(meta: TensorMeta, kind: str, args: list) -> TileMaker:
             values = rng.uniform(args[0], args[1], shape)
         return values.astype(meta.dtype)
     return make
+
+
+class _SeededGenerators:
+    """The generator numpy.random.default_rng([seed, *key]) is for each key, as keys come in grid order: their
+    states computed a run of keys at once (tile_seeds.py), one generator set to each in turn."""
+
+    RUN = 4096
+
+    def __init__(self, meta: TensorMeta, seed: int):
+        self.seed = seed
+        self.keys = grid_keys(meta)
+        self.ready: deque = deque()
+        self.generator = np.random.Generator(np.random.PCG64())
+
+    def at(self, key: tuple[int, ...]) -> np.random.Generator:
+        if not self.ready:
+            run = list(itertools.islice(self.keys, self.RUN))
+            states = pcg64_states(self.seed, np.array(run, dtype=np.int64).reshape(len(run), -1)) if run else None
+            self.ready.extend(zip(run, states) if states is not None else [])
+        if self.ready and self.ready[0][0] == tuple(key):
+            return generator_at(self.generator, self.ready.popleft()[1])
+        self.ready.clear()  # a key out of grid order (or one too large for 32 bits): seeded as numpy does it
+        return np.random.default_rng([self.seed, *key])
