@@ -294,19 +294,19 @@ def test_an_allocation_the_process_cannot_make_fails_the_statement_and_changes_n
     """A FILL tile of 977 MB under the fuzzer's address-space limit was a raw MemoryError."""
     import trdb.statements.fill as fill
 
-    real = fill.np.random.default_rng
+    real = fill.generator_at  # where each tile's generator is made (then it draws the tile)
 
     def no_memory(*args, **kwargs):
         raise MemoryError("Unable to allocate 977. MiB for an array with shape (1000000, 4, 32, 2)")
     before = dense(gcur)
-    monkeypatch.setattr(fill.np.random, "default_rng", no_memory)
+    monkeypatch.setattr(fill, "generator_at", no_memory)
     with pytest.raises(trdb.OperationalError, match="out of memory: Unable to allocate 977") as caught:
         gcur.execute("CREATE TENSOR H SHAPE (64, 48) TILE (16, 16) FILL RANDOM_NORMAL(0, 1)")
     assert "smaller tiles" in str(caught.value)
-    monkeypatch.setattr(fill.np.random, "default_rng", real)
+    monkeypatch.setattr(fill, "generator_at", real)
     gcur.execute("BEGIN")
     gcur.execute("UPDATE G SET v = G.v * 2")
-    monkeypatch.setattr(fill.np.random, "default_rng", no_memory)
+    monkeypatch.setattr(fill, "generator_at", no_memory)
     with pytest.raises(trdb.OperationalError, match="out of memory"):
         gcur.execute("CREATE TENSOR H SHAPE (64, 48) TILE (16, 16) FILL RANDOM_NORMAL(0, 1)")
     with pytest.raises(trdb.OperationalError, match="transaction is aborted"):
