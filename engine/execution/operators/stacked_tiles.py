@@ -54,10 +54,11 @@ def stacked_projection(exprs: Sequence[bx.Bound], compiled: Sequence[Compiled],
     """A function projecting a whole batch, or None where no output column can be stacked (or off the host)."""
     if backend is not NUMPY_BACKEND:
         return None
-    stacked = [i for i, e in enumerate(exprs) if stacked_columns(e) is not None]
+    columns = {i: stacked_columns(e) for i, e in enumerate(exprs)}
+    stacked = [i for i, used in columns.items() if used is not None]
     if not stacked or any(_tile_elements(exprs[i]) > MAX_STACKED_ELEMENTS for i in stacked):
         return None
-    inputs = sorted(set().union(*(stacked_columns(exprs[i]) for i in stacked)))
+    inputs = sorted(set().union(*(columns[i] for i in stacked)))
     one_by_one = [i for i in range(len(exprs)) if i not in stacked]
 
     def one(row: Row) -> Row:
