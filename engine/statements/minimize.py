@@ -224,7 +224,7 @@ def _replace_tiles(sc: StatementContext, meta: TensorMeta, keys: list[tuple], ti
     kept: Optional[list] = [] if whole and sc.catalog.pool.would_keep(
         sum(np.size(tile) for tile in tiles) * meta.dtype.itemsize) else None
     with TileWriter(sc.db, meta, CHUNK_BYTES) as writer:  # inserted a batch at a time, each cast as it goes in
-        writer.add_cast(key_array, tiles, meta.dtype, kept)
+        writer.add_cast(keys, tiles, meta.dtype, kept)
     written = writer.statistics
     if kept is not None and (written.tuples != len(kept) or written.csr_tuples):
         kept = None  # a tile stored CSR (or skipped, all zeros): a read would not give them as they are here

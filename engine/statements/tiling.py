@@ -15,7 +15,6 @@ from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_writer import BATCH_BYTES, TileWriter
 
 CHUNK_BYTES = BATCH_BYTES  # the bytes of one write batch (tests make it tiny to get many batches)
-GENERATED_RUN = 1024  # generated tiles handed to the writer at once
 
 
 def grid_keys(meta: TensorMeta) -> Iterator[tuple[int, ...]]:
@@ -30,24 +29,15 @@ def write_generated(db: Database, meta: TensorMeta, make_tile: Callable[[tuple[i
                     interrupted: Optional[threading.Event] = None,
                     after_batch: Optional[Callable[[], None]] = None) -> int:
     """Write make_tile(key) for every key of the grid (all-zero tiles are skipped). Returns tiles stored.
-    Once `interrupted` is set (the statement was cancelled) it stops with QueryCancelled. Small tiles go
-    to the writer a run at a time (at most GENERATED_RUN of them, or a quarter of a batch's bytes)."""
-    with TileWriter(db, meta, CHUNK_BYTES, after_batch) as writer:
-        keys: list[tuple[int, ...]] = []
-        tiles: list[np.ndarray] = []
-        held = 0
+    Once `interrupted` is set (the statement was cancelled) it stops with QueryCancelled. Tiles are made
+    as the writer takes them, a run at a time (TileWriter.add_stream)."""
+    def generated() -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
         for key in grid_keys(meta):
             if interrupted is not None and interrupted.is_set():  # a cheap test: a tile takes microseconds or more
                 raise QueryCancelled(f"the statement was cancelled while it wrote the tiles of {meta.name}")
-            tile = make_tile(key)
-            keys.append(key)
-            tiles.append(tile)
-            held += tile.nbytes
-            if len(tiles) >= GENERATED_RUN or held >= CHUNK_BYTES // 4:
-                writer.add_all(np.array(keys, dtype=np.int64).reshape(len(keys), len(meta.keys)), tiles)
-                keys, tiles, held = [], [], 0
-        if tiles:
-            writer.add_all(np.array(keys, dtype=np.int64).reshape(len(keys), len(meta.keys)), tiles)
+            yield key, make_tile(key)
+    with TileWriter(db, meta, CHUNK_BYTES, after_batch) as writer:
+        writer.add_stream(generated())
     return writer.written
 
 

@@ -8,7 +8,7 @@ a failure in a later batch rolls back the earlier ones too.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from trdb.storage.tensor_meta import TensorMeta
 # than one 256 MB insert (3.0 s against 4.2 s, noisy), 4 MB inserts about 1.3x: a batch of a few tiles will do.
 BATCH_BYTES = 16 << 20
 BATCH_TILES = 1 << 14  # millions of tiny tiles cost more per tile than per byte: a count bound too
-CAST_RUN = 1024  # tiles `add_cast` casts ahead of the writer
+STREAM_RUN = 1024  # tiles `add_stream` makes ahead of the writer
 BUDGET_SHARE = 8  # a batch takes at most this fraction of the budget (other operators hold the rest)
 
 
@@ -66,8 +66,9 @@ class TileWriter:
         self._tiles.append(tile)
         self._pending += held
 
-    def add_all(self, keys: np.ndarray, tiles: list) -> None:
-        """`add` each tile, the room in the batch and the budget asked once for as many as fit."""
+    def add_all(self, keys: Any, tiles: list) -> None:
+        """`add` each tile (`keys`: an n x m array, or n key tuples), the room in the batch and the budget asked
+        once for as many as fit."""
         key_tuples = list(map(tuple, np.asarray(keys).tolist()))
         held = np.fromiter((2 * tile_bytes(tile) for tile in tiles), dtype=np.int64, count=len(tiles))
         start = 0
@@ -87,20 +88,32 @@ class TileWriter:
                     self.add(key, tile)
                 return
 
-    def add_cast(self, keys: np.ndarray, tiles: Sequence, dtype: np.dtype, kept: Optional[list] = None) -> None:
-        """`add_all` of the dense tiles cast to `dtype`, a run at a time (at most CAST_RUN tiles or a quarter
-        of a batch's bytes cast ahead of the writer); `kept`, if given, receives every cast tile."""
-        start = 0
-        while start < len(tiles):
-            run: list = []
-            held = 0
-            while start + len(run) < len(tiles) and len(run) < CAST_RUN and held < self.batch_bytes // 4:
-                run.append(np.asarray(tiles[start + len(run)], dtype=dtype))
-                held += run[-1].nbytes
-            self.add_all(keys[start:start + len(run)], run)
-            if kept is not None:
-                kept.extend(run)
-            start += len(run)
+    def add_stream(self, pairs: Iterable[tuple[tuple[int, ...], Any]]) -> None:
+        """`add_all` of (key, tile) pairs made only as they are asked for, a run at a time: at most STREAM_RUN
+        tiles, or a quarter of a batch's bytes, are made ahead of the writer."""
+        keys: list[tuple[int, ...]] = []
+        tiles: list = []
+        held = 0
+        for key, tile in pairs:
+            keys.append(tuple(key))
+            tiles.append(tile)
+            held += tile_bytes(tile)
+            if len(tiles) >= STREAM_RUN or held >= self.batch_bytes // 4:
+                self.add_all(keys, tiles)
+                keys, tiles, held = [], [], 0
+        if tiles:
+            self.add_all(keys, tiles)
+
+    def add_cast(self, keys: Sequence[tuple[int, ...]], tiles: Sequence, dtype: np.dtype,
+                 kept: Optional[list] = None) -> None:
+        """`add_stream` of the dense tiles cast to `dtype`; `kept`, if given, receives every cast tile."""
+        def cast() -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
+            for key, tile in zip(keys, tiles):
+                tile = np.asarray(tile, dtype=dtype)
+                if kept is not None:
+                    kept.append(tile)
+                yield key, tile
+        self.add_stream(cast())
 
     def _room(self, held: np.ndarray) -> int:
         """How many of the next tiles (of `held` bytes each) the batch takes before it is full."""

@@ -124,7 +124,7 @@ def test_add_all_under_a_short_budget_still_writes_every_tile(con):
 def test_add_cast_writes_every_tile_cast_a_run_at_a_time(con, monkeypatch):
     from trdb.storage import tile_writer
 
-    monkeypatch.setattr(tile_writer, "CAST_RUN", 7)
+    monkeypatch.setattr(tile_writer, "STREAM_RUN", 7)
     session = con._live
     meta = session.catalog.create_tensor(TensorMeta("W", ["i"], "v", np.dtype("float64"), (800,), (16,), ""))
     tiles = [np.full(16, k + 0.5, dtype=np.float32) for k in range(50)]
