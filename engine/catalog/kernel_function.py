@@ -180,13 +180,14 @@ def _as_tile(backend: Backend, out: Any) -> Any:
     return out
 
 
-_NUMBERS = (int, float, bool)
+_CONSTANTS = (int, float, bool, str)
 
 
 def _seen_key(args: Sequence[Any]) -> Optional[tuple]:
-    """`_shape_key` of arguments that are dense numpy tiles and Python numbers, at least one tile (the
-    usual call: `v * 2`), without the general path's checks; None for any other arguments."""
-    key = tuple(v.shape if type(v) is numpy.ndarray else (type(v), v) if type(v) in _NUMBERS else None
+    """`_shape_key` of arguments that are dense numpy tiles, Python numbers and strings (an EINSUM's spec),
+    at least one tile (the usual call: `v * 2`), without the general path's checks; None for any other
+    arguments."""
+    key = tuple(v.shape if type(v) is numpy.ndarray else (type(v), v) if type(v) in _CONSTANTS else None
                 for v in args)
     if None in key or all(type(v) is not numpy.ndarray for v in args):
         return None

@@ -21,7 +21,7 @@ from trdb.kernels.sparse import is_sparse, nbytes
 _local = threading.local()
 _FLOPS_SEEN: dict = {}   # (function name, argument shapes and scalars) -> FLOPs: tiles repeat a few shapes
 _CACHE_LIMIT = 4096
-_NUMBERS = (int, float, bool)
+_CONSTANTS = (int, float, bool, str)  # arguments beside tiles: numbers, an EINSUM spec
 
 
 class Work:
@@ -74,8 +74,8 @@ def counted(function: Any, call: Callable[[Sequence[Any]], Any]) -> Callable[[Se
 
 def kernel_work(function: Any, args: Sequence[Any], out: Any) -> tuple[int, int]:
     """(FLOPs, bytes) of one call of `function` on `args` that gave `out`."""
-    if type(out) is np.ndarray and all(type(a) is np.ndarray or type(a) in _NUMBERS for a in args):
-        # dense tiles and Python numbers (`v * 2`): the usual case
+    if type(out) is np.ndarray and all(type(a) is np.ndarray or type(a) in _CONSTANTS for a in args):
+        # dense tiles and constants (`v * 2`, an EINSUM spec): the usual case
         flops = _FLOPS_SEEN.get((function.name, tuple(a.shape if type(a) is np.ndarray else a for a in args)))
         if flops is not None:
             return flops, sum(a.nbytes for a in args if type(a) is np.ndarray) + out.nbytes
