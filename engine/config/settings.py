@@ -136,7 +136,7 @@ def _parse_endpoint(value: Any) -> str:
 # The optimizer's rules in the order its driver runs them (optimizer/driver.py checks it runs these).
 OPTIMIZER_RULES = ("constant_folding", "predicate_pushdown", "outer_join_elimination", "join_ordering",
                    "redundant_rekey_removal", "single_row_groups", "kernel_fusion", "aggregate_pushdown",
-                   "projection_pruning")
+                   "projection_pruning", "dense_products")
 
 
 def _parse_rule_list(value: Any) -> str:

@@ -41,29 +41,37 @@ def dense_limit(settings, memory_budget: int) -> int:
 
 def dense_einsum(node: lp.Einsum, limit: int) -> Optional[lp.DenseEinsum]:
     """`node` as one DenseEinsum, when its operands qualify (see the module's docstring); else None."""
-    if limit <= 0 or not all(isinstance(p, lp.TensorScan) and _whole_and_dense(p.tensor) for p in node.operands):
+    if limit <= 0 or not all(isinstance(p, lp.TensorScan) for p in node.operands):
         return None
     tensors = tuple(p.tensor for p in node.operands)
     if len(tensors) < 2:
         return None  # one operand (a transpose, a sum): one kernel call per tile already
-    value = node.schema[-1].type
+    return whole_einsum(tensors, node.spec.spec, node.schema, limit)
+
+
+def whole_einsum(tensors: tuple[TensorMeta, ...], spec: str, schema, limit: int) -> Optional[lp.DenseEinsum]:
+    """EINSUM(spec) of the stored `tensors`, output `schema`, as one DenseEinsum: when each has every tile
+    present and dense, the kernel's result is the whole of the schema's value, and what it holds fits `limit`."""
+    if not all(_whole_and_dense(t) for t in tensors):
+        return None
+    value = schema[-1].type
     args = [bx.ColumnIndex(i, TensorType(t.dtype, t.shape, t.shape)) for i, t in enumerate(tensors)]
-    kernel = call("EINSUM", node.spec.spec, *args)
+    kernel = call("EINSUM", spec, *args)
     if kernel.type.dtype != value.dtype or tuple(kernel.type.tile) != tuple(value.extent):
         return None
-    if _bytes_held(node.spec, tensors, value) > limit:
+    if _bytes_held(spec, tensors, value) > limit:
         return None
-    return lp.DenseEinsum(tensors, kernel, node.schema)
+    return lp.DenseEinsum(tensors, kernel, schema)
 
 
 def _whole_and_dense(meta: TensorMeta) -> bool:
     return not meta.external and meta.csr_tuples == 0 and 0 < meta.tuple_count == meta.max_tuples
 
 
-def _bytes_held(spec, tensors: tuple[TensorMeta, ...], value: TensorType) -> int:
+def _bytes_held(spec: str, tensors: tuple[TensorMeta, ...], value: TensorType) -> int:
     """The operands, the largest intermediate of opt_einsum's path and the result, in bytes."""
     operands = sum(math.prod(t.shape) * t.dtype.itemsize for t in tensors)
-    largest = _largest_intermediate(spec.spec, tuple(tuple(t.shape) for t in tensors))
+    largest = _largest_intermediate(spec, tuple(tuple(t.shape) for t in tensors))
     return operands + (largest + math.prod(value.extent)) * value.dtype.itemsize
 
 

@@ -128,7 +128,7 @@ def _explain(cur, sql):
 
 @pytest.fixture(params=[1])
 def cur(request):
-    con = trdb.connect(workers=request.param)
+    con = trdb.connect(workers=request.param, dense_einsum_bytes=0)  # tile products (no DenseEinsum: dense_products)
     yield con.cursor()
     con.close()
 

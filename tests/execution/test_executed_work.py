@@ -22,6 +22,7 @@ def _total(lines: list[str]) -> tuple[int, int]:
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_tiled_product_counts_2mnk_and_the_adds_of_its_tile_products(cur, workers):
     cur.execute(f"SET workers = {workers}")
+    cur.execute("SET dense_einsum_bytes = 0")  # tile products (no DenseEinsum: dense_products)
     a, b = np.ones((64, 96), np.float32), np.ones((96, 32), np.float32)
     cur.execute("CREATE TENSOR A FROM ? TILE (32, 32)", [a])
     cur.execute("CREATE TENSOR B FROM ? TILE (32, 32)", [b])

@@ -50,6 +50,12 @@ def matmul_blas_threads():
         yield seen
 
 
+@pytest.fixture(autouse=True)
+def tiled_products(con):
+    """Plans of products joined and summed tile by tile, not one DenseEinsum (optimizer/rules/dense_products.py)."""
+    con.execute("SET dense_einsum_bytes = 0")
+
+
 @pytest.fixture
 def parallel(cur):
     cur.execute("SET workers = 2")

@@ -28,7 +28,8 @@ def handed_over(monkeypatch):
 
 
 def _connect(workers: int, a: np.ndarray, b: np.ndarray, tile=(128, 128), **settings):
-    con = trdb.connect(workers=workers, **settings)
+    # tile products (no DenseEinsum: dense_products), placed in the result's array
+    con = trdb.connect(workers=workers, **{'dense_einsum_bytes': 0, **settings})
     cur = con.cursor()
     cur.execute(f"CREATE TENSOR A FROM ? TILE {tile}", [a])
     cur.execute(f"CREATE TENSOR B FROM ? TILE {tile[::-1]}", [b])

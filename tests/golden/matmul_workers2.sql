@@ -1,4 +1,5 @@
--- the BMM plan: A partitioned by its row key, B broadcast, the aggregation local, then a gather
+-- the BMM plan: A partitioned by its row key, B broadcast, the aggregation local, then a gather (joined and summed tile by tile: dense_einsum_bytes = 0, else these small tensors are one DenseEinsum)
+SET dense_einsum_bytes = 0;
 SET workers = 2;
 CREATE TENSOR A SHAPE (1024, 1024) TILE (256, 256) FILL ONES;
 CREATE TENSOR B SHAPE (1024, 1024) TILE (256, 256) FILL ONES;

@@ -18,7 +18,8 @@ WIDE, DEEP = (36, 2, 36, 16), (5, 8, 5, 128)
 
 @pytest.fixture(params=[1, 2], ids=["workers1", "workers2"])
 def con(request, tmp_path):
-    connection = trdb.connect(str(tmp_path / "db.trdb"), workers=request.param)
+    # tile products (no DenseEinsum: dense_products)
+    connection = trdb.connect(str(tmp_path / "db.trdb"), workers=request.param, dense_einsum_bytes=0)
     yield connection
     connection.close()
 

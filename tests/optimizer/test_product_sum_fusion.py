@@ -13,6 +13,7 @@ def _tensors(cur):
     cur.execute("CREATE TENSOR A FROM ? TILE (4, 4)", [a])
     cur.execute("CREATE TENSOR B FROM ? TILE (4, 4)", [b])
     cur.execute("SET workers = 1")
+    cur.execute("SET dense_einsum_bytes = 0")  # tile products (no DenseEinsum: dense_products)
     return a, b
 
 

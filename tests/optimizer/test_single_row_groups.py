@@ -30,6 +30,7 @@ def tensors(cur):
     for name, tile in (("A", (16, 32)), ("B", (32, 8)), ("C", (16, 8))):
         cur.execute(f"CREATE TENSOR {name} FROM ? TILE {tile}", [arrays[name]])
     cur.execute("CREATE TENSOR P FROM ? TILE (16, 16)", [arrays["A"]])  # A in two columns of tiles
+    cur.execute("SET dense_einsum_bytes = 0")  # tile products (no DenseEinsum: dense_products)
     return arrays
 
 

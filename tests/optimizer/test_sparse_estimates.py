@@ -26,6 +26,7 @@ def tensors(cur):
     cur.execute("CREATE TENSOR D FROM ? TILE (256, 256)", [np.ones((n, n), np.float32)])
     cur.execute("CREATE TENSOR X FROM ? TILE (256, 32)", [np.ones((n, 32), np.float32)])
     cur.execute("SET workers = 1")
+    cur.execute("SET dense_einsum_bytes = 0")  # tile products (no DenseEinsum: dense_products)
     return cur, density
 
 

@@ -1,0 +1,124 @@
+"""dense_products: a SUM of tile products over a join of two whole dense stored matrices runs as one DenseEinsum,
+with the keys and tiles the tiled plan gives, and only where the rule's conditions hold."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse
+
+import trdb
+
+PRODUCT = "SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i GROUP BY A.i, B.j"
+
+
+@pytest.fixture(params=[1, 2], ids=["workers1", "workers2"])
+def cur(request):
+    con = trdb.connect(workers=request.param)
+    yield con.cursor()
+    con.close()
+
+
+@pytest.fixture
+def arrays(cur):
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((300, 200), dtype=np.float32), rng.standard_normal((200, 100), dtype=np.float32)
+    cur.execute("CREATE TENSOR A FROM ? TILE (128, 64)", [a])  # edge tiles on both axes: 300 = 2 * 128 + 44
+    cur.execute("CREATE TENSOR B FROM ? TILE (64, 48)", [b])   # 200 = 3 * 64 + 8, 100 = 2 * 48 + 4
+    return a, b
+
+
+def _plan(cur, query: str) -> str:
+    return "\n".join(row[0] for row in cur.execute("EXPLAIN " + query).fetchall())
+
+
+def _tiles(cur, query: str) -> dict:
+    return {tuple(row[:-1]): row[-1] for row in cur.execute(query).fetchall()}
+
+
+def _tiled(cur, query: str) -> dict:
+    cur.execute("SET disabled_rules = 'dense_products'")
+    try:
+        return _tiles(cur, query)
+    finally:
+        cur.execute("RESET disabled_rules")
+
+
+def test_the_product_runs_whole_with_the_tiled_plan_s_keys_and_tiles(cur, arrays):
+    a, b = arrays
+    assert "DenseEinsumExec(EINSUM('ij,jk->ik', A, B) on whole arrays, tile [128, 48])" in _plan(cur, PRODUCT)
+    assert "HashAggregateExec" not in _plan(cur, PRODUCT)
+    whole, tiled = _tiles(cur, PRODUCT), _tiled(cur, PRODUCT)
+    assert sorted(whole) == sorted(tiled) == [(i, j) for i in range(3) for j in range(3)]
+    for key, tile in tiled.items():
+        assert whole[key].shape == tile.shape and whole[key].dtype == tile.dtype == np.float32
+        np.testing.assert_allclose(whole[key], tile, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(cur.execute(PRODUCT).fetch_tensor(), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_either_side_of_the_join_and_either_side_of_its_condition(cur, arrays):
+    a, b = arrays
+    for query in ("SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM B JOIN A ON B.i = A.j GROUP BY A.i, B.j",
+                  "SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A, B WHERE B.i = A.j GROUP BY A.i, B.j"):
+        assert "DenseEinsumExec" in _plan(cur, query)
+        np.testing.assert_allclose(cur.execute(query).fetch_tensor(), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_a_stored_result_and_a_write_in_between(cur, arrays):
+    a, b = arrays
+    cur.execute(f"CREATE TENSOR C AS {PRODUCT}")
+    np.testing.assert_allclose(cur.execute("SELECT * FROM C").fetch_tensor(), a @ b, rtol=1e-4, atol=1e-4)
+    cur.execute("UPDATE A SET v = A.v * 2")  # the whole array of A is made again for its new version
+    np.testing.assert_allclose(cur.execute(PRODUCT).fetch_tensor(), 2 * (a @ b), rtol=1e-4, atol=1e-4)
+
+
+def test_an_absent_tile_keeps_the_tiled_plan_and_its_absent_results(cur, arrays):
+    a, b = arrays
+    cur.execute("DELETE FROM B WHERE i = 0 AND j = 1")  # B's tile (0, 1) absent
+    assert "DenseEinsumExec" not in _plan(cur, PRODUCT)
+    bz = b.copy()
+    bz[:64, 48:96] = 0
+    np.testing.assert_allclose(cur.execute(PRODUCT).fetch_tensor(), a @ bz, rtol=1e-4, atol=1e-4)
+    cur.execute("DELETE FROM A WHERE j = 1")  # A's column of tiles 1: B's row 1 meets nothing
+    cur.execute("DELETE FROM B WHERE i <> 1")
+    assert cur.execute(PRODUCT).fetchall() == []  # no pair joined: no tuple, not zero tiles
+
+
+def test_csr_tiles_keep_the_tiled_plan(cur):
+    sparse = scipy.sparse.random(256, 256, density=0.01, format="csr", dtype=np.float32, random_state=1)
+    cur.execute("CREATE TENSOR A FROM ? TILE (128, 128)", [sparse])
+    cur.execute("CREATE TENSOR B FROM ? TILE (128, 128)", [np.ones((256, 256), np.float32)])
+    assert "DenseEinsumExec" not in _plan(cur, PRODUCT)
+    np.testing.assert_allclose(cur.execute(PRODUCT).fetch_tensor(), sparse.toarray() @ np.ones((256, 256)),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_other_shapes_of_the_query_keep_the_tiled_plan(cur, arrays):
+    transposed_keys = "SELECT B.j, A.i, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i GROUP BY B.j, A.i"
+    other_join = "SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.i = B.i GROUP BY A.i, B.j"
+    with_filter = PRODUCT.replace("GROUP BY", "WHERE A.i > 0 GROUP BY")
+    for query in (transposed_keys, other_join, with_filter):
+        assert "DenseEinsumExec" not in _plan(cur, query), query
+    tiles = _tiles(cur, transposed_keys)
+    assert sorted(tiles) == [(j, i) for j in range(3) for i in range(3)] and tiles[(2, 0)].shape == (128, 4)
+
+
+def test_tiles_that_do_not_line_up_are_refused_as_before(cur):
+    cur.execute("CREATE TENSOR A FROM ? TILE (64, 32)", [np.ones((128, 64), np.float32)])
+    cur.execute("CREATE TENSOR B FROM ? TILE (64, 32)", [np.ones((64, 64), np.float32)])  # A's column tile 32, B's rows 64
+    with pytest.raises(trdb.ProgrammingError, match="do not align"):  # by the binder: whole arrays would fit
+        cur.execute(PRODUCT).fetchall()
+
+
+def test_not_beside_tile_products_nor_for_a_gradient_nor_past_the_limit(cur, arrays):
+    cur.execute("CREATE TENSOR D FROM ? TILE (48, 100)", [np.ones((100, 100), np.float32)])
+    chain = f"SELECT P.i, D.j, SUM(MATMUL(P.v, D.v)) AS v FROM ({PRODUCT}) AS P JOIN D ON P.j = D.i GROUP BY P.i, D.j"
+    assert "DenseEinsumExec" not in _plan(cur, chain)  # the outer product multiplies tiles
+    a, b = arrays
+    np.testing.assert_allclose(cur.execute(chain).fetch_tensor(), a @ b @ np.ones((100, 100)), rtol=1e-3, atol=1e-3)
+    cur.execute(f"CREATE VIEW prod AS {PRODUCT}")
+    cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(prod.v)) AS v FROM prod")
+    assert "DenseEinsumExec" not in _plan(cur, "SELECT * FROM GRAD(loss, A)")
+    np.testing.assert_allclose(cur.execute("SELECT * FROM GRAD(loss, A)").fetch_tensor(), 2 * (a @ b) @ b.T,
+                               rtol=1e-3, atol=1e-3)
+    cur.execute("SET dense_einsum_bytes = '100KB'")  # A alone is 240 KB
+    assert "DenseEinsumExec" not in _plan(cur, PRODUCT)
