@@ -88,6 +88,13 @@ def run_size(n: int, t: int, repeats: int) -> list[str]:
         (trdb_times, _), (numpy_times, _) = paired["trdb"], paired["numpy"]
         row.append(f"{min(trdb_times):8.3f}")
         ratios.append(f"{min(trdb_times) / min(numpy_times):5.2f}/{paired_ratio(trdb_times, numpy_times)[1]:4.2f}")
+    # fresh: A and B written before each run (new data versions: whole arrays, where the product runs on them,
+    # are built again from the tiles)
+    rewrite = lambda: [cur.execute(f"UPDATE {m} SET v = {m}.v * 1") for m in ("A", "B")]  # noqa: E731
+    fresh = alternating_runs(repeats, {"numpy": lambda: A @ B, "trdb": lambda: cur.execute(QUERY).fetch_tensor()},
+                             before={"trdb": rewrite})
+    check("trdb after a write", fresh["trdb"][1], expected, bound)
+    ratios.append(f"{min(fresh['trdb'][0]) / min(fresh['numpy'][0]):9.2f}")
     con.close()
     return row + ratios
 
@@ -104,11 +111,13 @@ def main() -> None:
     print("# tile: as stored; the rows of --tiles 0 show the tile trdb chose; "
           f"seconds are the best of {args.repeats} runs after a warm-up; "
           "trdb includes fetch_tensor(); each trdb/numpy ratio is from runs taking turns with numpy; "
-          "warm: buffer pool (A and B tiles), plan cache; "
+          "warm: buffer pool (A and B tiles, and each as one array where the product runs on whole arrays), "
+          "plan cache; fresh/np: workers 2, a write to A and B (untimed) before each run, so whole arrays are "
+          "built again; "
           f"a {SETTLE_SECONDS} s pause before each timed run lets the previous run's BLAS threads sleep")
     print("# w1/numpy, w2/numpy: ratio of the best times / median ratio of the runs made in the same turn")
     print("# pertile: the hand-written loop on BLAS's threads; 2thr: that loop on 2 threads of one BLAS thread each")
-    print("    n  tile    numpy  pertile     2thr  trdb(w1) trdb(w2)  tile/np   2thr/np   w1/numpy   w2/numpy")
+    print("    n  tile    numpy  pertile     2thr  trdb(w1) trdb(w2)  tile/np   2thr/np   w1/numpy   w2/numpy  fresh/np")
     for n in [int(s) for s in args.sizes.split(",")]:
         for tile in [int(t) for t in args.tiles.split(",")]:
             print(" ".join(run_size(n, tile, args.repeats)))

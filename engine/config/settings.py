@@ -210,7 +210,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "optimizer rules to skip, comma-separated, by name"),
     Setting("min_parallel_cost", lambda: _unit_cost("MIN_PARALLEL_COST"), _parse_cost,
             "plans estimated to cost less run on one worker (0: always use `workers`)"),
-    Setting("dense_einsum_bytes", lambda: 64 << 20, _parse_bytes_or_zero,
+    Setting("dense_einsum_bytes", lambda: 512 << 20, _parse_bytes_or_zero,
             "an EINSUM of stored tensors with every tile present whose operands, largest intermediate and "
             "result take at most this many bytes (and an eighth of memory_limit) runs as one kernel call on "
             "whole arrays, not as joins and sums of tiles; 0: always tiles"),

@@ -33,7 +33,9 @@ BUDGET_SHARE = 8  # at most this part of the memory budget (the whole arrays are
 
 def dense_limit(settings, memory_budget: int) -> int:
     """The most bytes a DenseEinsum may hold for a statement under `settings` (0: none is chosen).
-    The setting dense_einsum_bytes (64 MB) is where per-tuple costs stop mattering against the kernels'."""
+    The setting dense_einsum_bytes (512 MB): one product on BLAS's threads stays ahead of tile products on
+    the workers well past where per-tuple costs stop mattering (64 MB): n = 4096 (256 MB held) 1.06x numpy
+    tiled, 1.00x whole."""
     if settings.executor != "local":
         return 0
     return min(settings.dense_einsum_bytes, memory_budget // BUDGET_SHARE)
