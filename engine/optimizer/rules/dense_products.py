@@ -18,7 +18,8 @@ Only where no tile product runs beside it: BLAS's threads keep spinning for a wh
 and products run tile by tile on the workers' single BLAS threads meanwhile run ~1.5x slower (tile products
 after a whole 8192 x 1024 x 1024 one: 94-99 ms against 61 ms after a pause). So not in a plan that also
 multiplies tiles (a product of a product computed tile by tile), nor in one that other plans read (a
-gradient's forward pass, whose backward pass multiplies tiles: measured 1-2% slower whole).
+gradient's forward pass, whose backward pass multiplies tiles: the MLP's GRAD(loss, W1) in 1024 x 512 tiles
+took 1.38x numpy's time with its forward product whole, 1.15x tiled).
 """
 from __future__ import annotations
 
