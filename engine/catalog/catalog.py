@@ -253,11 +253,15 @@ class Catalog:
     def whole_array(self, meta: TensorMeta) -> np.ndarray:
         """A stored tensor as one read-only array (absent tiles are zeros): its one tile when that is the
         whole tensor, else built from its tiles once per data version and kept in the buffer pool beside them."""
+        whole_key = (meta.table, self._seen_version(meta), "whole")
+        kept = self.pool.hit(whole_key)
+        if kept is not None:
+            return kept
         keys, tiles = self.tiles(meta)
         single = the_one_tile(meta, tiles)
         if single is not None:
             return single
-        return self.pool.get((meta.table, self._seen_version(meta), "whole"), lambda: whole_array(meta, keys, tiles))
+        return self.pool.get(whole_key, lambda: whole_array(meta, keys, tiles))
 
     def _seen_version(self, meta: TensorMeta) -> int:
         """The data version of a stored tensor that this connection sees now, which is what DuckDB reads

@@ -40,8 +40,21 @@ class BufferPool:
         self.misses = 0
 
     def get(self, key: TileVersion, load: Callable[[], Kept]) -> Kept:
+        kept = self.hit(key)  # a hit takes one lock
+        if kept is not None:
+            return kept
         with self._loading_lock(key):  # workers scanning one tensor read it from DuckDB once
             return self._get(key, load)
+
+    def hit(self, key: TileVersion) -> Optional[Kept]:
+        """What the pool keeps under `key`, counted as used now (a hit), or None: nothing is read."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return entry[0]
 
     def _loading_lock(self, key: TileVersion) -> threading.Lock:
         with self._lock:
@@ -50,12 +63,9 @@ class BufferPool:
             return self._loading.setdefault(key, threading.Lock())
 
     def _get(self, key: TileVersion, load: Callable[[], Kept]) -> Kept:
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None:
-                self._entries.move_to_end(key)
-                self.hits += 1
-                return entry[0]
+        kept = self.hit(key)  # loaded by another worker while this one waited
+        if kept is not None:
+            return kept
         self.misses += 1
         tiles = load()
         self._keep(key, tiles)
