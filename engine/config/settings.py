@@ -213,7 +213,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("dense_einsum_bytes", lambda: 512 << 20, _parse_bytes_or_zero,
             "an EINSUM of stored tensors with every tile present whose operands, largest intermediate and "
             "result take at most this many bytes (and an eighth of memory_limit) runs as one kernel call on "
-            "whole arrays, not as joins and sums of tiles; 0: always tiles"),
+            "whole arrays, not as joins and sums of tiles, and so does a SUM(MATMUL) over a join of two such "
+            "matrices (optimizer/rules/dense_products.py); 0: always tiles"),
     Setting("progress", lambda: False, _parse_bool, "a progress bar on long statements"),
 )}
 

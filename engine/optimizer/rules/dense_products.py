@@ -7,8 +7,7 @@ and the aggregate adds the products up: 8192 x 1024 times 1024 x 1024 in 1024 x 
 68-70 ms against numpy's 58-61 on the whole arrays (one large product on BLAS's two threads, which share its
 packed panels). Under the conditions of an EINSUM's DenseEinsum (optimizer/dense_einsum.py: every tile present
 and dense, the arrays within dense_einsum_bytes, the local executor) it runs on the whole matrices instead, kept
-per data version in the buffer pool, and is cut into the same tiles under the same keys. Being a rewrite rule,
-it also sees the plans autodiff made: the forward product a gradient or a MINIMIZE step shares.
+per data version in the buffer pool, and is cut into the same tiles under the same keys.
 
 The tiles must line up as the products need them (A's column tile is B's row tile, A's columns B's rows), so
 that what runs whole is what would have run tile by tile; the sums may round differently, as any other
