@@ -12,7 +12,9 @@ tiles. BLAS's threads are then its parallelism, as in numpy. (One operand, a tra
 is one kernel call per tile already.)
 
 Not chosen under a GRAD or for MINIMIZE (autodiff differentiates the decomposed plan, whose forward
-pass it shares with the loss), nor for the Ray executor (its actors read partitions, not whole tensors).
+pass it shares with the loss), nor for the Ray executor (its actors read partitions, not whole tensors),
+nor in a statement that also multiplies tiles (`multiplies_tiles`: pipeline/expansions.py then
+decomposes every EINSUM).
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from trdb.planner.kernel_calls import call
 from trdb.planner.types import TensorType
 from trdb.storage.tensor_meta import TensorMeta
 
+_BLAS_KERNELS = ("MATMUL", "EINSUM")
 BUDGET_SHARE = 8  # at most this part of the memory budget (the whole arrays are copies of the tiles)
 
 
@@ -81,3 +84,42 @@ def _bytes_held(spec: str, tensors: tuple[TensorMeta, ...], value: TensorType) -
 def _largest_intermediate(spec: str, shapes: tuple) -> int:
     _, info = opt_einsum.contract_path(spec, *shapes, shapes=True)
     return int(info.largest_intermediate)
+
+
+def multiplies_tiles(plan: lp.Plan) -> bool:
+    """Whether a node of `plan` calls a BLAS kernel on tiles (a DenseEinsum's whole arrays aside). A whole
+    product beside such calls slows them: OpenBLAS's threads spin for ~0.1 s after it, and tile products on
+    the workers' single BLAS threads meanwhile run ~1.5x slower (optimizer/rules/dense_products.py)."""
+    return any(any(_calls_blas(expr) for expr in _expressions(node)) for node in plan_nodes(plan))
+
+
+def plan_nodes(plan: lp.Plan) -> list[lp.Plan]:
+    """Every node of `plan` once (a subplan read twice, as before sharing, is one node)."""
+    seen, stack, nodes = set(), [plan], []
+    while stack:
+        node = stack.pop()
+        if id(node) not in seen:
+            seen.add(id(node))
+            nodes.append(node)
+            stack.extend(node.inputs)
+    return nodes
+
+
+def _expressions(node: lp.Plan) -> list[bx.Bound]:
+    if isinstance(node, lp.Project):
+        return list(node.exprs)
+    if isinstance(node, lp.Aggregate):
+        return [*node.group_by, *(call.arg for call in node.calls if call.arg is not None)]
+    if isinstance(node, lp.Filter):
+        return [node.predicate]
+    if isinstance(node, lp.Join):
+        return [node.residual] if node.residual is not None else []
+    if isinstance(node, lp.Sort):
+        return list(node.keys)
+    return []
+
+
+def _calls_blas(expr: bx.Bound) -> bool:
+    if isinstance(expr, bx.Call) and expr.function.name in _BLAS_KERNELS:
+        return True
+    return any(_calls_blas(child) for child in bx.children(expr))

@@ -10,15 +10,22 @@ from __future__ import annotations
 
 from trdb.autodiff.gradient import gradient_plan
 from trdb.errors import Error, InternalError
-from trdb.optimizer.dense_einsum import dense_einsum
+from trdb.optimizer.dense_einsum import dense_einsum, multiplies_tiles, plan_nodes
 from trdb.optimizer.einsum_decomposition import decompose
 from trdb.planner import logical as lp
 
 
 def expand(plan: lp.Plan, workers: int, dense_limit: int = 0) -> lp.Plan:
     """The plan with no `Einsum` or `Gradient` left (the plan itself when it has none); `dense_limit`:
-    the most bytes a DenseEinsum may hold (0: every EINSUM is decomposed)."""
-    return _Expander(workers, dense_limit).expand(plan, dense_limit > 0)
+    the most bytes a DenseEinsum may hold (0: every EINSUM is decomposed). Not beside tile products: when
+    the plan would also multiply tiles, every EINSUM is decomposed (a whole product slows the tile products
+    after it: `multiplies_tiles`; an EINSUM on whole arrays then joined with a tiled product took 1.4x as
+    long as both tiled)."""
+    expanded = _Expander(workers, dense_limit).expand(plan, dense_limit > 0)
+    if dense_limit > 0 and any(isinstance(n, lp.DenseEinsum) for n in plan_nodes(expanded)) \
+            and multiplies_tiles(expanded):
+        return _Expander(workers, 0).expand(plan, False)
+    return expanded
 
 
 class _Expander:

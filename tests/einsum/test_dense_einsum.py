@@ -170,6 +170,20 @@ def test_inside_a_larger_query(cur, chain):
     np.testing.assert_allclose(cur.execute("SELECT * FROM D").fetch_tensor(), A @ B @ C, atol=1e-12)
 
 
+def test_beside_tile_products_every_einsum_is_decomposed(cur, chain):
+    A, B, C = chain
+    load(cur, "D", RNG.standard_normal((6, 40)), (6, 16))
+    load(cur, "G", RNG.standard_normal((6, 6)), (6, 6))
+    both = ("SELECT E.i, D.j, SUM(MATMUL(E.v, D.v)) AS v FROM EINSUM('ij,jk,kl->il', A, B, C) AS E "
+            "JOIN D ON E.l = D.i GROUP BY E.i, D.j")  # a tile product after the EINSUM: BLAS's threads would spin
+    assert "DenseEinsumExec" not in plan_text(cur, both) and "HashJoinExec" in plan_text(cur, both)
+    np.testing.assert_allclose(cur.execute(both).fetch_tensor(), A @ B @ C @ cur.execute("SELECT * FROM D")
+                               .fetch_tensor(), atol=1e-10)
+    two = ("SELECT E.i, F.k, SUM(E.v * 2) AS v FROM EINSUM('ij,jk,kl->il', A, B, C) AS E "
+           "JOIN EINSUM('ij,jk->ik', C, G) AS F ON E.i = F.i GROUP BY E.i, F.k")  # two whole EINSUMs: no tiles
+    assert plan_text(cur, two).count("DenseEinsumExec") == 2
+
+
 def test_a_gradient_through_an_einsum_keeps_the_decomposition(cur):
     X, W = RNG.standard_normal((12, 6)), RNG.standard_normal((6, 4))
     load(cur, "X", X, (4, 6))

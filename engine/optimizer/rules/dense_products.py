@@ -24,14 +24,13 @@ from __future__ import annotations
 
 from typing import Optional
 
-from trdb.optimizer.dense_einsum import dense_limit, whole_einsum
+from trdb.optimizer.dense_einsum import dense_limit, multiplies_tiles, whole_einsum
 from trdb.optimizer.plan_rewrite import transform_up
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 from trdb.storage.tensor_meta import TensorMeta
 
 PRODUCT = "ij,jk->ik"
-_BLAS_KERNELS = ("MATMUL", "EINSUM")
 
 
 def dense_products(plan: lp.Plan, context) -> lp.Plan:
@@ -42,7 +41,7 @@ def dense_products(plan: lp.Plan, context) -> lp.Plan:
     if limit <= 0 or context.keep_zero_tuples:  # its tuples read by other plans (or written): see above
         return plan
     dense = transform_up(plan, lambda node: _as_dense(node, limit))
-    return plan if dense is plan or _multiplies_tiles(dense) else dense
+    return plan if dense is plan or multiplies_tiles(dense) else dense
 
 
 def _as_dense(node: lp.Plan, limit: int) -> lp.Plan:
@@ -92,33 +91,3 @@ def _value_column(scan: lp.TensorScan, offset: int) -> Optional[int]:
         return None
     return offset + 2
 
-
-def _multiplies_tiles(plan: lp.Plan) -> bool:
-    """Whether a node of `plan` calls a BLAS kernel on tiles (a DenseEinsum's whole arrays aside)."""
-    stack = [plan]
-    while stack:
-        node = stack.pop()
-        if any(_calls_blas(expr) for expr in _expressions(node)):
-            return True
-        stack.extend(node.inputs)
-    return False
-
-
-def _expressions(node: lp.Plan) -> list[bx.Bound]:
-    if isinstance(node, lp.Project):
-        return list(node.exprs)
-    if isinstance(node, lp.Aggregate):
-        return [*node.group_by, *(call.arg for call in node.calls if call.arg is not None)]
-    if isinstance(node, lp.Filter):
-        return [node.predicate]
-    if isinstance(node, lp.Join):
-        return [node.residual] if node.residual is not None else []
-    if isinstance(node, lp.Sort):
-        return list(node.keys)
-    return []
-
-
-def _calls_blas(expr: bx.Bound) -> bool:
-    if isinstance(expr, bx.Call) and expr.function.name in _BLAS_KERNELS:
-        return True
-    return any(_calls_blas(child) for child in bx.children(expr))
