@@ -25,6 +25,9 @@ class _NotConst:
 
 
 NOT_CONST = _NotConst()
+# the Python types of a call's arguments beside its tiles (numbers, an EINSUM's spec), which the fast paths of
+# the shape check (kernel_function.py) and of the work count (execution/work.py) key by value
+CONSTANT_TYPES = (int, float, bool, str)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy
 
-from trdb.catalog.kernel_args import NOT_CONST, Arg, KernelSignatureError, describe_shapes, signature_error
+from trdb.catalog.kernel_args import CONSTANT_TYPES, NOT_CONST, Arg, KernelSignatureError, describe_shapes, signature_error
 from trdb.catalog.shape_rules import FlopRule, ShapeRule
 from trdb.catalog.shape_rules import elementwise as elementwise_rule
 from trdb.errors import DataError
@@ -180,14 +180,11 @@ def _as_tile(backend: Backend, out: Any) -> Any:
     return out
 
 
-_CONSTANTS = (int, float, bool, str)
-
-
 def _seen_key(args: Sequence[Any]) -> Optional[tuple]:
     """`_shape_key` of arguments that are dense numpy tiles, Python numbers and strings (an EINSUM's spec),
     at least one tile (the usual call: `v * 2`), without the general path's checks; None for any other
     arguments."""
-    key = tuple(v.shape if type(v) is numpy.ndarray else (type(v), v) if type(v) in _CONSTANTS else None
+    key = tuple(v.shape if type(v) is numpy.ndarray else (type(v), v) if type(v) in CONSTANT_TYPES else None
                 for v in args)
     if None in key or all(type(v) is not numpy.ndarray for v in args):
         return None

@@ -15,13 +15,12 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from trdb.catalog.kernel_args import Arg
+from trdb.catalog.kernel_args import CONSTANT_TYPES, Arg
 from trdb.kernels.sparse import is_sparse, nbytes
 
 _local = threading.local()
 _FLOPS_SEEN: dict = {}   # (function name, argument shapes and scalars) -> FLOPs: tiles repeat a few shapes
 _CACHE_LIMIT = 4096
-_CONSTANTS = (int, float, bool, str)  # arguments beside tiles: numbers, an EINSUM spec
 
 
 class Work:
@@ -74,7 +73,7 @@ def counted(function: Any, call: Callable[[Sequence[Any]], Any]) -> Callable[[Se
 
 def kernel_work(function: Any, args: Sequence[Any], out: Any) -> tuple[int, int]:
     """(FLOPs, bytes) of one call of `function` on `args` that gave `out`."""
-    if type(out) is np.ndarray and all(type(a) is np.ndarray or type(a) in _CONSTANTS for a in args):
+    if type(out) is np.ndarray and all(type(a) is np.ndarray or type(a) in CONSTANT_TYPES for a in args):
         # dense tiles and constants (`v * 2`, an EINSUM spec): the usual case
         flops = _FLOPS_SEEN.get((function.name, tuple(a.shape if type(a) is np.ndarray else a for a in args)))
         if flops is not None:

@@ -66,7 +66,7 @@ def stacked_projection(exprs: Sequence[bx.Bound], compiled: Sequence[Compiled],
 
     def project(batch: list[Row]) -> list[Row]:
         out: list[Optional[Row]] = [None] * len(batch)
-        for rows in _groups(batch, inputs) if len(batch) >= MIN_STACKED else []:
+        for rows in _groups(batch, inputs):  # none in a batch of fewer than MIN_STACKED tuples
             results = _evaluated(batch, rows, inputs, [compiled[i] for i in stacked])
             if results is None:
                 continue  # evaluated one by one below
