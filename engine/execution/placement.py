@@ -71,6 +71,10 @@ class ResultCanvas:
             view[...] = 0
         return view
 
+    def holds(self, key: tuple, value) -> bool:
+        """Whether `value` is the view handed out for `key`."""
+        return self._views.get(key) is value
+
     def adopt(self, array: np.ndarray, views: dict[tuple, np.ndarray]) -> bool:
         """Make `array` (the whole result, computed at once: a DenseEinsum's) the canvas, and `views` (its
         tiles by key, every tile of it) the tiles placed, if nothing was placed yet and it has the

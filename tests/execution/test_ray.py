@@ -436,3 +436,90 @@ def test_a_cache_file_removed_from_a_workers_disk_fails_one_statement_and_the_ne
     assert ray_cur.execute("SELECT COUNT(*) FROM P").fetchone()[0] == 0  # changed nothing
     np.testing.assert_allclose(product("E", "F"), values["E"] @ values["F"], rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(product("G", "H"), values["G"] @ values["H"], rtol=1e-4, atol=1e-3)
+
+
+def _placed_rows(monkeypatch) -> list:
+    """A spy on the final gather: every tile the driver received as a `Placed` marker (its actor wrote it
+    into the result's shared array) or as values, in arrival order: True for a placed one."""
+    from trdb.execution.ray import shared_canvas
+    seen: list[bool] = []
+    received = shared_canvas.SharedCanvas.received
+
+    def spy(self, rows):
+        seen.extend(isinstance(row[-1], shared_canvas.Placed) for row in rows)
+        return received(self, rows)
+    monkeypatch.setattr(shared_canvas.SharedCanvas, "received", spy)
+    return seen
+
+
+def _result_descriptors() -> list[str]:
+    """This process's open descriptors of result arrays in shared memory."""
+    names = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            names.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # closed meanwhile (the listing's own descriptor)
+            pass
+    return [name for name in names if "trdb-result" in name]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_actors_on_the_drivers_node_write_the_products_into_the_fetched_array(ray_cur, monkeypatch, dtype):
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((300, 200)).astype(dtype)
+    a[128:256] = 0  # row tile 1 of A is absent: so are the result's tiles (1, *), zeros in the array
+    b = rng.standard_normal((200, 250)).astype(dtype)
+    ray_cur.execute("CREATE TENSOR A FROM ? TILE (128, 128)", [a])  # edge tiles on every axis
+    ray_cur.execute("CREATE TENSOR B FROM ? TILE (128, 128)", [b])
+    seen = _placed_rows(monkeypatch)
+    got = ray_cur.execute(MATMUL).fetch_tensor()
+    assert got.dtype == np.dtype(dtype) and got.shape == (300, 250)
+    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-3)
+    assert seen == [True] * 4  # both actors run on this node: every present tile (2 row tiles x 2) placed
+    assert _result_descriptors() == []  # the shared array's descriptor went with the statement
+    rows = ray_cur.execute(MATMUL).fetchall()  # rows hold views of the shared array, in their places
+    ray_cur.execute("SET executor = 'local'")
+    local = ray_cur.execute(MATMUL).fetchall()
+    assert sorted(r[:2] for r in rows) == sorted(r[:2] for r in local) == [(0, 0), (0, 1), (2, 0), (2, 1)]
+    for (i, j, v), (_, _, w) in zip(sorted(rows, key=lambda r: r[:2]), sorted(local, key=lambda r: r[:2])):
+        np.testing.assert_allclose(v, w, rtol=1e-4, atol=1e-3)
+    again = ray_cur.execute(MATMUL).fetch_tensor()  # the first result is the caller's: a new array
+    assert not np.shares_memory(again, got)
+    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-3)
+
+
+def test_a_failed_statement_leaves_no_shared_result_array(ray_cur, monkeypatch):
+    from trdb.execution.ray import shared_canvas
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((300, 200), dtype=np.float32), rng.standard_normal((200, 250), dtype=np.float32)
+    ray_cur.execute("CREATE TENSOR A FROM ? TILE (128, 128)", [a])
+    ray_cur.execute("CREATE TENSOR B FROM ? TILE (128, 128)", [b])
+
+    def fail(self, rows):
+        raise trdb.OperationalError("the driver failed while placing the result")
+    with monkeypatch.context() as patched:
+        patched.setattr(shared_canvas.SharedCanvas, "received", fail)
+        with pytest.raises(trdb.OperationalError, match="while placing"):
+            ray_cur.execute(MATMUL).fetch_tensor()
+    assert _result_descriptors() == []
+    np.testing.assert_allclose(ray_cur.execute(MATMUL).fetch_tensor(), a @ b, rtol=1e-4, atol=1e-3)
+
+
+def test_a_ticket_maps_only_the_array_it_was_made_for(cluster):
+    import dataclasses
+
+    from trdb.execution.placement import ResultCanvas
+    from trdb.execution.ray.shared_canvas import SharedCanvas, attach
+    shared = SharedCanvas(ResultCanvas(None, (6, 4), (3, 4), np.dtype(np.float64)))
+    ticket = shared.ticket
+    mapped = attach(ticket)  # as an actor on this node maps it (this process is as good as any)
+    mapped.array[...] = 7.0
+    np.testing.assert_array_equal(shared.canvas.array, np.full((6, 4), 7.0))
+    assert attach(dataclasses.replace(ticket, token=bytes(len(ticket.token)))) is None  # another array's token
+    assert attach(dataclasses.replace(ticket, node="another node")) is None
+    assert attach(dataclasses.replace(ticket, size=ticket.size + 1)) is None
+    assert attach(dataclasses.replace(ticket, fd=0)) is None  # not the array (standard input)
+    assert attach(None) is None
+    shared.close()
+    assert attach(ticket) is None  # its descriptor is gone (or is another file now)
+    np.testing.assert_array_equal(shared.canvas.array, np.full((6, 4), 7.0))  # the array itself stays

@@ -96,6 +96,35 @@ def test_the_workers_run_on_both_nodes(cluster):
     con.close()
 
 
+def test_a_product_fetched_from_two_nodes_is_placed_by_the_head_nodes_actor_and_copied_from_the_other(
+        cluster, monkeypatch):
+    import ray
+
+    from trdb.execution.ray import shared_canvas
+    seen: list[tuple[int, bool]] = []
+    received = shared_canvas.SharedCanvas.received
+
+    def spy(self, rows):
+        seen.extend((row[0], isinstance(row[-1], shared_canvas.Placed)) for row in rows)
+        return received(self, rows)
+    monkeypatch.setattr(shared_canvas.SharedCanvas, "received", spy)
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((300, 200), dtype=np.float32), rng.standard_normal((200, 250), dtype=np.float32)
+    con = trdb.connect(executor="ray", workers=2)
+    cur = con.cursor()
+    cur.execute("CREATE TENSOR A FROM ? TILE (128, 128)", [a])
+    cur.execute("CREATE TENSOR B FROM ? TILE (128, 128)", [b])
+    got = cur.execute("SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i "
+                      "GROUP BY A.i, B.j").fetch_tensor()
+    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-3)
+    assert len(set(_nodes_of(_actors()))) == 2 and ray.get_runtime_context().get_node_id() in _nodes_of(_actors())
+    assert sorted(i for i, _ in seen) == [0, 0, 1, 1, 2, 2]  # every tile once
+    by_row = {i: {placed for row, placed in seen if row == i} for i in range(3)}
+    assert all(len(flags) == 1 for flags in by_row.values())  # a row of tiles is one worker's (rows partitioned)
+    assert {flag for flags in by_row.values() for flag in flags} == {True, False}  # one worker per node
+    con.close()
+
+
 @pytest.mark.parametrize("path", logic_files(SQL_ROOT), ids=lambda p: p.name)
 def test_logic_statements_match_the_local_executor(cluster, path):
     _match_the_local_executor(path)

@@ -38,6 +38,7 @@ from trdb.execution.ray.resident import PartitionKey
 from trdb.execution.ray.routing import FEED_SLOTS, ActorDestination, LocalDestination, Moved, Slots, pieces, settle
 from trdb.execution.ray.scans import ResidentScans
 from trdb.execution.ray.shared import KeptOutput
+from trdb.execution.ray.shared_canvas import SharedCanvas, Ticket
 from trdb.execution.ray.worker import FEED_THREADS, INLINE_BYTES, RUN_THREADS, preorder
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.optimizer.physical_operators import Broadcast, Exchange, Gather
@@ -88,6 +89,8 @@ class RayExecution(Execution):
         self._resident = ResidentScans(self.actors, self._leaf_ctx, settings.ray_resident_bytes, self.shipped,
                                        settings.ray_disk_cache_bytes)
         self._kept = KeptOutput(self.id, self.root.children[0], settings.ray_resident_bytes) if keep else None
+        # the result's array in shared memory, where actors on this node place its tiles (shared_canvas.py)
+        self._canvas = SharedCanvas(ctx.canvas) if ctx.canvas is not None else None
 
     def __enter__(self) -> "RayExecution":
         try:
@@ -124,6 +127,8 @@ class RayExecution(Execution):
             self._tasks = []  # they refer back to this execution: without them its plan (and tuples) go with it
             self._gathers = []
             self._resident.release(failed=not clean)
+            if self._canvas is not None:
+                self._canvas.close()
 
     # ------------------------------------------------------------ cutting the plan into fragments
 
@@ -133,7 +138,8 @@ class RayExecution(Execution):
         moved = self.channels[id(node)] = Moved()
         child = node.children[0]
         if child.children or child.exchange is not None:  # fragments, never a scan on the driver
-            gather = self._by_path[path] = StreamGather(self.ctx.state, moved, self.failure)
+            gather = self._by_path[path] = StreamGather(self.ctx.state, moved, self.failure,
+                                                        self._canvas.received if self._canvas is not None else None)
             self._gathers.append(gather)
             self._producers(node, path, lambda producer: gather, self._kept)
             return gather
@@ -172,7 +178,9 @@ class RayExecution(Execution):
                 to = destination(producer)
                 streamed = _expects_much(child)
                 if isinstance(to, StreamGather):  # read by the gather's own thread: no driver task
-                    to.add(partial(self._submit, fragment, worker, node.exchange, node.instances, key, keep, streamed),
+                    ticket = self._ticket(child) if keep is None else None
+                    to.add(partial(self._submit, fragment, worker, node.exchange, node.instances, key, keep, streamed,
+                                   ticket),
                            partial(self._resume, worker), worker, partial(self._take, fragment, keep=keep), streamed)
                     continue
                 task = partial(self._run_fragment, fragment, worker, node.exchange, node.instances, to, key, keep,
@@ -276,21 +284,28 @@ class RayExecution(Execution):
             if pending is not None and cancellable:
                 _cancel(pending)
 
+    def _ticket(self, node: PhysicalNode) -> Optional[Ticket]:
+        """How the fragment of `node` finds the result's shared array, if it is the operator that places
+        the result's tiles."""
+        if self._canvas is None or node is not self._canvas.canvas.node:
+            return None
+        return self._canvas.ticket
+
     def _submit(self, fragment: PhysicalOperator, worker: int, route: Exchange, consumers: int, key: tuple,
-                keep: Optional[PartitionKey] = None, streamed: bool = False):
+                keep: Optional[PartitionKey] = None, streamed: bool = False, ticket: Optional[Ticket] = None):
         """Ship a fragment to its actor: pickled, or `key` alone when the actor has it from an earlier run
         of the plan; `keep`: the actor also keeps its output under that key; `streamed`: its output is
-        streamed from the start. The reference to its reply (or its stream), what to call once it has
-        answered (the actor holds the fragment), and whether it may be cancelled: not while Ray may still
-        hold it back for a partition its actor is being sent (cancelled then, it never reaches the actor,
-        which waits 30 s for it before running anything else from this driver; the actor skips it
-        anyway once the statement is released there)."""
+        streamed from the start; `ticket`: where it places the result's tiles. The reference to its reply
+        (or its stream), what to call once it has answered (the actor holds the fragment), and whether it
+        may be cancelled: not while Ray may still hold it back for a partition its actor is being sent
+        (cancelled then, it never reaches the actor, which waits 30 s for it before running anything else
+        from this driver; the actor skips it anyway once the statement is released there)."""
         actor = self.actors[worker]
         actor_id = actor._actor_id.hex()
         payload = SENT.payload(actor_id, key, fragment)
         finished = POOL.take_finished(actor)
         limit = self._kept.limit if keep is not None else 0
-        call = (key, payload, route, consumers, self.device, finished, keep, limit)
+        call = (key, payload, route, consumers, self.device, finished, keep, limit, ticket)
         ready = _pending(self._resident.ready[worker])
         if streamed:
             reply = actor.stream.options(_generator_backpressure_num_objects=GENERATOR_WINDOW).remote(

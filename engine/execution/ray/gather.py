@@ -43,8 +43,10 @@ class StreamGather:
     """Stands in for the final gather's channel: `get` pulls the fragments' streams on the caller's thread."""
 
     def __init__(self, state: ExecutionState, moved: Moved, failure: Callable[[BaseException, Optional[int]],
-                                                                             BaseException]):
+                                                                             BaseException],
+                 place: Optional[Callable[[Batch], Batch]] = None):
         self.state, self.moved, self.failure = state, moved, failure
+        self.place = place  # puts a batch's tiles in their places in the result's array (shared_canvas.py)
         self._streams: list[_Fragment] = []
         self._ready: deque[Batch] = deque()
 
@@ -73,7 +75,7 @@ class StreamGather:
         """A piece of a fragment's output (the gather has one partition)."""
         batch = settle(rows, self.state) if isinstance(rows, ray.ObjectRef) else rows
         self.moved.add(tuples, size)
-        self._ready.append(batch)
+        self._ready.append(self.place(batch) if self.place is not None else batch)
 
     def _pull(self) -> None:
         ready, _ = ray.wait([entry.awaited for entry in self._streams], num_returns=1, timeout=POLL_SECONDS)

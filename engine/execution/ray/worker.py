@@ -23,7 +23,7 @@ from trdb.execution.interpreter import router_for
 from trdb.execution.operators.operator import Batch, ExecContext, OperatorMetrics, PhysicalOperator
 
 # the modules, not their globals: Ray ships this class by value
-from trdb.execution.ray import fragments, inbox, resident, shared
+from trdb.execution.ray import fragments, inbox, resident, shared, shared_canvas
 from trdb.execution.ray.routing import pieces
 from trdb.kernels.placement import backend_for
 from trdb.optimizer.physical_operators import Exchange
@@ -171,26 +171,30 @@ def _start(execution_id: str, call: tuple, kept: tuple):
     for outcome in kept:
         if isinstance(outcome, BaseException):
             raise outcome
-    key, payload, route, consumers, device, finished, keep, keep_limit = call
+    key, payload, route, consumers, device, finished, keep, keep_limit, ticket = call
     for done in finished:
         inbox.INBOXES.release(done)
     execution = inbox.INBOXES.execution(execution_id)
     if execution is None:
         return None
     fragment = fragments.CACHE.fragment(key, payload, execution_id)
-    return execution, _output(fragment, route, consumers, execution, device, keep, keep_limit)
+    return execution, _output(fragment, route, consumers, execution, device, keep, keep_limit, ticket)
 
 
 def _output(fragment: PhysicalOperator, route: Exchange, consumers: int, execution, device: str,
-            keep: Optional[resident.PartitionKey], keep_limit: int):
+            keep: Optional[resident.PartitionKey], keep_limit: int, ticket: Optional[shared_canvas.Ticket]):
     """A fragment's routed output as streamed items (`_items`), kept here too under `keep` if given;
-    returns its last item."""
+    returns its last item. `ticket`: the driver's result array, where the fragment (the result's last
+    aggregate or projection) places its tiles if this actor can map it (shared_canvas.py)."""
     backend = backend_for(device)
     execution.backend = backend
     output = _Output(keep_limit) if keep is not None else None
+    canvas = shared_canvas.attach(ticket) if backend.on_host else None
+    if canvas is not None:
+        fragment.canvas = canvas
     try:
         fragment.open(ExecContext(backend, None, execution.state))
-        held = yield from _items(fragment, router_for(route), consumers, backend, output)
+        held = yield from _items(fragment, router_for(route), consumers, backend, output, canvas)
     except GeneratorExit:  # closed while waiting: the statement has ended
         raise
     except BaseException as exc:
@@ -198,12 +202,16 @@ def _output(fragment: PhysicalOperator, route: Exchange, consumers: int, executi
         raise
     finally:
         fragment.close()
+        if canvas is not None:
+            fragment.canvas = None  # the shared array is unmapped once its views here are gone
     metrics: list[OperatorMetrics] = [op.metrics for op in preorder(fragment)]
     return "end", metrics, os.getpid(), held, output is not None and output.keep(keep)
 
 
-def _items(fragment: PhysicalOperator, route_batch, consumers: int, backend, output: Optional["_Output"]):
-    """The streamed items of a fragment's routed output; returns the pieces held back for the last item.
+def _items(fragment: PhysicalOperator, route_batch, consumers: int, backend, output: Optional["_Output"],
+           canvas=None):
+    """The streamed items of a fragment's routed output (tiles placed in `canvas` as markers); returns the
+    pieces held back for the last item.
 
     Pieces are held back while their bytes add up to at most INLINE_BYTES: a small result travels
     whole in the last item, one round trip for the fragment. Past that, what was held goes first
@@ -213,6 +221,8 @@ def _items(fragment: PhysicalOperator, route_batch, consumers: int, backend, out
     while (batch := fragment.next_batch()) is not None:
         if output is not None:
             output.add(host_rows(batch, backend))
+        if canvas is not None:
+            batch = shared_canvas.marked(batch, canvas)
         for partitions, rows in pieces(route_batch(batch, consumers)):
             size = batch_bytes(rows)
             item = (partitions, len(rows) * len(partitions), size * len(partitions), host_rows(rows, backend))
