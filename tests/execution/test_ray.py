@@ -488,6 +488,25 @@ def test_actors_on_the_drivers_node_write_the_products_into_the_fetched_array(ra
     np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-3)
 
 
+def test_tiles_an_actor_could_not_place_are_copied_into_the_fetched_array_as_they_arrive(ray_cur, monkeypatch):
+    from trdb.execution.placement import ResultCanvas
+    from trdb.execution.ray.execution import RayExecution
+    handed_over = []
+    assembled = ResultCanvas.assembled
+    monkeypatch.setattr(ResultCanvas, "assembled", lambda self, *args: handed_over.append(assembled(self, *args))
+                        or handed_over[-1])
+    monkeypatch.setattr(RayExecution, "_ticket", lambda self, node: None)  # as for actors on another machine
+    seen = _placed_rows(monkeypatch)
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((300, 200), dtype=np.float32), rng.standard_normal((200, 250), dtype=np.float32)
+    ray_cur.execute("CREATE TENSOR A FROM ? TILE (128, 128)", [a])
+    ray_cur.execute("CREATE TENSOR B FROM ? TILE (128, 128)", [b])
+    got = ray_cur.execute(MATMUL).fetch_tensor()
+    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-3)
+    assert seen == [False] * 6  # every tile came as values
+    assert len(handed_over) == 1 and handed_over[0] is got  # each was copied into its place: no assembly after
+
+
 def test_a_failed_statement_leaves_no_shared_result_array(ray_cur, monkeypatch):
     from trdb.execution.ray import shared_canvas
     rng = np.random.default_rng(6)
@@ -505,10 +524,11 @@ def test_a_failed_statement_leaves_no_shared_result_array(ray_cur, monkeypatch):
     np.testing.assert_allclose(ray_cur.execute(MATMUL).fetch_tensor(), a @ b, rtol=1e-4, atol=1e-3)
 
 
-def test_a_ticket_maps_only_the_array_it_was_made_for(cluster):
+def test_a_ticket_maps_only_the_array_it_was_made_for(cluster, monkeypatch):
     import dataclasses
 
     from trdb.execution.placement import ResultCanvas
+    from trdb.execution.ray import shared_canvas
     from trdb.execution.ray.shared_canvas import SharedCanvas, attach
     shared = SharedCanvas(ResultCanvas(None, (6, 4), (3, 4), np.dtype(np.float64)))
     ticket = shared.ticket
@@ -516,7 +536,12 @@ def test_a_ticket_maps_only_the_array_it_was_made_for(cluster):
     mapped.array[...] = 7.0
     np.testing.assert_array_equal(shared.canvas.array, np.full((6, 4), 7.0))
     assert attach(dataclasses.replace(ticket, token=bytes(len(ticket.token)))) is None  # another array's token
-    assert attach(dataclasses.replace(ticket, node="another node")) is None
+    assert attach(dataclasses.replace(ticket, machine=("another machine", 0, 0))) is None
+    opened = []
+    with open(__file__, "rb") as other, monkeypatch.context() as patched:  # not a memory file of trdb's:
+        patched.setattr(shared_canvas.os, "open", lambda *args: opened.append(args))  # never opened
+        assert attach(dataclasses.replace(ticket, fd=other.fileno())) is None
+    assert opened == []
     assert attach(dataclasses.replace(ticket, size=ticket.size + 1)) is None
     assert attach(dataclasses.replace(ticket, fd=0)) is None  # not the array (standard input)
     assert attach(None) is None

@@ -1,17 +1,18 @@
-"""Result placement across processes: actors on the driver's node write the result's tiles into its array.
+"""Result placement across processes: actors on the driver's machine write the result's tiles into its array.
 
 With the local executor the result's last aggregate computes each dense product straight into its
 place in one array, which fetch_tensor() then hands over (execution/placement.py). Under Ray that
 aggregate runs in the actors: each result tile would be copied into the object store by its actor,
 and again into one array by the driver (for a 2048 x 2048 float32 product, 4 MiB a tile). So the
 driver makes the result's array in shared memory (an anonymous memory file, gone when the last
-process using it lets go: nothing to clean up after a crash), and an actor on the driver's Ray node
-maps it through the driver's /proc/<pid>/fd entry and places its tiles there as the local executor
-does; a placed tile travels as a `Placed` marker, and the driver puts its view of that place in the
-row. A ticket's random token, checked in the mapped memory, makes sure an actor writes only into
-the array made for it (a reused descriptor number, another pid namespace: it places nothing). An
-actor on another node, or one that cannot map the array, sends its tiles as usual, and the driver
-copies each into its place as it arrives, while the other fragments still run.
+process using it lets go: nothing to clean up after a crash), and an actor on the driver's machine
+(whichever Ray node it belongs to) maps it through the driver's /proc/<pid>/fd entry and places its
+tiles there as the local executor does; a placed tile travels as a `Placed` marker, and the driver
+puts its view of that place in the row. The ticket names the machine (its boot id and the pid
+namespace), and a random token, checked in the mapped memory, makes sure an actor writes only into
+the array made for it (a reused descriptor number, another process of that pid: it places nothing).
+An actor on another machine, or one that cannot map the array, sends its tiles as usual, and the
+driver copies each into its place as it arrives, while the other fragments still run.
 """
 from __future__ import annotations
 
@@ -26,12 +27,12 @@ from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
-import ray
 
 from trdb.errors import InternalError
 from trdb.execution.operators.operator import Batch
 from trdb.execution.placement import ResultCanvas
 
+NAME = "trdb-result"  # of the memory file: what an actor looks for before it opens one
 HEADER_BYTES = mmap.PAGESIZE  # the token, then the array from the next page on
 TOKEN_BYTES = 16
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -44,7 +45,7 @@ _MAP_FAILED = ctypes.c_void_p(-1).value
 @dataclass(frozen=True)
 class Ticket:
     """What an actor needs to map the driver's result array: where it is and what it holds."""
-    node: str
+    machine: Optional[tuple]
     pid: int
     fd: int
     size: int
@@ -76,7 +77,7 @@ class SharedCanvas:
         if not hasattr(os, "memfd_create") or nbytes == 0:
             return
         try:
-            fd = os.memfd_create("trdb-result", os.MFD_CLOEXEC)
+            fd = os.memfd_create(NAME, os.MFD_CLOEXEC)
         except OSError:  # out of descriptors or memory: the result is placed by the driver alone
             return
         try:
@@ -92,8 +93,8 @@ class SharedCanvas:
         memory[:TOKEN_BYTES] = token
         canvas.array = _array(memory, canvas.shape, canvas.dtype)
         self._fd = fd
-        self.ticket = Ticket(ray.get_runtime_context().get_node_id(), os.getpid(), fd, HEADER_BYTES + nbytes, token,
-                             canvas.shape, canvas.tile, canvas.dtype.str)
+        self.ticket = Ticket(this_machine(), os.getpid(), fd, HEADER_BYTES + nbytes, token, canvas.shape, canvas.tile,
+                             canvas.dtype.str)
 
     def close(self) -> None:
         """The execution has ended (its actors let go of the array): the descriptor goes; the array stays
@@ -124,12 +125,16 @@ class SharedCanvas:
 
 
 def attach(ticket: Optional[Ticket]) -> Optional[ResultCanvas]:
-    """In an actor: the driver's result canvas, mapped, if this actor is on the driver's node and finds the
-    array the ticket names; else None (its tiles travel as usual)."""
-    if ticket is None or ray.get_runtime_context().get_node_id() != ticket.node:
+    """In an actor: the driver's result canvas, mapped, if this actor runs on the driver's machine and finds
+    the array the ticket names; else None (its tiles travel as usual). Nothing is opened but a memory file
+    of trdb's name (opening another file could have effects of its own: a device's)."""
+    if ticket is None or ticket.machine is None or ticket.machine != this_machine():
         return None
+    path = f"/proc/{ticket.pid}/fd/{ticket.fd}"
     try:
-        fd = os.open(f"/proc/{ticket.pid}/fd/{ticket.fd}", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+        if not os.readlink(path).startswith(f"/memfd:{NAME} "):
+            return None
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
     try:
@@ -145,6 +150,17 @@ def attach(ticket: Optional[Ticket]) -> Optional[ResultCanvas]:
     canvas = ResultCanvas(None, ticket.shape, ticket.tile, dtype, allocate=False)
     canvas.array = _array(memory, ticket.shape, dtype)
     return canvas
+
+
+def this_machine() -> Optional[tuple]:
+    """This machine's boot and this process's pid namespace: processes that agree see one /proc (None where
+    there is no /proc to ask)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as boot:
+            namespace = os.stat("/proc/self/ns/pid")
+            return boot.read().strip(), namespace.st_dev, namespace.st_ino
+    except OSError:
+        return None
 
 
 def marked(rows: Batch, canvas: ResultCanvas) -> Batch:
