@@ -4,7 +4,8 @@ Runs the dense matmul of parallel_matmul.py at two sizes and a tiny statement (a
 scalar multiply of a 4 x 4 tensor) at the same worker count with both executors on the same data,
 checks the matmuls against numpy and prints the ratio ray / local. Its peer on Ray is the same matmul
 written by hand as a Ray program (actors holding the tiles, streaming the product's tiles to the
-driver): what Ray itself costs here, whatever runs on it. The tiny statement is all fixed
+driver through the object store): what Ray itself costs here for a result that crosses it (trdb's
+actors on the driver's machine write the product into the driver's array instead). The tiny statement is all fixed
 cost; to show where it goes, its phases are timed in the same run (statement start to the Ray
 execution, setting it up, submitting the fragments, waiting for their results, ending it), and
 so are an actor call's round trip and pickling its fragment.
