@@ -89,7 +89,7 @@ class RayExecution(Execution):
         self._resident = ResidentScans(self.actors, self._leaf_ctx, settings.ray_resident_bytes, self.shipped,
                                        settings.ray_disk_cache_bytes)
         self._kept = KeptOutput(self.id, self.root.children[0], settings.ray_resident_bytes) if keep else None
-        # the result's array in shared memory, where actors on this node place its tiles (shared_canvas.py)
+        # the result's array in shared memory, where actors on this machine place its tiles (shared_canvas.py)
         self._canvas = SharedCanvas(ctx.canvas) if ctx.canvas is not None else None
 
     def __enter__(self) -> "RayExecution":
