@@ -21,6 +21,7 @@ import trdb
 from logic_runner import logic_files, run_file
 from random_queries import assert_same_results, build_case, executor_results
 from ray_feeds import at_first_feed
+from ray_placement import received_tiles
 
 pytestmark = pytest.mark.ray
 
@@ -438,20 +439,6 @@ def test_a_cache_file_removed_from_a_workers_disk_fails_one_statement_and_the_ne
     np.testing.assert_allclose(product("G", "H"), values["G"] @ values["H"], rtol=1e-4, atol=1e-3)
 
 
-def _placed_rows(monkeypatch) -> list:
-    """A spy on the final gather: every tile the driver received as a `Placed` marker (its actor wrote it
-    into the result's shared array) or as values, in arrival order: True for a placed one."""
-    from trdb.execution.ray import shared_canvas
-    seen: list[bool] = []
-    received = shared_canvas.SharedCanvas.received
-
-    def spy(self, rows):
-        seen.extend(isinstance(row[-1], shared_canvas.Placed) for row in rows)
-        return received(self, rows)
-    monkeypatch.setattr(shared_canvas.SharedCanvas, "received", spy)
-    return seen
-
-
 def _result_descriptors() -> list[str]:
     """This process's open descriptors of result arrays in shared memory."""
     names = []
@@ -471,11 +458,11 @@ def test_actors_on_the_drivers_node_write_the_products_into_the_fetched_array(ra
     b = rng.standard_normal((200, 250)).astype(dtype)
     ray_cur.execute("CREATE TENSOR A FROM ? TILE (128, 128)", [a])  # edge tiles on every axis
     ray_cur.execute("CREATE TENSOR B FROM ? TILE (128, 128)", [b])
-    seen = _placed_rows(monkeypatch)
+    seen = received_tiles(monkeypatch)
     got = ray_cur.execute(MATMUL).fetch_tensor()
     assert got.dtype == np.dtype(dtype) and got.shape == (300, 250)
     np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-3)
-    assert seen == [True] * 4  # both actors run on this node: every present tile (2 row tiles x 2) placed
+    assert [placed for _, placed in seen] == [True] * 4  # both actors on this machine: each present tile placed
     assert _result_descriptors() == []  # the shared array's descriptor went with the statement
     rows = ray_cur.execute(MATMUL).fetchall()  # rows hold views of the shared array, in their places
     ray_cur.execute("SET executor = 'local'")
@@ -496,14 +483,14 @@ def test_tiles_an_actor_could_not_place_are_copied_into_the_fetched_array_as_the
     monkeypatch.setattr(ResultCanvas, "assembled", lambda self, *args: handed_over.append(assembled(self, *args))
                         or handed_over[-1])
     monkeypatch.setattr(RayExecution, "_ticket", lambda self, node: None)  # as for actors on another machine
-    seen = _placed_rows(monkeypatch)
+    seen = received_tiles(monkeypatch)
     rng = np.random.default_rng(7)
     a, b = rng.standard_normal((300, 200), dtype=np.float32), rng.standard_normal((200, 250), dtype=np.float32)
     ray_cur.execute("CREATE TENSOR A FROM ? TILE (128, 128)", [a])
     ray_cur.execute("CREATE TENSOR B FROM ? TILE (128, 128)", [b])
     got = ray_cur.execute(MATMUL).fetch_tensor()
     np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-3)
-    assert seen == [False] * 6  # every tile came as values
+    assert [placed for _, placed in seen] == [False] * 6  # every tile came as values
     assert len(handed_over) == 1 and handed_over[0] is got  # each was copied into its place: no assembly after
 
 

@@ -20,6 +20,7 @@ from external_tensors import Externals, s3_uploader
 from logic_runner import format_row, logic_files, parse_file
 from random_queries import assert_same_results, build_case, executor_results
 from ray_feeds import at_first_feed
+from ray_placement import received_tiles
 from trdb.config.unit_costs import MIN_PARALLEL_COST
 
 pytestmark = pytest.mark.ray
@@ -104,14 +105,7 @@ def test_the_workers_run_on_both_nodes(cluster):
 
 
 def test_actors_of_both_nodes_on_the_drivers_machine_write_a_product_into_the_fetched_array(cluster, monkeypatch):
-    from trdb.execution.ray import shared_canvas
-    seen: list[bool] = []
-    received = shared_canvas.SharedCanvas.received
-
-    def spy(self, rows):
-        seen.extend(isinstance(row[-1], shared_canvas.Placed) for row in rows)
-        return received(self, rows)
-    monkeypatch.setattr(shared_canvas.SharedCanvas, "received", spy)
+    seen = received_tiles(monkeypatch)
     rng = np.random.default_rng(8)
     a, b = rng.standard_normal((300, 200), dtype=np.float32), rng.standard_normal((200, 250), dtype=np.float32)
     con = trdb.connect(executor="ray", workers=2)
@@ -122,7 +116,7 @@ def test_actors_of_both_nodes_on_the_drivers_machine_write_a_product_into_the_fe
                       "GROUP BY A.i, B.j").fetch_tensor()
     np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-3)
     assert len(set(_nodes_of(_actors()))) == 2
-    assert seen == [True] * 6  # two Ray nodes, one machine: each actor maps the driver's array
+    assert [placed for _, placed in seen] == [True] * 6  # two Ray nodes, one machine: each actor maps the driver's array
     con.close()
 
 
