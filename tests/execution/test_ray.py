@@ -461,6 +461,7 @@ def test_actors_on_the_drivers_node_write_the_products_into_the_fetched_array(ra
     seen = received_tiles(monkeypatch)
     got = ray_cur.execute(MATMUL).fetch_tensor()
     assert got.dtype == np.dtype(dtype) and got.shape == (300, 250)
+    assert got.flags.c_contiguous and got.flags.writeable  # an array like any other fetch_tensor() gives
     np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-3)
     assert [placed for _, placed in seen] == [True] * 4  # both actors on this machine: each present tile placed
     assert _result_descriptors() == []  # the shared array's descriptor went with the statement
