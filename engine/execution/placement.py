@@ -100,7 +100,7 @@ class ResultCanvas:
         if self.array is None or tuple(shape) != self.shape or len(rows) != len(self._views):
             return None
         for row in rows:
-            if self._views.get(tuple(row[p] for p in key_positions)) is not row[value_position]:
+            if not self.holds(tuple(row[p] for p in key_positions), row[value_position]):
                 return None
         return self.array if self._zero_the_rest() else None
 

@@ -134,7 +134,7 @@ class Pipeline:
         progress = PROGRESS.get()
         ctx = ExecContext(self.backend, self.catalog, ExecutionState(self.interrupted, progress), memory, database.spill,
                           host_memory=database.memory)
-        if place and self.backend.on_host:  # under Ray, actors on this node place tiles too (ray/shared_canvas.py)
+        if place and self.backend.on_host:  # under Ray, actors on this machine place tiles too (ray/shared_canvas.py)
             ctx.canvas = canvas_for(node, memory.budget // SPOOL_SHARE)  # no larger than the spool holds
         execution = start_execution(node, ctx, self.settings, keep)
         # a spool keeps at most a share of the budget, so that the operators running beside it keep room

@@ -90,4 +90,3 @@ def _value_column(scan: lp.TensorScan, offset: int) -> Optional[int]:
     if len(scan.tensor.shape) != 2 or len(scan.schema) != 3 or scan.schema[2].is_key:
         return None
     return offset + 2
-
