@@ -4,7 +4,8 @@ X is 8192 x 1024, the hidden layer 1024 wide with ReLU, the output one column, t
 sum of squares. trdb computes d loss / d W1 with `SELECT * FROM GRAD(loss, W1)` (a query that
 includes the forward pass it needs); numpy (hand-written backward) and PyTorch (set_num_threads =
 cores) compute the same gradients. Then one training step: MINIMIZE with SGD against numpy's
-forward + backward + update.
+forward + backward + update, and against that step followed by saving W1 and W2 in an embedded DuckDB
+database (MINIMIZE commits each step: the durable peer).
 
 Fresh work only: a write to Y (untimed) comes before every timed GRAD, since a statement after
 nothing changed reuses the previous one's forward pass; a MINIMIZE step writes W1 and W2 itself.
@@ -48,6 +49,29 @@ def numpy_step(X, W1, W2, Y, rate: float):
     g1, g2 = numpy_gradients(X, W1, W2, Y)
     W1 -= rate * g1
     W2 -= rate * g2
+
+
+class DuckDBParameters:
+    """The hand-glued peer of a durable training step: numpy's step, then W1 and W2 saved in an embedded
+    DuckDB database in one transaction (each a table of its bytes, replaced), as a script that keeps its
+    parameters in a database would. MINIMIZE commits every step (its rows and statistics, in the same
+    embedded DuckDB); this peer shows what that commit costs outside trdb."""
+
+    def __init__(self) -> None:
+        import duckdb
+
+        self.con = duckdb.connect()
+
+    def save(self, **params: np.ndarray) -> None:
+        self.con.execute("BEGIN")
+        for name, value in params.items():
+            self.con.execute(f"CREATE OR REPLACE TABLE {name} (rows BIGINT, cols BIGINT, v BLOB)")
+            self.con.execute(f"INSERT INTO {name} VALUES (?, ?, ?)", [*value.shape, value.tobytes()])
+        self.con.execute("COMMIT")
+
+    def load(self, name: str, dtype) -> np.ndarray:
+        rows, cols, blob = self.con.execute(f"SELECT rows, cols, v FROM {name}").fetchone()
+        return np.frombuffer(blob, dtype=dtype).reshape(rows, cols)
 
 
 def numpy_flops(rows: int, features: int, hidden: int) -> int:
@@ -184,16 +208,27 @@ def main() -> None:
           f"ratio {flops / expected:.4f}")
     # one training step: forward, both gradients (sharing the forward pass) and the SGD update
     W1n, W2n = W1.copy(), W2.copy()
+    W1d, W2d, saved = W1.copy(), W2.copy(), DuckDBParameters()
+
+    def durable_step() -> None:
+        numpy_step(X, W1d, W2d, Y, RATE)
+        saved.save(W1=W1d, W2=W2d)
     for steps in (1, TRAINING_STEPS):
         minimize = STEP.format(rate=RATE, steps=steps)
         trained = alternating_runs(args.repeats if steps == 1 else max(2, args.repeats // 2),
                                   {"trdb": lambda: cur.execute(minimize).fetchall(),
-                                   "numpy": lambda: [numpy_step(X, W1n, W2n, Y, RATE) for _ in range(steps)]})
-        trdb_step, numpy_s = min(trained["trdb"][0]) / steps, min(trained["numpy"][0]) / steps
+                                   "numpy": lambda: [numpy_step(X, W1n, W2n, Y, RATE) for _ in range(steps)],
+                                   "numpy+duckdb": lambda: [durable_step() for _ in range(steps)]})
+        trdb_step, numpy_s, durable_s = (min(trained[n][0]) / steps for n in ("trdb", "numpy", "numpy+duckdb"))
         low, mid, high = paired_ratio(trained["trdb"][0], trained["numpy"][0])
+        d_low, d_mid, d_high = paired_ratio(trained["trdb"][0], trained["numpy+duckdb"][0])
         what = "one MINIMIZE statement of 1 step" if steps == 1 else f"one MINIMIZE of {steps} steps, per step"
         print(f"training, {what}: trdb {trdb_step:.3f} s, numpy fwd+bwd+update {numpy_s:.3f} s, "
-              f"trdb / numpy = {trdb_step / numpy_s:.2f} (paired: min {low:.2f} median {mid:.2f} max {high:.2f})")
+              f"trdb / numpy = {trdb_step / numpy_s:.2f} (paired: min {low:.2f} median {mid:.2f} max {high:.2f}); "
+              f"numpy + the parameters saved in DuckDB each step {durable_s:.3f} s, trdb / that = "
+              f"{trdb_step / durable_s:.2f} (paired: min {d_low:.2f} median {d_mid:.2f} max {d_high:.2f})")
+    for name, want in (("W1", W1d), ("W2", W2d)):  # the peer saved what it computed
+        check(f"DuckDB-saved {name}", saved.load(name, want.dtype), want.astype(np.float64), 0.0)
 
 if __name__ == "__main__":
     main()
