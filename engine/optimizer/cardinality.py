@@ -207,8 +207,12 @@ class Estimator:
 
     def _DenseEinsum(self, plan: lp.DenseEinsum) -> Estimate:
         grid = plan.grid
+        flops, written = expression_flops(plan.kernel), expression_elements(plan.kernel)
+        if plan.epilogue is not None:  # per tile
+            flops += math.prod(grid) * expression_flops(plan.epilogue)
+            written += math.prod(grid) * expression_elements(plan.epilogue)
         return Estimate(float(math.prod(grid)), row_bytes(plan.schema), tuple(map(float, grid)) + (None,),
-                        expression_flops(plan.kernel), written=expression_elements(plan.kernel))
+                        flops, written=written)
 
     def _RowsScan(self, plan: lp.RowsScan) -> Estimate:
         return Estimate(float(len(plan.rows)), row_bytes(plan.schema), distinct_keys_of_rows(plan))

@@ -36,12 +36,16 @@ class TensorScan(OperatorSpec):
 
 @dataclass(frozen=True)
 class DenseEinsum(OperatorSpec):
-    """`kernel` (an EINSUM over column i = stored tensor i as one array) run once, its result cut into `tile`s."""
+    """`kernel` (an EINSUM over column i = stored tensor i as one array) run once, its result cut into `tile`s
+    (each put through `epilogue`, over column 0 = the tile, when there is one); with `blocks` > 1 run on that
+    many row blocks of the first array at once, one BLAS thread each."""
 
     operator: ClassVar[str] = "DenseEinsumExec"
     tensors: tuple[TensorMeta, ...]
     kernel: Any                    # a bound expression (planner.expressions)
     tile: tuple[int, ...]
+    blocks: int = 1
+    epilogue: Any = None           # a bound expression, or None
 
 
 @dataclass(frozen=True)

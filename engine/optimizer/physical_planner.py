@@ -188,14 +188,17 @@ class PhysicalPlanner:
                      Partitioning("hash", self.workers, columns), estimate, read_cost=reads)
 
     def _DenseEinsum(self, plan: lp.DenseEinsum, want: Want) -> PhysicalNode:
-        """One instance: its kernel is one call, which BLAS's threads share."""
+        """One instance: its kernel is one call, which BLAS's threads share; split, one call per row block
+        (whole row tiles) on as many threads as there are workers, one BLAS thread each."""
         estimate = self.estimator.estimate(plan)
-        spec = plan.kernel.args[0].value
-        detail = f"EINSUM('{spec}', {', '.join(t.name for t in plan.tensors)}) on whole arrays, " \
-                 f"tile {list(plan.schema[-1].type.tile)}"
+        blocks = min(self.workers, plan.grid[0]) if plan.split else 1
+        kernel = render(plan.kernel, [t.name for t in plan.tensors])
+        detail = f"{kernel} on whole arrays" + (f" in {blocks} row blocks" if blocks > 1 else "") + \
+                 f", tile {list(plan.schema[-1].type.tile)}" + \
+                 (f", each {render(plan.epilogue, ['tile'])}" if plan.epilogue is not None else "")
         reads = sum(self.read_cost(math.prod(t.shape) * t.dtype.itemsize) for t in plan.tensors)
-        return _node(po.DenseEinsum(plan.tensors, plan.kernel, tuple(plan.schema[-1].type.tile)), detail, (),
-                     plan.schema, SINGLE, estimate, read_cost=reads)
+        spec = po.DenseEinsum(plan.tensors, plan.kernel, tuple(plan.schema[-1].type.tile), blocks, plan.epilogue)
+        return _node(spec, detail, (), plan.schema, SINGLE, estimate, read_cost=reads)
 
     def _spreads(self, estimate: Estimate, want: Want, keys: tuple[int, ...]) -> bool:
         """Whether hashing a leaf on the key columns `want` keeps every worker busy: enough distinct values."""

@@ -231,11 +231,16 @@ class DenseEinsum:
     """An EINSUM of whole stored tensors, each read as one array, computed by one kernel call and cut
     into the result's tiles: the optimizer's choice for small dense operands, where joining and
     summing tiles costs more than it spreads (optimizer/dense_einsum.py). Output as the Einsum's.
-    `kernel` is EINSUM(spec, ...) over column i = the whole array of tensor i."""
+    `kernel` is EINSUM(spec, ...) over column i = the whole array of tensor i. `split`: a matrix product
+    run in row blocks on the workers, one BLAS thread each, beside tile products; `epilogue`: elementwise
+    kernels of column 0 = a tile of the product, giving each result tile (a RELU the projection above
+    took in; optimizer/rules/dense_products.py)."""
 
     tensors: tuple[TensorMeta, ...]
     kernel: Bound
     schema: Schema
+    split: bool = False
+    epilogue: Optional[Bound] = None
 
     @property
     def inputs(self) -> tuple:

@@ -109,16 +109,100 @@ def test_tiles_that_do_not_line_up_are_refused_as_before(cur):
         cur.execute(PRODUCT).fetchall()
 
 
-def test_not_beside_tile_products_nor_for_a_gradient_nor_past_the_limit(cur, arrays):
+def test_beside_tile_products_or_for_a_gradient_in_row_blocks_on_the_workers(cur, arrays):
+    """Split into row blocks of whole row tiles (one per worker, one BLAS thread each) where tile products
+    run beside it or other plans read it; tiled at one worker, and past the limit."""
+    split = "DenseEinsumExec(EINSUM('ij,jk->ik', A, B) on whole arrays in 2 row blocks, tile [128, 48])"
+    workers = int(cur.execute("SHOW workers").fetchall()[0][0])
     cur.execute("CREATE TENSOR D FROM ? TILE (48, 100)", [np.ones((100, 100), np.float32)])
     chain = f"SELECT P.i, D.j, SUM(MATMUL(P.v, D.v)) AS v FROM ({PRODUCT}) AS P JOIN D ON P.j = D.i GROUP BY P.i, D.j"
-    assert "DenseEinsumExec" not in _plan(cur, chain)  # the outer product multiplies tiles
+    assert (split in _plan(cur, chain)) == ("DenseEinsumExec" in _plan(cur, chain)) == (workers == 2)
     a, b = arrays
     np.testing.assert_allclose(cur.execute(chain).fetch_tensor(), a @ b @ np.ones((100, 100)), rtol=1e-3, atol=1e-3)
     cur.execute(f"CREATE VIEW prod AS {PRODUCT}")
     cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(prod.v)) AS v FROM prod")
-    assert "DenseEinsumExec" not in _plan(cur, "SELECT * FROM GRAD(loss, A)")
+    assert (split in _plan(cur, "SELECT * FROM GRAD(loss, A)")) == (workers == 2)
     np.testing.assert_allclose(cur.execute("SELECT * FROM GRAD(loss, A)").fetch_tensor(), 2 * (a @ b) @ b.T,
                                rtol=1e-3, atol=1e-3)
     cur.execute("SET dense_einsum_bytes = '100KB'")  # A alone is 240 KB
-    assert "DenseEinsumExec" not in _plan(cur, PRODUCT)
+    assert "DenseEinsumExec" not in _plan(cur, PRODUCT) and "DenseEinsumExec" not in _plan(cur, chain)
+
+
+def _beside_tile_products(inner: str) -> str:
+    """`inner` (a query of P's keys and tensor columns) read by a product with D's tiles: tile products beside."""
+    return (f"SELECT P.i, D.j, SUM(MATMUL(P.v, D.v)) AS v FROM ({inner}) AS P JOIN D ON P.j = D.i "
+            "GROUP BY P.i, D.j")
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_row_blocks_give_the_tiled_plan_s_tiles_under_their_keys(workers, arrays):
+    """Row blocks of whole row tiles (300 rows in 128-row tiles: 2 blocks of 256 and 44 rows, or 3 of
+    one tile each), edge tiles included: every tile under its key, as the tiled plan gives it."""
+    a, b = arrays
+    con = trdb.connect(workers=workers)
+    cur = con.cursor()
+    cur.execute("CREATE TENSOR A FROM ? TILE (128, 64)", [a])
+    cur.execute("CREATE TENSOR B FROM ? TILE (64, 48)", [b])
+    cur.execute("CREATE TENSOR D FROM ? TILE (48, 7)", [np.arange(700, dtype=np.float32).reshape(100, 7) / 700])
+    query = _beside_tile_products(PRODUCT)
+    assert f"in {min(workers, 3)} row blocks" in _plan(cur, query)
+    whole, tiled = _tiles(cur, query), _tiled(cur, query)
+    assert sorted(whole) == sorted(tiled) == [(i, 0) for i in range(3)]
+    for key, tile in tiled.items():
+        assert whole[key].shape == tile.shape
+        np.testing.assert_allclose(whole[key], tile, rtol=1e-4, atol=1e-4)
+    d = np.arange(700).reshape(100, 7) / 700
+    np.testing.assert_allclose(cur.execute(query).fetch_tensor(), a.astype(np.float64) @ b @ d, rtol=1e-3, atol=1e-3)
+    con.close()
+
+
+def test_an_elementwise_kernel_of_the_product_runs_on_each_tile_of_the_blocks(cur, arrays):
+    """RELU(P.v) above a split product runs in it, tile by tile (each tile an array of its own); a product
+    the projection uses twice, or with another column, keeps its projection."""
+    a, b = arrays
+    workers = int(cur.execute("SHOW workers").fetchall()[0][0])
+    cur.execute("CREATE TENSOR D FROM ? TILE (48, 100)", [np.ones((100, 100), np.float32)])
+    relu = _beside_tile_products(f"SELECT P.i, P.j, RELU(P.v * 2) AS v FROM ({PRODUCT}) AS P")
+    plan = _plan(cur, relu)
+    assert ("each RELU((tile * 2))" in plan) == (workers == 2), plan
+    expected = np.maximum(2 * (a.astype(np.float64) @ b), 0) @ np.ones((100, 100))
+    np.testing.assert_allclose(cur.execute(relu).fetch_tensor(), expected, rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(cur.execute(relu).fetch_tensor(), _tiled_tensor(cur, relu), rtol=1e-4, atol=1e-3)
+    twice = _beside_tile_products(f"SELECT P.i, P.j, RELU(P.v) + P.v AS v FROM ({PRODUCT}) AS P")
+    assert ("each (RELU(tile) + tile)" in _plan(cur, twice)) == (workers == 2)  # one column: one call a tile
+    np.testing.assert_allclose(cur.execute(twice).fetch_tensor(), _tiled_tensor(cur, twice), rtol=1e-4, atol=1e-3)
+    both = ("SELECT P.i, D.j, SUM(MATMUL(P.r - P.v, D.v)) AS v FROM (SELECT A.i, B.j, RELU(SUM(MATMUL(A.v, B.v))) "
+            "AS r, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i GROUP BY A.i, B.j) AS P JOIN D ON P.j = D.i "
+            "GROUP BY P.i, D.j")
+    assert "each" not in _plan(cur, both)  # two columns of the product: the projection makes both
+    expected = (np.maximum(a.astype(np.float64) @ b, 0) - a.astype(np.float64) @ b) @ np.ones((100, 100))
+    np.testing.assert_allclose(cur.execute(both).fetch_tensor(), expected, rtol=1e-3, atol=1e-3)
+
+
+def _tiled_tensor(cur, query: str) -> np.ndarray:
+    cur.execute("SET disabled_rules = 'dense_products'")
+    try:
+        return cur.execute(query).fetch_tensor()
+    finally:
+        cur.execute("RESET disabled_rules")
+
+
+def test_the_blocks_work_is_counted_as_the_tiled_plan_s(arrays):
+    """EXPLAIN ANALYZE charges the product's FLOPs, done on the blocks' threads, to the DenseEinsum."""
+    a, b = arrays
+    con = trdb.connect(workers=2)
+    cur = con.cursor()
+    cur.execute("CREATE TENSOR A FROM ? TILE (128, 64)", [a])
+    cur.execute("CREATE TENSOR B FROM ? TILE (64, 48)", [b])
+    cur.execute("CREATE TENSOR D FROM ? TILE (48, 100)", [np.ones((100, 100), np.float32)])
+    query = _beside_tile_products(f"SELECT P.i, P.j, RELU(P.v) AS v FROM ({PRODUCT}) AS P")
+    lines = [row[0] for row in cur.execute("EXPLAIN ANALYZE " + query).fetchall()]
+    (dense,) = [line for line in lines if "DenseEinsumExec" in line]
+    assert "flops=12.0M kernel_bytes" in dense.split("[actual")[1]  # 2 * 300 * 200 * 100, the RELUs' 30 K beside
+    cur.execute("SET disabled_rules = 'dense_products'")
+    tiled = [row[0] for row in cur.execute("EXPLAIN ANALYZE " + query).fetchall()]
+    totals = [int(line.split("(")[1].split(")")[0]) for text in (lines, tiled) for line in text
+              if line.startswith("Executed work:")]
+    # the same but for the tiled plan's adds of each sum's 4 products (3 a tile of 300 x 100), done inside BLAS
+    assert totals[0] == totals[1] - 3 * 300 * 100
+    con.close()

@@ -13,38 +13,51 @@ The tiles must line up as the products need them (A's column tile is B's row til
 that what runs whole is what would have run tile by tile; the sums may round differently, as any other
 order of the same products may.
 
-Only where no tile product runs beside it: BLAS's threads keep spinning for a while after a whole product,
-and products run tile by tile on the workers' single BLAS threads meanwhile run ~1.5x slower (tile products
-after a whole 8192 x 1024 x 1024 one: 94-99 ms against 61 ms after a pause). So not in a plan that also
-multiplies tiles (a product of a product computed tile by tile), nor in one that other plans read (a
-gradient's forward pass, whose backward pass multiplies tiles: the MLP's GRAD(loss, W1) in 1024 x 512 tiles
-took 1.38x numpy's time with its forward product whole, 1.15x tiled).
+Alone, it runs on BLAS's threads. Beside tile products it is split: BLAS's threads keep spinning for a
+while after a whole product, and products run tile by tile on the workers' single BLAS threads meanwhile
+run ~1.5x slower (tile products after a whole 8192 x 1024 x 1024 one: 94-99 ms against 61 ms after a
+pause; the MLP's GRAD(loss, W1) in 1024 x 512 tiles took 1.38x numpy's time with its forward product
+whole, 1.15x tiled). So in a plan that also multiplies tiles (a product of a product computed tile by
+tile), or whose tuples other plans read (a gradient's forward pass, whose backward pass multiplies tiles),
+the product runs in row blocks of whole row tiles, one per worker on one BLAS thread each, as the tile
+products do (the same product: 63.7 ms in two row blocks, 68-70 ms in those tiles, 60-61 ms on BLAS's two
+threads), and an elementwise kernel of the product alone in the projection above (the hidden layer's
+RELU) runs on each block too, not on one thread afterwards. With one worker the plan stays tiled.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Optional
+
+import numpy as np
 
 from trdb.optimizer.dense_einsum import dense_limit, multiplies_tiles, whole_einsum
 from trdb.optimizer.plan_rewrite import transform_up
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
+from trdb.planner.types import TensorType
 from trdb.storage.tensor_meta import TensorMeta
 
 PRODUCT = "ij,jk->ik"
 
 
 def dense_products(plan: lp.Plan, context) -> lp.Plan:
-    """Every SUM of tile products over a join of two stored matrices that qualifies, as a DenseEinsum."""
+    """Every SUM of tile products over a join of two stored matrices that qualifies, as a DenseEinsum: one
+    call alone, row blocks on the workers beside tile products or for other plans (see above)."""
     if context.catalog is None or context.settings is None:
         return plan
     limit = dense_limit(context.settings, context.catalog.db.file.memory.budget)
-    if limit <= 0 or context.keep_zero_tuples:  # its tuples read by other plans (or written): see above
+    if limit <= 0:
         return plan
-    dense = transform_up(plan, lambda node: _as_dense(node, limit))
-    return plan if dense is plan or multiplies_tiles(dense) else dense
+    dense = transform_up(plan, lambda node: _as_dense(node, limit, split=False))
+    if dense is plan or not (context.keep_zero_tuples or multiplies_tiles(dense)):
+        return dense
+    if context.settings.workers < 2:
+        return plan
+    return transform_up(plan, lambda node: _with_epilogue(_as_dense(node, limit, split=True)))
 
 
-def _as_dense(node: lp.Plan, limit: int) -> lp.Plan:
+def _as_dense(node: lp.Plan, limit: int, split: bool) -> lp.Plan:
     operands = _product_operands(node)
     if operands is None:
         return node
@@ -53,7 +66,39 @@ def _as_dense(node: lp.Plan, limit: int) -> lp.Plan:
         return node  # tile products that would not fit: the tiled plan reports them
     if tuple(node.schema[-1].type.tile) != (first.tile[0], second.tile[1]):
         return node
-    return whole_einsum((first, second), PRODUCT, node.schema, limit) or node
+    dense = whole_einsum((first, second), PRODUCT, node.schema, limit)
+    if dense is None or (split and dense.grid[0] < 2):
+        return node  # split needs two row tiles at least: one would run on one BLAS thread alone
+    return replace(dense, split=split)
+
+
+def _with_epilogue(node: lp.Plan) -> lp.Plan:
+    """A projection over a split DenseEinsum whose one use of the product is elementwise kernels of it
+    alone (RELU(sum)): those kernels run in the DenseEinsum, on each tile as its row block is done, and
+    the projection passes the value through."""
+    if not (isinstance(node, lp.Project) and isinstance(node.input, lp.DenseEinsum) and node.input.split
+            and node.input.epilogue is None):
+        return node
+    dense, value = node.input, len(node.input.schema) - 1
+    uses = [n for n, expr in enumerate(node.exprs) if value in bx.columns_used(expr)]
+    if len(uses) != 1 or not _elementwise(node.exprs[uses[0]]):
+        return node
+    use = node.exprs[uses[0]]
+    column = replace(dense.schema[-1], type=use.type)
+    exprs = tuple(bx.ColumnIndex(value, use.type) if n == uses[0] else expr for n, expr in enumerate(node.exprs))
+    folded = replace(dense, schema=dense.schema[:-1] + (column,), epilogue=bx.remap_columns(use, {value: 0}))
+    return lp.Project(folded, exprs, node.schema)
+
+
+def _elementwise(expr: bx.Bound) -> bool:
+    """Elementwise kernels (at least one) of tensor columns and constants that are no arrays."""
+    def walk(node: bx.Bound) -> bool:
+        if isinstance(node, bx.ColumnIndex):
+            return isinstance(node.type, TensorType)
+        if isinstance(node, bx.Const):
+            return not isinstance(node.value, np.ndarray)
+        return isinstance(node, bx.Call) and node.function.elementwise and all(walk(a) for a in node.args)
+    return isinstance(expr, bx.Call) and isinstance(expr.type, TensorType) and walk(expr)
 
 
 def _product_operands(node: lp.Plan) -> Optional[tuple[TensorMeta, TensorMeta]]:
