@@ -9,8 +9,9 @@ database (MINIMIZE commits each step: the durable peer).
 
 Fresh work only: a write to Y (untimed) comes before every timed GRAD, since a statement after
 nothing changed reuses the previous one's forward pass; a MINIMIZE step writes W1 and W2 itself.
-Warm in every timed run: trdb's buffer pool (the input tiles; the UPDATE keeps Y's new ones there), plan
-cache and kernel caches.
+Warm in every timed run: trdb's buffer pool (the input tiles; the UPDATE keeps Y's new ones there; X and
+W1 as whole arrays where the forward product runs on them, EXPLAIN's DenseEinsumExec: W1's is made
+again after each MINIMIZE step writes it, inside the timed step), plan cache and kernel caches.
 
 Results are checked against a float64 reference with float32 error bounds propagated through the
 forward and backward pass (gamma(n) = n*u/(1-n*u) per product of length n): float32 sums over 8192
@@ -195,7 +196,8 @@ def main() -> None:
           f"{args.hidden} (W1 tile {args.feature_tile or args.features}x{args.hidden_tile or args.hidden}); "
           f"best of {args.repeats} after a warm-up, systems taking turns")
     print(f"# checked against float64 with float32 bounds ({uncertain} pre-activations within float32 error of 0)")
-    print("# warm: buffer pool (the write keeps Y's new tiles there too), plan cache; a write before every timed "
+    print("# warm: buffer pool (the write keeps Y's new tiles there too; X and W1 as whole arrays where the forward "
+          "product runs on them, W1's made again within each MINIMIZE step), plan cache; a write before every timed "
           "GRAD drops the carried forward pass; "
           f"a {SETTLE_SECONDS} s pause before each timed run lets the previous run's BLAS threads sleep")
     base = timings["numpy dW1, dW2"][0]
