@@ -18,10 +18,14 @@ def cur(request):
     con.close()
 
 
+def _matrices() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(3)
+    return rng.standard_normal((300, 200), dtype=np.float32), rng.standard_normal((200, 100), dtype=np.float32)
+
+
 @pytest.fixture
 def arrays(cur):
-    rng = np.random.default_rng(3)
-    a, b = rng.standard_normal((300, 200), dtype=np.float32), rng.standard_normal((200, 100), dtype=np.float32)
+    a, b = _matrices()
     cur.execute("CREATE TENSOR A FROM ? TILE (128, 64)", [a])  # edge tiles on both axes: 300 = 2 * 128 + 44
     cur.execute("CREATE TENSOR B FROM ? TILE (64, 48)", [b])   # 200 = 3 * 64 + 8, 100 = 2 * 48 + 4
     return a, b
@@ -135,10 +139,10 @@ def _beside_tile_products(inner: str) -> str:
 
 
 @pytest.mark.parametrize("workers", [2, 3])
-def test_row_blocks_give_the_tiled_plan_s_tiles_under_their_keys(workers, arrays):
+def test_row_blocks_give_the_tiled_plan_s_tiles_under_their_keys(workers):
     """Row blocks of whole row tiles (300 rows in 128-row tiles: 2 blocks of 256 and 44 rows, or 3 of
     one tile each), edge tiles included: every tile under its key, as the tiled plan gives it."""
-    a, b = arrays
+    a, b = _matrices()
     con = trdb.connect(workers=workers)
     cur = con.cursor()
     cur.execute("CREATE TENSOR A FROM ? TILE (128, 64)", [a])
@@ -157,8 +161,8 @@ def test_row_blocks_give_the_tiled_plan_s_tiles_under_their_keys(workers, arrays
 
 
 def test_an_elementwise_kernel_of_the_product_runs_on_each_tile_of_the_blocks(cur, arrays):
-    """RELU(P.v) above a split product runs in it, tile by tile (each tile an array of its own); a product
-    the projection uses twice, or with another column, keeps its projection."""
+    """RELU(P.v) above a split product runs in it, tile by tile (each tile an array of its own), and so does
+    one column's expression that reads the product twice; a product two columns read keeps its projection."""
     a, b = arrays
     workers = int(cur.execute("SHOW workers").fetchall()[0][0])
     cur.execute("CREATE TENSOR D FROM ? TILE (48, 100)", [np.ones((100, 100), np.float32)])
@@ -187,9 +191,9 @@ def _tiled_tensor(cur, query: str) -> np.ndarray:
         cur.execute("RESET disabled_rules")
 
 
-def test_the_blocks_work_is_counted_as_the_tiled_plan_s(arrays):
+def test_the_blocks_work_is_counted_as_the_tiled_plan_s():
     """EXPLAIN ANALYZE charges the product's FLOPs, done on the blocks' threads, to the DenseEinsum."""
-    a, b = arrays
+    a, b = _matrices()
     con = trdb.connect(workers=2)
     cur = con.cursor()
     cur.execute("CREATE TENSOR A FROM ? TILE (128, 64)", [a])
