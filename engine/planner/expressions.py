@@ -5,8 +5,10 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
+import numpy as np
+
 from trdb.catalog.functions import KernelFunction
-from trdb.planner.types import KEY, ColumnType, ScalarType
+from trdb.planner.types import KEY, ColumnType, ScalarType, TensorType
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,27 @@ def columns_used(expr: Bound) -> set[int]:
     for child in children(expr):
         used |= columns_used(child)
     return used
+
+
+def elementwise_columns(expr: Bound) -> Optional[frozenset[int]]:
+    """The tensor columns an expression computes from, if it is elementwise kernels (CAST among them) over
+    tensor columns and constants that are no arrays, and has a tensor type; else None. Such an expression
+    gives each element of its result from the same element of its inputs, in any grouping of tiles."""
+    if not isinstance(expr.type, TensorType) or not isinstance(expr, Call):
+        return None
+    columns: set[int] = set()
+
+    def walk(node: Bound) -> bool:
+        if isinstance(node, ColumnIndex):
+            columns.add(node.index)
+            return isinstance(node.type, TensorType)
+        if isinstance(node, Const):
+            return not isinstance(node.value, np.ndarray)
+        if isinstance(node, Call):
+            elementwise = node.function.elementwise or node.function.name == "CAST"
+            return elementwise and all(walk(arg) for arg in node.args)
+        return False
+    return frozenset(columns) if walk(expr) and columns else None
 
 
 def conjuncts(expr: Bound) -> list[Bound]:

@@ -20,7 +20,7 @@ from typing import Callable, Optional
 from trdb.execution import work
 from trdb.execution.compile import compile_expr
 from trdb.execution.operators.operator import BlockingOperator
-from trdb.execution.workers import Finished, one_blas_thread, run_on_kept_thread
+from trdb.execution.workers import ThreadWorkers
 from trdb.planner import expressions as bx
 from trdb.storage.tensor_meta import TensorMeta
 
@@ -72,8 +72,8 @@ def row_blocks(rows: int, tile_rows: int, blocks: int) -> list[slice]:
 
 
 def in_row_blocks(run: Callable[[slice], object], bounds: list[slice]) -> list:
-    """`run` of each row block at once: this thread takes the first, a kept thread each other one, every
-    one on one BLAS thread. The work they count is charged to this thread's operator."""
+    """`run` of each row block at once: this thread takes the first, a worker thread each other one, BLAS
+    on one thread while they run (ThreadWorkers). The work they count is charged to this thread's operator."""
     parts: list = [None] * len(bounds)
     failures: list[BaseException] = []
     counted = [work.Work() for _ in bounds]
@@ -86,17 +86,13 @@ def in_row_blocks(run: Callable[[slice], object], bounds: list[slice]) -> list:
             failures.append(exc)
         finally:
             work.swap(previous)
-    with one_blas_thread():
-        started = []
-        try:
-            for n in range(1, len(bounds)):
-                done = Finished()
-                run_on_kept_thread("trdb-dense-block", lambda n=n: block(n), done)
-                started.append(done)
-            block(0)
-        finally:
-            for done in started:
-                done.wait()
+    workers = ThreadWorkers()
+    try:
+        for n in range(1, len(bounds)):
+            workers.start(f"dense-block-{n}", lambda n=n: block(n))
+        block(0)
+    finally:
+        workers.join()
     if failures:
         raise failures[0]
     work.charge(sum(w.flops for w in counted), sum(w.bytes for w in counted))

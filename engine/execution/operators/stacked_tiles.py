@@ -20,7 +20,6 @@ import numpy as np
 from trdb.kernels.backend import Backend
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.planner import expressions as bx
-from trdb.planner.types import TensorType
 
 MIN_STACKED = 16  # fewer tuples of one shape are evaluated one by one (stacking costs more than it saves)
 MAX_STACKED_ELEMENTS = 4096  # larger tiles gain nothing from stacking: their kernels' work outweighs the call
@@ -29,32 +28,12 @@ Row = tuple
 Compiled = Callable[[Row], Any]
 
 
-def stacked_columns(expr: bx.Bound) -> Optional[frozenset[int]]:
-    """The tensor columns an output expression computes from, if it is elementwise kernels over tensor
-    columns and constants (and has a tensor type); else None."""
-    if not isinstance(expr.type, TensorType) or not isinstance(expr, bx.Call):
-        return None
-    columns: set[int] = set()
-
-    def walk(node: bx.Bound) -> bool:
-        if isinstance(node, bx.ColumnIndex):
-            columns.add(node.index)
-            return isinstance(node.type, TensorType)
-        if isinstance(node, bx.Const):
-            return not isinstance(node.value, np.ndarray)
-        if isinstance(node, bx.Call):
-            elementwise = node.function.elementwise or node.function.name == "CAST"
-            return elementwise and all(walk(arg) for arg in node.args)
-        return False
-    return frozenset(columns) if walk(expr) and columns else None
-
-
 def stacked_projection(exprs: Sequence[bx.Bound], compiled: Sequence[Compiled],
                        backend: Backend) -> Optional[Callable[[list[Row]], list[Row]]]:
     """A function projecting a whole batch, or None where no output column can be stacked (or off the host)."""
     if backend is not NUMPY_BACKEND:
         return None
-    columns = {i: stacked_columns(e) for i, e in enumerate(exprs)}
+    columns = {i: bx.elementwise_columns(e) for i, e in enumerate(exprs)}
     stacked = [i for i, used in columns.items() if used is not None]
     if not stacked or any(_tile_elements(exprs[i]) > MAX_STACKED_ELEMENTS for i in stacked):
         return None

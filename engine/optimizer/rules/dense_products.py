@@ -29,13 +29,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
-import numpy as np
-
 from trdb.optimizer.dense_einsum import dense_limit, multiplies_tiles, whole_einsum
 from trdb.optimizer.plan_rewrite import transform_up
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
-from trdb.planner.types import TensorType
 from trdb.storage.tensor_meta import TensorMeta
 
 PRODUCT = "ij,jk->ik"
@@ -81,24 +78,13 @@ def _with_epilogue(node: lp.Plan) -> lp.Plan:
         return node
     dense, value = node.input, len(node.input.schema) - 1
     uses = [n for n, expr in enumerate(node.exprs) if value in bx.columns_used(expr)]
-    if len(uses) != 1 or not _elementwise(node.exprs[uses[0]]):
+    if len(uses) != 1 or bx.elementwise_columns(node.exprs[uses[0]]) != frozenset({value}):
         return node
     use = node.exprs[uses[0]]
     column = replace(dense.schema[-1], type=use.type)
     exprs = tuple(bx.ColumnIndex(value, use.type) if n == uses[0] else expr for n, expr in enumerate(node.exprs))
     folded = replace(dense, schema=dense.schema[:-1] + (column,), epilogue=bx.remap_columns(use, {value: 0}))
     return lp.Project(folded, exprs, node.schema)
-
-
-def _elementwise(expr: bx.Bound) -> bool:
-    """Elementwise kernels (at least one) of tensor columns and constants that are no arrays."""
-    def walk(node: bx.Bound) -> bool:
-        if isinstance(node, bx.ColumnIndex):
-            return isinstance(node.type, TensorType)
-        if isinstance(node, bx.Const):
-            return not isinstance(node.value, np.ndarray)
-        return isinstance(node, bx.Call) and node.function.elementwise and all(walk(a) for a in node.args)
-    return isinstance(expr, bx.Call) and isinstance(expr.type, TensorType) and walk(expr)
 
 
 def _product_operands(node: lp.Plan) -> Optional[tuple[TensorMeta, TensorMeta]]:
