@@ -8,6 +8,7 @@ number, computed bottom-up, so each node is hashed once), run once, their tuples
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections import Counter
 from typing import Callable, Optional
 
@@ -26,48 +27,63 @@ def sharing_projections(plans: list[lp.Plan]) -> list[lp.Plan]:
 
 
 class _Numbering:
-    """Equal subplans get equal numbers (None: a subplan holding something unhashable, never shared)."""
+    """Equal subplans get equal numbers (None: a subplan holding something unhashable, never shared).
+
+    Subplans are remembered by identity, each numbered once. Those over a statement's own data (tuples
+    it computed, a constant holding an array) are remembered only until `next_statement`: kept longer,
+    they would keep that data alive; a RowsScan is known by a token never given to another."""
 
     def __init__(self) -> None:
         self._by_signature: dict = {}
-        self._by_node: dict[int, tuple[object, Optional[int]]] = {}
+        self._lasting: dict[int, tuple[object, int]] = {}
+        self._statement: dict[int, tuple[object, Optional[int]]] = {}
+        self._tokens = itertools.count()
 
     def size(self) -> int:
-        return len(self._by_node)
+        return len(self._by_signature)
+
+    def next_statement(self) -> None:
+        self._statement = {}
 
     def number(self, plan) -> Optional[int]:
-        known = self._by_node.get(id(plan))
-        if known is not None and known[0] is plan:
-            return known[1]
-        signature = self._signature(plan)
-        result = None
-        if signature is not None:
-            result = self._by_signature.setdefault(signature, len(self._by_signature))
-        self._by_node[id(plan)] = (plan, result)
-        return result
+        return self._numbered(plan)[0]
 
-    def _signature(self, plan) -> Optional[tuple]:
+    def _numbered(self, plan) -> tuple[Optional[int], bool]:
+        """The subplan's number, and whether it may be remembered past this statement."""
+        for remembered, lasting in ((self._lasting, True), (self._statement, False)):
+            known = remembered.get(id(plan))
+            if known is not None and known[0] is plan:
+                return known[1], lasting
+        signature, lasting = self._signature(plan)
+        result = None if signature is None else self._by_signature.setdefault(signature, len(self._by_signature))
+        lasting = lasting and result is not None
+        (self._lasting if lasting else self._statement)[id(plan)] = (plan, result)
+        return result, lasting
+
+    def _signature(self, plan) -> tuple[Optional[tuple], bool]:
         if isinstance(plan, lp.RowsScan):
-            return ("materialized", id(plan))
-        children = [self.number(child) for child in plan.inputs]
-        if None in children:
-            return None
+            return ("materialized", next(self._tokens)), False
+        children = [self._numbered(child) for child in plan.inputs]
+        if any(number is None for number, _ in children):
+            return None, False
         fields = [getattr(plan, f.name) for f in dataclasses.fields(plan)
                   if f.name not in _CHILD_FIELDS and f.name != "parts"]
-        signature = (type(plan), tuple(fields), tuple(children))
+        signature = (type(plan), tuple(fields), tuple(number for number, _ in children))
         try:
             hash(signature)
         except TypeError:  # a constant holding an array
-            return None
-        return signature
+            return None, False
+        return signature, all(lasting for _, lasting in children)
 
 
 class CarriedWork:
     """The shared subplans' tuples of the last statement, kept for the next while nothing changed.
 
     Separate statements often repeat a computation: `GRAD(loss, W1)` then `GRAD(loss, W2)` both
-    run the forward pass. The numbering lives as long as the state it was made for (the catalog
-    version and the backend), so a later statement finds an earlier one's subplans by number.
+    run the forward pass. The numbering outlives writes (equal subplans are equal whatever the data:
+    a training loop's plans, bound once, are numbered once), so a later statement finds an earlier
+    one's subplans by number; the tuples live as long as the state they were computed in (the
+    catalog version and the backend).
     Only tuples within `budget` bytes are kept, and only the last statement's. The spools that hold
     them keep the memory they reserved from the database's budget; one that was refused (it spilled)
     is not carried, and what is not carried gives its memory back as it is dropped.
@@ -82,9 +98,13 @@ class CarriedWork:
         self.tuples: dict[int, lp.RowsScan] = {}
 
     def numbering_for(self, state: object) -> "_Numbering":
-        """The numbering to use under `state`; a new state (a write, another backend) forgets everything."""
-        if state != self.state or self.numbering.size() > self.MAX_SUBPLANS:
-            self.state, self.numbering, self.tuples = state, _Numbering(), {}
+        """The numbering for a statement under `state`; a new state (a write, another backend) forgets the
+        carried tuples, and past MAX_SUBPLANS the numbering starts over."""
+        if state != self.state:
+            self.state, self.tuples = state, {}
+        if self.numbering.size() > self.MAX_SUBPLANS:
+            self.numbering, self.tuples = _Numbering(), {}
+        self.numbering.next_statement()
         return self.numbering
 
     def keep(self, memo: dict[int, lp.RowsScan]) -> None:
