@@ -18,6 +18,7 @@ statistics they were bound with.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections import OrderedDict
 from typing import Callable, Optional
 
@@ -31,6 +32,7 @@ from trdb.storage.tensor_meta import TensorMeta
 _CHILD_FIELDS = ("input", "left", "right", "parts", "operands")
 KEPT = 64  # plans a connection remembers (least recently used forgotten)
 KEPT_BOUND = 16  # statements whose bound plans it remembers
+KEPT_SIGNATURES = 20_000  # subplans over stored data known by a token (held alive) before they start over
 
 
 class PlanMemo:
@@ -42,6 +44,7 @@ class PlanMemo:
     def __init__(self) -> None:
         self._plans: OrderedDict[tuple, PhysicalNode] = OrderedDict()
         self._bound: OrderedDict[tuple, tuple[list, list[TensorMeta]]] = OrderedDict()
+        self._signatures = _Signatures()
 
     def bound_plans(self, key: tuple, catalog, bind: Callable[[], list]) -> list:
         """`bind()`'s logical plans, remembered under `key` (the statement) and the catalog's definitions, and
@@ -64,9 +67,8 @@ class PlanMemo:
         `plan`'s shared tuples (None when there is none), and the slot to `put` a new one in (None: `plan`
         cannot be remembered)."""
         leaves: list = []
-        key = (_signature(plan, leaves), keep_zero_tuples, _sharing(leaves), settings)
         try:
-            hash(key)
+            key = _Key((self._signatures.of(plan, leaves), keep_zero_tuples, _sharing(leaves), settings))
         except TypeError:  # a constant holding an array
             return None, None
         found = self._plans.get(key)
@@ -83,11 +85,26 @@ class PlanMemo:
                 self._plans.popitem(last=False)
 
 
+class _Key:
+    """A plan's key, hashed once (a step's key is a deep tuple: hashed for the look-up and the LRU move)."""
+
+    __slots__ = ("value", "_hash")
+
+    def __init__(self, value: tuple) -> None:
+        self.value, self._hash = value, hash(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Key) and self._hash == other._hash and self.value == other.value
+
+
 @dataclasses.dataclass(frozen=True)
 class Slot:
     """Where a plan not remembered yet goes: its key, and the tuples its RowsScans read, in order."""
 
-    key: tuple
+    key: _Key
     leaves: list
 
 
@@ -103,20 +120,52 @@ def _scanned(plans: list) -> list[TensorMeta]:
     return list(found.values())
 
 
-def _signature(plan, leaves: list) -> tuple:
-    """The plan as a value (hashable unless a node holds an array), each RowsScan by its schema and
-    statistics, its tuples appended to `leaves` in order."""
-    if isinstance(plan, lp.RowsScan):
-        leaves.append(plan.rows)
-        return ("rows", plan.schema, _statistics(plan))
-    children = tuple(_signature(child, leaves) for child in plan.inputs)
-    fields = tuple(_unversioned(getattr(plan, f.name)) for f in dataclasses.fields(plan) if f.name not in _CHILD_FIELDS)
-    return type(plan), fields, children
+class _Signatures:
+    """Plans as values: hashable unless a node holds an array; each RowsScan by its schema and statistics.
+
+    A subplan that reads no shared tuples is the same object at every step of a MINIMIZE (and in every
+    statement of a training loop): its signature is worked out once and then stands for a token (equal
+    signatures, one token), so a step's key is built and hashed over the part that reads its new tuples
+    only. Tokens are never given again (a signature forgotten past KEPT_SIGNATURES gets a new one)."""
+
+    def __init__(self) -> None:
+        self._by_node: dict[int, tuple[object, tuple]] = {}
+        self._tokens: dict[tuple, tuple] = {}
+        self._count = itertools.count()
+
+    def of(self, plan, leaves: list) -> tuple:
+        """`plan`'s signature, the tuples its RowsScans read appended to `leaves` in order."""
+        known = self._by_node.get(id(plan))
+        if known is not None and known[0] is plan:
+            return known[1]
+        if isinstance(plan, lp.RowsScan):
+            leaves.append(plan.rows)
+            return ("rows", plan.schema, _statistics(plan))
+        read = len(leaves)
+        children = tuple(self.of(child, leaves) for child in plan.inputs)
+        fields = tuple(_unversioned(getattr(plan, f.name)) for f in dataclasses.fields(plan)
+                       if f.name not in _CHILD_FIELDS)
+        signature = (type(plan), fields, children)
+        if len(leaves) == read:  # over stored data only
+            signature = self._token(plan, signature)
+        return signature
+
+    def _token(self, plan, signature: tuple) -> tuple:
+        try:
+            token = self._tokens.get(signature)
+        except TypeError:  # a constant holding an array: never remembered
+            return signature
+        if token is None:
+            if len(self._tokens) >= KEPT_SIGNATURES:
+                self._by_node, self._tokens = {}, {}
+            token = self._tokens[signature] = ("subplan", next(self._count))
+        self._by_node[id(plan)] = (plan, token)
+        return token
 
 
 def _unversioned(value):
     """A stored tensor's metadata but its data version (the key of a plan outlives writes of equal statistics)."""
-    if isinstance(value, tuple):  # a DenseEinsum's tensors
+    if isinstance(value, tuple) and value and isinstance(value[0], TensorMeta):  # a DenseEinsum's tensors
         return tuple(_unversioned(v) for v in value)
     return value.with_version(0) if isinstance(value, TensorMeta) else value
 

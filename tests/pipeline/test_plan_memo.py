@@ -153,3 +153,26 @@ def test_a_grad_after_a_write_binds_nothing_until_statistics_or_the_catalog_chan
     cur.execute("SELECT * FROM GRAD(loss, W) AS G WHERE G.i = ?", [1]).fetchall()
     cur.execute("SELECT * FROM GRAD(loss, W) AS G WHERE G.i = ?", [0]).fetchall()
     assert len(bound) == 4  # a statement with other parameters is another statement
+
+
+def _stored(value) -> lp.Filter:
+    """A plan over stored data only (a filter of a table's key against `value`)."""
+    from trdb.planner import expressions as bx
+    from trdb.planner.types import ScalarType
+
+    scan = lp.TableScan("t", ("i",), SCHEMA[:1])
+    return lp.Filter(scan, bx.Compare("=", bx.ColumnIndex(0, KeyType()), bx.Const(value, ScalarType(int))))
+
+
+def test_plans_over_stored_data_are_known_by_value_and_never_by_a_forgotten_token(monkeypatch):
+    import trdb.pipeline.plan_memo as plan_memo
+
+    memo = PlanMemo()
+    node = query.plan_physical(_stored(1), 2)
+    memo.put(memo.lookup(_stored(1), False)[1], node)
+    assert memo.lookup(_stored(1), False)[0] is node  # another object, equal: the same key
+    assert memo.lookup(_stored(2), False)[0] is None
+    monkeypatch.setattr(plan_memo, "KEPT_SIGNATURES", 1)  # every new signature now forgets the others
+    keys = [memo.lookup(_stored(value), False)[1].key for value in range(3, 9)]
+    assert len(set(keys)) == len(keys)  # other plans, other keys: no token is given twice
+    assert memo.lookup(_stored(1), False)[0] is None  # known again by a new token: planned again, not mistaken
