@@ -47,9 +47,19 @@ def dense(tile: Any) -> Any:
     return tile.toarray() if is_sparse(tile) else tile
 
 
+ZERO_COUNT_CHUNK = 1 << 20  # elements compared with 0 at a time (a bounded temporary of bools)
+
+
 def count_nonzero(tile: Any) -> int:
+    """A tile's non-zeros. A contiguous float tile's are its size less its zeros (compared with 0 a chunk at a
+    time): numpy's count_nonzero of floats takes ~6x as long (a 512 x 512 float32 tile: 0.18 against 0.03 ms).
+    The same count: NaN is not zero, -0.0 is."""
     if is_sparse(tile):
         return int(tile.count_nonzero())
+    if type(tile) is np.ndarray and tile.dtype.kind in "fc" and tile.flags.c_contiguous:
+        flat = tile.reshape(-1)
+        return flat.size - sum(int(np.count_nonzero(flat[start:start + ZERO_COUNT_CHUNK] == 0))
+                               for start in range(0, flat.size, ZERO_COUNT_CHUNK))
     return int(np.count_nonzero(tile))
 
 

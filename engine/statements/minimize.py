@@ -254,16 +254,25 @@ def _update(sc: StatementContext, param: TensorMeta, rows: list[tuple], options:
         directions = adam.direction(keys, [np.asarray(g, dtype=np.float64) for g in grads], options, writes)
     else:
         directions = [_sgd_direction(g, param.dtype) for g in grads]
-    new = [_stepped(current[key], options.learning_rate, d) for key, d in zip(keys, directions) if key in current]
-    writes.append(_replace_tiles(sc, param, [k for k in keys if k in current], new, set(current) <= set(keys)))
+    stepped = [(key, d) for key, d in zip(keys, directions) if key in current]
+    new = _stepped([current[key] for key, _ in stepped], options.learning_rate, [d for _, d in stepped])
+    writes.append(_replace_tiles(sc, param, [key for key, _ in stepped], new, set(current) <= set(keys)))
     return writes
 
 
-def _stepped(tile: np.ndarray, rate: float, direction: np.ndarray) -> np.ndarray:
-    """tile - rate * direction, with one new array instead of two (the same values: -(rate * d) + tile)."""
-    out = np.multiply(direction, -rate)
-    out += tile
-    return out
+def _stepped(tiles: list[np.ndarray], rate: float, directions: list[np.ndarray]) -> list[np.ndarray]:
+    """tile - rate * direction for each tile, one new array each instead of two (the same values: -(rate * d)
+    + tile). Where all have one shape and dtype, the new tiles lie back to back in one buffer, from which
+    the tile table is written without a copy (storage/tile_codec.encode_dense_batch)."""
+    kinds = {(a.shape, a.dtype) for a in (*tiles, *directions)}
+    if len(kinds) == 1 and len(tiles) > 1 and directions[0].dtype in (np.float32, np.float64):
+        buffer = np.empty((len(tiles), *tiles[0].shape), dtype=directions[0].dtype)
+        outs = [np.multiply(direction, -rate, out=buffer[i]) for i, direction in enumerate(directions)]
+    else:
+        outs = [np.multiply(direction, -rate) for direction in directions]
+    for out, tile in zip(outs, tiles):
+        out += tile
+    return outs
 
 
 def _sgd_direction(grad: np.ndarray, dtype: np.dtype) -> np.ndarray:

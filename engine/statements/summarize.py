@@ -17,7 +17,7 @@ import numpy as np
 from trdb.execution.result import Result
 from trdb.execution.spool import row_batches
 from trdb.kernels.backend import to_host
-from trdb.kernels.sparse import dense
+from trdb.kernels.sparse import count_nonzero, dense
 from trdb.parser import ast
 from trdb.planner.types import Column, OtherType, ScalarType
 from trdb.statements.context import StatementContext
@@ -97,7 +97,7 @@ def _summarize_result(result: Result) -> Result:
                 if column.is_tensor:
                     tile = dense(to_host(row[position]))
                     moments[position].add_tile(tile)
-                    nonzeros[position] += int(np.count_nonzero(tile))
+                    nonzeros[position] += count_nonzero(tile)
                 elif row[position] is not None:
                     keys[position].append(row[position])
     key_count = sum(1 for c in columns if c.is_key)

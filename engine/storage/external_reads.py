@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from trdb.errors import DataError
+from trdb.kernels.sparse import count_nonzero
 from trdb.storage.external_location import Location
 from trdb.storage.external_tensors import Dataset, check_schema, declared_partitions, guarded, list_dataset, open_parquet
 from trdb.storage.key_hash import key_hash_array
@@ -65,7 +66,7 @@ def statistics(location: Location, meta: TensorMeta) -> tuple:
     distinct: list[set] = [set() for _ in meta.keys]
     for keys, tiles in read_partition(location, meta):
         count += len(keys)
-        nonzeros += sum(int(np.count_nonzero(t)) for t in tiles)
+        nonzeros += sum(count_nonzero(t) for t in tiles)
         for values, column in zip(distinct, keys.T):
             values.update(column.tolist())
     return count, nonzeros, 0, 0, tuple(len(v) for v in distinct)

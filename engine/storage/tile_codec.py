@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from trdb.errors import DataError
-from trdb.kernels.sparse import is_sparse, make_csr, wants_csr
+from trdb.kernels.sparse import count_nonzero, is_sparse, make_csr, wants_csr
 from trdb.storage.tile_checks import CorruptTile, as_counts, check_csr, check_rows, tile_shapes
 
 DENSE, CSR32, CSR64 = 0, 1, 2
@@ -72,7 +72,7 @@ def encode_dense_batch(tiles: Sequence, dtype: np.dtype) -> Optional[tuple[pa.Ar
     stored = little_endian(dtype)
     if len(tiles) < 2 or any(type(tile) is not np.ndarray or tile.dtype != stored for tile in tiles):
         return None
-    nonzeros = np.fromiter(map(np.count_nonzero, tiles), dtype=np.int64, count=len(tiles))
+    nonzeros = np.fromiter(map(count_nonzero, tiles), dtype=np.int64, count=len(tiles))
     shapes = [tile.shape for tile in tiles]
     if any(wants_csr(shape, nnz, stored) for shape, nnz in set(zip(shapes, nonzeros.tolist())) if nnz):
         return None
@@ -81,12 +81,23 @@ def encode_dense_batch(tiles: Sequence, dtype: np.dtype) -> Optional[tuple[pa.Ar
     offsets = np.zeros(len(kept) + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
     if len(set(shapes)) == 1:
-        data = (np.stack(kept) if kept else np.empty(0, stored)).reshape(-1).view(np.uint8)
+        data = (_joined(kept) if kept else np.empty(0, stored)).reshape(-1).view(np.uint8)
     else:  # edge tiles: each copied into its place
         data = np.empty(int(offsets[-1]), dtype=np.uint8)
         for tile, start, end in zip(kept, offsets[:-1].tolist(), offsets[1:].tolist()):
             data[start:end].view(stored).reshape(tile.shape)[...] = tile
     return binary_array(offsets, data), np.zeros(len(kept), np.int8), nonzeros
+
+
+def _joined(tiles: Sequence[np.ndarray]) -> np.ndarray:
+    """Tiles of one shape one after another in one buffer: the buffer they already lie in so (no copy: a
+    MINIMIZE step writes its new tiles that way), else a stacked copy."""
+    base, size = tiles[0].base, tiles[0].nbytes
+    if isinstance(base, np.ndarray) and base.flags.c_contiguous and base.nbytes == len(tiles) * size \
+            and all(tile.base is base and tile.flags.c_contiguous for tile in tiles) \
+            and [tile.ctypes.data for tile in tiles] == [base.ctypes.data + i * size for i in range(len(tiles))]:
+        return base
+    return np.stack(tiles)
 
 
 def binary_array(offsets: np.ndarray, data: np.ndarray) -> pa.Array:

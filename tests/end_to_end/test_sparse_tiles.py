@@ -471,8 +471,9 @@ def test_from_coo_of_a_scipy_matrix_and_from_a_scipy_parameter_agree(cur):
 
 @pytest.mark.parametrize("seed", range(40))
 def test_a_batch_of_dense_tiles_encodes_as_the_per_tile_path(seed):
-    """encode_dense_batch (one buffer for a batch of dense tiles, edge tiles among them) gives the same blobs,
-    formats and non-zeros as stored_form and encode_tiles tile by tile, or declines the batch."""
+    """encode_dense_batch (one buffer for a batch of dense tiles, edge tiles among them, or the buffer they lie
+    in back to back) gives the same blobs, formats and non-zeros as stored_form and encode_tiles tile by tile,
+    or declines the batch."""
     from trdb.kernels.sparse import stored_form
     from trdb.storage import tile_codec
 
@@ -489,6 +490,10 @@ def test_a_batch_of_dense_tiles_encodes_as_the_per_tile_path(seed):
         if rng.random() < 0.15:
             tile = tile.astype(np.float64 if dtype != np.float64 else np.float32)  # not the stored dtype
         tiles.append(tile)
+    if rng.random() < 0.7 and len({(t.shape, t.dtype) for t in tiles}) == 1:
+        buffer = np.stack(tiles)  # views of one buffer: back to back (written with no copy), or not in order
+        order = [list(range(len(tiles))), rng.permutation(len(tiles)).tolist(), [0] * len(tiles)][rng.integers(3)]
+        tiles = [buffer[i] for i in order]
     if rng.random() < 0.3 and len(tiles) > 1 and len(shape):
         tiles[-1] = tiles[-1][tuple(slice(0, max(1, n - 1)) for n in tiles[-1].shape)]  # an edge tile
     forms = [stored_form(t) for t in tiles]
