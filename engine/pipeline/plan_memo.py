@@ -45,6 +45,7 @@ class PlanMemo:
         self._plans: OrderedDict[tuple, PhysicalNode] = OrderedDict()
         self._bound: OrderedDict[tuple, tuple[list, list[TensorMeta]]] = OrderedDict()
         self._signatures = _Signatures()
+        self._expanded: OrderedDict[tuple, tuple[lp.Plan, lp.Plan]] = OrderedDict()
 
     def bound_plans(self, key: tuple, catalog, bind: Callable[[], list]) -> list:
         """`bind()`'s logical plans, remembered under `key` (the statement) and the catalog's definitions, and
@@ -60,6 +61,20 @@ class PlanMemo:
         while len(self._bound) > KEPT_BOUND:
             self._bound.popitem(last=False)
         return plans
+
+    def expanded(self, plan: lp.Plan, how: tuple, expand: Callable[[], lp.Plan]) -> lp.Plan:
+        """`expand()`, the plan with its EINSUMs and GRADs expanded under `how` (workers and dense limit),
+        remembered by the plan's identity: a step's plans, expanded when bound, are not walked again."""
+        key = (id(plan), how)
+        found = self._expanded.get(key)
+        if found is not None and found[0] is plan:
+            self._expanded.move_to_end(key)
+            return found[1]
+        result = expand()
+        self._expanded[key] = (plan, result)
+        while len(self._expanded) > KEPT:
+            self._expanded.popitem(last=False)
+        return result
 
     def lookup(self, plan: lp.Plan, keep_zero_tuples: bool,
                settings: tuple = ()) -> tuple[Optional[PhysicalNode], Optional["Slot"]]:

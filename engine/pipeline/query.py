@@ -87,7 +87,10 @@ class Pipeline:
         caller shares its forward pass: MINIMIZE's loss and gradients)."""
         limit = dense_limit(self.settings, self.catalog.db.file.memory.budget) if dense else 0
         with nesting_guard():
-            return expand(plan, self.settings.workers, limit)
+            if self.memo is None:
+                return expand(plan, self.settings.workers, limit)
+            return self.memo.expanded(plan, (self.settings.workers, limit),
+                                      lambda: expand(plan, self.settings.workers, limit))
 
     def shared_work(self, carried: bool = True) -> SharedWork:
         """Repeated subplans run once; the carried work (unless `carried` is false) holds the previous

@@ -72,6 +72,20 @@ def test_a_connections_later_minimize_plans_nothing_until_a_setting_changes(monk
     assert planned  # planned again: the settings are part of the key
 
 
+def test_a_connections_later_minimize_expands_nothing(monkeypatch):
+    cur = _mlp_cursor()
+    step = "MINIMIZE loss WRT (W) WITH (learning_rate = 0.001, steps = 1)"
+    cur.execute(step).fetchall()
+    expanded = []
+    original = query.expand
+    monkeypatch.setattr(query, "expand", lambda *args: expanded.append(1) or original(*args))
+    cur.execute(step).fetchall()
+    assert expanded == []  # its plans were expanded when bound, and are known by identity
+    cur.execute("SET workers = 3")
+    cur.execute(step).fetchall()
+    assert expanded  # expanded (and planned) again for the new workers
+
+
 def test_a_memo_hit_reads_the_new_tuples_and_keeps_none_alive():
     memo = PlanMemo()
     plan = _scan([0, 1])
