@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from trdb.kernels.sparse import dense, is_sparse
+from trdb.kernels.sparse import count_nonzero, dense, is_sparse
 
 FULL_VALUES = 16        # a tile of at most this many values is always printed in full
 MOST_VALUES = 256       # ... and one of at most this many where its lines fit the width at hand
@@ -69,7 +69,7 @@ def tile_summary(tile: Any) -> str:
         mean = float(data.sum()) / size
     else:
         values = np.asarray(tile)
-        nnz = int(np.count_nonzero(values))
+        nnz = count_nonzero(values)
         floats = values.astype(np.float64, copy=False)
         low, high, mean = float(floats.min()), float(floats.max()), float(floats.mean())
     text = f"{shape} {tile.dtype.name} min={low:.4g} max={high:.4g} mean={mean:.4g}"

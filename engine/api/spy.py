@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from trdb.api.commands import CommandError
-from trdb.kernels.sparse import is_sparse
+from trdb.kernels.sparse import count_nonzero, is_sparse
 from trdb.storage.sql_text import quote_identifier
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def tile_counts(con: "trdb.Connection", name: str, shape: list[int], tile: list[
     while batch := cursor.fetchmany(256):
         for row in batch:
             value = row[-1]
-            nnz = int(value.nnz) if is_sparse(value) else int(np.count_nonzero(value))
+            nnz = int(value.nnz) if is_sparse(value) else count_nonzero(value)
             grid[tuple(row[:-1]) if len(row) == 3 else (0, row[0])] = nnz
     return grid
 

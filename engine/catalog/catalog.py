@@ -9,7 +9,7 @@ import numpy as np
 from trdb.catalog import external
 from trdb.catalog.names import did_you_mean, fold
 from trdb.errors import DataError, IntegrityError, ProgrammingError, StaleSnapshot
-from trdb.kernels.sparse import is_sparse
+from trdb.kernels.sparse import count_nonzero, is_sparse
 from trdb.storage import catalog_store, tile_store
 from trdb.storage.buffer_pool import TensorTiles
 from trdb.storage.catalog_format import ensure_schema, schema_exists
@@ -361,7 +361,7 @@ class Catalog:
         """Per stored tile: keys (n x m, sorted), non-zeros and format (storage.tile_codec DENSE/CSR32/CSR64)."""
         if meta.external:  # dense tiles only
             keys, tiles = self.tiles(meta)
-            counts = np.array([np.count_nonzero(t) for t in tiles], dtype=np.int64)
+            counts = np.array([count_nonzero(t) for t in tiles], dtype=np.int64)
             return keys, counts, np.zeros(len(tiles), dtype=np.int8)
         return tile_store.tile_nonzeros(self.db, meta)
 

@@ -57,9 +57,7 @@ class PlanMemo:
             self._bound.move_to_end(entry_key)
             return found[0]
         plans = bind()
-        self._bound[entry_key] = (plans, _scanned(plans))
-        while len(self._bound) > KEPT_BOUND:
-            self._bound.popitem(last=False)
+        _remember(self._bound, entry_key, (plans, _scanned(plans)), KEPT_BOUND)
         return plans
 
     def expanded(self, plan: lp.Plan, how: tuple, expand: Callable[[], lp.Plan]) -> lp.Plan:
@@ -71,9 +69,7 @@ class PlanMemo:
             self._expanded.move_to_end(key)
             return found[1]
         result = expand()
-        self._expanded[key] = (plan, result)
-        while len(self._expanded) > KEPT:
-            self._expanded.popitem(last=False)
+        _remember(self._expanded, key, (plan, result), KEPT)
         return result
 
     def lookup(self, plan: lp.Plan, keep_zero_tuples: bool,
@@ -95,9 +91,14 @@ class PlanMemo:
     def put(self, slot: Optional["Slot"], node: PhysicalNode) -> None:
         if slot is not None:
             positions = {id(rows): position for position, rows in reversed(list(enumerate(slot.leaves)))}
-            self._plans[slot.key] = _with_rows(node, lambda rows: positions[id(rows)])
-            while len(self._plans) > KEPT:
-                self._plans.popitem(last=False)
+            _remember(self._plans, slot.key, _with_rows(node, lambda rows: positions[id(rows)]), KEPT)
+
+
+def _remember(entries: OrderedDict, key, value, kept: int) -> None:
+    """`value` under `key`, the least recently used entries forgotten past `kept`."""
+    entries[key] = value
+    while len(entries) > kept:
+        entries.popitem(last=False)
 
 
 class _Key:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Optional, Union
 
 from trdb.catalog.catalog import Catalog
@@ -87,10 +88,9 @@ class Pipeline:
         caller shares its forward pass: MINIMIZE's loss and gradients)."""
         limit = dense_limit(self.settings, self.catalog.db.file.memory.budget) if dense else 0
         with nesting_guard():
-            if self.memo is None:
-                return expand(plan, self.settings.workers, limit)
-            return self.memo.expanded(plan, (self.settings.workers, limit),
-                                      lambda: expand(plan, self.settings.workers, limit))
+            how = (self.settings.workers, limit)
+            expanded = partial(expand, plan, *how)
+            return expanded() if self.memo is None else self.memo.expanded(plan, how, expanded)
 
     def shared_work(self, carried: bool = True) -> SharedWork:
         """Repeated subplans run once; the carried work (unless `carried` is false) holds the previous
