@@ -37,14 +37,16 @@ class TensorScan(OperatorSpec):
 @dataclass(frozen=True)
 class DenseEinsum(OperatorSpec):
     """`kernel` (an EINSUM over column i = stored tensor i as one array) run once, its result cut into `tile`s
-    (each put through `epilogue`, over column 0 = the tile, when there is one); with `blocks` > 1 run on that
-    many row blocks of the first array at once, one BLAS thread each."""
+    (each put through `epilogue`, over column 0 = the tile, when there is one); with `threads` > 1 run on row
+    blocks of the first array of `block_rows` rows each, which that many threads take in turn, one BLAS
+    thread each."""
 
     operator: ClassVar[str] = "DenseEinsumExec"
     tensors: tuple[TensorMeta, ...]
     kernel: Any                    # a bound expression (planner.expressions)
     tile: tuple[int, ...]
-    blocks: int = 1
+    threads: int = 1
+    block_rows: int = 0            # whole row tiles a block (the last block may be shorter); 0: one call
     epilogue: Any = None           # a bound expression, or None
 
 

@@ -31,6 +31,9 @@ from trdb.planner import logical as lp
 from trdb.planner.expression_text import assignments, column_names, render
 
 Want = Optional[tuple[int, ...]]
+# a split DenseEinsum's row blocks a thread takes on average: a thread slowed by other work on its core
+# takes fewer of them, and the threads end together (optimizer/rules/dense_products.py)
+BLOCKS_PER_THREAD = 4
 
 
 def plan_physical(plan: lp.Plan, workers: int = 1, catalog=None, min_parallel_cost: float = 0.0,
@@ -189,15 +192,19 @@ class PhysicalPlanner:
 
     def _DenseEinsum(self, plan: lp.DenseEinsum, want: Want) -> PhysicalNode:
         """One instance: its kernel is one call, which BLAS's threads share; split, one call per row block
-        (whole row tiles) on as many threads as there are workers, one BLAS thread each."""
+        (whole row tiles, BLOCKS_PER_THREAD a thread) on as many threads as there are workers, one BLAS
+        thread each, each thread taking the next block when it is done with one."""
         estimate = self.estimator.estimate(plan)
-        blocks = min(self.workers, plan.grid[0]) if plan.split else 1
+        tile = tuple(plan.schema[-1].type.tile)
+        threads = min(self.workers, plan.grid[0]) if plan.split else 1
+        block_rows = block_rows_of(plan.grid[0], tile[0], threads * BLOCKS_PER_THREAD) if threads > 1 else 0
+        blocks = -(-plan.schema[-1].type.extent[0] // block_rows) if block_rows else 1
         kernel = render(plan.kernel, [t.name for t in plan.tensors])
-        detail = f"{kernel} on whole arrays" + (f" in {blocks} row blocks" if blocks > 1 else "") + \
-                 f", tile {list(plan.schema[-1].type.tile)}" + \
+        detail = f"{kernel} on whole arrays" + \
+                 (f" in {blocks} row blocks on {threads} threads" if threads > 1 else "") + f", tile {list(tile)}" + \
                  (f", each {render(plan.epilogue, ['tile'])}" if plan.epilogue is not None else "")
         reads = sum(self.read_cost(math.prod(t.shape) * t.dtype.itemsize) for t in plan.tensors)
-        spec = po.DenseEinsum(plan.tensors, plan.kernel, tuple(plan.schema[-1].type.tile), blocks, plan.epilogue)
+        spec = po.DenseEinsum(plan.tensors, plan.kernel, tile, threads, block_rows, plan.epilogue)
         return _node(spec, detail, (), plan.schema, SINGLE, estimate, read_cost=reads)
 
     def _spreads(self, estimate: Estimate, want: Want, keys: tuple[int, ...]) -> bool:
@@ -443,6 +450,11 @@ class PhysicalPlanner:
         detail = f"{plan.limit}" + (f", offset {plan.offset}" if plan.offset else "")
         return _node(po.Limit(plan.limit, plan.offset), detail, (child,), plan.schema, SINGLE,
                      self.estimator.estimate(plan))
+
+
+def block_rows_of(row_tiles: int, tile_rows: int, blocks: int) -> int:
+    """The rows of each of at most `blocks` runs of whole row tiles over `row_tiles` tiles, as even as they go."""
+    return -(-row_tiles // max(1, min(blocks, row_tiles))) * tile_rows
 
 
 def _satisfies(partitioning: Partitioning, want: Want) -> bool:

@@ -232,7 +232,7 @@ class DenseEinsum:
     into the result's tiles: the optimizer's choice for small dense operands, where joining and
     summing tiles costs more than it spreads (optimizer/dense_einsum.py). Output as the Einsum's.
     `kernel` is EINSUM(spec, ...) over column i = the whole array of tensor i. `split`: a matrix product
-    run in row blocks on the workers, one BLAS thread each, beside tile products; `epilogue`: elementwise
+    run in row blocks taken in turn by the workers' threads, one BLAS thread each, beside tile products; `epilogue`: elementwise
     kernels of column 0 = a tile of the product, giving each result tile (a RELU the projection above
     took in; optimizer/rules/dense_products.py)."""
 

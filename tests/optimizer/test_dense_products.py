@@ -114,9 +114,10 @@ def test_tiles_that_do_not_line_up_are_refused_as_before(cur):
 
 
 def test_beside_tile_products_or_for_a_gradient_in_row_blocks_on_the_workers(cur, arrays):
-    """Split into row blocks of whole row tiles (one per worker, one BLAS thread each) where tile products
-    run beside it or other plans read it; tiled at one worker, and past the limit."""
-    split = "DenseEinsumExec(EINSUM('ij,jk->ik', A, B) on whole arrays in 2 row blocks, tile [128, 48])"
+    """Split into row blocks of whole row tiles (here one each: 3), which the workers' threads take in turn
+    (one BLAS thread each), where tile products run beside it or other plans read it; tiled at one worker,
+    and past the limit."""
+    split = "DenseEinsumExec(EINSUM('ij,jk->ik', A, B) on whole arrays in 3 row blocks on 2 threads, tile [128, 48])"
     workers = int(cur.execute("SHOW workers").fetchall()[0][0])
     cur.execute("CREATE TENSOR D FROM ? TILE (48, 100)", [np.ones((100, 100), np.float32)])
     chain = f"SELECT P.i, D.j, SUM(MATMUL(P.v, D.v)) AS v FROM ({PRODUCT}) AS P JOIN D ON P.j = D.i GROUP BY P.i, D.j"
@@ -140,8 +141,8 @@ def _beside_tile_products(inner: str) -> str:
 
 @pytest.mark.parametrize("workers", [2, 3])
 def test_row_blocks_give_the_tiled_plan_s_tiles_under_their_keys(workers):
-    """Row blocks of whole row tiles (300 rows in 128-row tiles: 2 blocks of 256 and 44 rows, or 3 of
-    one tile each), edge tiles included: every tile under its key, as the tiled plan gives it."""
+    """Row blocks of whole row tiles (300 rows in 128-row tiles: 3 blocks of one tile each, the last 44
+    rows), taken by 2 or 3 threads, edge tiles included: every tile under its key, as the tiled plan gives it."""
     a, b = _matrices()
     con = trdb.connect(workers=workers)
     cur = con.cursor()
@@ -149,7 +150,7 @@ def test_row_blocks_give_the_tiled_plan_s_tiles_under_their_keys(workers):
     cur.execute("CREATE TENSOR B FROM ? TILE (64, 48)", [b])
     cur.execute("CREATE TENSOR D FROM ? TILE (48, 7)", [np.arange(700, dtype=np.float32).reshape(100, 7) / 700])
     query = _beside_tile_products(PRODUCT)
-    assert f"in {min(workers, 3)} row blocks" in _plan(cur, query)
+    assert f"in 3 row blocks on {workers} threads" in _plan(cur, query)
     whole, tiled = _tiles(cur, query), _tiled(cur, query)
     assert sorted(whole) == sorted(tiled) == [(i, 0) for i in range(3)]
     for key, tile in tiled.items():

@@ -5,11 +5,14 @@ kept in the buffer pool (catalog.whole_array); the kernel is the EINSUM kernel e
 runs (opt_einsum's order, BLAS), charged to this operator in EXPLAIN ANALYZE. The result's tiles
 are views of the one result array, which the operator's reservation holds until it closes.
 
-With `blocks` > 1 (a matrix product beside tile products: optimizer/rules/dense_products.py) the
-first array's rows are cut into that many runs of whole row tiles, each multiplied on a thread of its
-own with one BLAS thread, as the workers multiply tiles (BLAS's own threads would keep spinning after
-the product and slow the tile products after it). An `epilogue` (elementwise kernels of a tile, as
-a RELU) gives each tile its own array, computed on the block's thread.
+With `threads` > 1 (a matrix product beside tile products: optimizer/rules/dense_products.py) the
+first array's rows are cut into blocks of `block_rows` rows (whole row tiles, several a thread), which
+that many threads take in turn, each with one BLAS thread, as the workers multiply tiles (BLAS's own threads
+would keep spinning after the product and slow the tile products after it). Taken in turn, not two
+halves: on a shared machine one core often runs slower than the other for a while, and a thread that
+falls behind takes fewer blocks (8192 x 1024 times 1024 x 1024 on two threads: 8 blocks 100 ms median
+against 111 for 2 halves, whose ends lay 8 ms apart at the median). An `epilogue` (elementwise kernels
+of a tile, as a RELU) gives each tile its own array, computed on the block's thread.
 """
 from __future__ import annotations
 
@@ -29,10 +32,11 @@ class DenseEinsumExec(BlockingOperator):
     reads_tiles = True
     canvas = None  # set by the executor when this is the result's operator: the result array is handed over
 
-    def __init__(self, tensors: tuple[TensorMeta, ...], kernel: bx.Bound, tile: tuple[int, ...], blocks: int = 1,
-                 epilogue: Optional[bx.Bound] = None):
+    def __init__(self, tensors: tuple[TensorMeta, ...], kernel: bx.Bound, tile: tuple[int, ...], threads: int = 1,
+                 block_rows: int = 0, epilogue: Optional[bx.Bound] = None):
         super().__init__()
-        self.tensors, self.kernel, self.tile, self.blocks, self.epilogue = tensors, kernel, tile, blocks, epilogue
+        self.tensors, self.kernel, self.tile, self.epilogue = tensors, kernel, tile, epilogue
+        self.threads, self.block_rows = threads, block_rows
 
     def _compute(self) -> list:
         backend, catalog = self.ctx.backend, self.ctx.catalog
@@ -42,11 +46,12 @@ class DenseEinsumExec(BlockingOperator):
         self.reservation().grow(result_bytes)
         kernel = compile_expr(self.kernel, backend)
         each = None if self.epilogue is None else compile_expr(self.epilogue, backend)
-        bounds = row_blocks(result_type.tile[0], self.tile[0], self.blocks) if self.blocks > 1 and backend.on_host else []
+        bounds = row_blocks(result_type.tile[0], self.block_rows) if self.threads > 1 and backend.on_host else []
         if len(bounds) > 1 and self.canvas is None:
             if each is not None:  # the blocks' products, while their tiles are made from them
                 self.reservation().grow(result_bytes)
-            parts = in_row_blocks(lambda rows: self._tiles(kernel((operands[0][rows], *operands[1:])), each), bounds)
+            parts = in_row_blocks(lambda rows: self._tiles(kernel((operands[0][rows], *operands[1:])), each), bounds,
+                                  self.threads)
             if each is not None:
                 self.reservation().shrink(result_bytes)
             return [(key[0] + rows.start // self.tile[0], *key[1:], value)
@@ -64,33 +69,36 @@ class DenseEinsumExec(BlockingOperator):
         return tiles if each is None else {key: each((view,)) for key, view in tiles.items()}
 
 
-def row_blocks(rows: int, tile_rows: int, blocks: int) -> list[slice]:
-    """At most `blocks` runs of whole row tiles covering `rows` rows, as even as they go."""
-    tiles = -(-rows // tile_rows)
-    step = -(-tiles // max(1, min(blocks, tiles))) * tile_rows
-    return [slice(start, min(rows, start + step)) for start in range(0, rows, step)]
+def row_blocks(rows: int, block_rows: int) -> list[slice]:
+    """`rows` rows in blocks of `block_rows` (the last one shorter where they do not divide)."""
+    return [slice(start, min(rows, start + block_rows)) for start in range(0, rows, max(1, block_rows))]
 
 
-def in_row_blocks(run: Callable[[slice], object], bounds: list[slice]) -> list:
-    """`run` of each row block at once: this thread takes the first, a worker thread each other one, BLAS
-    on one thread while they run (ThreadWorkers). The work they count is charged to this thread's operator."""
+def in_row_blocks(run: Callable[[slice], object], bounds: list[slice], threads: Optional[int] = None) -> list:
+    """`run` of each row block, in order of the blocks, on `threads` threads at once (default: one a block)
+    that each take the next block not yet taken when they are done with one: this thread and worker threads,
+    BLAS on one thread while they run (ThreadWorkers). After a failure no block is begun; the first failure
+    is raised once every thread has ended. The work they count is charged to this thread's operator."""
     parts: list = [None] * len(bounds)
     failures: list[BaseException] = []
-    counted = [work.Work() for _ in bounds]
+    threads = max(1, min(threads or len(bounds), len(bounds)))
+    counted = [work.Work() for _ in range(threads)]
+    taken = itertools.count()  # next() of it is one C call: no two threads take one block
 
-    def block(n: int) -> None:
+    def take_blocks(n: int) -> None:
         previous = work.swap(counted[n])
         try:
-            parts[n] = run(bounds[n])
-        except BaseException as exc:  # raised on this thread once every block has ended
+            while not failures and (block := next(taken)) < len(bounds):
+                parts[block] = run(bounds[block])
+        except BaseException as exc:  # raised on this thread once every thread has ended
             failures.append(exc)
         finally:
             work.swap(previous)
     workers = ThreadWorkers()
     try:
-        for n in range(1, len(bounds)):
-            workers.start(f"dense-block-{n}", lambda n=n: block(n))
-        block(0)
+        for n in range(1, threads):
+            workers.start(f"dense-block-{n}", lambda n=n: take_blocks(n))
+        take_blocks(0)
     finally:
         workers.join()
     if failures:

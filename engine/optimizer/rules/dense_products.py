@@ -19,9 +19,10 @@ run ~1.5x slower (tile products after a whole 8192 x 1024 x 1024 one: 94-99 ms a
 pause; the MLP's GRAD(loss, W1) in 1024 x 512 tiles took 1.38x numpy's time with its forward product
 whole, 1.15x tiled). So in a plan that also multiplies tiles (a product of a product computed tile by
 tile), or whose tuples other plans read (a gradient's forward pass, whose backward pass multiplies tiles),
-the product runs in row blocks of whole row tiles, one per worker on one BLAS thread each, as the tile
-products do (the same product: 63.7 ms in two row blocks, 68-70 ms in those tiles, 60-61 ms on BLAS's two
-threads), and an elementwise kernel of the product alone in the projection above (the hidden layer's
+the product runs in row blocks of whole row tiles (about four a worker, taken in turn by the workers'
+threads, so that a thread slowed by other work on its core takes fewer) on one BLAS thread each, as the
+tile products do (the same product: 63.7 ms in two row blocks, 68-70 ms in those tiles, 60-61 ms on BLAS's
+two threads), and an elementwise kernel of the product alone in the projection above (the hidden layer's
 RELU) runs on each block too, not on one thread afterwards. With one worker the plan stays tiled.
 """
 from __future__ import annotations
