@@ -7,6 +7,7 @@ from typing import Callable, Iterator
 from trdb.execution.exchange.channel import Channel, produce
 from trdb.execution.interpreter import exchange_for, operator_for, router_for
 from trdb.execution.operators.operator import ExecContext, PhysicalOperator, drain
+from trdb.execution.operators.shared_products import ProductShare
 from trdb.execution.workers import ThreadWorkers, Workers
 from trdb.optimizer.physical_plan import PhysicalNode
 
@@ -31,6 +32,7 @@ class Execution:
         self.instances: dict[int, list[PhysicalOperator]] = defaultdict(list)
         self.channels: dict[int, Channel] = {}     # by node, for EXPLAIN ANALYZE
         self._by_path: dict[tuple, Channel] = {}   # by place in the tree: a shared subplan runs once per place
+        self._shares: dict[tuple, ProductShare] = {}  # by place: the instances of an aggregate share products
         self._operator: PhysicalOperator | None = None
 
     def __enter__(self) -> "Execution":
@@ -70,6 +72,8 @@ class Execution:
             children = [self._instantiate(child, partition if child.instances > 1 else 0, path + (n,))
                         for n, child in enumerate(node.children)]
             operator = operator_for(node, children, partition)
+            if node.instances > 1 and hasattr(operator, "share_products"):
+                operator.share_products(self._shares.setdefault(path, ProductShare(self.ctx.state)))
             if self.ctx.canvas is not None and node is self.ctx.canvas.node:
                 operator.canvas = self.ctx.canvas  # its groups' sums are written into the result's array
         self.instances[id(node)].append(operator)

@@ -11,6 +11,7 @@ from trdb.execution.compile import compile_expr
 from trdb.execution.operators.inplace import FRESH
 from trdb.execution.operators.operator import Batch, BlockingOperator, PhysicalOperator
 from trdb.execution.operators.product_sum import product_sum_feed
+from trdb.execution.operators.shared_products import ProductShare, SharedProducts
 from trdb.execution.work import charge_add
 from trdb.kernels import sparse_functions as S
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
@@ -40,7 +41,7 @@ class Accumulator:
     """The running state of one aggregate call in one group: `value` (a tile or scalar) and `count`;
     `key`: the group's, where the group's sum is placed in the result's array (execution/placement.py)."""
 
-    __slots__ = ("function", "value", "count", "growth", "key")
+    __slots__ = ("function", "value", "count", "growth", "key", "order")
 
     def __init__(self, function: str, growth: Optional[Growth] = None):
         self.function = function
@@ -48,6 +49,12 @@ class Accumulator:
         self.count = 0
         self.growth = growth
         self.key = None
+        self.order = None  # a GroupOrder where its products are shared with sibling instances
+
+    @property
+    def rows(self) -> int:
+        """The rows fed to it: those added, and its products not yet added (shared_products.py)."""
+        return self.count + (self.order.pending if self.order is not None else 0)
 
     def add(self, value, xp, owned: bool = False) -> None:
         """Fold in one tile; `owned`: it is a fresh kernel result that no one else holds (not copied)."""
@@ -140,9 +147,11 @@ class HashAggregateExec(BlockingOperator):
     PARTITIONS files by a hash of the group key, and each file is merged on its own at the end (split
     again with another hash seed when its merge is refused too). Output streams, group by group; a group
     complete at `group_rows` tuples (optimizer/group_sizes.py) leaves at once, before the input ends.
-    `canvas`: set by the executor on the result's last aggregate, whose dense sums it places."""
+    `canvas`: set by the executor on the result's last aggregate, whose dense sums it places. With sibling
+    instances on the local executor, its tile products may be computed by them (shared_products.py)."""
 
     canvas = None
+    _shared: Optional[SharedProducts] = None
 
     def __init__(self, child: PhysicalOperator, group_by: tuple, calls: tuple[AggregateCall, ...], schema: Schema,
                  partial: bool = False, group_rows: Optional[int] = None):
@@ -153,6 +162,10 @@ class HashAggregateExec(BlockingOperator):
         self.group_by = group_by
         self.calls = calls
         self.schema = schema
+
+    def share_products(self, share: ProductShare) -> None:
+        """Compute tile products with the other instances of this aggregate (their `share`)."""
+        self._shared = share.member()
 
     def _output(self) -> Iterator[Batch]:
         groups: dict[tuple, list[Accumulator]] = {}
@@ -171,7 +184,8 @@ class HashAggregateExec(BlockingOperator):
         backend = self.ctx.backend
         keys = [compile_expr(g, backend) for g in self.group_by]
         canvas = self.canvas
-        feeds = [self._feed(c, backend, canvas) for c in self.calls]
+        shared = self._shared
+        feeds = [self._feed(c, backend, canvas, shared) for c in self.calls]
         self._growth = Growth()
         self._memory = self.reservation(self._minimum())
         partitions = None
@@ -193,11 +207,18 @@ class HashAggregateExec(BlockingOperator):
                         accumulators[0].key = key
                 for accumulator, feed in zip(accumulators, feeds):
                     feed(accumulator, row)
-                if accumulators[0].count == complete_at:  # handed on now: the batch's next rows may take long
+                if accumulators[0].rows == complete_at:  # handed on now: the batch's next rows may take long
                     completed.add(key)
+                    if shared is not None:
+                        for accumulator in accumulators:
+                            shared.settle(accumulator.order)
                     yield self._handed_on(groups, key)
             if not self._fits():
+                if shared is not None:
+                    shared.settle_all()
                 partitions = self._spill(groups, partitions, seed=0)
+        if shared is not None:
+            shared.input_ended()
         return partitions
 
     def _handed_on(self, groups: dict, key: tuple) -> Batch:
@@ -305,11 +326,17 @@ class HashAggregateExec(BlockingOperator):
             return value
         return self.ctx.backend.asarray(value)
 
+    def _close(self) -> None:
+        if self._shared is not None:
+            self._shared.close()
+        super()._close()
+
     @staticmethod
-    def _feed(call: AggregateCall, backend, canvas=None):
+    def _feed(call: AggregateCall, backend, canvas=None, shared: Optional[SharedProducts] = None):
         """How one row reaches the call's accumulator: SUM(MATMUL) of CSR tiles adds in place, a placed
-        group's first dense product goes into the canvas (product_sum.py), else add()."""
-        fused = product_sum_feed(call.function, call.arg, backend, canvas)
+        group's first dense product goes into the canvas, a large dense one may be computed by a sibling
+        instance (product_sum.py), else add()."""
+        fused = product_sum_feed(call.function, call.arg, backend, canvas, shared)
         if fused is not None:
             return fused
         if call.arg is None:

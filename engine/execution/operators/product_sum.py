@@ -17,6 +17,7 @@ import numpy as np
 
 from trdb.execution.compile import compile_expr
 from trdb.execution.operators.placed_product import product_matrices
+from trdb.execution.operators.shared_products import MIN_SHARED_FLOPS, GroupOrder, SharedProducts
 from trdb.execution.placement import product_call
 from trdb.execution.work import charge, counted, kernel_work
 from trdb.kernels import functions as kernels
@@ -28,10 +29,12 @@ from trdb.planner import expressions as bx
 Feed = Callable[[object, tuple], None]  # (accumulator, row)
 
 
-def product_sum_feed(function: str, arg: Optional[bx.Bound], backend: Backend, canvas=None) -> Optional[Feed]:
+def product_sum_feed(function: str, arg: Optional[bx.Bound], backend: Backend, canvas=None,
+                     shared: Optional[SharedProducts] = None) -> Optional[Feed]:
     """A feed for SUM over MATMUL on the numpy backend (and over a two-operand EINSUM where groups are
     placed), or None for every other aggregate; `canvas`: the ResultCanvas the groups are placed in (their
-    accumulators know their keys)."""
+    accumulators know their keys); `shared`: the instance's part of the products its siblings may compute
+    (shared_products.py), which takes its dense matrix products of MIN_SHARED_FLOPS or more."""
     product = product_call(arg) if function == "SUM" and backend is NUMPY_BACKEND else None
     if product is None or (product[0] is not None and canvas is None):
         return None
@@ -41,6 +44,12 @@ def product_sum_feed(function: str, arg: Optional[bx.Bound], backend: Backend, c
 
     def feed(accumulator, row: tuple) -> None:
         a, b = left(row), right(row)
+        if shared is not None:
+            if spec is None and _shareable(a, b):
+                order = accumulator.order or _ordered(accumulator)
+                shared.submit(order, lambda: call([a, b]), lambda product: _add(accumulator, product, xp, canvas))
+                return
+            shared.settle(accumulator.order)  # added to directly: after the group's queued products
         if spec is None and is_sparse(a) and _accumulate(accumulator, a, b, xp, canvas):
             charge(*kernel_work(function, (a, b), accumulator.value))
             return
@@ -49,6 +58,29 @@ def product_sum_feed(function: str, arg: Optional[bx.Bound], backend: Backend, c
             return
         accumulator.add(call([*const, a, b]), xp, owned=True)
     return feed
+
+
+def _shareable(a, b) -> bool:
+    """Whether a MATMUL of `a` and `b` is dense matrices on the host, large enough to be worth queueing."""
+    return (type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 2 and b.ndim == 2
+            and 2 * a.size * b.shape[1] >= MIN_SHARED_FLOPS)
+
+
+def _add(accumulator, product, xp, canvas) -> None:
+    """A computed product added to its group's sum; a placed group's first one is copied into its place."""
+    if canvas is not None and accumulator.value is None:
+        target = canvas.slot(accumulator.key, product.shape, product.dtype)
+        if target is not None:
+            target[...] = product
+            _hold(accumulator, target)
+            accumulator.count += 1
+            return
+    accumulator.add(product, xp, owned=True)
+
+
+def _ordered(accumulator) -> GroupOrder:
+    accumulator.order = GroupOrder()
+    return accumulator.order
 
 
 def _accumulate(accumulator, a, b, xp, canvas=None) -> bool:
