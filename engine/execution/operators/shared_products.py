@@ -88,7 +88,7 @@ class SharedProducts:
         with self._share.changed:
             self._queue.append(task)
             self._share.changed.notify_all()
-        while len(self._queue) > QUEUED and (oldest := self._take(self)) is not None:
+        while len(self._queue) > QUEUED and (oldest := self._take_own()) is not None:
             self._run(oldest)
         self._add_computed()
 
@@ -136,7 +136,7 @@ class SharedProducts:
         sibling computes."""
         if self._add_computed():
             return
-        task = self._take(self)
+        task = self._take_own()
         if task is not None:
             self._run(task)
             return
@@ -146,16 +146,17 @@ class SharedProducts:
                 share.changed.wait(POLL_SECONDS)
         share.state.raise_if_cancelled()
 
-    def _take(self, member: "SharedProducts") -> Optional[_Task]:
-        with self._share.changed:
-            return member._queue.popleft() if member._queue else None
+    def _take_own(self) -> Optional[_Task]:
+        return self._take_from((self,))
 
     def _take_sibling(self) -> Optional[_Task]:
+        return self._take_from(m for m in self._share.members if m is not self)
+
+    def _take_from(self, members) -> Optional[_Task]:
+        """The oldest queued product of the first of `members` with one queued, or None."""
         with self._share.changed:
-            for member in self._share.members:
-                if member is not self and member._queue:
-                    return member._queue.popleft()
-        return None
+            queue = next((m._queue for m in members if m._queue), None)
+            return queue.popleft() if queue else None
 
     def _run(self, task: _Task) -> None:
         """Compute a product (of this instance or a sibling) and hand it to its owner."""
