@@ -82,15 +82,50 @@ def run_on_kept_thread(name: str, task: Callable[[], None], done: Finished) -> N
 def one_blas_thread() -> Iterator[None]:
     """A context in which BLAS runs one thread: a small plan on one partition (its cost below
     min_parallel_cost) gains nothing from BLAS threads and loses to their hand-offs (a matrix-vector
-    product on a busy machine: 90 ms with two threads, 12 ms with one)."""
-    before = [blas.get_num_threads() for blas in _BLAS]
-    for blas in _BLAS:
-        blas.set_num_threads(1)
+    product on a busy machine: 90 ms with two threads, 12 ms with one). BLAS's thread count belongs to
+    the process: statements of several connections at once share one limit, set by the first context
+    to enter and lifted when the last one leaves (restoring what the count was before the first)."""
+    _BLAS_LIMIT.enter()
     try:
         yield
     finally:
-        for blas, threads in zip(_BLAS, before):
-            blas.set_num_threads(threads)
+        _BLAS_LIMIT.leave()
+
+
+def _set_threads(blas, threads: int) -> None:
+    """BLAS's own setter: threadpoolctl's (3.8) lets only one Python thread set OpenBLAS's process-wide
+    count, the first that did while it lives, and ignores the others, so a statement run on another
+    thread (the shell's statement thread, a server's) would leave every worker all of BLAS's threads.
+    The limit below is trdb's own coordination of that count across threads."""
+    setter = getattr(blas, "_real_set_num_threads", None) or blas.set_num_threads
+    setter(threads)
+
+
+class _SharedBlasLimit:
+    """One BLAS thread while any context holds the limit; the counts BLAS had before, back when none does."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._before: list[int] = []
+
+    def enter(self) -> None:
+        with self._lock:
+            if self._holders == 0:
+                self._before = [blas.get_num_threads() for blas in _BLAS]
+                for blas in _BLAS:
+                    _set_threads(blas, 1)
+            self._holders += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._holders -= 1
+            if self._holders == 0:
+                for blas, threads in zip(_BLAS, self._before):
+                    _set_threads(blas, threads)
+
+
+_BLAS_LIMIT = _SharedBlasLimit()
 
 
 class Workers(Protocol):
