@@ -21,7 +21,17 @@ import numpy as np
 import threadpoolctl
 
 import trdb
-from timing import SETTLE_SECONDS, WARM_SECONDS, alternating_runs, best_of, check, paired_ratio, product_bound, warmed
+from timing import (
+    SETTLE_SECONDS,
+    WARM_SECONDS,
+    alternating_runs,
+    best_of,
+    check,
+    median_interval,
+    paired_ratio,
+    product_bound,
+    warmed,
+)
 
 CHOSEN = "SELECT * FROM EINSUM('ij,jk,kl->il', A, B, C)"
 LEFT_TO_RIGHT = "SELECT * FROM EINSUM('ik,kl->il', EINSUM('ij,jk->ik', A, B), C)"
@@ -54,7 +64,13 @@ def time_trdb(A, B, C, t: int, workers: str, numpy_opt, args, expected, bound) -
     (idle_chosen, _), (idle_numpy, _) = idle["chosen"], idle["numpy"]
     return {"numpy": min(numpy_times), "chosen": min(chosen), "forced": forced,
             "median": paired_ratio(chosen, numpy_times)[1], "idle numpy": min(idle_numpy),
-            "idle chosen": min(idle_chosen), "idle median": paired_ratio(idle_chosen, idle_numpy)[1]}
+            "idle chosen": min(idle_chosen), "idle median": paired_ratio(idle_chosen, idle_numpy)[1],
+            "intervals": [_interval(chosen, numpy_times), _interval(idle_chosen, idle_numpy)]}
+
+
+def _interval(times: list[float], base: list[float]) -> str:
+    low, high, coverage = median_interval([t / b for t, b in zip(times, base)])
+    return f"[{low:.2f}-{high:.2f} at {coverage:.0%}]"
 
 
 def main() -> None:
@@ -100,6 +116,8 @@ def main() -> None:
                   f"{times['idle chosen']:9.5f} {times['idle chosen'] / times['idle numpy']:6.2f} "
                   f"{times['idle median']:7.2f} {times['forced']:9.4f} "
                   f"{times['forced'] / times['chosen']:12.1f}")
+            print(f"{'':14}# the medians' intervals (timing.median_interval): loop {times['intervals'][0]}, "
+                  f"after idle {times['intervals'][1]}")
 
 
 if __name__ == "__main__":

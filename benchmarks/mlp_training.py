@@ -32,7 +32,7 @@ import re
 import numpy as np
 
 import trdb
-from timing import FLOAT32_UNIT_ROUNDOFF, SETTLE_SECONDS, alternating_runs, check, gamma, paired_ratio
+from timing import FLOAT32_UNIT_ROUNDOFF, SETTLE_SECONDS, alternating_runs, check, gamma, paired_summary
 
 STEP = "MINIMIZE loss WRT (W1, W2) WITH (optimizer = 'sgd', learning_rate = {rate}, steps = {steps})"
 TRAINING_STEPS = 10  # a training run: the steps of one MINIMIZE (planned once) against numpy's loop
@@ -201,10 +201,12 @@ def main() -> None:
           "GRAD drops the carried forward pass; "
           f"a {SETTLE_SECONDS} s pause before each timed run lets the previous run's BLAS threads sleep")
     base = timings["numpy dW1, dW2"][0]
-    print(f"{'':24s} {'best':>8s}  {'best/numpy':>10s}  paired ratios to numpy: min median max")
+    print("# paired: the ratios of runs made in the same round; [a-b at c%]: the interval that holds their median "
+          "with that probability (timing.median_interval)")
+    print(f"{'':24s} {'best':>8s}  {'best/numpy':>10s}  paired ratios to numpy")
     for name, (seconds, _) in timings.items():
-        low, mid, high = paired_ratio(rounds[name][0], rounds["numpy dW1, dW2"][0])
-        print(f"{name:24s} {seconds:8.3f}s {seconds / base:10.2f}x  {low:9.2f} {mid:6.2f} {high:4.2f}")
+        print(f"{name:24s} {seconds:8.3f}s {seconds / base:10.2f}x  "
+              f"{paired_summary(rounds[name][0], rounds['numpy dW1, dW2'][0])}")
     expected = numpy_flops(args.rows, args.features, args.hidden)
     print(f"executed FLOPs of GRAD(loss, W1): trdb {flops / 1e9:.3f} G, numpy {expected / 1e9:.3f} G, "
           f"ratio {flops / expected:.4f}")
@@ -222,13 +224,12 @@ def main() -> None:
                                    "numpy": lambda: [numpy_step(X, W1n, W2n, Y, RATE) for _ in range(steps)],
                                    "numpy+duckdb": lambda: [durable_step() for _ in range(steps)]})
         trdb_step, numpy_s, durable_s = (min(trained[n][0]) / steps for n in ("trdb", "numpy", "numpy+duckdb"))
-        low, mid, high = paired_ratio(trained["trdb"][0], trained["numpy"][0])
-        d_low, d_mid, d_high = paired_ratio(trained["trdb"][0], trained["numpy+duckdb"][0])
         what = "one MINIMIZE statement of 1 step" if steps == 1 else f"one MINIMIZE of {steps} steps, per step"
         print(f"training, {what}: trdb {trdb_step:.3f} s, numpy fwd+bwd+update {numpy_s:.3f} s, "
-              f"trdb / numpy = {trdb_step / numpy_s:.2f} (paired: min {low:.2f} median {mid:.2f} max {high:.2f}); "
+              f"trdb / numpy = {trdb_step / numpy_s:.2f} (paired: "
+              f"{paired_summary(trained['trdb'][0], trained['numpy'][0])}); "
               f"numpy + the parameters saved in DuckDB each step {durable_s:.3f} s, trdb / that = "
-              f"{trdb_step / durable_s:.2f} (paired: min {d_low:.2f} median {d_mid:.2f} max {d_high:.2f})")
+              f"{trdb_step / durable_s:.2f} (paired: {paired_summary(trained['trdb'][0], trained['numpy+duckdb'][0])})")
     for name, want in (("W1", W1d), ("W2", W2d)):  # the peer saved what it computed
         check(f"DuckDB-saved {name}", saved.load(name, want.dtype), want.astype(np.float64), 0.0)
 

@@ -101,6 +101,32 @@ def paired_ratio(times: list[float], base: list[float]) -> tuple[float, float, f
     return ratios[0], statistics.median(ratios), ratios[-1]
 
 
+def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """(low, high, coverage): a distribution-free interval that holds the median of what `values` sample
+    with probability `coverage`, at least `confidence` where there are enough values (21 values: the 6th
+    and 16th smallest, 97%); with too few, the lowest and highest (5 values: 94%). From the order
+    statistics: the count of values below the median is Binomial(n, 1/2), taking the values (rounds of
+    systems taking turns) as independent."""
+    ordered, n = sorted(values), len(values)
+    tail = (1 - confidence) / 2
+
+    def below(k: int) -> float:  # P(at most k of the values lie below the median)
+        return sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    rank = 1  # 1-based, of the interval's low end; the high end is as far from the top
+    while rank + 1 <= (n + 1) // 2 and below(rank) <= tail:
+        rank += 1
+    outside = below(rank - 1)
+    return ordered[rank - 1], ordered[n - rank], 1 - 2 * outside
+
+
+def paired_summary(times: list[float], base: list[float]) -> str:
+    """The paired ratios' lowest, median (with its interval, `median_interval`) and highest, as text."""
+    ratios = [t / b for t, b in zip(times, base)]
+    low, mid, high = paired_ratio(times, base)
+    lo, hi, coverage = median_interval(ratios)
+    return f"min {low:.2f} median {mid:.2f} [{lo:.2f}-{hi:.2f} at {coverage:.0%}] max {high:.2f}"
+
+
 def print_ratios(times: dict[str, float], base: str, label: str, width: int = 32) -> None:
     """A table of each run's seconds and its ratio to the run named `base` (column title `label`)."""
     print(f"{'run':<{width}} {'seconds':>9} {label:>19}")
