@@ -254,7 +254,9 @@ def _update(sc: StatementContext, param: TensorMeta, rows: list[tuple], options:
         directions = adam.direction(keys, [np.asarray(g, dtype=np.float64) for g in grads], options, writes)
     else:
         directions = [_sgd_direction(g, param.dtype) for g in grads]
-    stepped = [(key, d) for key, d in zip(keys, directions) if key in current]
+    # in key order: the new tiles lie so in one buffer, which the next step's product reads as the whole
+    # parameter without a copy (storage/whole_tensor.py)
+    stepped = sorted(((key, d) for key, d in zip(keys, directions) if key in current), key=lambda kd: kd[0])
     new = _stepped([current[key] for key, _ in stepped], options.learning_rate, [d for _, d in stepped])
     writes.append(_replace_tiles(sc, param, [key for key, _ in stepped], new, set(current) <= set(keys)))
     return writes

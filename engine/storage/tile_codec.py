@@ -92,12 +92,22 @@ def encode_dense_batch(tiles: Sequence, dtype: np.dtype) -> Optional[tuple[pa.Ar
 def _joined(tiles: Sequence[np.ndarray]) -> np.ndarray:
     """Tiles of one shape one after another in one buffer: the buffer they already lie in so (no copy: a
     MINIMIZE step writes its new tiles that way), else a stacked copy."""
+    base = one_buffer(tiles)
+    return base if base is not None else np.stack(tiles)
+
+
+def one_buffer(tiles: Sequence[np.ndarray]) -> Optional[np.ndarray]:
+    """The one C-contiguous buffer (of any dtype: a read's bytes) that numpy tiles of one shape and dtype are
+    views of, back to back in their order and filling it, or None where they are not."""
+    if not tiles or type(tiles[0]) is not np.ndarray:
+        return None
     base, size = tiles[0].base, tiles[0].nbytes
     if isinstance(base, np.ndarray) and base.flags.c_contiguous and base.nbytes == len(tiles) * size \
-            and all(tile.base is base and tile.flags.c_contiguous for tile in tiles) \
+            and all(type(tile) is np.ndarray and tile.base is base and tile.flags.c_contiguous
+                    and tile.shape == tiles[0].shape and tile.dtype == tiles[0].dtype for tile in tiles) \
             and [tile.ctypes.data for tile in tiles] == [base.ctypes.data + i * size for i in range(len(tiles))]:
         return base
-    return np.stack(tiles)
+    return None
 
 
 def binary_array(offsets: np.ndarray, data: np.ndarray) -> pa.Array:

@@ -1,12 +1,14 @@
 """A tensor's tiles put together into one read-only array (absent tiles are zeros): a DenseEinsum's operand."""
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import numpy as np
 
 from trdb.kernels.sparse import dense
 from trdb.storage.tensor_meta import TensorMeta
+from trdb.storage.tile_codec import one_buffer
 
 
 def the_one_tile(meta: TensorMeta, tiles: list) -> Optional[np.ndarray]:
@@ -19,9 +21,30 @@ def the_one_tile(meta: TensorMeta, tiles: list) -> Optional[np.ndarray]:
 
 def whole_array(meta: TensorMeta, keys: np.ndarray, tiles: list) -> np.ndarray:
     """The tensor of shape `meta.shape` whose tile under key (K1..Kd) is `tiles[n]` for `keys[n]`."""
+    joined = _row_tiles_in_one_buffer(meta, keys, tiles)
+    if joined is not None:
+        return joined
     out = np.zeros(meta.shape, dtype=meta.dtype)
     for key, tile in zip(keys.tolist(), tiles):
         where = tuple(slice(k * t, k * t + n) for k, t, n in zip(key, meta.tile, np.shape(tile)))
         out[where] = dense(tile)  # the keys cover the leading axes; the trailing ones are whole
     out.flags.writeable = False  # shared by every statement that reads this version
     return out
+
+
+def _row_tiles_in_one_buffer(meta: TensorMeta, keys: np.ndarray, tiles: list) -> Optional[np.ndarray]:
+    """The tensor as a read-only view of the buffer its tiles lie in, when they are its row tiles (every
+    other axis whole), keyed 0, 1, ... in order and back to back there: a MINIMIZE step's new tiles of a
+    parameter (statements/minimize._stepped), which the next step reads whole without a copy, or the
+    bytes one read of its tile table decoded them from."""
+    if len(tiles) < 2 or keys.ndim != 2 or keys.shape[1] == 0 or tuple(meta.tile[1:]) != tuple(meta.shape[1:]) \
+            or np.shape(tiles[0]) != tuple(meta.tile):
+        return None
+    if (keys[:, 1:] != 0).any() or not np.array_equal(keys[:, 0], np.arange(len(tiles))):
+        return None
+    base = one_buffer(tiles)
+    if base is None or tiles[0].dtype != meta.dtype or base.nbytes != math.prod(meta.shape) * meta.dtype.itemsize:
+        return None
+    view = base.reshape(-1).view(np.uint8).view(meta.dtype).reshape(meta.shape)
+    view.flags.writeable = False
+    return view

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 import trdb
+from trdb.storage.tensor_meta import TensorMeta
+from trdb.storage.whole_tensor import whole_array
 
 RNG = np.random.default_rng(11)
 CHAIN = "SELECT * FROM EINSUM('ij,jk,kl->il', A, B, C)"
@@ -202,3 +204,44 @@ def test_the_ray_executor_keeps_tiles(cur, chain):
         assert "DenseEinsumExec" not in plan_text(cur, CHAIN)
     finally:
         cur.execute("SET executor = 'local'")
+
+
+def test_row_tiles_in_one_buffer_are_the_whole_array_without_a_copy():
+    """A parameter a MINIMIZE step wrote lies in one buffer, its row tiles back to back: the whole array is
+    a read-only view of it; tiles anywhere else, or keyed out of order, are copied into place."""
+    meta = TensorMeta("W", ("i", "j"), "v", np.dtype("float32"), (6, 4), (2, 4), "t")
+    buffer = RNG.standard_normal((3, 2, 4)).astype(np.float32)
+    keys = np.array([[0, 0], [1, 0], [2, 0]])
+    whole = whole_array(meta, keys, list(buffer))
+    assert np.shares_memory(whole, buffer) and not whole.flags.writeable
+    np.testing.assert_array_equal(whole, buffer.reshape(6, 4))
+    apart = [tile.copy() for tile in buffer]
+    copied = whole_array(meta, keys, apart)
+    assert not np.shares_memory(copied, buffer) and not copied.flags.writeable
+    np.testing.assert_array_equal(copied, buffer.reshape(6, 4))
+    swapped = whole_array(meta, keys[[1, 0, 2]], list(buffer))
+    np.testing.assert_array_equal(swapped, buffer[[1, 0, 2]].reshape(6, 4))
+    columns = TensorMeta("W", ("i", "j"), "v", np.dtype("float32"), (2, 12), (2, 4), "t")
+    np.testing.assert_array_equal(whole_array(columns, np.array([[0, 0], [0, 1], [0, 2]]), list(buffer)),
+                                  np.concatenate(list(buffer), axis=1))
+
+
+def test_a_product_after_minimize_steps_reads_the_parameter_they_wrote(cur):
+    """MINIMIZE's new tiles of W are read whole by the next step's product (a view of the buffer the step
+    wrote them from) and by a later EINSUM: both see the values stored."""
+    X, W = RNG.standard_normal((64, 8)).astype(np.float32), RNG.standard_normal((8, 4)).astype(np.float32)
+    load(cur, "X", X, (16, 2), "float32")
+    load(cur, "W", W, (2, 4), "float32")
+    cur.execute("SET workers = 2")
+    cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(p.v)) AS v FROM (SELECT X.i, W.j, SUM(MATMUL(X.v, W.v)) AS v "
+                "FROM X JOIN W ON X.j = W.i GROUP BY X.i, W.j) AS p")
+    assert "DenseEinsumExec(EINSUM('ij,jk->ik', X, W) on whole arrays in" in plan_text(cur, "SELECT * FROM GRAD(loss, W)")
+    for _ in range(3):
+        before = cur.execute("SELECT * FROM W").fetch_tensor().astype(np.float64)
+        cur.execute("MINIMIZE loss WRT (W) WITH (optimizer = 'sgd', learning_rate = 1e-3, steps = 1)")
+        gradient = 2 * X.astype(np.float64).T @ (X.astype(np.float64) @ before)
+        np.testing.assert_allclose(cur.execute("SELECT * FROM W").fetch_tensor(), before - 1e-3 * gradient,
+                                   rtol=1e-4, atol=1e-4)
+    stored = cur.execute("SELECT * FROM W").fetch_tensor()
+    np.testing.assert_allclose(cur.execute("SELECT * FROM EINSUM('ij,jk->ik', X, W)").fetch_tensor(), X @ stored,
+                               rtol=1e-5, atol=1e-5)
