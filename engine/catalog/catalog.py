@@ -217,7 +217,9 @@ class Catalog:
         for meta, _ in written:
             refuse_write(meta)
         self.version += 1
-        metas = catalog_store.save_statistics_of(self.db, [meta.with_stats(*known) for meta, known in written])
+        counted = [meta.with_stats(*known) for meta, known in written]
+        stored = all(new == self._tensors.get(fold(new.name)) for new in counted)  # the statistics it has
+        metas = catalog_store.save_statistics_of(self.db, counted, stored)
         for meta in metas:
             self._tensors[fold(meta.name)] = meta
             self.pool.invalidate(meta.table)

@@ -76,18 +76,24 @@ def save_statistics(db: Database, meta: TensorMeta) -> TensorMeta:
     return meta
 
 
-def save_statistics_of(db: Database, metas: list[TensorMeta]) -> list[TensorMeta]:
+def save_statistics_of(db: Database, metas: list[TensorMeta], stored: bool = False) -> list[TensorMeta]:
     """`save_statistics` for several tensors in one statement (a MINIMIZE step's parameters: one UPDATE
-    costs about 1 ms whatever it changes); returns them with their new versions, in order."""
-    if len(metas) < 2 or len({meta.name for meta in metas}) < len(metas):
+    costs about 1 ms whatever it changes); returns them with their new versions, in order. `stored`: the
+    catalog holds these statistics already (a step that rewrote its parameters' dense tiles), so only the
+    data versions change (2.0 against 3.0 ms for two tensors)."""
+    if (len(metas) < 2 and not stored) or len({meta.name for meta in metas}) < len(metas):
         return [save_statistics(db, meta) for meta in metas]
-    columns = ("tuple_count", "nnz", "csr_tuples", "csr_nnz", "distinct_keys")
-    values = [(meta.tuple_count, meta.nnz, meta.csr_tuples, meta.csr_nnz, _distinct_keys_json(meta)) for meta in metas]
-    # each column a CASE on the name: about 0.4 ms less than a join with a VALUES list
-    cases = ", ".join(f"{column} = CASE name {'WHEN ? THEN ? ' * len(metas)}END" for column in columns)
-    params = [value for c in range(len(columns)) for meta, row in zip(metas, values) for value in (meta.name, row[c])]
+    params: list = []
+    cases = ""
+    if not stored:
+        columns = ("tuple_count", "nnz", "csr_tuples", "csr_nnz", "distinct_keys")
+        values = [(meta.tuple_count, meta.nnz, meta.csr_tuples, meta.csr_nnz, _distinct_keys_json(meta))
+                  for meta in metas]
+        # each column a CASE on the name: about 0.4 ms less than a join with a VALUES list
+        cases = "".join(f"{column} = CASE name {'WHEN ? THEN ? ' * len(metas)}END, " for column in columns)
+        params = [value for c in range(len(columns)) for meta, row in zip(metas, values) for value in (meta.name, row[c])]
     returned = db.execute(
-        f"UPDATE {SCHEMA}.tensors SET {cases}, data_version = nextval('{SCHEMA}.data_versions') "
+        f"UPDATE {SCHEMA}.tensors SET {cases}data_version = nextval('{SCHEMA}.data_versions') "
         f"WHERE name IN ({', '.join('?' * len(metas))}) RETURNING name, data_version",
         params + [meta.name for meta in metas])
     found = dict(returned)

@@ -139,3 +139,28 @@ def test_a_step_of_two_parameters_gives_each_a_new_version_another_connection_se
         stored = cur.execute("SELECT name, tuple_count, nnz FROM _trdb.tensors WHERE name IN ('w', 'b') "
                              "ORDER BY name").fetchall()
         assert stored == [("b", 1, 8), ("w", 1, 8)]
+
+
+def test_a_step_that_changes_its_parameters_statistics_saves_them_and_one_that_does_not_keeps_them(cur):
+    """SGD at rate 0.5 on SQUARE(v) * m: where m is 1 the step zeroes the tile exactly, where it is 0.5 it
+    halves it. The first step stores a and b without their tile 0 (all zeros are not stored), so their
+    counts change and are saved; the next changes no count and saves only new data versions. Each time
+    the counts are those of the tiles stored, and every connection's reads follow."""
+    cur.execute("CREATE TENSOR a SHAPE (8, 1) TILE (4, 1) FILL CONSTANT(1.0)")
+    cur.execute("CREATE TENSOR b SHAPE (8, 1) TILE (4, 1) FILL CONSTANT(2.0)")
+    cur.execute("CREATE TENSOR m FROM ? TILE (4, 1)", [np.array([[1.0]] * 4 + [[0.5]] * 4)])
+    cur.execute("CREATE VIEW loss AS SELECT SUM(REDUCE_SUM(SQUARE(a.v) * m.v + SQUARE(b.v) * m.v)) AS v "
+                "FROM a JOIN b ON a.i = b.i AND a.j = b.j JOIN m ON a.i = m.i AND a.j = m.j")
+    catalog = "SELECT name, tuple_count, nnz, data_version FROM _trdb.tensors WHERE name IN ('a', 'b') ORDER BY name"
+    versions = [row[3] for row in cur.execute(catalog).fetchall()]
+    for step in range(1, 3):
+        cur.execute("MINIMIZE loss WRT (a, b) WITH (optimizer = 'sgd', learning_rate = 0.5, steps = 1)")
+        rows = cur.execute(catalog).fetchall()
+        assert [row[:3] for row in rows] == [("a", 1, 4), ("b", 1, 4)]
+        assert all(row[3] > old for row, old in zip(rows, versions))
+        versions = [row[3] for row in rows]
+        for name, start in (("a", 1.0), ("b", 2.0)):
+            tiles = [row[-1] for row in cur.execute(f"SELECT * FROM {name}").fetchall()]
+            assert (len(tiles), sum(np.count_nonzero(tile) for tile in tiles)) == (1, 4)
+            np.testing.assert_array_equal(cur.execute(f"SELECT * FROM {name}").fetch_tensor(shape=(8, 1)),
+                                          [[0]] * 4 + [[start * 0.5 ** step]] * 4)
