@@ -145,7 +145,7 @@ def test_a_step_that_changes_its_parameters_statistics_saves_them_and_one_that_d
     """SGD at rate 0.5 on SQUARE(v) * m: where m is 1 the step zeroes the tile exactly, where it is 0.5 it
     halves it. The first step stores a and b without their tile 0 (all zeros are not stored), so their
     counts change and are saved; the next changes no count and saves only new data versions. Each time
-    the counts are those of the tiles stored, and every connection's reads follow."""
+    the counts are those of the tiles stored, and reads give the values the step wrote."""
     cur.execute("CREATE TENSOR a SHAPE (8, 1) TILE (4, 1) FILL CONSTANT(1.0)")
     cur.execute("CREATE TENSOR b SHAPE (8, 1) TILE (4, 1) FILL CONSTANT(2.0)")
     cur.execute("CREATE TENSOR m FROM ? TILE (4, 1)", [np.array([[1.0]] * 4 + [[0.5]] * 4)])
