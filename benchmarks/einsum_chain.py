@@ -27,7 +27,7 @@ from timing import (
     alternating_runs,
     best_of,
     check,
-    median_interval,
+    paired_interval,
     paired_ratio,
     product_bound,
     warmed,
@@ -65,12 +65,7 @@ def time_trdb(A, B, C, t: int, workers: str, numpy_opt, args, expected, bound) -
     return {"numpy": min(numpy_times), "chosen": min(chosen), "forced": forced,
             "median": paired_ratio(chosen, numpy_times)[1], "idle numpy": min(idle_numpy),
             "idle chosen": min(idle_chosen), "idle median": paired_ratio(idle_chosen, idle_numpy)[1],
-            "intervals": [_interval(chosen, numpy_times), _interval(idle_chosen, idle_numpy)]}
-
-
-def _interval(times: list[float], base: list[float]) -> str:
-    low, high, coverage = median_interval([t / b for t, b in zip(times, base)])
-    return f"[{low:.2f}-{high:.2f} at {coverage:.0%}]"
+            "intervals": [paired_interval(chosen, numpy_times), paired_interval(idle_chosen, idle_numpy)]}
 
 
 def main() -> None:

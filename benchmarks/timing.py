@@ -119,12 +119,16 @@ def median_interval(values: list[float], confidence: float = 0.95) -> tuple[floa
     return ordered[rank - 1], ordered[n - rank], 1 - 2 * outside
 
 
+def paired_interval(times: list[float], base: list[float]) -> str:
+    """The interval of the paired ratios' median (`median_interval`) as text: [low-high at coverage]."""
+    low, high, coverage = median_interval([t / b for t, b in zip(times, base)])
+    return f"[{low:.2f}-{high:.2f} at {coverage:.0%}]"
+
+
 def paired_summary(times: list[float], base: list[float]) -> str:
-    """The paired ratios' lowest, median (with its interval, `median_interval`) and highest, as text."""
-    ratios = [t / b for t, b in zip(times, base)]
+    """The paired ratios' lowest, median (with its interval, `paired_interval`) and highest, as text."""
     low, mid, high = paired_ratio(times, base)
-    lo, hi, coverage = median_interval(ratios)
-    return f"min {low:.2f} median {mid:.2f} [{lo:.2f}-{hi:.2f} at {coverage:.0%}] max {high:.2f}"
+    return f"min {low:.2f} median {mid:.2f} {paired_interval(times, base)} max {high:.2f}"
 
 
 def print_ratios(times: dict[str, float], base: str, label: str, width: int = 32) -> None:

@@ -46,7 +46,7 @@ class DenseEinsum(OperatorSpec):
     kernel: Any                    # a bound expression (planner.expressions)
     tile: tuple[int, ...]
     threads: int = 1
-    block_rows: int = 0            # whole row tiles a block (the last block may be shorter); 0: one call
+    block_rows: int = 0            # rows a block, whole row tiles (the last block may be shorter); 0: one call
     epilogue: Any = None           # a bound expression, or None
 
 
