@@ -33,7 +33,8 @@ from trdb.optimizer.physical_plan import PhysicalNode
 # routes its producers' batches.
 OPERATORS: dict[type, Callable] = {
     po.TensorScan: lambda s, inputs, p: TensorScanExec(s.tensor, p, s.partitions, s.columns),
-    po.DenseEinsum: lambda s, inputs, p: DenseEinsumExec(s.tensors, s.kernel, s.tile, s.threads, s.block_rows, s.epilogue),
+    po.DenseEinsum: lambda s, inputs, p: DenseEinsumExec(s.tensors, s.kernel, s.tile, s.threads, s.block_rows,
+                                                         s.epilogue, s.assemblers),
     po.RowsScan: lambda s, inputs, p: RowsScanExec(s.rows, p, s.partitions, s.columns),
     po.TableScan: lambda s, inputs, p: TableScanExec(s.table, s.columns),
     po.Filter: lambda s, inputs, p: FilterExec(inputs[0], s.predicate),

@@ -39,7 +39,8 @@ class DenseEinsum(OperatorSpec):
     """`kernel` (an EINSUM over column i = stored tensor i as one array) run once, its result cut into `tile`s
     (each put through `epilogue`, over column 0 = the tile, when there is one); with `threads` > 1 run on row
     blocks of the first array of `block_rows` rows each, which that many threads take in turn, one BLAS
-    thread each."""
+    thread each. Operands not kept whole yet are put together from their tiles on up to `assemblers` threads
+    at once."""
 
     operator: ClassVar[str] = "DenseEinsumExec"
     tensors: tuple[TensorMeta, ...]
@@ -48,6 +49,7 @@ class DenseEinsum(OperatorSpec):
     threads: int = 1
     block_rows: int = 0            # rows a block, whole row tiles (the last block may be shorter); 0: one call
     epilogue: Any = None           # a bound expression, or None
+    assemblers: int = 1
 
 
 @dataclass(frozen=True)

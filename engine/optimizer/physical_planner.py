@@ -204,7 +204,8 @@ class PhysicalPlanner:
                  (f" in {blocks} row blocks on {threads} threads" if threads > 1 else "") + f", tile {list(tile)}" + \
                  (f", each {render(plan.epilogue, ['tile'])}" if plan.epilogue is not None else "")
         reads = sum(self.read_cost(math.prod(t.shape) * t.dtype.itemsize) for t in plan.tensors)
-        spec = po.DenseEinsum(plan.tensors, plan.kernel, tile, threads, block_rows, plan.epilogue)
+        assemblers = min(self.workers, len(plan.tensors))  # the memory-bound copies of tiles into whole arrays
+        spec = po.DenseEinsum(plan.tensors, plan.kernel, tile, threads, block_rows, plan.epilogue, assemblers)
         return _node(spec, detail, (), plan.schema, SINGLE, estimate, read_cost=reads)
 
     def _spreads(self, estimate: Estimate, want: Want, keys: tuple[int, ...]) -> bool:

@@ -114,6 +114,30 @@ def test_a_write_is_seen_by_the_next_statement(cur, chain):
     np.testing.assert_allclose(cur.execute(CHAIN).fetch_tensor(), A2 @ (2 * B) @ C, atol=1e-12)
 
 
+def test_after_a_write_the_operands_are_put_together_on_the_workers_threads(cur, chain, monkeypatch):
+    """At workers = 2 the first two operands' whole arrays are built at once on two threads (each waits
+    for the other here: one after the other, this times out), the third by whichever is free."""
+    import threading
+
+    from trdb.catalog.catalog import Catalog
+
+    A, B, C = chain
+    cur.execute("SET workers = 2")
+    cur.execute("UPDATE A SET v = v * 2")
+    met, built, threads = threading.Barrier(2, timeout=30), [], set()
+    whole = Catalog.whole_array
+
+    def meeting(self, meta):
+        built.append(meta.name)
+        if len(built) <= 2:
+            met.wait()
+        threads.add(threading.get_ident())
+        return whole(self, meta)
+    monkeypatch.setattr(Catalog, "whole_array", meeting)
+    np.testing.assert_allclose(cur.execute(CHAIN).fetch_tensor(), (2 * A) @ B @ C, atol=1e-12)
+    assert sorted(built) == ["A", "B", "C"] and len(threads) == 2
+
+
 def test_transactions_and_other_connections_see_their_own_versions(tmp_path):
     path = str(tmp_path / "db.trdb")
     writer, reader = trdb.connect(path), trdb.connect(path)
@@ -245,3 +269,41 @@ def test_a_product_after_minimize_steps_reads_the_parameter_they_wrote(cur):
     stored = cur.execute("SELECT * FROM W").fetch_tensor()
     np.testing.assert_allclose(cur.execute("SELECT * FROM EINSUM('ij,jk->ik', X, W)").fetch_tensor(), X @ stored,
                                rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("drop, repeat", [(None, None), (4, None), (4, 0), (0, None)])
+def test_a_whole_array_from_tiles_holds_zeros_only_where_a_tile_is_absent(drop, repeat):
+    """Ragged edge tiles and a CSR tile put in place; an absent tile's region is zeros, whether it is missing
+    outright or its place in the count is taken by a repeated key (then the array starts from zeros too)."""
+    import scipy.sparse as sp
+
+    from trdb.storage.whole_tensor import _covers
+
+    meta = TensorMeta("W", ("i", "j"), "v", np.dtype("float64"), (5, 7), (2, 3), "t")
+    expected = RNG.standard_normal((5, 7))
+    expected[expected < 0] = 0
+    keys = [(i, j) for i in range(3) for j in range(3)]
+    tiles = [expected[2 * i:2 * i + 2, 3 * j:3 * j + 3].copy() for i, j in keys]
+    tiles[1] = sp.csr_matrix(tiles[1])
+    if drop is not None:
+        i, j = keys[drop]
+        expected[2 * i:2 * i + 2, 3 * j:3 * j + 3] = 0
+        if repeat is None:
+            del keys[drop], tiles[drop]
+        else:
+            keys[drop], tiles[drop] = keys[repeat], tiles[repeat]
+    regions = [(slice(2 * i, min(2 * i + 2, 5)), slice(3 * j, min(3 * j + 3, 7))) for i, j in keys]
+    assert _covers(meta, regions) == (drop is None)
+    whole = whole_array(meta, np.array(keys), tiles)
+    np.testing.assert_array_equal(whole, expected)
+    assert not whole.flags.writeable
+
+
+def test_a_short_edge_region_is_not_taken_for_a_whole_tile():
+    from trdb.storage.whole_tensor import _covers
+
+    meta = TensorMeta("W", ("i",), "v", np.dtype("float64"), (5,), (2,), "t")
+    assert _covers(meta, [(slice(0, 2),), (slice(2, 4),), (slice(4, 5),)])
+    assert not _covers(meta, [(slice(0, 2),), (slice(2, 3),), (slice(4, 5),)])  # a tile of 1 where 2 belong
+    assert not _covers(meta, [(slice(0, 2),), (slice(2, 4),), (slice(6, 7),)])  # a key past the end
+    assert not _covers(meta, [])

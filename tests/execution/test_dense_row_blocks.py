@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from trdb.execution import work
-from trdb.execution.operators.dense_einsum import in_row_blocks, row_blocks
+from trdb.execution.operators.dense_einsum import in_turns, row_blocks
 from trdb.execution.workers import _BLAS
 from trdb.optimizer.physical_planner import block_rows_of
 
@@ -48,7 +48,7 @@ def test_every_block_runs_at_once_on_one_blas_thread_and_its_work_is_charged_her
     before = [blas.get_num_threads() for blas in _BLAS]
     previous = work.swap(counted)
     try:
-        parts = in_row_blocks(run, [slice(0, 1), slice(1, 2), slice(2, 3)])
+        parts = in_turns(run, [slice(0, 1), slice(1, 2), slice(2, 3)])
     finally:
         work.swap(previous)
     assert parts == [0, 1, 2] and sorted(start for start, _ in seen) == [0, 1, 2]
@@ -72,7 +72,7 @@ def test_a_thread_held_up_takes_fewer_blocks_and_each_block_runs_once():
             assert others_begun.wait(timeout=30), "the other thread did not take the remaining blocks"
         return rows.start * 10
 
-    parts = in_row_blocks(run, bounds, threads=2)
+    parts = in_turns(run, bounds, threads=2)
     assert parts == [n * 10 for n in range(8)]
     assert sorted(start for start, _ in runs) == list(range(8))
     held = next(thread for start, thread in runs if start == 0)
@@ -91,7 +91,7 @@ def test_a_failing_block_raises_after_the_others_end_and_gives_blas_back():
         ended.append(rows.start)
 
     with pytest.raises(MemoryError, match="block 1"):
-        in_row_blocks(run, [slice(0, 1), slice(1, 2), slice(2, 3)])
+        in_turns(run, [slice(0, 1), slice(1, 2), slice(2, 3)])
     assert 1 in begun and sorted(ended) == sorted(set(begun) - {1})  # every block begun had ended when it was raised
     assert [blas.get_num_threads() for blas in _BLAS] == before
 
@@ -105,5 +105,5 @@ def test_after_a_failure_no_block_is_begun():
             raise MemoryError("block 0")
 
     with pytest.raises(MemoryError, match="block 0"):
-        in_row_blocks(run, [slice(n, n + 1) for n in range(6)], threads=1)
+        in_turns(run, [slice(n, n + 1) for n in range(6)], threads=1)
     assert begun == [0]
