@@ -255,7 +255,7 @@ class Catalog:
     def whole_array(self, meta: TensorMeta) -> np.ndarray:
         """A stored tensor as one read-only array (absent tiles are zeros): its one tile when that is the
         whole tensor, else built from its tiles once per data version and kept in the buffer pool beside them."""
-        whole_key = (meta.table, self._seen_version(meta), "whole")
+        whole_key = self._whole_key(meta)
         kept = self.pool.hit(whole_key)
         if kept is not None:
             return kept
@@ -264,6 +264,13 @@ class Catalog:
         if single is not None:
             return single
         return self.pool.get(whole_key, lambda: whole_array(meta, keys, tiles))
+
+    def whole_array_ready(self, meta: TensorMeta) -> bool:
+        """Whether whole_array(meta) puts nothing together: the array is kept, or the tensor is one tile."""
+        return tuple(meta.tile) == tuple(meta.shape) or self.pool.hit(self._whole_key(meta)) is not None
+
+    def _whole_key(self, meta: TensorMeta) -> tuple:
+        return meta.table, self._seen_version(meta), "whole"
 
     def _seen_version(self, meta: TensorMeta) -> int:
         """The data version of a stored tensor that this connection sees now, which is what DuckDB reads

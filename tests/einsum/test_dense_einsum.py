@@ -124,18 +124,23 @@ def test_after_a_write_the_operands_are_put_together_on_the_workers_threads(cur,
     A, B, C = chain
     cur.execute("SET workers = 2")
     cur.execute("UPDATE A SET v = v * 2")
-    met, built, threads = threading.Barrier(2, timeout=30), [], set()
+    met, built, threads, meet = threading.Barrier(2, timeout=30), [], set(), [True]
     whole = Catalog.whole_array
 
     def meeting(self, meta):
         built.append(meta.name)
-        if len(built) <= 2:
+        if meet[0] and len(built) <= 2:
             met.wait()
+        elif not meet[0]:
+            threading.Event().wait(0.05)  # time for a thread started beside this one to take the next operand
         threads.add(threading.get_ident())
         return whole(self, meta)
     monkeypatch.setattr(Catalog, "whole_array", meeting)
     np.testing.assert_allclose(cur.execute(CHAIN).fetch_tensor(), (2 * A) @ B @ C, atol=1e-12)
     assert sorted(built) == ["A", "B", "C"] and len(threads) == 2
+    built.clear(), threads.clear(), meet.clear(), meet.append(False)  # kept now: taken on this thread
+    np.testing.assert_allclose(cur.execute(CHAIN).fetch_tensor(), (2 * A) @ B @ C, atol=1e-12)
+    assert sorted(built) == ["A", "B", "C"] and threads == {threading.get_ident()}
 
 
 def test_transactions_and_other_connections_see_their_own_versions(tmp_path):
