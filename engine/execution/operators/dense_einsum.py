@@ -1,9 +1,10 @@
 """DenseEinsumExec: an EINSUM of stored tensors run once on each as one array, its result cut into tiles.
 
-Each operand is the tensor as one read-only array, built from its tiles once per data version and
-kept in the buffer pool (catalog.whole_array); the kernel is the EINSUM kernel every tile product
-runs (opt_einsum's order, BLAS), charged to this operator in EXPLAIN ANALYZE. The result's tiles
-are views of the one result array, which the operator's reservation holds until it closes.
+Each operand is the tensor as one read-only array, built from its tiles once per data version (those to
+build on up to `assemblers` threads at once) and kept in the buffer pool (catalog.whole_array); the
+kernel is the EINSUM kernel every tile product runs (opt_einsum's order, BLAS), charged to this operator
+in EXPLAIN ANALYZE. The result's tiles are views of the one result array, which the operator's
+reservation holds until it closes.
 
 With `threads` > 1 (a matrix product beside tile products: optimizer/rules/dense_products.py) the
 first array's rows are cut into blocks of `block_rows` rows (whole row tiles, several a thread), which
