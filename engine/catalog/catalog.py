@@ -265,9 +265,12 @@ class Catalog:
             return single
         return self.pool.get(whole_key, lambda: whole_array(meta, keys, tiles))
 
-    def whole_array_ready(self, meta: TensorMeta) -> bool:
-        """Whether whole_array(meta) puts nothing together: the array is kept, or the tensor is one tile."""
-        return tuple(meta.tile) == tuple(meta.shape) or self.pool.hit(self._whole_key(meta)) is not None
+    def kept_whole_array(self, meta: TensorMeta) -> Optional[np.ndarray]:
+        """whole_array(meta) where that puts nothing together (the tensor is one tile, or its array is kept),
+        else None."""
+        if tuple(meta.tile) == tuple(meta.shape):
+            return self.whole_array(meta)
+        return self.pool.hit(self._whole_key(meta))
 
     def _whole_key(self, meta: TensorMeta) -> tuple:
         return meta.table, self._seen_version(meta), "whole"

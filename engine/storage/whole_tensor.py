@@ -42,9 +42,8 @@ def _covers(meta: TensorMeta, regions: list[tuple[slice, ...]]) -> bool:
     grid = [-(-n // t) for n, t in zip(meta.shape[:axes], meta.tile)]
     if len(regions) != math.prod(grid) or len({tuple(r.start for r in where) for where in regions}) != len(regions):
         return False
-    return all(len(where) == axes for where in regions) and \
-        all(0 <= r.start < n and r.stop == min(r.start + t, n) for where in regions
-            for r, t, n in zip(where, meta.tile, meta.shape))
+    return all(0 <= r.start < n and r.stop == min(r.start + t, n) for where in regions
+               for r, t, n in zip(where, meta.tile, meta.shape))
 
 
 def _row_tiles_in_one_buffer(meta: TensorMeta, keys: np.ndarray, tiles: list) -> Optional[np.ndarray]:

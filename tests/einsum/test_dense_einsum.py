@@ -116,7 +116,8 @@ def test_a_write_is_seen_by_the_next_statement(cur, chain):
 
 def test_after_a_write_the_operands_are_put_together_on_the_workers_threads(cur, chain, monkeypatch):
     """At workers = 2 the first two operands' whole arrays are built at once on two threads (each waits
-    for the other here: one after the other, this times out), the third by whichever is free."""
+    for the other here: one after the other, this times out), the third by whichever is free; once they
+    are kept, each is taken on this thread and none is built."""
     import threading
 
     from trdb.catalog.catalog import Catalog
@@ -124,23 +125,29 @@ def test_after_a_write_the_operands_are_put_together_on_the_workers_threads(cur,
     A, B, C = chain
     cur.execute("SET workers = 2")
     cur.execute("UPDATE A SET v = v * 2")
-    met, built, threads, meet = threading.Barrier(2, timeout=30), [], set(), [True]
-    whole = Catalog.whole_array
+    met, built, looked_up, threads = threading.Barrier(2, timeout=30), [], [], set()
+    whole, kept = Catalog.whole_array, Catalog.kept_whole_array
 
     def meeting(self, meta):
         built.append(meta.name)
-        if meet[0] and len(built) <= 2:
+        if len(built) <= 2:
             met.wait()
-        elif not meet[0]:
-            threading.Event().wait(0.05)  # time for a thread started beside this one to take the next operand
         threads.add(threading.get_ident())
         return whole(self, meta)
+
+    def looking_up(self, meta):
+        looked_up.append(meta.name)
+        threading.Event().wait(0.05)  # time for a thread started beside this one to take the next operand
+        threads.add(threading.get_ident())
+        return kept(self, meta)
     monkeypatch.setattr(Catalog, "whole_array", meeting)
     np.testing.assert_allclose(cur.execute(CHAIN).fetch_tensor(), (2 * A) @ B @ C, atol=1e-12)
     assert sorted(built) == ["A", "B", "C"] and len(threads) == 2
-    built.clear(), threads.clear(), meet.clear(), meet.append(False)  # kept now: taken on this thread
+    built.clear()
+    threads.clear()
+    monkeypatch.setattr(Catalog, "kept_whole_array", looking_up)
     np.testing.assert_allclose(cur.execute(CHAIN).fetch_tensor(), (2 * A) @ B @ C, atol=1e-12)
-    assert sorted(built) == ["A", "B", "C"] and threads == {threading.get_ident()}
+    assert sorted(looked_up) == ["A", "B", "C"] and built == [] and threads == {threading.get_ident()}
 
 
 def test_transactions_and_other_connections_see_their_own_versions(tmp_path):

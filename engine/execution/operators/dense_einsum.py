@@ -43,10 +43,11 @@ class DenseEinsumExec(BlockingOperator):
         backend, catalog = self.ctx.backend, self.ctx.catalog
         # after a write the operands are put together again from their tiles: a copy bound by memory's speed,
         # two of them on two threads in about half the time (2048 x 2048 from 512 tiles: 2.8 ms against 5.2)
-        missing = [n for n, meta in enumerate(self.tensors) if not catalog.whole_array_ready(meta)]
-        built = dict(zip(missing, in_turns(lambda n: catalog.whole_array(self.tensors[n]), missing, self.assemblers)))
-        operands = tuple(backend.asarray(built[n] if n in built else catalog.whole_array(meta))
-                         for n, meta in enumerate(self.tensors))
+        arrays = [catalog.kept_whole_array(meta) for meta in self.tensors]
+        missing = [n for n, array in enumerate(arrays) if array is None]
+        for n, array in zip(missing, in_turns(lambda n: catalog.whole_array(self.tensors[n]), missing, self.assemblers)):
+            arrays[n] = array
+        operands = tuple(backend.asarray(array) for array in arrays)
         result_type = self.kernel.type
         result_bytes = math.prod(result_type.tile) * result_type.dtype.itemsize
         self.reservation().grow(result_bytes)
