@@ -5,15 +5,22 @@ import functools
 import re
 from dataclasses import dataclass
 
-# One lexical piece of a script. Unterminated strings, identifiers and block comments run to
+# One lexical piece of a script, by DuckDB's lexical rules (PostgreSQL's): what DuckDB reads as one
+# statement is one here. Unterminated strings, identifiers and block comments run to
 # the end of the text (the parser reports them); the `closed` group tells whether they ended.
+# E'...' strings take backslash escapes; $$...$$ and $tag$...$tag$ quote anything; a word may hold `$`
+# (a$$b is a name, not a quote); block comments nest (_pieces finds where a nested one ends).
 # Space includes the invisible characters DuckDB skips (BOM, zero-width space, Mongolian vowel separator).
+# Quoted texts and comments are unrolled, possessive loops (`*+`): a repeated group that may backtrack
+# (`(?:[^']|'')*`) costs Python's regex engine ~100 bytes per character of a long literal.
 PIECE = re.compile(r"""
-    (?P<quoted> '(?:[^']|'')*(?P<q1>')? | "(?:[^"]|"")*(?P<q2>")? )
-  | (?P<comment> --[^\n]* | /\*(?:.|\n)*?(?:(?P<c>\*/)|\Z) )
+    (?P<quoted> [eE]'[^'\\]*(?:(?:\\.|'')[^'\\]*)*+(?P<q3>')?
+              | '[^']*(?:''[^']*)*+(?P<q1>')? | "[^"]*(?:""[^"]*)*+(?P<q2>")?
+              | \$(?P<tag>(?:[^\W\d]\w*)?)\$[^$]*(?:\$(?!(?P=tag)\$)[^$]*)*+(?P<q4>\$(?P=tag)\$)? )
+  | (?P<comment> --[^\n]* | /\*[^*]*(?:\*+[^*/][^*]*)*+(?:\*+(?P<c>/)|\*+\Z|\Z) )
   | (?P<semicolon> ; )
   | (?P<space> [\s\u180e\u200b\ufeff]+ )
-  | (?P<other> [^'"\-/;\s\u180e\u200b\ufeff]+ | . )
+  | (?P<other> [\w$]+ | [^'"\-/;\s\u180e\u200b\ufeff\w$]+ | . )
 """, re.VERBOSE | re.DOTALL)
 
 
@@ -32,16 +39,35 @@ class StatementText:
 
 def _pieces(script: str):
     """Yield (kind, start, end, closed) for each lexical piece of the script."""
-    for match in PIECE.finditer(script):
-        kind = match.lastgroup  # the outer group: it closes after the inner ones
-        closed = kind not in ("quoted", "comment") or _is_closed(match)
-        yield kind, match.start(), match.end(), closed
+    start = 0
+    while start < len(script):
+        match = PIECE.match(script, start)
+        kind, end = match.lastgroup, match.end()  # lastgroup: the outer group, it closes after the inner ones
+        if kind == "comment" and script.find("/*", start + 2, end) >= 0:
+            end, closed = _nested_comment_end(script, start)
+        else:
+            closed = kind not in ("quoted", "comment") or _is_closed(match)
+        yield kind, start, end, closed
+        start = end
 
 
 def _is_closed(match: re.Match) -> bool:
     if match.group("quoted"):
-        return bool(match.group("q1") or match.group("q2"))
+        return any(match.group(name) for name in ("q1", "q2", "q3", "q4"))
     return not match.group("comment").startswith("/*") or bool(match.group("c"))
+
+
+_COMMENT_MARK = re.compile(r"/\*|\*/")
+
+
+def _nested_comment_end(script: str, start: int) -> tuple[int, bool]:
+    """Where the block comment opening at `start` ends, counting the comments nested in it, and whether it closed."""
+    depth = 0
+    for mark in _COMMENT_MARK.finditer(script, start):
+        depth += 1 if mark.group() == "/*" else -1
+        if depth == 0:
+            return mark.end(), True
+    return len(script), False
 
 
 def split_statements(script: str) -> list[StatementText]:

@@ -27,8 +27,11 @@ OWNED_SETTINGS = {
 _DEFAULT_SCHEMA_SETTINGS = ("schema", "search_path")
 _REFUSED = {Kind.ATTACH: "attach a database", Kind.DETACH: "detach a database",
             Kind.COPY_DATABASE: "copy a database"}
+# trdb keeps the state of its transactions (the catalog mirror, an aborted flag, the write lock): one that
+# DuckDB began or ended behind its back would commit or keep what trdb rolls back.
+_TRANSACTION_HINT = "BEGIN, COMMIT and ROLLBACK are trdb's own statements: write them alone, without options"
 # Statement kinds that only read, unless their text holds one of _WRITE_WORDS (a data-modifying CTE).
-_READS = {Kind.SELECT, Kind.EXPORT, Kind.TRANSACTION, Kind.EXECUTE, Kind.LOAD, Kind.EXTENSION,
+_READS = {Kind.SELECT, Kind.EXPORT, Kind.EXECUTE, Kind.LOAD, Kind.EXTENSION,
           Kind.VARIABLE_SET}
 _READ_PRAGMAS = {"table_info", "storage_info", "show", "database_size", "metadata_info"}
 
@@ -38,7 +41,7 @@ _WRITE_WORDS = re.compile(r"(?<![\w$])(INSERT|UPDATE|DELETE|MERGE|TRUNCATE|COPY|
 _SEQUENCE_CALL = re.compile(r"(?<![\w$])(NEXTVAL|SETVAL)(?![\w$])", re.I)
 _LITERAL_ARGUMENT = re.compile(r"\s*\(\s*'[^']*'\s*[,)]")
 _LEADING_COMMENTS = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", re.S)
-_NAME = r'(?:"(?:[^"]|"")*"|[A-Za-z_][\w$]*)'
+_NAME = r'(?:"[^"]*(?:""[^"]*)*+"|[A-Za-z_][\w$]*)'  # unrolled, possessive: no regex memory per character
 _SETTING = re.compile(rf"(?P<verb>SET|RESET|PRAGMA)\s+(?:(?:GLOBAL|SESSION|LOCAL)\s+)?"
                       rf"(?:(?P<variable>VARIABLE)\s+)?(?P<name>{_NAME})", re.I)
 _LITERAL_VALUE = re.compile(r"\s*(?:=|TO)\s*'[^']*'\s*;?\s*$", re.I)
@@ -54,8 +57,10 @@ _HINT = (f"the {SCHEMA} schema is written only by trdb: SELECT from it freely, a
 
 
 def run_plain_sql(db: Database, text: str, params: Sequence[Any] = ()) -> tuple[list[tuple], Any, int]:
-    """Run plain SQL in DuckDB if check_plain_sql allows it: its rows, cursor description and row count."""
+    """Run one plain SQL statement in DuckDB if check_plain_sql allows it: its rows, cursor description and
+    row count."""
     check_plain_sql(text)
+    check_one_statement(text)
     return db.execute_with_description(text, params)
 
 
@@ -66,15 +71,28 @@ def check_plain_sql(text: str) -> None:
         _check_statement(kind, _LEADING_COMMENTS.sub("", query, count=1))
 
 
-def _statements(text: str) -> list[tuple[Kind, str]]:
+def check_one_statement(text: str) -> None:
+    """trdb runs plain SQL one statement at a time: a text it took for one statement that DuckDB reads as
+    several (their lexical rules differ somewhere) is refused rather than run as DuckDB splits it."""
+    found = len(_statements(text))
+    if found > 1:
+        raise ProgrammingError(f"plain SQL: DuckDB reads this text as {found} statements where trdb read one "
+                               "statement", hint="end each statement with ';' outside strings and comments")
+
+
+@functools.lru_cache(maxsize=512)
+def _statements(text: str) -> tuple[tuple[Kind, str], ...]:
     try:
-        return [(s.type, s.query) for s in duckdb.extract_statements(text)]
+        return tuple((s.type, s.query) for s in duckdb.extract_statements(text))
     except (duckdb.Error, UnicodeDecodeError):  # the latter: DuckDB's message quoted non-UTF-8 bytes (X'é')
-        return []  # DuckDB cannot parse it either, so it runs none of it and its own error says why
+        return ()  # DuckDB cannot parse it either, so it runs none of it and its own error says why
 
 
 def _check_statement(kind: Kind, body: str) -> None:
     _check_sequences(body)
+    if kind == Kind.TRANSACTION:
+        raise ProgrammingError(f"plain SQL cannot run {_first_words(body, 3)}: trdb begins and ends its "
+                               "transactions itself", hint=_TRANSACTION_HINT)
     if kind in _REFUSED:
         raise ProgrammingError(f"plain SQL cannot {_REFUSED[kind]}: trdb owns the databases of its connection",
                                hint="open another database with trdb.connect(path)")

@@ -1,0 +1,82 @@
+"""Plain SQL and SET as DuckDB reads them: statement splitting, transactions, settings, Arrow output settings."""
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+import trdb
+from trdb.parser import split_statements
+from trdb.storage.plain_sql import check_plain_sql, run_plain_sql
+
+
+@pytest.fixture
+def table(cur):
+    cur.execute("CREATE TABLE t (v INTEGER)")
+    cur.execute("INSERT INTO t VALUES (1)")
+    return cur
+
+
+# ------------------------------------------------------------ statement splitting (DuckDB's lexical rules)
+
+SCRIPTS = [
+    r"SELECT E'\''; SELECT 2",
+    r"SELECT e'a\\'; SELECT 'b'",
+    r"SELECT E'\'; SELECT 2; --'",
+    r"SELECT E'it''s; \n'; SELECT 2",
+    "SELECT $$; COMMIT; $$; SELECT 2",
+    "SELECT $tag$ $$; ' $tag$; SELECT 2",
+    "SELECT $a$x$b$;$a$; SELECT $1",
+    "SELECT a$$b FROM (SELECT 1 AS \"a$$b\"); SELECT 2",
+    "SELECT 1 /* outer /* inner; */ still; */; SELECT 2",
+    "SELECT 1 -- a comment; with a semicolon\n; SELECT \"x;\"\"y\" FROM (SELECT 1 AS \"x;\"\"y\")",
+    "SELECT (E'x;'), [E'\\';']; SELECT 'plain\\'; SELECT 3",
+]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_splitter_finds_the_statements_duckdb_finds(script):
+    ours = [piece.text for piece in split_statements(script)]
+    duckdbs = duckdb.extract_statements(script)
+    assert len(ours) == len(duckdbs)
+    for piece in ours:  # each piece is one statement for DuckDB too
+        assert len(duckdb.extract_statements(piece)) == 1
+
+
+def test_a_dollar_quoted_semicolon_is_no_commit(table):
+    table.execute("BEGIN")
+    table.execute("UPDATE t SET v = 2")
+    assert table.execute("SELECT $$; COMMIT; $$").fetchall() == [("; COMMIT; ",)]
+    assert table.execute(r"SELECT E'\'; COMMIT; --'").fetchall() == [("'; COMMIT; --",)]
+    table.execute("ROLLBACK")
+    assert table.execute("SELECT v FROM t").fetchall() == [(1,)]
+
+
+def test_a_commit_after_an_escaped_quote_is_trdbs_commit(table):
+    # DuckDB reads E'\'' as one string: the COMMIT after it is a statement of its own, which trdb runs
+    table.execute("BEGIN")
+    table.execute("UPDATE t SET v = 2")
+    table.execute(r"SELECT E'\''; COMMIT; -- '")
+    table.execute("BEGIN")  # trdb knows its transaction ended
+    table.execute("UPDATE t SET v = 3")
+    table.execute("ROLLBACK")
+    assert table.execute("SELECT v FROM t").fetchall() == [(2,)]
+
+
+def test_text_duckdb_splits_in_two_never_runs_as_one(con):
+    with pytest.raises(trdb.ProgrammingError, match="one statement"):
+        run_plain_sql(con._session().db, "SELECT 1; SELECT 2")
+    check_plain_sql("SELECT ';'; SELECT 2")  # the check alone still looks at each statement
+
+
+@pytest.mark.parametrize("text", ["BEGIN READ ONLY", "START TRANSACTION READ WRITE", "BEGIN TRANSACTION READ ONLY"])
+def test_plain_sql_cannot_begin_or_end_transactions(table, text):
+    table.execute("BEGIN")
+    table.execute("UPDATE t SET v = 2")
+    with pytest.raises(trdb.ProgrammingError, match="transaction"):
+        table.execute(text)
+    table.execute("ROLLBACK")
+    assert table.execute("SELECT v FROM t").fetchall() == [(1,)]
+    with pytest.raises(trdb.ProgrammingError, match="transaction"):
+        table.execute(text)
+    table.execute("BEGIN")
+    table.execute("ROLLBACK")
