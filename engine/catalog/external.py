@@ -6,10 +6,8 @@ import os
 from dataclasses import replace
 from typing import Iterator, Optional, Sequence
 
-from trdb.errors import OperationalError
-from trdb.storage import external_reads
+from trdb.storage import external_reads, file_sandbox
 from trdb.storage.database import Database
-from trdb.storage.export import file_access_refusal
 from trdb.storage.external_location import Location, locate, normalized, parse_roots
 from trdb.storage.external_tensors import list_dataset, open_parquet, value_column
 from trdb.storage.tensor_meta import TensorMeta
@@ -25,10 +23,12 @@ def roots(db: Database) -> list[str]:
 
 def location_of(db: Database, uri: str) -> Location:
     """The checked location (roots, and DuckDB's own file access settings for a local path)."""
-    location = locate(uri, roots(db), db.file.shared_settings.get("s3_endpoint", ""))
-    refusal = file_access_refusal(db, location.path) if location.scheme == "file" else None
-    if refusal:
-        raise OperationalError(refusal, hint="SET allowed_directories before disabling enable_external_access")
+    location = replace(locate(uri, roots(db), db.file.shared_settings.get("s3_endpoint", "")),
+                       sandbox=file_sandbox.sandbox(db))  # each file opened is checked with it, on any worker
+    if location.scheme == "file":
+        location.sandbox.resolved(location.path)
+    else:
+        location.opened(location.path)
     return location
 
 

@@ -15,8 +15,7 @@ from trdb.statements.copy_partitioned import check_folder, partition_count, writ
 from trdb.statements.materialize import check_tiles, result_columns, result_layout
 from trdb.statements.npy_files import load_npy
 from trdb.statements.tiling import CHUNK_BYTES, write_array
-from trdb.storage import tile_store
-from trdb.storage.export import file_access_refusal
+from trdb.storage import file_sandbox, tile_store
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_writer import TileWriter
 
@@ -55,6 +54,7 @@ def write_result_file(result: Result, path: str, file_format: str, layout_kind: 
         return write_dataset(path, schema, batches, [result.schema[p].name for p in layout.key_positions],
                              partitions)
     temporary = copy_files.temporary_path(path)
+    copy_files.remove_quietly(temporary)  # a link left there would be written through
     try:
         count = _write(result, layout, temporary, file_format, layout_kind)
         copy_files.replace_file(temporary, path)
@@ -139,19 +139,20 @@ def _options(sc: StatementContext, node, path: str, partitioned: bool = False) -
 
 
 def check_path(sc: StatementContext, node, path: str, writing: bool) -> str:
-    """A local file path as DuckDB's COPY takes one; refused before anything is read or written."""
+    """A local file path as DuckDB's COPY takes one, resolved (links followed); refused before anything is read or
+    written."""
     if not path or "\x00" in path:
         raise sc.bind.fail(node, "COPY needs a file path" if not path else "a file path cannot hold a NUL character")
     if "://" in path:
         raise sc.bind.fail(node, f"COPY reads and writes local files, not '{path}'", error=NotSupportedError)
+    try:
+        path = file_sandbox.checked(sc.db, path)  # refused before anything is told about the file; opened resolved
+    except OperationalError as exc:
+        raise sc.bind.fail(node, exc.message, hint=exc.hint, error=OperationalError) from None
     if os.path.isdir(path):
         raise sc.bind.fail(node, f"cannot {'write' if writing else 'read'} '{path}': it is a directory",
                            error=OperationalError)
-    refusal = file_access_refusal(sc.db, path)
-    if refusal:
-        raise sc.bind.fail(node, refusal, hint="SET allowed_directories or allowed_paths before disabling "
-                                               "enable_external_access", error=OperationalError)
-    folder = os.path.dirname(os.path.abspath(path))
+    folder = os.path.dirname(path)
     if writing and not os.path.isdir(folder):
         raise sc.bind.fail(node, f"cannot write '{path}': no such directory '{folder}'", error=OperationalError)
     if not writing and not os.path.isfile(path):
@@ -181,6 +182,7 @@ def copy_from(sc: StatementContext, node: ast.CopyFrom) -> Result:
 def read_tiles_into(sc: StatementContext, meta: TensorMeta, path: str) -> int:
     """Tiles of a tile-form Parquet file into `meta`, batch by batch; a key already stored is an IntegrityError."""
     what, seen, count = f"COPY {meta.name} FROM '{path}'", set(), 0
+    path = file_sandbox.checked(sc.db, path)  # IMPORT's files come here unchecked
     with TileWriter(sc.db, meta, CHUNK_BYTES) as writer:
         for keys, tiles in copy_files.read_tile_batches(path, meta.keys, meta.value_name):
             tiles = check_tiles(meta, keys, tiles, what, seen)
@@ -202,7 +204,7 @@ def _require_empty(sc: StatementContext, meta: TensorMeta, path: str) -> None:
 
 def _read_npy(sc: StatementContext, meta: TensorMeta, path: str) -> int:
     _require_empty(sc, meta, path)
-    array = load_npy(path)
+    array = load_npy(path, sc.db)
     if tuple(array.shape) != tuple(meta.shape):
         raise DataError(f"COPY {meta.name} FROM '{path}': the array has shape {tuple(array.shape)}, "
                         f"{meta.name} has shape {meta.shape}")

@@ -158,7 +158,7 @@ def temporary_path(path: str) -> str:
 
 
 def remove_quietly(path: Optional[str]) -> None:
-    if path and os.path.exists(path):
+    if path and os.path.lexists(path):  # a dangling link too
         os.remove(path)
 
 

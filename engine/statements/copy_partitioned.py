@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from trdb.errors import OperationalError
 from trdb.statements.context import StatementContext
-from trdb.storage.export import file_access_refusal
+from trdb.storage import file_sandbox
 from trdb.storage.external_tensors import PARTITION_FOLDER, PARTITIONS_KEY
 from trdb.storage.key_hash import key_hash_array
 
@@ -36,10 +36,10 @@ def check_folder(sc: StatementContext, node, path: str) -> str:
     """The target directory: local, allowed, its parent there, and not a directory of something else."""
     if not path or "\x00" in path or "://" in path:
         raise sc.bind.fail(node, f"COPY ... PARTITIONS writes a local directory, not {path!r}", error=OperationalError)
-    path = os.path.abspath(path)
-    refusal = file_access_refusal(sc.db, os.path.join(path, FILE))
-    if refusal:
-        raise sc.bind.fail(node, refusal, error=OperationalError)
+    try:  # the directory resolved (links followed): the files are written under what was checked
+        path = file_sandbox.checked(sc.db, path)
+    except OperationalError as exc:
+        raise sc.bind.fail(node, exc.message, hint=exc.hint, error=OperationalError) from None
     if not os.path.isdir(os.path.dirname(path)):
         raise sc.bind.fail(node, f"cannot write '{path}': no such directory '{os.path.dirname(path)}'",
                            error=OperationalError)

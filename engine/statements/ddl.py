@@ -82,7 +82,7 @@ def create_tensor_from(sc: StatementContext, node: ast.CreateTensorFrom) -> Resu
         array = array_from_param(sc.param(node.source))
         check_storable(array.dtype, "the array given for ?", "pass np.real(a) or np.abs(a) instead")
     else:
-        array = load_npy(node.source)
+        array = load_npy(node.source, sc.db)
     dtype = parse_dtype(node.dtype) if node.dtype else (
         parse_dtype(array.dtype.name) if array.dtype.name in ("float32", "float64", "int32", "int64", "bool",
                                                                "float16") else parse_dtype(None))

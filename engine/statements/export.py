@@ -19,6 +19,7 @@ from trdb.parser import ast
 from trdb.statements.context import StatementContext
 from trdb.statements.copy import read_tiles_into, write_result_file
 from trdb.storage import export as stored
+from trdb.storage import file_sandbox
 from trdb.storage.adam_state import all_adam_steps, read_adam_step, write_adam_step
 from trdb.storage.tensor_meta import TensorMeta
 
@@ -32,9 +33,8 @@ def export_database(sc: StatementContext, node: ast.ExportDatabase) -> Result:
         raise sc.bind.fail(node, f"EXPORT DATABASE writes to a local directory, not {folder!r}")
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise sc.bind.fail(node, f"cannot export to '{folder}': it is a file", error=OperationalError)
-    refusal = stored.file_access_refusal(sc.db, os.path.join(folder, CATALOG))
-    if refusal:
-        raise sc.bind.fail(node, refusal, error=OperationalError)
+    folder = _checked(sc, node, folder)  # resolved: every file is written under the directory checked
+    catalog_path = _checked(sc, node, os.path.join(folder, CATALOG))
     os.makedirs(folder, exist_ok=True)
     with sc.db.statement(writes=False):  # one snapshot for every file
         catalog = {"format": FORMAT, "version": 1, "tensors": [], "views": [], "tables": [], "duckdb_views": []}
@@ -56,7 +56,7 @@ def export_database(sc: StatementContext, node: ast.ExportDatabase) -> Result:
             stored.export_table(sc.db, name, os.path.join(folder, file))
             catalog["tables"].append({"name": name, "sql": sql, "file": file})
         catalog["duckdb_views"] = [{"name": n, "sql": s} for n, s in stored.ordinary_views(sc.db)]
-    with open(os.path.join(folder, CATALOG), "w", encoding="utf-8") as out:
+    with open(catalog_path, "w", encoding="utf-8") as out:
         json.dump(catalog, out, indent=1)
     return Result(rowcount=0)
 
@@ -99,10 +99,7 @@ def _import_adam_steps(sc: StatementContext, steps: dict, tensors: set) -> None:
 
 
 def _read_catalog(sc: StatementContext, node: ast.ImportDatabase) -> dict:
-    path = os.path.join(node.path, CATALOG)
-    refusal = stored.file_access_refusal(sc.db, path)
-    if refusal:
-        raise sc.bind.fail(node, refusal, error=OperationalError)
+    path = _checked(sc, node, os.path.join(node.path, CATALOG))
     if not os.path.isfile(path):
         raise sc.bind.fail(node, f"cannot import '{node.path}': it holds no {CATALOG}",
                            hint="IMPORT DATABASE reads a directory EXPORT DATABASE wrote", error=OperationalError)
@@ -114,6 +111,14 @@ def _read_catalog(sc: StatementContext, node: ast.ImportDatabase) -> dict:
     if not isinstance(catalog, dict) or catalog.get("format") != FORMAT:
         raise DataError(f"cannot import '{node.path}': {CATALOG} is not a trdb export")
     return catalog
+
+
+def _checked(sc: StatementContext, node, path: str) -> str:
+    """`path` resolved, after DuckDB's file access settings allow it (the tiles files: read_tiles_into checks)."""
+    try:
+        return file_sandbox.checked(sc.db, path)
+    except OperationalError as exc:
+        raise sc.bind.fail(node, exc.message, hint=exc.hint, error=OperationalError) from None
 
 
 def _file(folder: str, name: str) -> str:

@@ -13,13 +13,17 @@ import os
 import numpy as np
 
 from trdb.errors import DataError, OperationalError
+from trdb.storage import file_sandbox
+from trdb.storage.database import Database
 
 _VERSIONS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0,
              (3, 0): np.lib.format.read_array_header_2_0}  # 3.0 differs from 2.0 only in utf-8 field names
 
 
-def load_npy(path: str) -> np.ndarray:
-    """The array in a .npy file, memory-mapped read-only (an empty array is read)."""
+def load_npy(path: str, db: Database) -> np.ndarray:
+    """The array in a .npy file, memory-mapped read-only (an empty array is read); the file is the one the path
+    resolves to, after DuckDB's file access settings allow it."""
+    path = file_sandbox.checked(db, path)
     shape, fortran, dtype, offset, size = _header(path)
     if dtype.hasobject:
         raise DataError(f"'{path}' holds Python objects (pickled data); trdb reads only numeric .npy files "

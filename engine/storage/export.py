@@ -1,9 +1,6 @@
 """EXPORT / IMPORT DATABASE for ordinary tables and DuckDB views: their SQL, and their rows as Parquet files."""
 from __future__ import annotations
 
-import os
-from typing import Optional
-
 from trdb.storage.catalog_format import SCHEMA
 from trdb.storage.database import Database
 from trdb.storage.sql_text import quote_identifier
@@ -55,18 +52,3 @@ def _check_create(sql: str, kind: str) -> None:
             kind not in (w.upper() for w in words[:4]) or SCHEMA.lower() in sql.lower():
         raise ValueError(f"not a CREATE {kind} statement: {sql[:80]!r}")
 
-
-def file_access_refusal(db: Database, path: str) -> Optional[str]:
-    """Why DuckDB's own COPY would refuse `path` under its settings (enable_external_access = false and the
-    allowed directories and paths), or None: trdb's COPY writes with pyarrow and must refuse the same."""
-    if db.execute("SELECT current_setting('enable_external_access')")[0][0]:
-        return None  # the usual case, asked alone: an external tensor's scan asks at every read
-    directories, paths = db.execute(
-        "SELECT current_setting('allowed_directories'), current_setting('allowed_paths')")[0]
-    full = os.path.abspath(path)
-    if full in {os.path.abspath(p) for p in paths or ()}:
-        return None
-    for directory in directories or ():
-        if (full + os.sep).startswith(os.path.join(os.path.abspath(directory), "")):
-            return None
-    return f'Cannot access file "{path}" - file system operations are disabled by configuration'

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import pyarrow.fs as pafs
 
 from trdb.errors import NotSupportedError, OperationalError
+from trdb.storage.file_sandbox import FileSandbox, resolve
 
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _ROOTS_HINT = "SET external_roots = '<directory or s3://bucket/prefix>, ...' (a setting of the connection)"
@@ -36,6 +37,22 @@ class Location:
     scheme: str     # 'file' or 's3'
     path: str
     endpoint: str = ""
+    roots: tuple[str, ...] = ()     # the local roots, resolved
+    sandbox: FileSandbox = FileSandbox()  # DuckDB's file access settings of the connection that checked it
+
+    def opened(self, path: str) -> str:
+        """The path to open for a file of the dataset: a local one resolved (links followed, a part file that
+        leads out of the roots refused), and allowed by DuckDB's file access settings."""
+        if self.scheme != "file":
+            refusal = self.sandbox.refusal(f"s3://{path}")
+            if refusal:
+                raise OperationalError(refusal, hint="SET allowed_directories before disabling enable_external_access")
+            return path
+        full = resolve(path)
+        if not any(_under(full, root) for root in self.roots):
+            raise OperationalError(f"the file '{path}' of '{self.uri}' leads to '{full}', outside the allowed roots "
+                                   f"of external tensors (allowed: {', '.join(self.roots) or 'none'})", hint=_ROOTS_HINT)
+        return self.sandbox.resolved(full)
 
     def filesystem(self) -> pafs.FileSystem:
         return pafs.LocalFileSystem() if self.scheme == "file" else s3_filesystem(self.endpoint)
@@ -54,16 +71,17 @@ def normalized(uri: str) -> str:
 def locate(uri: str, roots: Sequence[str], endpoint: str = "") -> Location:
     """The checked location of `uri`; an OperationalError when it lies outside every root."""
     scheme, path = _split(uri)
+    local = tuple(resolve(_split(r)[1]) for r in roots if _split(r)[0] == "file")
     if scheme == "file":
-        path = os.path.realpath(os.path.abspath(path))  # read where it was checked: links resolved once
-        inside = any(_under(path, os.path.realpath(os.path.abspath(r))) for r in roots if _split(r)[0] == "file")
+        path = resolve(path)  # read where it was checked: links resolved once
+        inside = any(_under(path, r) for r in local)
     else:
         inside = any(_under_key(path, _split(r)[1]) for r in roots if _split(r)[0] == "s3")
     if not inside:
         allowed = ", ".join(roots) if roots else "none"
         raise OperationalError(f"the location '{uri}' is outside the allowed roots of external tensors "
                                f"(allowed: {allowed})", hint=_ROOTS_HINT)
-    return Location(normalized(uri), scheme, path, endpoint if scheme == "s3" else "")
+    return Location(normalized(uri), scheme, path, endpoint if scheme == "s3" else "", local if scheme == "file" else ())
 
 
 def parse_roots(text: str) -> list[str]:

@@ -108,7 +108,9 @@ def guarded(location: Location, call):
 # ------------------------------------------------------------ schema
 
 def open_parquet(location: Location, path: str) -> pq.ParquetFile:
-    return guarded(location, lambda: pq.ParquetFile(location.filesystem().open_input_file(path)))
+    """A file of the dataset, opened where it resolves to once that is checked (the one way a dataset's file opens)."""
+    opened = location.opened(path)
+    return guarded(location, lambda: pq.ParquetFile(location.filesystem().open_input_file(opened)))
 
 
 def value_column(location: Location, schema: pa.Schema, name: str, scalar: bool = False) -> str:
