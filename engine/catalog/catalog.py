@@ -13,7 +13,7 @@ from trdb.kernels.sparse import count_nonzero, is_sparse
 from trdb.storage import catalog_store, tile_store
 from trdb.storage.buffer_pool import TensorTiles
 from trdb.storage.catalog_format import ensure_schema, schema_exists
-from trdb.storage.catalog_validation import DamagedTensor
+from trdb.storage.catalog_validation import DamagedTensor, meta_problem, name_problem
 from trdb.storage.database import Database
 from trdb.storage.external_reads import read_all
 from trdb.storage.external_tensors import refuse_write
@@ -149,6 +149,7 @@ class Catalog:
     def create_tensor(self, meta: TensorMeta) -> TensorMeta:
         self._changed()
         self.check_new_name(meta.name)
+        _check_entering(meta)
         table = catalog_store.new_tile_table_name(self.db)
         meta = TensorMeta(meta.name, meta.keys, meta.value_name, meta.dtype, meta.shape, meta.tile, table,
                           version=catalog_store.new_data_version(self.db))
@@ -161,6 +162,7 @@ class Catalog:
         """Register a tensor whose tiles are the Parquet dataset at `location` (checked and counted now)."""
         self._changed()
         self.check_new_name(meta.name)
+        _check_entering(meta)
         meta = external.registered(self.db, meta, location)
         meta = meta.with_version(catalog_store.new_data_version(self.db))
         catalog_store.save_tensor(self.db, meta)
@@ -188,6 +190,7 @@ class Catalog:
         if fold(new_name) != fold(name):
             self.check_new_name(new_name)
         renamed = replace(meta, name=new_name)
+        _check_entering(renamed)
         catalog_store.delete_tensor(self.db, meta.name)
         catalog_store.save_tensor(self.db, renamed)
         del self._tensors[fold(name)]
@@ -197,6 +200,7 @@ class Catalog:
     def rename_view(self, name: str, new_name: str) -> None:
         self._changed()
         old, query = self.view(name)
+        _check_view_name(new_name)
         if fold(new_name) != fold(name):
             self.check_new_name(new_name)
         catalog_store.delete_view(self.db, old)
@@ -227,6 +231,7 @@ class Catalog:
 
     def create_view(self, name: str, query: str, or_replace: bool) -> None:
         self._changed()
+        _check_view_name(name)
         if self.view(name) and or_replace:
             catalog_store.delete_view(self.db, self.view(name)[0])
         else:
@@ -376,6 +381,24 @@ class Catalog:
             counts = np.array([count_nonzero(t) for t in tiles], dtype=np.int64)
             return keys, counts, np.zeros(len(tiles), dtype=np.int8)
         return tile_store.tile_nonzeros(self.db, meta)
+
+
+def _check_entering(meta: TensorMeta) -> None:
+    """A tensor enters the catalog only as the loader will read it back (catalog_validation's rules), so that
+    nothing a statement commits is damaged when the database is opened again."""
+    problem = meta_problem(meta)
+    if problem:
+        raise ProgrammingError(f"cannot store tensor {meta.name!r}: {problem}",
+                               hint=_NAME_HINT if "name" in problem else None)
+
+
+def _check_view_name(name: str) -> None:
+    problem = name_problem(name, "view name")
+    if problem:
+        raise ProgrammingError(problem, hint=_NAME_HINT)
+
+
+_NAME_HINT = 'a name may be any text in double quotes ("my name") but an empty one or one holding a NUL character'
 
 
 def _check_keys(meta: TensorMeta, keys: np.ndarray) -> None:

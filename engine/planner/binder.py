@@ -6,7 +6,7 @@ from typing import Optional
 
 from trdb.catalog.catalog import Catalog
 from trdb.catalog.names import did_you_mean, fold
-from trdb.errors import Error, NotSupportedError
+from trdb.errors import DataError, Error, NotSupportedError
 from trdb.parser import ast
 from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
@@ -18,6 +18,7 @@ from trdb.planner.joins import bind_join, join_with_where
 from trdb.planner.naming import output_names
 from trdb.planner.retile import bind_retile
 from trdb.planner.types import KEY, Column, TensorType, type_of_sql_column
+from trdb.storage.catalog_validation import view_query
 
 
 @dataclass(frozen=True)
@@ -219,14 +220,16 @@ class Binder:
         return bind_gradient(self, item, loss, param)
 
     def bind_view(self, ref: ast.TableRef, name: str, text: str) -> lp.Plan:
-        from trdb.parser import parse  # views are stored as text and bound where they are used
-
         if fold(name) in self.views:
             raise self.ctx.fail(ref, f'view "{name}" refers to itself')
+        try:  # views are stored as text and bound where they are used
+            query = view_query(text)
+        except DataError as exc:
+            raise DataError(f'view "{name}" is damaged and cannot be read: {exc.message}',
+                            hint=f'DROP VIEW "{name}" removes it') from None
         view_ctx = BindContext(text, self.ctx.params, self.ctx.value_limit)
         try:
-            statement = parse(text)
-            return Binder(self.catalog, view_ctx, {}, self.views + (fold(name),)).bind_query(statement.query).plan
+            return Binder(self.catalog, view_ctx, {}, self.views + (fold(name),)).bind_query(query).plan
         except Error as exc:
             exc.message = f'in view "{name}": {exc.message}'
             raise

@@ -6,7 +6,7 @@ from collections import Counter
 
 from trdb.errors import DataError
 from trdb.storage.catalog_format import SCHEMA
-from trdb.storage.catalog_validation import CatalogRow, DamagedTensor, tensor_from_row
+from trdb.storage.catalog_validation import CatalogRow, DamagedTensor, name_problem, tensor_from_row
 from trdb.storage.database import Database
 from trdb.storage.tensor_meta import TensorMeta
 
@@ -108,8 +108,10 @@ def delete_tensor(db: Database, name: str) -> None:
 
 
 def load_views(db: Database) -> dict[str, str]:
-    return {str(name): query for name, query in db.execute(f"SELECT name, query FROM {SCHEMA}.views")
-            if name is not None and isinstance(query, str)}
+    """name -> text of each view; a text that holds no query is the binder's to report (view_query), as the
+    view is used. A row without a valid name could not be named by any statement: it is left out."""
+    return {name: query for name, query in db.execute(f"SELECT name, query FROM {SCHEMA}.views")
+            if name_problem(name) is None and isinstance(query, str)}
 
 
 def save_view(db: Database, name: str, query: str) -> None:

@@ -9,13 +9,13 @@ from typing import Any, Optional
 import numpy as np
 
 from trdb.errors import DataError
+from trdb.parser import ParseError, ast, parse
 from trdb.storage.tensor_meta import DTYPES, TensorMeta
 from trdb.storage.tile_parts import part_number
 
 INT64_MAX = 2**63 - 1
 MAX_LOCATION = 4096
 TILE_TABLE = re.compile(r"_trdb\.tiles_[0-9]{1,18}")
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -53,28 +53,80 @@ class DamagedTensor:
 
 def tensor_from_row(row: CatalogRow, tile_tables: dict[str, dict[str, tuple[str, bool]]]) -> TensorMeta:
     """The metadata of a catalog row, or a DataError saying which field is wrong."""
-    if not isinstance(row.name, str) or not row.name:
-        raise DataError(f"the name {row.name!r} is not a name")
-    keys = tuple(_json_list(row.keys, "keys", lambda k: isinstance(k, str) and _IDENTIFIER.fullmatch(k)))
-    if len({k.lower() for k in keys}) != len(keys):
-        raise DataError(f"duplicate key names {keys}")
-    if not isinstance(row.value_name, str) or not _IDENTIFIER.fullmatch(row.value_name):
-        raise DataError(f"the value column name {row.value_name!r} is not a name")
-    if row.dtype not in DTYPES:
-        raise DataError(f"the dtype {row.dtype!r} is not one of {', '.join(DTYPES)}")
-    shape = tuple(_json_list(row.shape, "shape", lambda n: _is_int(n) and 0 <= n <= INT64_MAX))
-    tile = tuple(_json_list(row.tile, "tile", lambda t: _is_int(t) and 0 < t <= INT64_MAX))
-    if len(tile) != len(shape) or len(keys) > len(shape):
-        raise DataError(f"shape {list(shape)}, tile {list(tile)} and keys {list(keys)} do not agree in rank")
+    name, keys, value_name, dtype, shape, tile = checked_layout(
+        row.name, _json_list(row.keys, "keys"), row.value_name, row.dtype, _json_list(row.shape, "shape"),
+        _json_list(row.tile, "tile"))
     location = _location(row.location, row.tile_table)
     table = "" if location is not None else _tile_table(row.tile_table, len(keys), tile_tables)
     counts = [row.tuple_count, row.nnz, row.csr_tuples or 0, row.csr_nnz or 0, row.data_version or 0]
     if not all(_is_int(c) and c >= 0 for c in counts):
         raise DataError(f"the statistics {counts[:4]} or the data version {counts[4]!r} are not counts")
     distinct = None if row.distinct_keys is None else \
-        tuple(_json_list(row.distinct_keys, "distinct_keys", lambda n: _is_int(n) and n >= 0))
-    return TensorMeta(row.name, keys, row.value_name, np.dtype(row.dtype), shape, tile, table, *counts[:4],
+        tuple(_checked_list(_json_list(row.distinct_keys, "distinct_keys"), "distinct_keys", _is_count))
+    return TensorMeta(name, keys, value_name, dtype, shape, tile, table, *counts[:4],
                       distinct_keys=distinct, version=counts[4], location=location)
+
+
+def name_problem(name: Any, what: str = "name") -> Optional[str]:
+    """Why `name` cannot name a tensor, a view, a key or a value column, or None: the one rule for every
+    name, checked where a name enters the catalog (CREATE, ALTER, IMPORT) and again where it is loaded.
+    Any non-empty text without a NUL character (PostgreSQL allows no NUL in any text)."""
+    if not isinstance(name, str) or not name:
+        return f"the {what} {name!r} is not a name"
+    if "\x00" in name:
+        return f"the {what} {name!r} holds a NUL character"
+    return None
+
+
+def check_name(name: Any, what: str = "name") -> str:
+    """`name`, or a DataError saying why it cannot be one (name_problem)."""
+    problem = name_problem(name, what)
+    if problem:
+        raise DataError(problem)
+    return name
+
+
+def checked_layout(name: Any, keys: Any, value_name: Any, dtype: Any, shape: Any, tile: Any) -> tuple:
+    """(name, keys, value name, numpy dtype, shape, tile) of a tensor, each checked by the loader's rules, or a
+    DataError saying which is wrong: what a catalog row, an export's entry or a CREATE may hold."""
+    check_name(name)
+    keys = tuple(check_name(k, "key name") for k in _checked_list(keys, "keys", lambda k: True))
+    if len({k.lower() for k in keys}) != len(keys):
+        raise DataError(f"duplicate key names {keys}")
+    check_name(value_name, "value column name")
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise DataError(f"the dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+    shape = tuple(_checked_list(shape, "shape", lambda n: _is_int(n) and 0 <= n <= INT64_MAX))
+    tile = tuple(_checked_list(tile, "tile", lambda t: _is_int(t) and 0 < t <= INT64_MAX))
+    if len(tile) != len(shape) or len(keys) > len(shape):
+        raise DataError(f"shape {list(shape)}, tile {list(tile)} and keys {list(keys)} do not agree in rank")
+    return name, keys, value_name, np.dtype(dtype), shape, tile
+
+
+def meta_problem(meta: TensorMeta) -> Optional[str]:
+    """Why the loader would refuse `meta` once stored (its names, dtype or layout), or None."""
+    dtype = meta.dtype.name if meta.dtype == np.dtype(meta.dtype.name) else meta.dtype.str  # '>f8' is not float64
+    try:
+        checked_layout(meta.name, list(meta.keys), meta.value_name, dtype, list(meta.shape), list(meta.tile))
+    except DataError as exc:
+        return exc.message
+    return None
+
+
+def view_query(text: Any) -> ast.Query:
+    """The query a view's stored text holds, or a DataError saying why it holds none (a crafted file or
+    export may hold any text; CREATE VIEW stores only a query it has bound)."""
+    if not isinstance(text, str):
+        raise DataError(f"its text {_shown(text)} is not text")
+    try:
+        statement = parse(text)
+    except ParseError as exc:
+        raise DataError(f"its text does not parse ({exc.message})") from None
+    except RecursionError:
+        raise DataError("its text nests too deeply to parse") from None
+    if not isinstance(statement, ast.QueryStatement):
+        raise DataError(f"its text is not a query: {_shown(text)}")
+    return statement.query
 
 
 def _location(location: Any, tile_table: Any) -> Optional[str]:
@@ -114,14 +166,40 @@ def _check_columns(name: str, columns: dict[str, tuple[str, bool]], key_count: i
         raise DataError(f"its tile table {name} has the columns {', '.join(columns)}, not {', '.join(order)}")
 
 
-def _json_list(text: Any, field: str, valid) -> list:
-    try:
-        value = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
-        value = None
-    if not isinstance(value, list) or not all(valid(v) for v in value):
-        raise DataError(f"the {field} {text!r} is not a list of the right values")
+# A catalog list holds numbers or names, never a list or object: the text is refused before json parses it
+# (json recurses once per level, so a crafted "[[[[..." would end in a RecursionError).
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _json_list(text: Any, field: str) -> list:
+    """The flat JSON list a catalog field holds, or a DataError."""
+    value = None
+    if isinstance(text, str):
+        outside = _STRINGS.sub("", text)
+        if outside.count("[") == 1 and "{" not in outside:
+            try:
+                value = json.loads(text)
+            except (ValueError, RecursionError):
+                value = None
+    if not isinstance(value, list):
+        raise DataError(f"the {field} {_shown(text)} is not a list of the right values")
     return value
+
+
+def _checked_list(value: Any, field: str, valid) -> list:
+    if not isinstance(value, (list, tuple)) or not all(valid(v) for v in value):
+        raise DataError(f"the {field} {_shown(value)} is not a list of the right values")
+    return list(value)
+
+
+def _shown(value: Any) -> str:
+    """A field's value in a message: its repr, cut short (a crafted one may be megabytes)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _is_count(value: Any) -> bool:
+    return _is_int(value) and value >= 0
 
 
 def _is_int(value: Any) -> bool:

@@ -1,0 +1,109 @@
+"""Names, imports and catalog text are checked where they enter by the rule the loader reads them with."""
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import pytest
+
+import trdb
+
+CREATES = [
+    ('CREATE TENSOR A(i, "my j") SHAPE (4, 4) TILE (2, 2) FILL ONES', "A"),
+    ('CREATE TENSOR B("é") SHAPE (4) TILE (2) FILL ONES', "B"),
+    ('CREATE TENSOR "C x" SHAPE (4) TILE (2) FILL ONES', '"C x"'),
+    ('CREATE TENSOR "Dé" SHAPE (4) TILE (2) FILL ONES', '"Dé"'),
+    ('CREATE TENSOR E AS SELECT X.i, X.v AS "my val" FROM Base X', "E"),
+    ('CREATE TENSOR F AS SELECT X.i, X.v AS "é" FROM Base X', "F"),
+    ('CREATE TENSOR G AS SELECT X.i AS "k k", X.v FROM Base X', "G"),
+    ('CREATE TENSOR H("a\x00b") SHAPE (4) TILE (2) FILL ONES', "H"),
+    ('CREATE TENSOR "I\x00" SHAPE (4) TILE (2) FILL ONES', '"I\x00"'),
+    ('CREATE VIEW "V\x00" AS SELECT * FROM Base', '"V\x00"'),
+    ('ALTER TENSOR Base RENAME TO "J\x00"', '"J\x00"'),
+]
+
+
+@pytest.mark.parametrize("statement, name", CREATES)
+def test_a_name_create_accepts_reads_back_after_reopening_or_create_refuses_it(tmp_path, statement, name):
+    path = str(tmp_path / "names.trdb")
+    con = trdb.connect(path)
+    con.execute("CREATE TENSOR Base SHAPE (4) TILE (2) FILL ONES")
+    try:
+        con.execute(statement)
+    except trdb.ProgrammingError as exc:  # refused where it enters: nothing committed
+        assert "name" in str(exc)
+        refused = True
+    else:
+        refused = False
+        want = con.execute(f"SELECT * FROM {name}").fetchall()
+    con.close()
+    con = trdb.connect(path)
+    if refused:
+        assert con.execute("SELECT * FROM Base").fetchall()
+        with pytest.raises(trdb.ProgrammingError, match="does not exist"):
+            con.execute(f"SELECT * FROM {name}")
+        return
+    got = con.execute(f"SELECT * FROM {name}").fetchall()
+    assert [(k, v.tolist()) for *k, v in got] == [(k, v.tolist()) for *k, v in want]
+    assert con.execute("SHOW TABLES").fetchall()
+
+
+def test_quoted_key_and_value_names_survive_reopening_export_and_import(tmp_path):
+    con = trdb.connect(str(tmp_path / "a.trdb"))
+    con.execute('CREATE TENSOR A(i, "my j") SHAPE (4, 4) TILE (2, 2) FILL ONES')
+    con.execute('CREATE TENSOR E AS SELECT X.i, X."my j", X.v AS "é v" FROM A X')
+    con.execute(f"EXPORT DATABASE '{tmp_path / 'backup'}'")
+    con.close()
+    con = trdb.connect(str(tmp_path / "a.trdb"))
+    assert [r[0] for r in con.execute("DESCRIBE E").fetchall()] == ["i", "my j", "é v"]
+    restored = trdb.connect(str(tmp_path / "b.trdb"))
+    restored.execute(f"IMPORT DATABASE '{tmp_path / 'backup'}'")
+    assert restored.sql("SELECT * FROM E").tensor().tolist() == np.ones((4, 4)).tolist()
+
+
+# ------------------------------------------------------------------ crafted catalog text
+
+
+def _tamper(path: str, sql: str, params=()) -> None:
+    raw = duckdb.connect(path)
+    raw.execute(sql, list(params))
+    raw.close()
+
+
+def test_deeply_nested_json_in_a_catalog_shape_damages_that_tensor_only(tmp_path):
+    path = str(tmp_path / "deep.trdb")
+    con = trdb.connect(path)
+    con.execute("CREATE TENSOR A SHAPE (4) TILE (2) FILL ONES")
+    con.execute("CREATE TENSOR B SHAPE (4) TILE (2) FILL ONES")
+    con.close()
+    _tamper(path, "UPDATE _trdb.tensors SET shape = ? WHERE name = 'A'", ["[" * 100_000 + "]" * 100_000])
+    con = trdb.connect(path)
+    with pytest.raises(trdb.DataError, match="damaged"):
+        con.execute("SELECT * FROM A")
+    assert len(con.execute("SELECT * FROM B").fetchall()) == 2
+    con.execute("DROP TENSOR A")
+
+
+@pytest.mark.parametrize("field", ["keys", "tile", "distinct_keys"])
+def test_nested_json_in_other_catalog_fields_is_damage_not_a_crash(tmp_path, field):
+    path = str(tmp_path / "nested.trdb")
+    trdb.connect(path).execute("CREATE TENSOR A SHAPE (4) TILE (2) FILL ONES")
+    _tamper(path, f"UPDATE _trdb.tensors SET {field} = ?", ['[[1], {"a": [' * 5000 + "]}" * 5000 + "]"])
+    with pytest.raises(trdb.DataError, match="damaged"):
+        trdb.connect(path).execute("SELECT * FROM A")
+
+
+def test_a_stored_view_that_is_not_a_query_is_reported_not_an_internal_error(tmp_path):
+    path = str(tmp_path / "view.trdb")
+    con = trdb.connect(path)
+    con.execute("CREATE TENSOR A SHAPE (4) TILE (2) FILL ONES")
+    con.execute("CREATE VIEW W AS SELECT * FROM A")
+    con.close()
+    _tamper(path, "UPDATE _trdb.views SET query = 'DROP TENSOR A'")
+    con = trdb.connect(path)
+    assert ("W", "view") in con.execute("SHOW TABLES").fetchall()
+    with pytest.raises(trdb.DataError, match="W"):
+        con.execute("SELECT * FROM W")
+    with pytest.raises(trdb.DataError, match="W"):
+        con.execute("DESCRIBE W")
+    con.execute("DROP VIEW W")
+    assert con.execute("SHOW TABLES").fetchall() == [("A", "tensor")]
