@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext, suppress
 from functools import partial
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 
@@ -33,6 +33,7 @@ from trdb.statements.routing import (
     names_trdb_relation,
     param_names,
     query_relations,
+    trdb_setting_hint,
 )
 from trdb.statements.status import plain_sql_status, status_message
 from trdb.storage.database import Database
@@ -72,12 +73,14 @@ class Session:
         for name, value in (settings or {}).items():
             self.settings.set(name, value)
         self.db = Database(path, read_only, self.settings.memory_limit)
+        shared_before = dict(self.db.file.shared_settings)
         try:
             self.settings.share(self.db.file.shared_settings, frozenset(n.lower() for n in (settings or {})))
             self.db.file.apply_settings()
             self.pool = self.db.file.pool
             self.catalog = Catalog(self.db)
         except BaseException:
+            _put_back(self.db.file, shared_before)
             self.db.close()
             raise
         self.aborted = False
@@ -217,13 +220,19 @@ class Session:
         if isinstance(statement, ast.Minimize):
             return minimize.minimize(sc, statement, self._step)
         if type(statement) in _READS:
-            result = _READS[type(statement)](sc, statement)
-            self.db.file.apply_settings()
+            with self._setting_restored_on_failure(statement):
+                result = _READS[type(statement)](sc, statement)
+                self.db.file.apply_settings()
             return result
         handler = _WRITES.get(type(statement))
         if handler is None:
             raise errors.NotSupportedError(f"{type(statement).__name__} statements are not supported yet")
         return self._atomic(lambda: handler(sc, statement))
+
+    def _setting_restored_on_failure(self, statement: ast.Statement):
+        if isinstance(statement, (ast.SetSetting, ast.ResetSetting)):
+            return self.settings.restored_on_failure(statement.name, self.db.file.apply_settings)
+        return nullcontext()
 
     def _atomic(self, work: Callable[[], Result]) -> Result:
         """Run a writing statement in its own transaction (or the open one); undo everything on failure. A
@@ -328,9 +337,12 @@ class Session:
         if self.aborted:
             raise errors.OperationalError("current transaction is aborted, commands ignored until end of "
                                           "transaction block", hint="ROLLBACK")
-        error = errors.ProgrammingError(parse_error.message, hint=parse_error.hint, statement=parse_error.text,
-                                        line=parse_error.line, column=parse_error.column)
-        if is_trql_only(text):
+        setting_hint = trdb_setting_hint(text)  # trdb's setting, written as trql cannot read it: not DuckDB's to run
+        error = errors.ProgrammingError(parse_error.message, hint=setting_hint or parse_error.hint,
+                                        statement=parse_error.text, line=parse_error.line, column=parse_error.column)
+        if setting_hint:
+            check_plain_sql(text)  # a DuckDB setting trdb owns too (memory_limit) is refused as that, with its hint
+        if setting_hint or is_trql_only(text):
             raise error
         try:
             return self._plain_sql(text, params)
@@ -387,6 +399,15 @@ class Session:
             self.db.file.memory.remove_shrinker(self.carried.shrink)
             self.carried.shrink(0)
             self.db.close()
+
+
+def _put_back(file, shared_before: dict[str, Any]) -> None:
+    """A connection that failed to open changes no database-wide setting of the others open on its file."""
+    if shared_before:
+        file.shared_settings.clear()
+        file.shared_settings.update(shared_before)
+        with suppress(Exception):  # they were in force before: the error that stopped the connection is the one to report
+            file.apply_settings()
 
 
 def _registrable(data: Any) -> Any:

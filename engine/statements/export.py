@@ -18,6 +18,7 @@ from trdb.execution.result import Result
 from trdb.parser import ast
 from trdb.statements.context import StatementContext
 from trdb.statements.copy import read_tiles_into, write_result_file
+from trdb.statements.import_checks import check_export_catalog
 from trdb.storage import export as stored
 from trdb.storage import file_sandbox
 from trdb.storage.adam_state import all_adam_steps, read_adam_step, write_adam_step
@@ -64,6 +65,7 @@ def export_database(sc: StatementContext, node: ast.ExportDatabase) -> Result:
 def import_database(sc: StatementContext, node: ast.ImportDatabase) -> Result:
     catalog = _read_catalog(sc, node)
     folder = node.path
+    check_export_catalog(catalog, folder)  # all or nothing: no entry the loader would reject is committed
     try:
         for table in catalog["tables"]:
             sc.catalog.check_new_name(table["name"])

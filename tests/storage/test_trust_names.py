@@ -1,6 +1,9 @@
 """Names, imports and catalog text are checked where they enter by the rule the loader reads them with."""
 from __future__ import annotations
 
+import json
+import shutil
+
 import duckdb
 import numpy as np
 import pytest
@@ -58,6 +61,77 @@ def test_quoted_key_and_value_names_survive_reopening_export_and_import(tmp_path
     restored = trdb.connect(str(tmp_path / "b.trdb"))
     restored.execute(f"IMPORT DATABASE '{tmp_path / 'backup'}'")
     assert restored.sql("SELECT * FROM E").tensor().tolist() == np.ones((4, 4)).tolist()
+
+
+# ------------------------------------------------------------------ IMPORT DATABASE
+
+
+@pytest.fixture
+def export(tmp_path):
+    """An export of one tensor A and one view W, and a function writing a changed copy of its catalog."""
+    con = trdb.connect(str(tmp_path / "source.trdb"))
+    con.execute("CREATE TENSOR A SHAPE (4) TILE (2) FILL ONES")
+    con.execute("CREATE VIEW W AS SELECT * FROM A")
+    con.execute(f"EXPORT DATABASE '{tmp_path / 'backup'}'")
+    con.close()
+    catalog = json.loads((tmp_path / "backup" / "catalog.json").read_text())
+
+    def changed(change) -> str:
+        folder = tmp_path / f"changed_{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(tmp_path / "backup", folder)
+        edited = json.loads(json.dumps(catalog))
+        change(edited)
+        (folder / "catalog.json").write_text(json.dumps(edited))
+        return str(folder)
+    return changed
+
+
+def _tensor(field, value):
+    return lambda catalog: catalog["tensors"][0].__setitem__(field, value)
+
+
+def _view(field, value):
+    return lambda catalog: catalog["views"][0].__setitem__(field, value)
+
+
+BAD_ENTRIES = {
+    "complex64": _tensor("dtype", "complex64"),
+    "U8": _tensor("dtype", "U8"),
+    "float128": _tensor("dtype", "float128"),
+    ">f8": _tensor("dtype", ">f8"),
+    "empty name": _tensor("name", ""),
+    "null name": _tensor("name", None),
+    "NUL name": _tensor("name", "A\x00"),
+    "float shape": _tensor("shape", [4.0]),
+    "string tile": _tensor("tile", ["2"]),
+    "null keys": _tensor("keys", None),
+    "view not a query": _view("query", "DROP TENSOR A"),
+    "view not parsing": _view("query", "SELECT * FROM"),
+    "view null name": _view("name", None),
+    "view empty name": _view("name", ""),
+    "entry not an object": lambda catalog: catalog["tensors"].__setitem__(0, 7),
+    "duplicate names": lambda catalog: catalog["views"][0].__setitem__("name", "a"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_ENTRIES))
+def test_import_refuses_an_entry_the_loader_would_reject_and_commits_nothing(tmp_path, export, case):
+    folder = export(BAD_ENTRIES[case])
+    path = str(tmp_path / f"target_{case.replace(' ', '_').replace('>', 'gt')}.trdb")
+    con = trdb.connect(path)
+    with pytest.raises(trdb.DataError) as caught:
+        con.execute(f"IMPORT DATABASE '{folder}'")
+    assert "IMPORT DATABASE" in str(caught.value)
+    assert "tensor" in str(caught.value) or "view" in str(caught.value)
+    assert con.execute("SHOW TABLES").fetchall() == []
+    con.close()
+    assert trdb.connect(path).execute("SHOW TABLES").fetchall() == []
+
+
+def test_import_of_a_sound_export_still_works(tmp_path, export):
+    con = trdb.connect(str(tmp_path / "target.trdb"))
+    con.execute(f"IMPORT DATABASE '{export(lambda catalog: None)}'")
+    assert con.execute("SHOW TABLES").fetchall() == [("A", "tensor"), ("W", "view")]
 
 
 # ------------------------------------------------------------------ crafted catalog text
