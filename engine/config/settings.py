@@ -4,8 +4,9 @@ from __future__ import annotations
 import math
 import os
 import re
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from trdb.config import unit_costs
 from trdb.errors import ProgrammingError, suggest
@@ -285,6 +286,23 @@ class Settings:
             self._snapshot = None
         except ValueError as exc:
             raise ProgrammingError(f"invalid TRDB_{setting.name.upper()}={env!r}: {exc}") from None
+
+    @contextmanager
+    def restored_on_failure(self, name: str, apply: Callable[[], None]) -> Iterator[None]:
+        """Around SET / RESET of `name` and `apply()`, which puts the new value in force (a database-wide one
+        may fail there, as an unwritable temp_directory does): if either fails, the value before comes back
+        and is put in force again, so a statement that fails changes no setting."""
+        store = self._store(self.declared(name).name)
+        key = name.lower()
+        before = store[key]
+        try:
+            yield
+        except BaseException:
+            store[key] = before
+            self._snapshot = None
+            with suppress(Exception):  # it was in force before the statement: the first error is the one to report
+                apply()
+            raise
 
     def get(self, name: str) -> Any:
         name = self.declared(name).name

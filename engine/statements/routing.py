@@ -129,6 +129,29 @@ def is_trql_only(text: str) -> bool:
     return bool(_TRQL_ONLY.match(text))
 
 
+_GAP = r"(?:\s|--[^\n]*(?:\n|$)|/\*.*?\*/)+"  # white space and comments between words
+_SETTING_STATEMENT = re.compile(rf"\s*(?P<verb>SET|RESET){_GAP}(?P<scope>(?:GLOBAL|SESSION|LOCAL){_GAP})?"
+                                rf"(?P<name>\"[^\"]*\"|[A-Za-z_]\w*)", re.I | re.S)
+_PARAMETER = re.compile(r"\?|\$\w+")
+
+
+def trdb_setting_hint(text: str) -> Optional[str]:
+    """For a SET or RESET of one of trdb's settings that trql could not parse, the hint its error gets (the
+    text never goes to DuckDB, which does not know the setting or, as for s3_endpoint, loads an extension
+    for a name it shares); None for any other text."""
+    found = _SETTING_STATEMENT.match(text)
+    name = found and found.group("name").strip('"').lower()
+    if not name or name not in SETTINGS:
+        return None
+    if found.group("scope"):
+        return f"trdb's settings have no scope: {found.group('verb').upper()} {name} (it sets this connection's " \
+               "value; the database-wide ones are shared by every connection)"
+    if found.group("verb").upper() == "SET" and _PARAMETER.search(text, found.end()):
+        return f"SET {name} takes a literal value, not a parameter: write the value in the text, or pass it as " \
+               f"trdb.connect(path, {name}=value)"
+    return f"SET {name} = value takes one literal: a number, a 'string', or on / off"
+
+
 def names_trdb_relation(text: str, catalog: Catalog) -> bool:
     """Whether the text mentions a tensor or a trdb view by name."""
     words = {fold(w) for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text)}

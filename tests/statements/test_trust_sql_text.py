@@ -5,6 +5,7 @@ import duckdb
 import pytest
 
 import trdb
+from trdb.config.settings import SETTINGS
 from trdb.parser import split_statements
 from trdb.storage.plain_sql import check_plain_sql, run_plain_sql
 
@@ -80,3 +81,62 @@ def test_plain_sql_cannot_begin_or_end_transactions(table, text):
         table.execute(text)
     table.execute("BEGIN")
     table.execute("ROLLBACK")
+
+
+# ------------------------------------------------------------ SET: all or nothing, never DuckDB's
+
+@pytest.mark.parametrize("value", ["/dev/null/below_a_file", "/proc/no_such_dir/spill"])
+def test_a_failed_set_changes_no_setting(con, value):
+    cur = con.cursor()
+    before = cur.execute("SHOW temp_directory").fetchall()
+    with pytest.raises(trdb.OperationalError, match="temp_directory"):
+        cur.execute(f"SET temp_directory = '{value}'")
+    assert cur.execute("SHOW temp_directory").fetchall() == before
+    cur.execute("CREATE TENSOR A SHAPE (4, 4) TILE (2, 2) FILL ONES")
+    assert cur.execute("SELECT COUNT(*) FROM A").fetchall() == [(4,)]
+
+
+def test_a_failed_set_changes_no_setting_of_other_connections(tmp_path):
+    path = str(tmp_path / "db.trdb")
+    first, second = trdb.connect(path), trdb.connect(path)
+    before = second.cursor().execute("SHOW temp_directory").fetchall()
+    with pytest.raises(trdb.OperationalError):
+        first.cursor().execute("SET temp_directory = '/dev/null/below_a_file'")
+    assert second.cursor().execute("SHOW temp_directory").fetchall() == before
+    first.close()
+    second.close()
+
+
+def _httpfs_loaded(cur) -> bool:
+    return cur.execute("SELECT loaded FROM duckdb_extensions() WHERE extension_name = 'httpfs'").fetchall() == [(True,)]
+
+
+@pytest.mark.parametrize("name", sorted(SETTINGS))
+def test_set_of_a_trdb_setting_with_a_parameter_never_reaches_duckdb(cur, name):
+    before = cur.execute(f"SHOW {name}").fetchall()
+    for text in (f"SET {name} = ?", f"SET {name} TO $1"):
+        try:
+            cur.execute(text, ["http://127.0.0.1:9" if name == "s3_endpoint" else "1"])
+        except trdb.ProgrammingError as exc:
+            assert name in str(exc) and "Catalog Error" not in str(exc) and "extension" not in str(exc)
+            assert cur.execute(f"SHOW {name}").fetchall() == before
+    assert not _httpfs_loaded(cur)
+
+
+@pytest.mark.parametrize("text", ["SET GLOBAL s3_endpoint = 'http://127.0.0.1:9'", "SET SESSION workers = 2",
+                                  "RESET LOCAL workers", "SET s3_endpoint = 'a' || 'b'"])
+def test_set_of_a_trdb_setting_trql_cannot_parse_is_refused_by_trdb(cur, text):
+    with pytest.raises(trdb.ProgrammingError) as caught:
+        cur.execute(text)
+    assert "Catalog Error" not in str(caught.value) and "extension" not in str(caught.value)
+    assert not _httpfs_loaded(cur)
+
+
+def test_a_failed_connect_changes_no_setting_of_other_connections(tmp_path):
+    path = str(tmp_path / "db.trdb")
+    first = trdb.connect(path)
+    before = first.cursor().execute("SHOW temp_directory").fetchall()
+    with pytest.raises(trdb.OperationalError, match="temp_directory"):
+        trdb.connect(path, temp_directory="/dev/null/below_a_file")
+    assert first.cursor().execute("SHOW temp_directory").fetchall() == before
+    first.close()
