@@ -24,6 +24,10 @@ OWNED_SETTINGS = {
     "max_temp_directory_size": "trdb bounds what DuckDB spills",
     "default_order": "trdb reads its tiles in ascending key order",
 }
+# DuckDB's Arrow output is how trdb reads tiles and catalog rows back: it stays in the form trdb reads.
+OWNED_SETTINGS.update(dict.fromkeys(
+    ("arrow_output_version", "arrow_large_buffer_size", "produce_arrow_string_view", "arrow_lossless_conversion",
+     "arrow_output_list_view"), "trdb reads its tiles through DuckDB's Arrow output, in the form it has by default"))
 _DEFAULT_SCHEMA_SETTINGS = ("schema", "search_path")
 _REFUSED = {Kind.ATTACH: "attach a database", Kind.DETACH: "detach a database",
             Kind.COPY_DATABASE: "copy a database"}
@@ -64,9 +68,18 @@ def run_plain_sql(db: Database, text: str, params: Sequence[Any] = ()) -> tuple[
     return db.execute_with_description(text, params)
 
 
-@functools.lru_cache(maxsize=512)  # a text allowed once is allowed again: repeated statements skip the parse
 def check_plain_sql(text: str) -> None:
     """Raise ProgrammingError, before DuckDB runs any of it, unless every statement of `text` may run."""
+    if len(text) > _CACHED_TEXT:  # a long text (literal data) is rarely run again: kept, it would hold memory
+        return _check_plain_sql.__wrapped__(text)
+    return _check_plain_sql(text)
+
+
+_CACHED_TEXT = 16 << 10  # characters
+
+
+@functools.lru_cache(maxsize=512)  # a text allowed once is allowed again: repeated statements skip the parse
+def _check_plain_sql(text: str) -> None:
     for kind, query in _statements(text):
         _check_statement(kind, _LEADING_COMMENTS.sub("", query, count=1))
 

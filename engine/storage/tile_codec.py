@@ -188,6 +188,8 @@ def _make_csr_tiles(tiles: list, csr: list, shapes: Sequence[tuple[int, ...]], n
 
 def _chunks(column: pa.ChunkedArray, count: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per Arrow chunk of the tile column: its rows' byte offsets and its byte buffer (no copies)."""
+    if pa.types.is_binary_view(column.type):  # DuckDB's Arrow output under arrow_output_version 1.5: same bytes
+        column = column.cast(pa.large_binary())
     if not (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)):
         raise CorruptTile(0, f"its tile column holds {column.type}, not bytes")
     if len(column) != count or column.null_count:

@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import duckdb
+import numpy as np
+import pyarrow as pa
 import pytest
 
 import trdb
 from trdb.config.settings import SETTINGS
 from trdb.parser import split_statements
 from trdb.storage.plain_sql import check_plain_sql, run_plain_sql
+from trdb.storage.tile_codec import decode_tiles
 
 
 @pytest.fixture
@@ -140,3 +143,36 @@ def test_a_failed_connect_changes_no_setting_of_other_connections(tmp_path):
         trdb.connect(path, temp_directory="/dev/null/below_a_file")
     assert first.cursor().execute("SHOW temp_directory").fetchall() == before
     first.close()
+
+
+# ------------------------------------------------------------ DuckDB's Arrow output settings and tile reads
+
+ARROW_SETTINGS = ["SET arrow_output_version = '1.5'", "SET arrow_large_buffer_size = true",
+                  "SET produce_arrow_string_view = true", "SET arrow_lossless_conversion = true",
+                  "SET GLOBAL arrow_output_version TO '1.5'", "PRAGMA arrow_output_version = '1.5'"]
+
+
+@pytest.mark.parametrize("text", ARROW_SETTINGS)
+def test_duckdb_arrow_settings_never_make_healthy_tiles_corrupt(cur, text):
+    cur.execute("CREATE TENSOR A SHAPE (4, 4) TILE (2, 2) FILL ONES")
+    try:
+        cur.execute(text)
+    except trdb.ProgrammingError as exc:
+        assert "trdb" in str(exc)
+    assert cur.execute("SELECT * FROM A").fetch_tensor().tolist() == [[1.0] * 4] * 4
+    cur.execute("CREATE TENSOR B SHAPE (4, 4) TILE (2, 2) FILL ONES")  # written and read under the setting
+    assert cur.execute("SELECT * FROM B").fetch_tensor().sum() == 16.0
+
+
+@pytest.mark.parametrize("kind", [pa.binary(), pa.large_binary(), pa.binary_view()])
+def test_tiles_decode_from_every_arrow_binary_kind(kind):
+    tiles = [np.arange(4, dtype=np.float32).reshape(2, 2), np.ones((2, 2), np.float32)]
+    column = pa.chunked_array([pa.array([t.tobytes() for t in tiles], kind)])
+    decoded = decode_tiles(column, np.dtype(np.float32), [(2, 2), (2, 2)])
+    assert [d.tolist() for d in decoded] == [t.tolist() for t in tiles]
+
+
+def test_a_tile_column_of_text_is_still_corrupt():
+    column = pa.chunked_array([pa.array(["abcd"], pa.string())])
+    with pytest.raises(trdb.DataError, match="corrupt"):
+        decode_tiles(column, np.dtype(np.uint8), [(4,)])
