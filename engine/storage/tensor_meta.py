@@ -93,7 +93,8 @@ class TensorMeta:
 
     def tile_shape_at(self, key: Sequence[int]) -> tuple[int, ...]:
         """The actual shape of the tile stored under `key` (edge tiles are smaller)."""
-        dims = [min(t, n - k * t) for k, t, n in zip(key, self.tile, self.shape)]
+        # a key past the grid has no tile (0): a crafted 2**63-1 gives no shape too large for int64
+        dims = [max(0, min(t, n - k * t)) for k, t, n in zip(key, self.tile, self.shape)]
         return tuple(dims) + self.tile[len(dims):]
 
     def key_in_range(self, key: Sequence[int]) -> bool:
@@ -103,7 +104,10 @@ class TensorMeta:
         """`tile_shape_at` of each row of an n x m key array, as an n x rank array."""
         tile, shape, count = np.array(self.tile, dtype=np.int64), np.array(self.shape, dtype=np.int64), keys.shape[1]
         shapes = np.broadcast_to(tile, (len(keys), len(tile))).copy()
-        shapes[:, :count] = np.minimum(tile[:count], shape[:count] - keys * tile[:count])
+        inside = self.keys_in_range(keys)
+        safe = np.where(inside[:, None], keys, 0)  # keys * tile of a key outside the grid may overflow int64
+        shapes[:, :count] = np.minimum(tile[:count], shape[:count] - safe * tile[:count])
+        shapes[~inside, :count] = 0  # no tile there
         return shapes
 
     def keys_in_range(self, keys: np.ndarray) -> np.ndarray:

@@ -166,6 +166,20 @@ def test_nested_json_in_other_catalog_fields_is_damage_not_a_crash(tmp_path, fie
         trdb.connect(path).execute("SELECT * FROM A")
 
 
+@pytest.mark.parametrize("key", [2**63 - 1, -(2**63), 2**62])
+def test_a_huge_tile_key_is_a_clear_error_not_an_internal_one(tmp_path, key):
+    path = str(tmp_path / "key.trdb")
+    con = trdb.connect(path)
+    con.execute("CREATE TENSOR B SHAPE (4) TILE (2) FILL ONES")
+    table = con.execute("SELECT tile_table FROM _trdb.tensors WHERE name = 'B'").fetchall()[0][0]
+    con.close()
+    _tamper(path, f"UPDATE {table} SET k0 = ? WHERE k0 = 1", [key])
+    con = trdb.connect(path)
+    for statement in ("SELECT * FROM B", "SELECT SUM(B.v) FROM B", "SUMMARIZE B"):
+        with pytest.raises(trdb.DataError):
+            con.execute(statement).fetchall()
+
+
 def test_a_stored_view_that_is_not_a_query_is_reported_not_an_internal_error(tmp_path):
     path = str(tmp_path / "view.trdb")
     con = trdb.connect(path)
