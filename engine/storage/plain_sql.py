@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import duckdb
 
@@ -68,22 +68,27 @@ def run_plain_sql(db: Database, text: str, params: Sequence[Any] = ()) -> tuple[
     return db.execute_with_description(text, params)
 
 
+_CACHED_TEXT = 16 << 10  # characters: a long text (literal data) is rarely run again, and kept it would hold memory
+
+
+def _cached_when_short(check: Callable[[str], None]) -> Callable[[str], None]:
+    """A check of a text, remembered for short texts: one allowed once is allowed again (no second parse)."""
+    cached = functools.lru_cache(maxsize=512)(check)
+
+    @functools.wraps(check)
+    def checked(text: str) -> None:
+        return cached(text) if len(text) <= _CACHED_TEXT else check(text)
+    return checked
+
+
+@_cached_when_short
 def check_plain_sql(text: str) -> None:
     """Raise ProgrammingError, before DuckDB runs any of it, unless every statement of `text` may run."""
-    if len(text) > _CACHED_TEXT:  # a long text (literal data) is rarely run again: kept, it would hold memory
-        return _check_plain_sql.__wrapped__(text)
-    return _check_plain_sql(text)
-
-
-_CACHED_TEXT = 16 << 10  # characters
-
-
-@functools.lru_cache(maxsize=512)  # a text allowed once is allowed again: repeated statements skip the parse
-def _check_plain_sql(text: str) -> None:
     for kind, query in _statements(text):
         _check_statement(kind, _LEADING_COMMENTS.sub("", query, count=1))
 
 
+@_cached_when_short
 def check_one_statement(text: str) -> None:
     """trdb runs plain SQL one statement at a time: a text it took for one statement that DuckDB reads as
     several (their lexical rules differ somewhere) is refused rather than run as DuckDB splits it."""
@@ -93,7 +98,6 @@ def check_one_statement(text: str) -> None:
                                "statement", hint="end each statement with ';' outside strings and comments")
 
 
-@functools.lru_cache(maxsize=512)
 def _statements(text: str) -> tuple[tuple[Kind, str], ...]:
     try:
         return tuple((s.type, s.query) for s in duckdb.extract_statements(text))
