@@ -18,6 +18,7 @@ from trdb.catalog.functions import (
 from trdb.catalog.names import did_you_mean, fold
 from trdb.errors import DataError, Error, ProgrammingError
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
+from trdb.kernels.sparse_input import checked_sparse
 from trdb.parser import ast
 from trdb.planner import expressions as bx
 from trdb.planner.types import KeyType, OtherType, ScalarType, Schema, TensorType
@@ -119,7 +120,8 @@ class ExpressionBinder:
                                       "expression", hint="store it as a tensor (CREATE TENSOR ... FROM ?) and join it",
                                 error=DataError)
         if hasattr(value, "tocsr") and not isinstance(value, np.ndarray):
-            value = value.tocsr()  # a scipy.sparse value of any format is a CSR tile, as tiles are
+            # a scipy.sparse value of any format is a CSR tile, as tiles are (its arrays checked before scipy reads them)
+            value = checked_sparse(value, f"the scipy.sparse matrix of parameter {node.index + 1}").tocsr()
         if isinstance(value, np.ndarray) and value.dtype.kind in NOT_NUMBERS:
             raise self.ctx.fail(node, f"parameter {node.index + 1} is an array of {value.dtype} "
                                       f"({NOT_NUMBERS[value.dtype.kind]}), which a tensor expression cannot use",

@@ -6,10 +6,11 @@ from typing import Any
 import numpy as np
 
 from trdb.errors import ProgrammingError
+from trdb.kernels.sparse_input import checked_sparse
 
 
 def is_sparse_matrix(value: Any) -> bool:
-    return hasattr(value, "tocoo") and hasattr(value, "nnz")
+    return hasattr(type(value), "tocoo") and hasattr(type(value), "nnz")  # the class: nnz of a broken matrix raises
 
 
 def array_from_param(value: Any) -> Any:
@@ -17,6 +18,7 @@ def array_from_param(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return value
     if is_sparse_matrix(value):
+        value = checked_sparse(value, "the scipy.sparse matrix given for ?")
         if value.ndim != 2:
             raise ProgrammingError(f"CREATE TENSOR ... FROM ? takes 2-d scipy.sparse arrays, got {value.ndim}-d")
         return value

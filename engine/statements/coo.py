@@ -11,8 +11,10 @@ import pyarrow as pa
 from trdb.catalog.names import did_you_mean, fold
 from trdb.errors import DataError, OperationalError, ProgrammingError, QueryCancelled
 from trdb.execution.result import Result
+from trdb.kernels.sparse_input import checked_sparse
 from trdb.parser import ast
 from trdb.pipeline.limits import check_tile
+from trdb.statements.array_inputs import is_sparse_matrix
 from trdb.statements.context import StatementContext
 from trdb.statements.coo_buckets import sorted_entry_batches
 from trdb.statements.coo_tiles import format_number as _number
@@ -146,8 +148,8 @@ def _param_source(sc: StatementContext, node: ast.CreateTensorFromCoo, value: An
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             raise sc.bind.fail(node.source, f"cannot read the DataFrame of {label}: {exc}",
                                error=DataError) from None
-    if hasattr(value, "tocoo") and hasattr(value, "nnz"):  # scipy.sparse
-        coo = value.tocoo()
+    if is_sparse_matrix(value):  # scipy.sparse
+        coo = checked_sparse(value, f"the scipy.sparse matrix of {label}").tocoo()
         if coo.ndim != 2:
             raise sc.bind.fail(node.source, f"{label} is a {coo.ndim}-d sparse array; FROM COO ? takes 2-d ones")
         if len(node.columns) != 3:

@@ -9,6 +9,7 @@ from trdb.errors import IntegrityError, NotSupportedError, ProgrammingError, Que
 from trdb.execution.result import Result
 from trdb.execution.spool import joined_batches, row_batches
 from trdb.kernels.sparse import is_sparse
+from trdb.kernels.sparse_input import checked_sparse
 from trdb.parser import ast
 from trdb.statements.context import StatementContext
 from trdb.statements.materialize import check_tiles, write_result
@@ -58,7 +59,7 @@ def _tile_value(sc: StatementContext, meta: TensorMeta, key: list, value, node: 
     """A row's value as a tile: a numpy array (or list), a scipy.sparse matrix (kept CSR), or a number that
     fills the tile; check_tiles then checks its shape and dtype."""
     if is_sparse(value):
-        return value.tocsr()
+        return checked_sparse(value, f"the scipy.sparse matrix of key {tuple(key)}").tocsr()
     shown = None if value is not None else "NULL"
     if isinstance(value, (list, tuple)):
         try:
@@ -79,7 +80,7 @@ def _tile_value(sc: StatementContext, meta: TensorMeta, key: list, value, node: 
 
 def insert_query(sc: StatementContext, node: ast.InsertQuery) -> Result:
     meta = sc.catalog.require_tensor(node.table)
-    result = sc.run_query(node.query)
+    result = sc.run_query(node.query, keep_zero_tuples=True)  # zeros are values: every tuple the query gives
     count = write_result(sc, meta, result, f"INSERT INTO {meta.name}", lambda keys: _reject_existing(sc, meta, keys))
     sc.catalog.refresh_statistics(meta)
     return Result(rowcount=count)
