@@ -5,7 +5,8 @@ ones element-sparse so that their tiles are CSR) and one
 query of one to three composed steps: per-tile kernels, key filters, transposes by rekey, inner
 and outer joins, matmuls by join + SUM + GROUP BY, batched per-tile EINSUM, reductions and scalar
 totals, nested as subqueries or WITH. The oracle follows LANGUAGE.md §4 tile by tile: a tuple is
-present or absent, kernels run on present tiles only, an inner join pairs present tiles and an
+present or absent (zeros are values: a tensor made from a dense array keeps its zero tiles, and some
+are made absent by DELETE), kernels run on present tiles only, an inner join pairs present tiles and an
 outer join brings the missing side in as zeros. It runs in float64 (the reference) and in float32
 beside it, whose distance from float64 sizes the rounding error an engine may make.
 """
@@ -162,10 +163,17 @@ class Generator:
             spec = f" ({', '.join(keys)})"
         sql = f"CREATE TENSOR {name}{spec} FROM ? TILE ({', '.join(map(str, t))})"
         self.case.setup.append((sql, data, f"shape {s}, {len(zeroed)} zero tiles {zeroed[:6]}"))
+        # zeros are values: a dense array's zero tiles are present; about half the time they are made
+        # structural zeros instead (absent tiles, as a sparse tensor has), by deleting them
+        absent = set(zeroed) if zeroed and self.r.random() < 0.5 else set()
+        if absent:
+            where = " OR ".join("(" + " AND ".join(f"{name}.{k} = {v}" for k, v in zip(keys, key)) + ")"
+                                for key in sorted(absent))
+            self.case.setup.append((f"DELETE FROM {name} WHERE {where}", None, "the zero tiles made absent"))
         tiles = {}
         for key in keys_all:
             block = data[tuple(slice(k * b, (k + 1) * b) for k, b in zip(key, t))]
-            if np.any(block):
+            if key not in absent:
                 tiles[key] = (block.astype(np.float64), block.copy())
         return Rel(s, t, tiles, keys, table=name)
 

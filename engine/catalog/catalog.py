@@ -8,6 +8,7 @@ import numpy as np
 
 from trdb.catalog import external
 from trdb.catalog.names import did_you_mean, fold
+from trdb.catalog.optimizer_state import refuse_reserved
 from trdb.errors import DataError, IntegrityError, ProgrammingError, StaleSnapshot
 from trdb.kernels.sparse import count_nonzero, is_sparse
 from trdb.storage import catalog_store, tile_store
@@ -146,8 +147,11 @@ class Catalog:
 
     # ------------------------------------------------------------ changes
 
-    def create_tensor(self, meta: TensorMeta) -> TensorMeta:
+    def create_tensor(self, meta: TensorMeta, internal: bool = False) -> TensorMeta:
+        """A new, empty tensor; `internal`: trdb's own (optimizer state), whose names users cannot take."""
         self._changed()
+        if not internal:
+            refuse_reserved(meta.name)
         self.check_new_name(meta.name)
         _check_entering(meta)
         table = catalog_store.new_tile_table_name(self.db)
@@ -161,6 +165,7 @@ class Catalog:
     def create_external_tensor(self, meta: TensorMeta, location: str) -> TensorMeta:
         """Register a tensor whose tiles are the Parquet dataset at `location` (checked and counted now)."""
         self._changed()
+        refuse_reserved(meta.name)
         self.check_new_name(meta.name)
         _check_entering(meta)
         meta = external.registered(self.db, meta, location)
@@ -183,9 +188,11 @@ class Catalog:
         self.pool.invalidate(meta.table)
         del self._tensors[fold(name)]
 
-    def rename_tensor(self, name: str, new_name: str) -> TensorMeta:
+    def rename_tensor(self, name: str, new_name: str, internal: bool = False) -> TensorMeta:
         """Give a tensor a new name; its tiles stay in their table (tile tables are numbered, not named)."""
         self._changed()
+        if not internal:
+            refuse_reserved(new_name)
         meta = self.require_tensor(name)
         if fold(new_name) != fold(name):
             self.check_new_name(new_name)

@@ -58,9 +58,8 @@ def create_tensor(sc: StatementContext, node: ast.CreateTensor) -> Result:
         check_tile(sc.settings, meta)
         sc.catalog.create_external_tensor(meta, node.location)
         return Result(rowcount=0)
-    fill = node.fill or ast.Fill("ZEROS")
-    args = [sc.constant(a) for a in fill.args]
-    maker = fill_maker(meta, fill.kind, args)
+    # no FILL: an empty tensor, every tile absent (sparse, for INSERT to fill); any FILL, ZEROS too, is dense
+    maker = None if node.fill is None else fill_maker(meta, node.fill.kind, [sc.constant(a) for a in node.fill.args])
     check_stored(sc.settings, meta, sc.db.room()) if maker is not None else check_tile(sc.settings, meta)
     meta = sc.catalog.create_tensor(meta)
     if maker is not None:
@@ -101,7 +100,9 @@ def create_tensor_from(sc: StatementContext, node: ast.CreateTensorFrom) -> Resu
 
 
 def create_tensor_as(sc: StatementContext, node: ast.CreateTensorAs) -> Result:
-    result = sc.run_query(node.query)  # before OR REPLACE drops the tensor: the query may read it
+    # before OR REPLACE drops the tensor (the query may read it); every tuple the query gives is kept, an
+    # all-zero one too (zeros are values), so no rule may drop a tuple because its tile comes out zero
+    result = sc.run_query(node.query, keep_zero_tuples=True)
     if node.or_replace and sc.catalog.has_tensor(node.name):
         drop_tensor(sc, node.name)
     store_rows(sc, node.name, node.keys, result)

@@ -77,9 +77,15 @@ def _minimize_plans(sc: StatementContext, statement: ast.Minimize, shared) -> li
 
 def _section(sc: StatementContext, title: Optional[str], plan: lp.Plan, shared, analyze: bool,
              rules: RuleContext) -> Section:
-    run = sc.pipeline.run(plan, shared, keep_zero_tuples=title is not None and title.startswith("UPDATE"),
-                          execute=analyze, rules=rules)
+    run = sc.pipeline.run(plan, shared, keep_zero_tuples=_writes_every_tuple(title), execute=analyze, rules=rules)
     return Section(title, tuple((s.node, s.execution) for s in run.shared), (run.main.node, run.main.execution))
+
+
+def _writes_every_tuple(title: Optional[str]) -> bool:
+    """Whether the section's statement runs its query keeping tuples whose tiles come out zero, as the statement
+    itself does (zeros are values: a write keeps them; MINIMIZE's gradients keep them for Adam)."""
+    return title is not None and title.startswith(("UPDATE", "CREATE TENSOR", "INSERT INTO")) \
+        or title is not None and "the gradient of" in title
 
 
 def _text_lines(sections: list[Section]) -> list[str]:

@@ -13,6 +13,8 @@ import os
 
 import numpy as np
 
+from trdb.catalog.names import fold
+from trdb.catalog.optimizer_state import state_parameter
 from trdb.errors import DataError, OperationalError
 from trdb.execution.result import Result
 from trdb.parser import ast
@@ -74,7 +76,8 @@ def import_database(sc: StatementContext, node: ast.ImportDatabase) -> Result:
         for entry in catalog["tensors"]:
             meta = sc.catalog.create_tensor(TensorMeta(entry["name"], tuple(entry["keys"]), entry["value"],
                                                        np.dtype(entry["dtype"]), tuple(entry["shape"]),
-                                                       tuple(entry["tile"]), ""))
+                                                       tuple(entry["tile"]), ""),
+                                            internal=_is_imported_state(entry["name"], catalog["tensors"]))
             read_tiles_into(sc, meta, _file(folder, entry["file"]))
             sc.catalog.refresh_statistics(meta)
         _import_adam_steps(sc, catalog.get("adam_steps", {}), {e["name"] for e in catalog["tensors"]})
@@ -89,6 +92,12 @@ def import_database(sc: StatementContext, node: ast.ImportDatabase) -> Result:
     finally:
         sc.catalog.forget_ordinary_tables()
     return Result(rowcount=0)
+
+
+def _is_imported_state(name: str, tensors: list) -> bool:
+    """Whether `name` is the optimizer state of a parameter the export also holds (trdb's own namespace)."""
+    param = state_parameter(name)
+    return param is not None and fold(param) in {fold(e["name"]) for e in tensors if isinstance(e.get("name"), str)}
 
 
 def _import_adam_steps(sc: StatementContext, steps: dict, tensors: set) -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from typing import Callable, Optional
+from typing import Callable
 
 import numpy as np
 
@@ -17,8 +17,8 @@ _ARITY = {"ZEROS": (0, 0), "ONES": (0, 0), "CONSTANT": (1, 1), "IDENTITY": (0, 0
           "RANDOM_NORMAL": (2, 3), "RANDOM_UNIFORM": (2, 3)}
 
 
-def fill_maker(meta: TensorMeta, kind: str, args: list) -> Optional[TileMaker]:
-    """A function from a tile key to its tile, or None when the fill stores nothing (zeros)."""
+def fill_maker(meta: TensorMeta, kind: str, args: list) -> TileMaker:
+    """A function from a tile key to its tile. Every FILL writes every tile, ZEROS too: zeros are values."""
     low, high = _ARITY[kind]
     if not low <= len(args) <= high:
         raise ProgrammingError(f"FILL {kind} takes {low if low == high else f'{low} to {high}'} "
@@ -26,10 +26,8 @@ def fill_maker(meta: TensorMeta, kind: str, args: list) -> Optional[TileMaker]:
     if not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args):
         raise ProgrammingError(f"FILL {kind} takes numeric constants, got {args}")
     shape_at = meta.tile_shape_at
-    if kind == "ZEROS" or (kind == "CONSTANT" and args[0] == 0):
-        return None
-    if kind in ("ONES", "CONSTANT"):
-        value = 1 if kind == "ONES" else _fitting(args[0], meta)
+    if kind in ("ZEROS", "ONES", "CONSTANT"):
+        value = {"ZEROS": 0, "ONES": 1}.get(kind) if kind != "CONSTANT" else _fitting(args[0], meta)
         return lambda key: np.full(shape_at(key), value, dtype=meta.dtype)
     if kind == "IDENTITY":
         return _identity(meta)

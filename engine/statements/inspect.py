@@ -1,6 +1,7 @@
 """SHOW TENSORS, SHOW VIEWS, DESCRIBE, SET / RESET / SHOW of settings (EXPLAIN is in explaining.py)."""
 from __future__ import annotations
 
+from trdb.catalog.optimizer_state import moment_names
 from trdb.config.settings import SETTINGS
 from trdb.execution.result import Result
 from trdb.kernels.placement import backend_for
@@ -8,7 +9,7 @@ from trdb.parser import ast
 from trdb.planner.types import Column, ScalarType
 from trdb.statements.context import StatementContext
 from trdb.statements.listings import shown
-from trdb.statements.names import STATE_SUFFIXES, does_not_exist, state_owner
+from trdb.statements.names import does_not_exist, state_owner
 
 TEXT = ScalarType(str)
 
@@ -42,15 +43,15 @@ def describe(sc: StatementContext, node: ast.Describe) -> Result:
     if meta is not None:
         rows = [(k, "BIGINT", "key", g, t, None, None, None) for k, g, t in zip(meta.keys, meta.grid, meta.tile)]
         rows.append(_value_row(meta.value_name, meta, "value"))
-        for suffix in STATE_SUFFIXES:  # Adam's moments belong to their parameter: listed here, not by SHOW
-            state = sc.catalog.tensor(meta.name + suffix)
+        for state_name in moment_names(meta.name):  # Adam's moments belong to their parameter: listed here, not by SHOW
+            state = sc.catalog.tensor(state_name)
             if state is not None:
                 rows.append(_value_row(state.name, state, "optimizer state"))
         return _text_result(names, rows)
     view = sc.catalog.view(node.name)
     if view is None:
         raise does_not_exist(sc.catalog, None, node.name)
-    plan = sc.binder().bind_table(ast.TableRef(node.name, span=node.span))
+    plan = sc.bind_table(ast.TableRef(node.name, span=node.span))
     return _schema_rows(plan.schema)
 
 

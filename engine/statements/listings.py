@@ -1,7 +1,7 @@
 """SHOW TABLES, SHOW ALL TABLES and SHOW ALL: the user's objects and trdb's settings, never trdb's internals.
 
 trdb's catalog schema `_trdb` (tile tables, catalog tables) and optimizer state tensors (Adam's
-`W__adam_m`, `W__adam_v`, listed by DESCRIBE W) are left out; `information_schema` stays as DuckDB has it.
+`__trdb_adam_m__W`, `__trdb_adam_v__W`, listed by DESCRIBE W) are left out; `information_schema` stays as DuckDB has it.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def _user_relations(sc: StatementContext) -> list[tuple[str, str, list[str], lis
                           ["BIGINT"] * len(meta.keys) + [f"TENSOR({meta.dtype.name})"]))
     for name, _ in sc.catalog.views():
         try:
-            schema = sc.binder().bind_table(ast.TableRef(name)).schema
+            schema = sc.bind_table(ast.TableRef(name)).schema
         except Error:  # a view whose tensors are gone is still listed
             schema = ()
         found.append((name, "view", [c.name for c in schema], [str(c.type) for c in schema]))

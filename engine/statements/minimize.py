@@ -2,8 +2,9 @@
 
 Each step evaluates the loss and every parameter's gradient plan at the same parameter values,
 then updates the stored tiles; each step commits on its own (outside an explicit transaction), so
-an interrupted run keeps its completed steps. Adam's moments are tensors `<param>__adam_m` and
-`<param>__adam_v` in the database, and its step count is in `_trdb.adam_steps`.
+an interrupted run keeps its completed steps. Adam's moments are tensors `__trdb_adam_m__<param>` and
+`__trdb_adam_v__<param>` in the database (catalog/optimizer_state.py: a namespace users cannot create
+in), and its step count is in `_trdb.adam_steps`.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from trdb.catalog.names import did_you_mean, fold
+from trdb.catalog.optimizer_state import moment_names
 from trdb.errors import DataError, ProgrammingError
 from trdb.execution.operators.stacked_tiles import MAX_STACKED_ELEMENTS
 from trdb.execution.result import Result
@@ -80,9 +82,6 @@ def _number(key: str, value) -> float:
     return float(value)
 
 
-MOMENT_SUFFIXES = ("__adam_m", "__adam_v")
-
-
 class AdamState:
     """Adam's first and second moments of one parameter, stored as tensors beside it.
 
@@ -93,11 +92,11 @@ class AdamState:
         self.sc = sc
         self.param_name = param.name
         step = read_adam_step(sc.db, param.name)
-        moments = [_moment(sc, param.name + suffix) for suffix in MOMENT_SUFFIXES]
+        moments = [_moment(sc, name) for name in moment_names(param.name)]
         if step is None or not all(m is not None and _fits(m, param) for m in moments):
             drop_optimizer_state(sc, param.name)
             step, moments = 0, [None, None]
-        self.moments = [m or _create_moment(sc, param, suffix) for m, suffix in zip(moments, MOMENT_SUFFIXES)]
+        self.moments = [m or _create_moment(sc, param, name) for m, name in zip(moments, moment_names(param.name))]
         self.step = step
 
     def direction(self, keys: list[tuple], grads: list[np.ndarray], options: Options,
@@ -167,16 +166,16 @@ def _fits(moment: TensorMeta, param: TensorMeta) -> bool:
         (param.shape, param.tile, param.dtype, len(param.keys))
 
 
-def _create_moment(sc: StatementContext, param: TensorMeta, suffix: str) -> TensorMeta:
-    return sc.catalog.create_tensor(TensorMeta(param.name + suffix, param.keys, param.value_name, param.dtype,
-                                               param.shape, param.tile, ""))
+def _create_moment(sc: StatementContext, param: TensorMeta, name: str) -> TensorMeta:
+    return sc.catalog.create_tensor(TensorMeta(name, param.keys, param.value_name, param.dtype,
+                                               param.shape, param.tile, ""), internal=True)
 
 
 def drop_optimizer_state(sc: StatementContext, param_name: str) -> None:
     """Drop a parameter's Adam moments and step count (in the statement's transaction), where there are any."""
-    for suffix in MOMENT_SUFFIXES:
-        if _exists(sc, param_name + suffix):
-            sc.catalog.drop_tensor(param_name + suffix)
+    for name in moment_names(param_name):
+        if _exists(sc, name):
+            sc.catalog.drop_tensor(name)
     drop_adam_step(sc.db, param_name)
 
 
@@ -185,9 +184,9 @@ def rename_optimizer_state(sc: StatementContext, param_name: str, new_name: str)
     a tensor dropped long ago is dropped first)."""
     if param_name.lower() != new_name.lower():
         drop_optimizer_state(sc, new_name)
-    for suffix in MOMENT_SUFFIXES:
-        if _exists(sc, param_name + suffix):
-            sc.catalog.rename_tensor(param_name + suffix, new_name + suffix)
+    for name, new in zip(moment_names(param_name), moment_names(new_name)):
+        if _exists(sc, name):
+            sc.catalog.rename_tensor(name, new, internal=True)
     rename_adam_step(sc.db, param_name, new_name)
 
 
@@ -249,6 +248,11 @@ def _update(sc: StatementContext, param: TensorMeta, rows: list[tuple], options:
     keys = [tuple(row[:-1]) for row in rows]
     grads = [dense(to_host(row[-1])) for row in rows]
     current = _tiles_by_key(sc, param)
+    # the gradient covers the parameter's whole shape: a present tile the loss does not reach has a zero
+    # gradient, which still moves it under Adam (its moments decay), as PyTorch steps a whole parameter
+    missing = sorted(set(current) - set(keys))
+    keys += missing
+    grads += [np.zeros(current[key].shape, dtype=grads[0].dtype if grads else param.dtype) for key in missing]
     writes: list[_Written] = []
     if adam is not None:
         directions = adam.direction(keys, [np.asarray(g, dtype=np.float64) for g in grads], options, writes)

@@ -5,20 +5,17 @@ from typing import Optional
 
 from trdb.catalog.catalog import Catalog
 from trdb.catalog.names import did_you_mean
+from trdb.catalog.optimizer_state import state_parameter
 from trdb.errors import ProgrammingError
-from trdb.statements.minimize import MOMENT_SUFFIXES as STATE_SUFFIXES
 from trdb.storage.ordinary_tables import ordinary_views
 
 
 def state_owner(catalog: Catalog, name: str) -> Optional[str]:
     """The parameter whose optimizer state (Adam's moments, stored as tensors beside it) a tensor of this
     name is, or None for a user's tensor: state belongs to its parameter and is listed with it."""
-    for suffix in STATE_SUFFIXES:
-        if name.lower().endswith(suffix):
-            owner = catalog.tensor(name[:-len(suffix)])
-            if owner is not None:
-                return owner.name
-    return None
+    param = state_parameter(name)
+    owner = catalog.tensor(param) if param is not None else None
+    return owner.name if owner is not None else None
 
 
 def user_tensor_names(catalog: Catalog) -> list[str]:

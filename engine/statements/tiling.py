@@ -28,7 +28,7 @@ def tile_slices(meta: TensorMeta, key: tuple[int, ...]) -> tuple[slice, ...]:
 def write_generated(db: Database, meta: TensorMeta, make_tile: Callable[[tuple[int, ...]], np.ndarray],
                     interrupted: Optional[threading.Event] = None,
                     after_batch: Optional[Callable[[], None]] = None) -> int:
-    """Write make_tile(key) for every key of the grid (all-zero tiles are skipped). Returns tiles stored.
+    """Write make_tile(key) for every key of the grid (all-zero tiles too). Returns tiles stored.
     Once `interrupted` is set (the statement was cancelled) it stops with QueryCancelled. Tiles are made
     as the writer takes them, a run at a time (TileWriter.add_stream)."""
     def generated() -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
@@ -43,7 +43,7 @@ def write_generated(db: Database, meta: TensorMeta, make_tile: Callable[[tuple[i
 
 def write_array(db: Database, meta: TensorMeta, array: np.ndarray,
                 interrupted: Optional[threading.Event] = None) -> int:
-    """Tile a dense array of the tensor's shape and store its non-zero tiles; a value the tensor's dtype
+    """Tile a dense array of the tensor's shape and store every tile (zeros are values); a value the tensor's dtype
     cannot hold (overflow to inf, an integer out of range) is a DataError. A memory-mapped array is read
     a slab at a time and its pages are let go after each batch, so it is never resident whole."""
     with TileWriter(db, meta, CHUNK_BYTES, _page_dropper(array)) as writer:

@@ -120,7 +120,7 @@ class _FileReader:
         stacked = column.to_numpy_ndarray() if meta.tile else column.to_numpy(zero_copy_only=False)
         stacked.setflags(write=False)
         shapes = batch.column(self.shape_column).to_pylist() if self.shape_column else None
-        kept, tiles = [], []
+        tiles = []
         for row, key in enumerate(keys.tolist()):
             shape = meta.tile_shape_at(key)
             if shapes is not None and tuple(shapes[row] or ()) != shape:
@@ -130,10 +130,8 @@ class _FileReader:
             if shape != tile.shape:  # an edge tile: its own copy, so that the padded batch is not kept for it
                 tile = np.ascontiguousarray(tile[tuple(slice(0, n) for n in shape)])
                 tile.setflags(write=False)
-            if tile.any():  # an absent tile is a zero tile: a stored tensor never holds one either
-                kept.append(row)
-                tiles.append(tile)
-        return keys[kept], tiles
+            tiles.append(tile)  # zeros are values: a tile the dataset holds is present, whatever its values
+        return keys, tiles
 
     def _check_keys(self, keys: np.ndarray, where: str) -> None:
         grid = np.asarray(self.meta.grid, dtype=np.int64)

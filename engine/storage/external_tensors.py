@@ -7,8 +7,8 @@ directory holds `part=<p>/` folders (Hive-style), each with the tiles whose key 
 the hash exchanges route by) modulo n is p, and every file says n in its metadata. A reader of one
 partition of m, where m divides n, opens only the folders p + m*k; otherwise every file, keeping the
 rows that hash to it. Each read checks what it reads (schema, tile shape and dtype, keys inside the
-grid and in their partition, no key twice) and leaves out all-zero tiles, as a stored tensor never
-holds one.
+grid and in their partition, no key twice); a tile the dataset holds is present whatever its values
+(zeros are values).
 """
 from __future__ import annotations
 

@@ -66,8 +66,8 @@ def encode_tiles(tiles: Sequence, dtype: np.dtype) -> tuple[pa.Array, np.ndarray
 
 def encode_dense_batch(tiles: Sequence, dtype: np.dtype) -> Optional[tuple[pa.Array, np.ndarray, np.ndarray]]:
     """`stored_form` and `encode_tiles` at once for a batch of dense host arrays already in the stored
-    dtype, none of which the density rule stores CSR: (blobs of the tiles with non-zeros, their formats,
-    every tile's non-zeros), or None for any other batch. Tiles of one shape are stacked into one buffer
+    dtype, none of which the density rule stores CSR: (the tiles' blobs, their formats, their non-zeros),
+    or None for any other batch. Tiles of one shape are stacked into one buffer
     by one call (many small tiles: about 5 us a tile less than encoding each)."""
     stored = little_endian(dtype)
     if len(tiles) < 2 or any(type(tile) is not np.ndarray or tile.dtype != stored for tile in tiles):
@@ -76,17 +76,16 @@ def encode_dense_batch(tiles: Sequence, dtype: np.dtype) -> Optional[tuple[pa.Ar
     shapes = [tile.shape for tile in tiles]
     if any(wants_csr(shape, nnz, stored) for shape, nnz in set(zip(shapes, nonzeros.tolist())) if nnz):
         return None
-    kept = tiles if nonzeros.all() else [tile for tile, nnz in zip(tiles, nonzeros.tolist()) if nnz]
-    sizes = np.fromiter((tile.size for tile in kept), dtype=np.int64, count=len(kept)) * stored.itemsize
-    offsets = np.zeros(len(kept) + 1, dtype=np.int64)
+    sizes = np.fromiter((tile.size for tile in tiles), dtype=np.int64, count=len(tiles)) * stored.itemsize
+    offsets = np.zeros(len(tiles) + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
     if len(set(shapes)) == 1:
-        data = (_joined(kept) if kept else np.empty(0, stored)).reshape(-1).view(np.uint8)
+        data = _joined(tiles).reshape(-1).view(np.uint8)
     else:  # edge tiles: each copied into its place
         data = np.empty(int(offsets[-1]), dtype=np.uint8)
-        for tile, start, end in zip(kept, offsets[:-1].tolist(), offsets[1:].tolist()):
+        for tile, start, end in zip(tiles, offsets[:-1].tolist(), offsets[1:].tolist()):
             data[start:end].view(stored).reshape(tile.shape)[...] = tile
-    return binary_array(offsets, data), np.zeros(len(kept), np.int8), nonzeros
+    return binary_array(offsets, data), np.zeros(len(tiles), np.int8), nonzeros
 
 
 def _joined(tiles: Sequence[np.ndarray]) -> np.ndarray:

@@ -86,27 +86,27 @@ class WrittenStatistics:
 def write_tiles(db: Database, meta: TensorMeta, keys: np.ndarray, tiles: Sequence,
                 statistics: Optional[WrittenStatistics] = None) -> int:
     """Append tiles (host arrays or CSR tiles) under `keys` (an n x m int array), each stored dense or CSR
-    as its density says; all-zero tiles are skipped. Returns tiles written (counted in `statistics` too)."""
+    as its density says. Every tile given is stored, an all-zero one too: zeros are values (a tensor is
+    sparse only where its writer leaves tiles out). Returns tiles written (counted in `statistics` too)."""
     refuse_write(meta)  # its files lie outside the database's transactions
-    blobs, formats, nonzeros = _encoded(tiles, meta.dtype)
-    kept = np.flatnonzero(nonzeros)
-    if len(kept) == 0:
+    if len(tiles) == 0:
         return 0
+    blobs, formats, nonzeros = _encoded(tiles, meta.dtype)
     keys = np.asarray(keys, dtype=np.int64).reshape(len(tiles), len(meta.keys))
-    insert_encoded(db, meta, [keys[kept, d] for d in range(len(meta.keys))], nonzeros[kept], formats, blobs)
+    insert_encoded(db, meta, [keys[:, d] for d in range(len(meta.keys))], nonzeros, formats, blobs)
     if statistics is not None:
-        statistics.add(keys[kept], nonzeros[kept], formats)
-    return len(kept)
+        statistics.add(keys, nonzeros, formats)
+    return len(tiles)
 
 
 def _encoded(tiles: Sequence, dtype: np.dtype) -> tuple[pa.Array, np.ndarray, np.ndarray]:
-    """The tiles with non-zeros encoded in their stored form (blobs, formats), and every tile's non-zeros."""
+    """The tiles encoded in their stored form (blobs, formats), and each tile's non-zeros."""
     batch = encode_dense_batch(tiles, dtype)
     if batch is not None:
         return batch
     forms = [stored_form(t) for t in tiles]
     nonzeros = np.fromiter((nnz for _, nnz in forms), dtype=np.int64, count=len(forms))
-    return (*encode_tiles([forms[i][0] for i in np.flatnonzero(nonzeros).tolist()], dtype), nonzeros)
+    return (*encode_tiles([form for form, _ in forms], dtype), nonzeros)
 
 
 def insert_encoded(db: Database, meta: TensorMeta, keys: Sequence[np.ndarray], nonzeros: np.ndarray,

@@ -124,7 +124,7 @@ class TileWriter:
         return max(0, min(fitting, BATCH_TILES - len(self._tiles)))
 
     def flush(self) -> None:
-        """Insert the tiles held (all-zero ones are skipped) and give their memory back."""
+        """Insert the tiles held (all-zero ones too: zeros are values) and give their memory back."""
         if self._tiles:
             keys = np.array(self._keys, dtype=np.int64).reshape(len(self._keys), len(self.meta.keys))
             tiles, self._keys, self._tiles, self._pending = self._tiles, [], [], 0

@@ -74,7 +74,7 @@ def test_ctrl_c_keeps_the_last_completed_step(cur):
     after = cur.execute("SELECT * FROM w").fetch_tensor()
     assert not np.array_equal(before, after)
     # the moments and the parameters agree on how many steps were taken: nothing half-written
-    assert cur.execute("SELECT COUNT(*) FROM w__adam_m").fetchone() == (1,)
+    assert cur.execute("SELECT COUNT(*) FROM __trdb_adam_m__w").fetchone() == (1,)
 
 
 def test_bad_options_are_rejected(cur):

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import trdb
+from trdb.storage.tensor_meta import TensorMeta
 
 
 def adam_reference(W: np.ndarray, steps: int, rate: float, beta1=0.9, beta2=0.999, eps=1e-8) -> np.ndarray:
@@ -44,15 +45,15 @@ def assert_trained_from_fresh_state(cur, W: np.ndarray, steps: int) -> None:
     np.testing.assert_allclose(cur.execute("SELECT * FROM W").fetch_tensor(), adam_reference(W, steps, 0.05),
                                rtol=1e-5, atol=1e-6)
     assert adam_steps(cur) == [("W", steps)]
-    assert cur.execute("SELECT * FROM W__adam_m").fetch_tensor().shape == W.shape
+    assert cur.execute("SELECT * FROM __trdb_adam_m__W").fetch_tensor().shape == W.shape
 
 
 def test_drop_tensor_drops_its_adam_state(cur):
     make_param(cur, (4, 2), seed=1)
     adam(cur, 3)
-    assert {"W__adam_m", "W__adam_v"} <= tensor_names(cur) and adam_steps(cur) == [("W", 3)]
+    assert {"__trdb_adam_m__W", "__trdb_adam_v__W"} <= tensor_names(cur) and adam_steps(cur) == [("W", 3)]
     cur.execute("DROP TENSOR w")  # names are case-insensitive
-    assert not {"W__adam_m", "W__adam_v"} & tensor_names(cur)
+    assert not {"__trdb_adam_m__W", "__trdb_adam_v__W"} & tensor_names(cur)
     assert adam_steps(cur) == []
 
 
@@ -71,22 +72,31 @@ def test_drop_and_its_state_roll_back_together(cur):
     cur.execute("BEGIN")
     cur.execute("DROP TENSOR W")
     cur.execute("ROLLBACK")
-    assert {"W", "W__adam_m", "W__adam_v"} <= tensor_names(cur) and adam_steps(cur) == [("W", 3)]
+    assert {"W", "__trdb_adam_m__W", "__trdb_adam_v__W"} <= tensor_names(cur) and adam_steps(cur) == [("W", 3)]
 
 
-@pytest.mark.parametrize("damage", [
-    "DROP TENSOR W__adam_m; CREATE TENSOR W__adam_m SHAPE (3, 3) TILE (3, 3)",  # moments of an old shape
-    "DROP TENSOR W__adam_v; CREATE TENSOR W__adam_v SHAPE (4, 2) TILE (2, 2)",  # or tiling
-    "DROP TENSOR W__adam_v; CREATE TENSOR W__adam_v SHAPE (4, 2) TILE (4, 2) DTYPE float64",
-    "DROP TENSOR W__adam_v",                                                      # half the state
-    "DROP TENSOR W__adam_m; DROP TENSOR W__adam_v",                               # a step count alone
+def make_state(cur, name: str, shape: tuple, tile: tuple, dtype: str = "float32") -> None:
+    """A moment tensor as an older database may have left it (users cannot create one: trdb's namespace)."""
+    session = cur.connection._live
+    with session.lock, session.db.statement():
+        session.catalog.create_tensor(TensorMeta(name, ("i", "j"), "v", np.dtype(dtype), shape, tile, ""), internal=True)
+
+
+@pytest.mark.parametrize("drop,made", [
+    ("__trdb_adam_m__W", ((3, 3), (3, 3))),                   # moments of an old shape
+    ("__trdb_adam_v__W", ((4, 2), (2, 2))),                   # or tiling
+    ("__trdb_adam_v__W", ((4, 2), (4, 2), "float64")),
+    ("__trdb_adam_v__W", None),                               # half the state
+    ("__trdb_adam_m__W; __trdb_adam_v__W", None),             # a step count alone
 ])
-def test_state_that_does_not_fit_starts_fresh(cur, damage):
+def test_state_that_does_not_fit_starts_fresh(cur, drop, made):
     make_param(cur, (4, 2), seed=1)
     adam(cur, 3)
     W = cur.execute("SELECT * FROM W").fetch_tensor()
-    for statement in damage.split("; "):
-        cur.execute(statement)
+    for name in drop.split("; "):
+        cur.execute(f"DROP TENSOR {name}")
+    if made is not None:
+        make_state(cur, drop, *made)
     adam(cur, 2)
     assert_trained_from_fresh_state(cur, W, 2)
 
@@ -128,5 +138,27 @@ def test_adam_over_many_tiles_of_several_shapes_is_exactly_adam_tile_by_tile(cur
         m, v = m64.astype(np.float32), v64.astype(np.float32)
     cur.execute(f"MINIMIZE loss WRT (W) WITH (optimizer = 'adam', learning_rate = {rate}, steps = 3)")
     np.testing.assert_array_equal(cur.execute("SELECT * FROM W").fetch_tensor(), w)
-    np.testing.assert_array_equal(cur.execute("SELECT * FROM W__adam_m").fetch_tensor(), m)
-    np.testing.assert_array_equal(cur.execute("SELECT * FROM W__adam_v").fetch_tensor(), v)
+    np.testing.assert_array_equal(cur.execute("SELECT * FROM __trdb_adam_m__W").fetch_tensor(), m)
+    np.testing.assert_array_equal(cur.execute("SELECT * FROM __trdb_adam_v__W").fetch_tensor(), v)
+
+
+@pytest.mark.parametrize("name", ["x__adam_m", "x__adam_v", "W__adam_m"])
+def test_a_users_tensor_named_like_old_state_is_a_users_tensor(cur, name):
+    """Was: `x__adam_m` was taken for x's optimizer state: hidden from SHOW, overwritten by MINIMIZE, dropped with x."""
+    make_param(cur, (4, 2), seed=1)
+    cur.execute("CREATE TENSOR x SHAPE (4, 2) TILE (2, 2) FILL ONES")
+    mine = np.arange(8, dtype=np.float32).reshape(4, 2)
+    cur.execute(f"CREATE TENSOR {name} FROM ? TILE (4, 2)", [mine])
+    assert name in {row[0] for row in cur.execute("SHOW TENSORS").fetchall()}
+    adam(cur, 2)
+    cur.execute("DROP TENSOR x")
+    np.testing.assert_array_equal(cur.execute(f"SELECT * FROM {name}").fetch_tensor(), mine)
+
+
+@pytest.mark.parametrize("statement", ["CREATE TENSOR __trdb_adam_m__W SHAPE (4, 2) TILE (2, 2) FILL ONES",
+                                       "CREATE TENSOR \"__TRDB_x\" SHAPE (2) TILE (2)",
+                                       "ALTER TENSOR W RENAME TO __trdb_adam_v__V"])
+def test_trdbs_own_namespace_is_refused_to_users(cur, statement):
+    make_param(cur, (4, 2), seed=1)
+    with pytest.raises(trdb.ProgrammingError, match="reserved for trdb"):
+        cur.execute(statement)

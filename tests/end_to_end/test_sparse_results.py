@@ -2,14 +2,16 @@
 
 Oracles are scipy.sparse and numpy (float64). Data comes in two kinds:
 
-- block-sparse: whole tiles absent, the present ones dense (loaded from numpy through FROM ?);
+- block-sparse: whole tiles absent, the present ones dense (loaded from a scipy.sparse matrix through
+  FROM ?: sparse on purpose, since a dense array's zero tiles are values and stay present);
 - element-sparse: random sparse entries (loaded from scipy.sparse through FROM ? and through
   FROM COO from a pyarrow Table), so most tiles are partly filled (6%: stored as CSR tiles) and
   some are absent. test_sparse_tiles.py forces every combination of tile formats.
 
-Each result is read back both with fetch_sparse() (scipy CSR) and fetch_tensor() (dense). Stored
-tensors, including results materialized with CREATE TENSOR ... AS, store exactly their non-zero
-tiles, and DESCRIBE / SHOW TENSORS report the density nnz / size.
+Each result is read back both with fetch_sparse() (scipy CSR) and fetch_tensor() (dense). Loaded
+sparse tensors store exactly their non-zero tiles; results materialized with CREATE TENSOR ... AS
+store the tuples the query gives (zeros are values: a joined pair that multiplies to zero is stored),
+and DESCRIBE / SHOW TENSORS report the density nnz / size.
 """
 from __future__ import annotations
 
@@ -30,6 +32,21 @@ def nonzero_tiles(matrix, tile) -> int:
     dense = matrix.toarray() if scipy.sparse.issparse(matrix) else np.asarray(matrix)
     rows, cols = np.nonzero(dense)
     return len({(r // tile[0], c // tile[1]) for r, c in zip(rows.tolist(), cols.tolist())})
+
+
+def tile_pattern(matrix, tile) -> np.ndarray:
+    """Which tiles of `matrix` hold a non-zero (the present tiles of a sparse tensor loaded from it)."""
+    dense = matrix.toarray() if scipy.sparse.issparse(matrix) else np.asarray(matrix)
+    grid = [math.ceil(n / t) for n, t in zip(dense.shape, tile)]
+    pattern = np.zeros(grid, dtype=bool)
+    rows, cols = np.nonzero(dense)
+    pattern[rows // tile[0], cols // tile[1]] = True
+    return pattern
+
+
+def product_tiles(a, b, t) -> int:
+    """Tuples of A x B by join + SUM: the output keys where some present tile of A meets one of B."""
+    return int(((tile_pattern(a, (t, t)).astype(int) @ tile_pattern(b, (t, t)).astype(int)) > 0).sum())
 
 
 def block_sparse(shape, t, seed, keep=0.35):
@@ -53,9 +70,7 @@ def element_sparse(shape, seed, density=0.06):
 
 def load(cur, name, kind, matrix, t):
     """Create tensor `name` from `matrix` the way `kind` says; returns the scipy oracle (CSR, float64)."""
-    if kind == "block":
-        cur.execute(f"CREATE TENSOR {name} FROM ? TILE ({t}, {t})", [matrix.toarray()])
-    elif kind == "scipy":
+    if kind in ("block", "scipy"):
         cur.execute(f"CREATE TENSOR {name} FROM ? TILE ({t}, {t})", [matrix])
     else:
         coo = matrix.tocoo()
@@ -133,9 +148,9 @@ def test_matmul(cur, kinds, tiling):
     b = load(cur, "B", kinds[1], make(kinds[1], (inner, cols), t, seed=3), t)
     expected = a @ b
     assert_result(cur, MATMUL, expected)
-    # materialized, the product stores only its non-zero tiles (a joined pair can multiply to zero)
+    # materialized, the product stores every tuple the join gives, one that multiplies to zero too
     cur.execute("CREATE TENSOR C AS " + MATMUL)
-    assert stored_tuples(cur, "C") == nonzero_tiles(expected, (t, t))
+    assert stored_tuples(cur, "C") == product_tiles(a, b, t)
     assert_result(cur, "SELECT * FROM C", expected)
 
 
@@ -147,7 +162,8 @@ def test_matmul_of_disjoint_supports_is_empty(cur):
     load(cur, "B", "scipy", b, 4)
     assert_result(cur, MATMUL, scipy.sparse.csr_matrix((8, 8)))
     cur.execute("CREATE TENSOR C AS " + MATMUL)
-    assert stored_tuples(cur, "C") == 0
+    assert stored_tuples(cur, "C") == product_tiles(a, b, 4) == 2  # tiles (0, 1), (1, 1): zeros are values
+    assert_result(cur, "SELECT * FROM C", scipy.sparse.csr_matrix((8, 8)))
 
 
 # ------------------------------------------------------------ elementwise
@@ -169,23 +185,26 @@ def test_elementwise_product_and_sum(cur, kinds, tiling):
     assert_result(cur, outer_product, a.multiply(b))
     assert_result(cur, "SELECT A.i, A.j, 2.5 * A.v - A.v AS v FROM A", 1.5 * a)
     assert_result(cur, "SELECT A.i, A.j, RELU(A.v) AS v FROM A", a.maximum(0))
+    pa_, pb_ = tile_pattern(a, (t, t)), tile_pattern(b, (t, t))
     cur.execute("CREATE TENSOR S AS " + total)
-    assert stored_tuples(cur, "S") == nonzero_tiles(a + b, (t, t))
+    assert stored_tuples(cur, "S") == int((pa_ | pb_).sum())
     cur.execute("CREATE TENSOR P AS " + product)
-    assert stored_tuples(cur, "P") == nonzero_tiles(a.multiply(b), (t, t))
-    cur.execute("CREATE TENSOR PO AS " + outer_product)  # the zero tiles of one-sided keys are dropped
-    assert stored_tuples(cur, "PO") == nonzero_tiles(a.multiply(b), (t, t))
+    assert stored_tuples(cur, "P") == int((pa_ & pb_).sum())
+    cur.execute("CREATE TENSOR PO AS " + outer_product)  # every key of the FULL JOIN, one-sided ones as zeros
+    assert stored_tuples(cur, "PO") == int((pa_ | pb_).sum())
+    assert_result(cur, "SELECT * FROM PO", a.multiply(b))
 
 
-def test_sum_that_cancels_is_not_stored(cur):
-    """A + (-A) over a FULL JOIN gives all-zero tiles; materialized, nothing is stored."""
+def test_sum_that_cancels_is_stored_as_zeros(cur):
+    """A + (-A) over a FULL JOIN gives all-zero tiles; materialized, they are stored (zeros are values)."""
     a = load(cur, "A", "block", block_sparse((20, 20), 5, seed=6), 5)
     load(cur, "B", "block", -a.astype(np.float32), 5)
     total = ("SELECT COALESCE(A.i, B.i) AS i, COALESCE(A.j, B.j) AS j, A.v + B.v AS v "
              "FROM A FULL JOIN B ON A.i = B.i AND A.j = B.j")
     assert_result(cur, total, scipy.sparse.csr_matrix((20, 20)))
     cur.execute("CREATE TENSOR S AS " + total)
-    assert stored_tuples(cur, "S") == 0
+    assert stored_tuples(cur, "S") == stored_tuples(cur, "A")
+    assert_result(cur, "SELECT * FROM S", scipy.sparse.csr_matrix((20, 20)))
 
 
 # ------------------------------------------------------------ transposes

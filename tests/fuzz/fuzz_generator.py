@@ -433,11 +433,8 @@ class Generator:
         opts = ""
         if self.chance(0.4):
             opts += f" DTYPE {self.dtype() or 'float32'}"
-        if self.chance(0.8):
-            fill = self.fill()
-            if not self.extreme and tile_count(shape, tile) > CI_MAX_FILLED_TILES:
-                fill = "FILL ZEROS"   # a million filled tiles runs for minutes (a finding of the long run)
-            opts += " " + fill
+        if self.chance(0.8) and (self.extreme or tile_count(shape, tile) <= CI_MAX_FILLED_TILES):
+            opts += " " + self.fill()  # a million filled tiles runs for minutes (a finding of the long run): no FILL
         head = "CREATE TENSOR" if self.chance(0.95) else self.pick(("CREATE OR REPLACE TENSOR",
                                                                     "CREATE TENSOR IF NOT EXISTS"))
         name = self.fuzz_name(fresh=True)

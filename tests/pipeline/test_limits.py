@@ -187,7 +187,7 @@ def test_a_fetch_larger_than_the_process_can_allocate_is_out_of_memory_and_keeps
 import trdb.api.dbapi
 trdb.api.dbapi.physical_memory = lambda: 1 << 50  # as if the machine had the memory (CI's has 24 GB)
 cur.execute("SET max_bytes = '1TB'")  # within the limits trdb checks: only the allocation itself fails
-cur.execute("CREATE TENSOR Tall SHAPE (2147483648, 1) TILE (1024, 1) FILL ZEROS")  # no tile stored
+cur.execute("CREATE TENSOR Tall SHAPE (2147483648, 1) TILE (1024, 1)")  # no FILL: no tile stored
 cur.execute("SELECT * FROM Tall")
 try:
     cur.fetch_sparse()  # its row pointers alone take 16 GB

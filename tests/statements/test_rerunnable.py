@@ -72,12 +72,12 @@ def test_rename_moves_the_optimizer_state(cur):
     cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(W.v)) AS v FROM W")
     cur.execute("MINIMIZE loss WRT (W) WITH (optimizer = 'adam', steps = 3)")
     assert cur.statusmessage == "MINIMIZE loss: 3 steps"
-    assert tensor_names(cur) == ["W", "W__adam_m", "W__adam_v"]
-    moment = tensor(cur, "W__adam_m")
+    assert tensor_names(cur) == ["W", "__trdb_adam_m__W", "__trdb_adam_v__W"]
+    moment = tensor(cur, "__trdb_adam_m__W")
     cur.execute("ALTER TENSOR w RENAME TO Weights")
     assert cur.statusmessage == "ALTER TENSOR w RENAME TO Weights"
-    assert tensor_names(cur) == ["Weights", "Weights__adam_m", "Weights__adam_v"]
-    np.testing.assert_array_equal(tensor(cur, "Weights__adam_m"), moment)
+    assert tensor_names(cur) == ["Weights", "__trdb_adam_m__Weights", "__trdb_adam_v__Weights"]
+    np.testing.assert_array_equal(tensor(cur, "__trdb_adam_m__Weights"), moment)
     cur.execute("SELECT param, step FROM _trdb.adam_steps")
     assert cur.fetchall() == [("Weights", 3)]
     cur.execute("DROP TENSOR Weights")
@@ -113,7 +113,7 @@ def test_failed_rename_leaves_the_tensor_and_its_state(cur):
         cur.execute("ALTER TENSOR W RENAME TO V")
     with pytest.raises(trdb.ProgrammingError, match='"loss" is a view, not a tensor'):
         cur.execute("ALTER TENSOR loss RENAME TO l2")
-    assert tensor_names(cur) == ["V", "W", "W__adam_m", "W__adam_v"]
+    assert tensor_names(cur) == ["V", "W", "__trdb_adam_m__W", "__trdb_adam_v__W"]
     cur.execute("SELECT param, step FROM _trdb.adam_steps")
     assert cur.fetchall() == [("W", 1)]
     np.testing.assert_array_equal(tensor(cur, "V"), np.full((2, 2), 2.0))

@@ -16,30 +16,40 @@ def count(cur, name):
     return cur.fetchone()[0]
 
 
-def test_fill_zeros_stores_no_tuples(cur):
+def test_fill_zeros_stores_every_tile_and_no_fill_stores_none(cur):
     cur.execute("CREATE TENSOR Z SHAPE (1000, 1000) TILE (100, 100) FILL ZEROS")
-    assert count(cur, "Z") == 0
+    assert count(cur, "Z") == 100  # zeros are values: a dense tensor keeps every tile
     cur.execute("SELECT COUNT(*) FROM _trdb.tiles_1")  # the tile table itself, through plain SQL
-    assert cur.fetchone() == (0,)
+    assert cur.fetchone() == (100,)
+    np.testing.assert_array_equal(cur.execute("SELECT * FROM Z").fetch_tensor(), np.zeros((1000, 1000), np.float32))
+    cur.execute("CREATE TENSOR E SHAPE (1000, 1000) TILE (100, 100)")  # no FILL: empty, for INSERT to fill
+    assert count(cur, "E") == 0
     cur.execute("CREATE TENSOR O SHAPE (10, 10) TILE (4, 4) FILL ONES")
     assert count(cur, "O") == 9
 
 
-def test_array_with_zero_tiles_stores_only_nonzero_tiles(cur):
+def test_array_with_zero_tiles_stores_every_tile_and_a_sparse_matrix_only_nonzero_ones(cur):
+    import scipy.sparse as sp
     M = np.zeros((90, 60), np.float32)
     M[0:30, 0:20] = 1
     M[65, 59] = 2  # one element in the ragged corner tile
     cur.execute("CREATE TENSOR M FROM ? TILE (30, 20)", [M])
-    assert count(cur, "M") == 2
-    cur.execute("SELECT M.i, M.j FROM M ORDER BY i")
-    assert cur.fetchall() == [(0, 0), (2, 2)]
+    assert count(cur, "M") == 9
     np.testing.assert_array_equal(cur.execute("SELECT * FROM M").fetch_tensor(shape=(90, 60)), M)
+    cur.execute("CREATE TENSOR S FROM ? TILE (30, 20)", [sp.csr_matrix(M)])  # sparse on purpose
+    assert count(cur, "S") == 2
+    cur.execute("SELECT S.i, S.j FROM S ORDER BY i")
+    assert cur.fetchall() == [(0, 0), (2, 2)]
+    np.testing.assert_array_equal(cur.execute("SELECT * FROM S").fetch_tensor(shape=(90, 60)), M)
 
 
-def test_update_to_zero_removes_tiles(cur):
+def test_update_to_zero_keeps_the_tiles(cur):
     cur.execute("CREATE TENSOR O SHAPE (10, 10) TILE (5, 5) FILL ONES")
     cur.execute("UPDATE O SET v = O.v * 0 WHERE O.i = 0")
-    assert count(cur, "O") == 2
+    assert count(cur, "O") == 4
+    expected = np.ones((10, 10), np.float32)
+    expected[:5] = 0
+    np.testing.assert_array_equal(cur.execute("SELECT * FROM O").fetch_tensor(), expected)
 
 
 def test_file_database_survives_a_new_process(tmp_path):

@@ -23,7 +23,7 @@ from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.exchange.partitioning import partition_of
 from trdb.execution.operators.operator import BlockingOperator, PhysicalOperator
 from trdb.execution.operators.sort import merge_runs, on_backend, write_run
-from trdb.kernels.sparse import count_nonzero, is_sparse, make_csr, nbytes, row_indices, to_host, wants_csr
+from trdb.kernels.sparse import is_sparse, make_csr, nbytes, row_indices, to_host, wants_csr
 
 
 class RetileExec(BlockingOperator):
@@ -75,7 +75,7 @@ class RetileExec(BlockingOperator):
             return self._retile_entries(tiles, extent, row)
         xp = self.ctx.backend.xp
         cut = ((new, self._cut(new, tiles, extent, xp)) for new in sorted(self._wanted(tiles, row)))
-        return [new + (tile,) for new, tile in cut if count_nonzero(tile)]  # an all-zero tile stays absent
+        return [new + (tile,) for new, tile in cut]  # a piece of present tiles is present, zeros too
 
     def _wanted(self, tiles: dict, row: Optional[int]) -> set:
         """The keys of the new tiles the old tiles overlap (in new tile row `row`, if given) that are this instance's."""
