@@ -143,8 +143,8 @@ def test_a_step_of_two_parameters_gives_each_a_new_version_another_connection_se
 
 def test_a_step_that_changes_its_parameters_statistics_saves_them_and_one_that_does_not_keeps_them(cur):
     """SGD at rate 0.5 on SQUARE(v) * m: where m is 1 the step zeroes the tile exactly, where it is 0.5 it
-    halves it. The first step stores a and b without their tile 0 (all zeros are not stored), so their
-    counts change and are saved; the next changes no count and saves only new data versions. Each time
+    halves it. The first step stores a and b with their tile 0 all zeros (kept: zeros are values), so their
+    non-zero counts change and are saved; the next changes no count and saves only new data versions. Each time
     the counts are those of the tiles stored, and reads give the values the step wrote."""
     cur.execute("CREATE TENSOR a SHAPE (8, 1) TILE (4, 1) FILL CONSTANT(1.0)")
     cur.execute("CREATE TENSOR b SHAPE (8, 1) TILE (4, 1) FILL CONSTANT(2.0)")
@@ -156,11 +156,11 @@ def test_a_step_that_changes_its_parameters_statistics_saves_them_and_one_that_d
     for step in range(1, 3):
         cur.execute("MINIMIZE loss WRT (a, b) WITH (optimizer = 'sgd', learning_rate = 0.5, steps = 1)")
         rows = cur.execute(catalog).fetchall()
-        assert [row[:3] for row in rows] == [("a", 1, 4), ("b", 1, 4)]
+        assert [row[:3] for row in rows] == [("a", 2, 4), ("b", 2, 4)]
         assert all(row[3] > old for row, old in zip(rows, versions))
         versions = [row[3] for row in rows]
         for name, start in (("a", 1.0), ("b", 2.0)):
             tiles = [row[-1] for row in cur.execute(f"SELECT * FROM {name}").fetchall()]
-            assert (len(tiles), sum(np.count_nonzero(tile) for tile in tiles)) == (1, 4)
+            assert (len(tiles), sum(np.count_nonzero(tile) for tile in tiles)) == (2, 4)
             np.testing.assert_array_equal(cur.execute(f"SELECT * FROM {name}").fetch_tensor(shape=(8, 1)),
                                           [[0]] * 4 + [[start * 0.5 ** step]] * 4)

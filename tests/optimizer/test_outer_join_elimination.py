@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse
 import pytest
 
 import trdb
@@ -28,9 +29,10 @@ def cur():
     w[8:16, :] = 0
     con = trdb.connect()
     c = con.cursor()
-    c.execute("CREATE TENSOR X FROM ? TILE (8, 8)", [x])
-    c.execute("CREATE TENSOR Y FROM ? TILE (8, 8)", [y])
-    c.execute("CREATE TENSOR W FROM ? TILE (8, 8)", [w])
+    # sparse on purpose (scipy.sparse: its zero tiles are absent; a dense array's would be present values)
+    c.execute("CREATE TENSOR X FROM ? TILE (8, 8)", [scipy.sparse.csr_matrix(x)])
+    c.execute("CREATE TENSOR Y FROM ? TILE (8, 8)", [scipy.sparse.csr_matrix(y)])
+    c.execute("CREATE TENSOR W FROM ? TILE (8, 8)", [scipy.sparse.csr_matrix(w)])
     yield c
     con.close()
 
