@@ -38,8 +38,10 @@ from trdb.statements.routing import (
 from trdb.statements.status import plain_sql_status, status_message
 from trdb.storage.database import Database
 from trdb.storage.plain_sql import check_plain_parameters, check_plain_sql, run_plain_sql
+from trdb.storage.text_memory import reserve_text
 
 _PARSE_CACHE_SIZE = 512
+_CACHED_TEXT = 16 << 10  # characters: longer statement texts are parsed again each time
 _STALE_RETRIES = 3  # a read that met another connection's commit runs again; the last try in a transaction
 _READ_ONLY_SQL = ("SELECT", "WITH", "FROM", "VALUES", "SHOW", "DESCRIBE", "EXPLAIN", "SUMMARIZE", "PRAGMA", "TABLE")
 
@@ -104,6 +106,10 @@ class Session:
             with self.lock:
                 with self._scans(scans):
                     return self.execute(text, params)
+        with reserve_text(self.db.file.memory, text):  # a text memory_limit cannot parse is refused here
+            return self._execute_text(text, params)
+
+    def _execute_text(self, text: str, params: Union[Sequence[Any], Mapping[str, Any]]) -> Result:
         pieces = split_statements(text)
         if not pieces:
             raise errors.ProgrammingError("empty statement")
@@ -165,7 +171,9 @@ class Session:
         parsed = self._parsed.get(text)
         if parsed is None:
             statement = parse(text)
-            parsed = self._parsed[text] = (statement, count_params(statement), query_relations(statement))
+            parsed = (statement, count_params(statement), query_relations(statement))
+            if len(text) <= _CACHED_TEXT:  # a long text (literal data) is rarely run again: kept, it holds memory
+                self._parsed[text] = parsed
             if len(self._parsed) > _PARSE_CACHE_SIZE:
                 self._parsed.popitem(last=False)
         return parsed

@@ -72,7 +72,12 @@ def _nested_comment_end(script: str, start: int) -> tuple[int, bool]:
 
 def split_statements(script: str) -> list[StatementText]:
     """The statements of a script, in order; pieces holding only white space and comments are dropped."""
+    if len(script) > _CACHED_TEXT:  # a long script (literal data) is rarely run again: kept, it would hold memory
+        return list(_split.__wrapped__(script))
     return list(_split(script))
+
+
+_CACHED_TEXT = 16 << 10  # characters
 
 
 @functools.lru_cache(maxsize=256)

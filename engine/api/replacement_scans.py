@@ -9,7 +9,8 @@ from typing import Any, Optional
 
 # a name right after FROM, JOIN or FROM COO, or after a comma in a FROM list: where a table is named
 _TABLE_NAME = re.compile(r"(?:\bFROM|\bJOIN|\bCOO|,)\s+(?=([^\W\d]\w*)\b(?!\())", re.I)  # FROM COO x
-_STRING_OR_COMMENT = re.compile(r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", re.S)
+# unrolled and possessive: a repeated group that may backtrack costs the regex engine ~100 bytes per character
+_STRING_OR_COMMENT = re.compile(r"'[^']*(?:''[^']*)*+'|--[^\n]*|/\*.*?\*/", re.S)
 
 
 def is_frame_like(value: Any) -> bool:
@@ -28,6 +29,9 @@ def user_frame() -> Optional[FrameType]:
     return frame
 
 
+_CACHED_TEXT = 16 << 10  # characters: a longer text (literal data) is rarely run again, and kept it holds memory
+
+
 @functools.lru_cache(maxsize=256)
 def _table_words(text: str) -> frozenset[str]:
     """The names where a table goes in `text`, outside strings and comments (a statement run again is
@@ -44,7 +48,7 @@ def python_scans(text: str, frame: Optional[FrameType], known) -> dict[str, Any]
         return {}
     local, global_ = frame.f_locals, frame.f_globals
     found: dict[str, Any] = {}
-    for word in _table_words(text):
+    for word in (_table_words(text) if len(text) <= _CACHED_TEXT else _table_words.__wrapped__(text)):
         value = local[word] if word in local else global_.get(word)
         if value is not None and is_frame_like(value) and not known(word):
             found[word] = value

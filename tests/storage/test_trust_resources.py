@@ -1,0 +1,113 @@
+"""Resources a statement may not exhaust: statement text bounded by memory_limit, a full disk or an unwritable
+temp directory that leaves the connection usable, and DuckDB's share of the budget large enough for its tiles.
+
+Each test that could allocate without bound runs in a child process under RLIMIT_AS (its address space when
+the test starts, plus a cap): a statement that needs more fails there with a trdb error, never a MemoryError.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.on_cpu  # the children run under RLIMIT_AS, where CUDA cannot start
+
+# The child: its address space after a warm-up statement plus CAP is all it may take; it prints one JSON line.
+CHILD = """
+import json, resource, sys
+import trdb
+
+def address_space():
+    return next(int(l.split()[1]) << 10 for l in open("/proc/self/status") if l.startswith("VmSize:"))
+
+con = trdb.connect(*sys.argv[2:3])
+cur = con.cursor()
+cur.execute("SELECT length('warm-up')").fetchall()
+cap = address_space() + int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+report = {{}}
+try:
+{body}
+except trdb.Error as exc:
+    report["error"] = [type(exc).__name__, str(exc)]
+except BaseException as exc:
+    report["raw"] = [type(exc).__name__, str(exc)[:400]]
+print(json.dumps(report))
+"""
+
+
+def run_child(body: str, cap: int, *args: str) -> dict:
+    """Run `body` (statements on `cur`, filling `report`) in a child capped at `cap` bytes above its start."""
+    script = CHILD.format(body=textwrap.indent(textwrap.dedent(body), " " * 4))
+    env = dict(os.environ, MALLOC_ARENA_MAX="2", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-c", script, str(cap), *args], capture_output=True, text=True,
+                          timeout=600, env=env)
+    lines = done.stdout.strip().splitlines()
+    assert done.returncode == 0 and lines, f"child failed ({done.returncode}): {done.stderr[-3000:]}"
+    return json.loads(lines[-1])
+
+
+# ------------------------------------------------------------------ statement text
+
+def test_a_5mb_string_literal_runs_in_bounded_memory():
+    """Lexing a literal once cost ~300 bytes a character (a regex loop's state): 5 MB peaked at ~1.6 GB."""
+    report = run_child("""
+        n = 5_000_000
+        report["plain"] = cur.execute("SELECT length('" + "x" * n + "')").fetchall()[0][0]
+        report["quotes"] = cur.execute("SELECT length('" + "ab''" * (n // 4) + "')").fetchall()[0][0]
+    """, 1 << 30)
+    assert report == {"plain": 5_000_000, "quotes": 3 * 5_000_000 // 4}
+
+
+def test_a_5mb_literal_in_trql_and_a_comment_run_in_bounded_memory():
+    report = run_child("""
+        n = 5_000_000
+        cur.execute("CREATE TENSOR A (i) SHAPE (4) TILE (4) FILL ONES")
+        report["trql"] = cur.execute("SELECT COUNT(*) FROM A WHERE '" + "y" * n + "' <> ''").fetchall()[0][0]
+        report["comment"] = cur.execute("SELECT 1 /* " + "z" * n + " */").fetchall()[0][0]
+    """, 1 << 30)
+    assert report == {"trql": 1, "comment": 1}
+
+
+def test_a_50mb_literal_works_or_is_refused_with_a_trdb_error():
+    """50 MB raised a raw MemoryError; now it runs (within the cap) or fails as a trdb error."""
+    report = run_child("""
+        report["rows"] = cur.execute("SELECT length('" + "x" * 50_000_000 + "')").fetchall()[0][0]
+    """, 1 << 30)
+    assert "raw" not in report, report
+    assert report.get("rows") == 50_000_000 or report["error"][0] == "OperationalError", report
+
+
+def test_statement_text_is_bounded_by_memory_limit():
+    """What a statement's text costs to parse is refused up front when memory_limit cannot hold it."""
+    report = run_child("""
+        cur.execute("SET memory_limit = '64MB'")
+        try:
+            cur.execute("INSERT INTO t VALUES " + ",".join(["(1)"] * 2_000_000))
+        except trdb.OperationalError as exc:
+            report["values"] = str(exc)
+        try:
+            cur.execute("SELECT length('" + "x" * 20_000_000 + "')")
+        except trdb.OperationalError as exc:
+            report["literal"] = str(exc)
+        report["after"] = cur.execute("SELECT length('" + "x" * 100_000 + "')").fetchall()[0][0]
+    """, 1 << 30)
+    assert "raw" not in report and "error" not in report, report
+    for key in ("values", "literal"):
+        assert "memory_limit" in report[key] and "statement text" in report[key], report[key]
+    assert report["after"] == 100_000
+
+
+def test_long_statement_texts_are_not_kept_by_caches():
+    """Caches keyed by statement text (split, parse, plain-SQL check, replacement scans) keep no long text:
+    200 different 1 MB statements would hold 200 MB in each cache that kept them."""
+    report = run_child("""
+        for k in range(200):
+            cur.execute("SELECT length('" + str(k) + "x" * 1_000_000 + "')").fetchall()
+        report["done"] = k
+    """, 384 << 20)
+    assert report == {"done": 199}
