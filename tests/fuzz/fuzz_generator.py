@@ -18,6 +18,13 @@ import numpy as np
 FUZZ_TENSORS = ("f0", "f1", "f2", "f3", "f4", "f5")
 FUZZ_VIEWS = ("fv0", "fv1", "fv2")
 TABLE = "ft"
+# DuckDB's own quoting, which a splitter that does not know it cuts into several statements
+QUOTING_PROBES = ("BEGIN; UPDATE f0 SET v = f0.v + 1", "SELECT E'a\\'; COMMIT; SELECT 1' AS x",
+                  "SELECT $tag$x; COMMIT; $tag$ AS x", "SELECT $$a;b$$ AS x", "/* /* nested */ ; COMMIT */ SELECT 1",
+                  "SELECT 'it''s; COMMIT' AS x", "SELECT \"a;b\" FROM (SELECT 1 AS \"a;b\")", "ROLLBACK",
+                  "SELECT e'\\x41;' AS x", "SELECT $x$ $$ ; $x$ AS x")
+HOSTILE_NAMES = ('"a b"', '"é"', '"x\x00y"', "__trdb_adam_m__f0", "f0__adam_m", '"__TRDB_x"', "f0", "f1", "fv0",
+                 '""', '"' + "n" * 300 + '"', '"a""b"', '"1x"', '"tab\tname"')
 DTYPES = ("float32", "float64", "int32", "int64", "bool")
 HOSTILE_DTYPES = ("float16", "bfloat16", "complex64", "int8", "uint64", "object", "varchar", "str", "f4", "")
 FILLS = ("ZEROS", "ONES", "IDENTITY", "CONSTANT", "RANDOM_NORMAL", "RANDOM_UNIFORM")
@@ -103,7 +110,7 @@ class Generator:
             self.create_view: 4, self.insert: 5, self.update: 5, self.delete: 3, self.drop: 2,
             self.select_statement: 28, self.explain: 4, self.settings: 4, self.transaction: 3,
             self.minimize: 2, self.plain_sql: 3, self.inspect: 2, self.soup: 4, self.truncated: 4,
-            self.mutated: 4, self.api_misuse: 1,
+            self.mutated: 4, self.api_misuse: 1, self.trust_probe: 4,
         }
         self.makers, self.weights = list(weights), list(weights.values())
 
@@ -651,6 +658,47 @@ class Generator:
         if roll == 9:
             return Case(f"SELECT {self.pick(('?', '1 + ?', '?::INTEGER'))}", [self.array()], kind="plain")
         return Case(f"SELECT count(*), max(i) FROM {TABLE}", kind="plain")
+
+    def trust_probe(self):
+        """The third trust round's probes: DuckDB's quoting, hostile and reserved names, settings with
+        parameters, CTE towers, and tiles that are or become all zero (zeros are values)."""
+        roll = self.r.randrange(6)
+        if roll == 0:
+            return Case(self.pick(QUOTING_PROBES), kind="plain_hostile", writes=True)
+        if roll == 1:
+            name = self.pick(HOSTILE_NAMES)
+            verb = self.pick((f"CREATE TENSOR {name} SHAPE (2, 2) TILE (2, 2) FILL ONES",
+                              f"CREATE TENSOR f0 ({name}, j) SHAPE (2, 2) TILE (2, 2)",
+                              f"CREATE TABLE {name} (a INT)", f"CREATE TEMP TABLE {name} (a INT)",
+                              f"CREATE VIEW {name} AS SELECT 1 AS a", f"ALTER TENSOR f1 RENAME TO {name}",
+                              f"ALTER VIEW fv0 RENAME TO {name}", f"ALTER TABLE {TABLE} RENAME TO {name}",
+                              f"CREATE TENSOR f2 AS SELECT f0.i, f0.j, f0.v AS {name} FROM f0"))
+            return Case(verb, kind="plain_hostile", writes=True)
+        if roll == 2:
+            name = self.pick(("workers", "memory_limit", "s3_endpoint", "disabled_rules", "arrow_output_version",
+                              "produce_arrow_string_view", "threads"))
+            value = self.pick(("?", "'1.5'", "true", "2"))
+            return Case(f"SET {name} = {value}", [self.pick((1, "2", "x", None))] if value == "?" else None,
+                        kind="settings")
+        if roll == 3:
+            return Case(self.cte_tower(self.r.randrange(2, 14)), kind="select")
+        t = self.fuzz_tensor()
+        name = t.name if t else "f0"
+        return Case(self.pick((f"UPDATE {name} SET v = {name}.v * 0",
+                               f"CREATE OR REPLACE TENSOR {name} SHAPE (4, 3) TILE (2, 3) FILL ZEROS",
+                               f"CREATE OR REPLACE VIEW fv0 AS SELECT SUM(SUMSQ(RELU({name}.v) + 1)) AS v FROM {name}",
+                               f"SELECT COUNT(*) FROM {name}")), kind="select", writes=True)
+
+    def cte_tower(self, levels: int) -> str:
+        """WITH k1 AS (...), k2 AS (k1 joined with itself), ...: planning must not double per level."""
+        t = self.any_tensor(2)
+        base = f"SELECT {t.name}.{t.keys[0]} AS i, {t.name}.{t.keys[1]} AS j, {t.name}.v AS v FROM {t.name}" \
+            if t else "SELECT f0.i AS i, f0.j AS j, f0.v AS v FROM f0"
+        ctes = [f"k0 AS ({base})"]
+        for level in range(1, levels):
+            ctes.append(f"k{level} AS (SELECT a.i, a.j, a.v + b.v AS v FROM k{level - 1} AS a JOIN k{level - 1} AS b "
+                        "ON a.i = b.i AND a.j = b.j)")
+        return f"WITH {', '.join(ctes)} SELECT k{levels - 1}.i, COUNT(*) AS n FROM k{levels - 1} GROUP BY k{levels - 1}.i"
 
     def inspect(self):
         t = self.any_tensor()
