@@ -55,7 +55,7 @@ def test_csr_tiles_weigh_their_non_zeros(tensors):
 def test_absent_tiles_are_not_counted(cur):
     block = np.zeros((1024, 1024), np.float32)
     block[:256, :256] = 1.0
-    cur.execute("CREATE TENSOR B FROM ? TILE (256, 256)", [block])
+    cur.execute("CREATE TENSOR B FROM ? TILE (256, 256)", [scipy.sparse.csr_matrix(block)])  # sparse on purpose
     cur.execute("CREATE TENSOR X FROM ? TILE (256, 32)", [np.ones((1024, 32), np.float32)])
     cur.execute("SET workers = 1")
     assert _estimate(cur, "SELECT * FROM B", "TensorScanExec", "tuples") == 1
@@ -64,7 +64,7 @@ def test_absent_tiles_are_not_counted(cur):
 def test_distinct_keys_are_counted_and_estimate_groups(cur):
     block = np.zeros((1024, 1024), np.float32)
     block[:256, :] = 1.0  # one row of tiles: i takes 1 value, j takes 4
-    cur.execute("CREATE TENSOR B FROM ? TILE (256, 256)", [block])
+    cur.execute("CREATE TENSOR B FROM ? TILE (256, 256)", [scipy.sparse.csr_matrix(block)])  # sparse on purpose
     cur.execute("SET workers = 1")
     assert cur.connection._session().catalog.tensor("B").distinct_keys == (1, 4)
     assert _estimate(cur, "SELECT B.i, SUM(B.v) AS v FROM B GROUP BY B.i", "HashAggregateExec", "tuples") == 1
