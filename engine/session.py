@@ -106,10 +106,6 @@ class Session:
             with self.lock:
                 with self._scans(scans):
                     return self.execute(text, params)
-        with reserve_text(self.db.file.memory, text):  # a text memory_limit cannot parse is refused here
-            return self._execute_text(text, params)
-
-    def _execute_text(self, text: str, params: Union[Sequence[Any], Mapping[str, Any]]) -> Result:
         pieces = split_statements(text)
         if not pieces:
             raise errors.ProgrammingError("empty statement")
@@ -120,7 +116,8 @@ class Session:
             self._running = threading.Event()  # set before parsing: a cancel that early is kept
             try:
                 for piece in pieces:
-                    result = self._execute_one(piece.text, params)
+                    with reserve_text(self.db.file.memory, piece.text):  # refused here if memory_limit cannot parse it
+                        result = self._execute_one(piece.text, params)
             finally:
                 self._running = None
         return result

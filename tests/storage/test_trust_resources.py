@@ -95,11 +95,13 @@ def test_statement_text_is_bounded_by_memory_limit():
         except trdb.OperationalError as exc:
             report["literal"] = str(exc)
         report["after"] = cur.execute("SELECT length('" + "x" * 100_000 + "')").fetchall()[0][0]
+        # a script is bounded statement by statement: 100 KB of short statements is no long statement
+        report["script"] = cur.execute(";".join(["SELECT 1"] * 12_000)).fetchall()[0][0]
     """, 1 << 30)
     assert "raw" not in report and "error" not in report, report
     for key in ("values", "literal"):
         assert "memory_limit" in report[key] and "statement text" in report[key], report[key]
-    assert report["after"] == 100_000
+    assert report["after"] == 100_000 and report["script"] == 1
 
 
 def test_long_statement_texts_are_not_kept_by_caches():
