@@ -228,7 +228,7 @@ def test_a_read_that_meets_another_commit_runs_again_and_sees_one_state(path, mo
     from trdb.storage import tile_store
     writer, reader = trdb.connect(path), trdb.connect(path)
     writer.execute("CREATE TENSOR A SHAPE (4,4) TILE (2,2) FILL ONES")
-    writer.execute("CREATE TENSOR B SHAPE (4,4) TILE (2,2) FILL ZEROS")
+    writer.execute("CREATE TENSOR B SHAPE (4,4) TILE (2,2)")  # no FILL: every tile absent, for INSERT to fill
     reader.execute("SELECT * FROM A").fetchall()  # A's tiles are cached, B's are not
     original, commits = tile_store.read_tiles, []
 
