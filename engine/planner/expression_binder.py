@@ -64,6 +64,14 @@ def constant(value: Any) -> bx.Const:
     return bx.Const(value, ScalarType(type(value)))
 
 
+def _kind_of(value: Any) -> str:
+    """A value as an error message names it (a list, a numpy array of float64, ...)."""
+    if isinstance(value, np.ndarray):
+        return f"a numpy array of {value.dtype}"
+    name = type(value).__name__
+    return f"an {name}" if name[:1].lower() in "aeiou" else f"a {name}"
+
+
 def to_arg(expr: bx.Bound, as_extent: bool = False) -> Arg:
     """How the kernel registry sees a bound argument (shape None: a weak Python scalar)."""
     value = expr.value if isinstance(expr, bx.Const) and not isinstance(expr.type, TensorType) else NOT_CONST
@@ -211,6 +219,10 @@ class ExpressionBinder:
         items = [self.bind(item) for item in node.items]
         if not all(isinstance(item, bx.Const) for item in items):
             raise self.ctx.fail(node, "IN needs a list of constants")
+        for source, item in zip(node.items, items):  # a parameter can bind a list or an array where one value goes
+            if not isinstance(item.value, (int, float, str, bool, type(None))):
+                raise self.ctx.fail(source, f"IN takes one value per item, not {_kind_of(item.value)}",
+                                    hint="write IN (?, ?, ...) with one parameter per value")
         return bx.InSet(self.bind(node.operand), frozenset(i.value for i in items), node.negated)
 
     def _bind_IsNull(self, node: ast.IsNull) -> bx.Bound:

@@ -19,6 +19,7 @@ from trdb.statements.context import StatementContext
 from trdb.statements.coo_buckets import sorted_entry_batches
 from trdb.statements.coo_tiles import format_number as _number
 from trdb.statements.coo_tiles import write_entries
+from trdb.statements.npy_files import check_storable
 from trdb.storage import coo_staging
 from trdb.storage.coo_staging import FLOAT_TYPES as _FLOAT_TYPES
 from trdb.storage.coo_staging import INTEGER_TYPES as _INTEGER_TYPES
@@ -143,9 +144,12 @@ def _param_source(sc: StatementContext, node: ast.CreateTensorFromCoo, value: An
     if isinstance(value, pa.Table):
         return Source(label, coo_staging.arrow_entries(value))
     if type(value).__module__.startswith("pandas") and hasattr(value, "columns"):
+        for name, dtype in getattr(value, "dtypes", {}).items():  # Arrow has no complex type: said here, plainly
+            if getattr(dtype, "kind", None) == "c":
+                check_storable(dtype, f"column {name!r} of the DataFrame of {label}", "pass its .real or abs() instead")
         try:
             return Source(label, coo_staging.arrow_entries(pa.Table.from_pandas(value)))
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
             raise sc.bind.fail(node.source, f"cannot read the DataFrame of {label}: {exc}",
                                error=DataError) from None
     if is_sparse_matrix(value):  # scipy.sparse
@@ -155,6 +159,7 @@ def _param_source(sc: StatementContext, node: ast.CreateTensorFromCoo, value: An
         if len(node.columns) != 3:
             raise sc.bind.fail(node, f"{label} is a scipy.sparse matrix: FROM COO takes its (row, col, data) "
                                      f"as 3 columns, not {len(node.columns)}")
+        check_storable(coo.data.dtype, f"the scipy.sparse matrix of {label}", "pass m.real or abs(m) instead")
         table = pa.table({"row": coo.row, "col": coo.col, "data": coo.data})
         return Source(label, coo_staging.arrow_entries(table), positional=True)
     raise sc.bind.fail(node.source, f"FROM COO ? takes a pyarrow Table, a pandas DataFrame or a scipy.sparse "

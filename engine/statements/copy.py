@@ -49,18 +49,19 @@ def write_result_file(result: Result, path: str, file_format: str, layout_kind: 
     hash-partitioned dataset, a directory, with `partitions`)."""
     result_columns(result, "COPY")
     layout = result_layout(result)  # a first pass over the batches: the extent of a query's result
-    if partitions is not None:
-        schema, batches = _tile_batches(result, layout)
-        return write_dataset(path, schema, batches, [result.schema[p].name for p in layout.key_positions],
-                             partitions)
-    temporary = copy_files.temporary_path(path)
-    copy_files.remove_quietly(temporary)  # a link left there would be written through
-    try:
-        count = _write(result, layout, temporary, file_format, layout_kind)
-        copy_files.replace_file(temporary, path)
-    except BaseException:
-        copy_files.remove_quietly(temporary)
-        raise
+    with copy_files.file_errors(path, file_format, writing=True):  # a full disk: an OperationalError that says so
+        if partitions is not None:
+            schema, batches = _tile_batches(result, layout)
+            return write_dataset(path, schema, batches, [result.schema[p].name for p in layout.key_positions],
+                                 partitions)
+        temporary = copy_files.temporary_path(path)
+        copy_files.remove_quietly(temporary)  # a link left there would be written through
+        try:
+            count = _write(result, layout, temporary, file_format, layout_kind)
+            copy_files.replace_file(temporary, path)
+        except BaseException:
+            copy_files.remove_quietly(temporary)
+            raise
     return count
 
 
@@ -167,14 +168,15 @@ def copy_from(sc: StatementContext, node: ast.CopyFrom) -> Result:
     meta = sc.catalog.require_tensor(node.name)
     path = check_path(sc, node, node.path, writing=False)
     file_format, layout_kind = _options(sc, node, path)
-    if file_format == "parquet" and "LAYOUT" not in dict(node.options):
-        layout_kind = "tiles" if copy_files.is_tile_form(path) else "long"
-    if file_format == "npy":
-        count = _read_npy(sc, meta, path)
-    elif layout_kind == "tiles":
-        count = read_tiles_into(sc, meta, path)
-    else:
-        count = _read_long(sc, node, meta, path, file_format)
+    with copy_files.file_errors(path, file_format, writing=False):  # a file that is not what its name says
+        if file_format == "parquet" and "LAYOUT" not in dict(node.options):
+            layout_kind = "tiles" if copy_files.is_tile_form(path) else "long"
+        if file_format == "npy":
+            count = _read_npy(sc, meta, path)
+        elif layout_kind == "tiles":
+            count = read_tiles_into(sc, meta, path)
+        else:
+            count = _read_long(sc, node, meta, path, file_format)
     sc.catalog.refresh_statistics(sc.catalog.require_tensor(node.name))
     return _count(count)
 

@@ -9,8 +9,10 @@ through a memory map, so only a batch of tiles is in memory at a time.
 """
 from __future__ import annotations
 
+import errno
 import mmap
 import os
+from contextlib import contextmanager
 from typing import Iterable, Iterator, Optional, Sequence
 
 import numpy as np
@@ -18,7 +20,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from trdb.errors import DataError
+from trdb.errors import DataError, OperationalError
 from trdb.execution.long_form import long_batch, long_names, long_schema
 from trdb.execution.result import TensorLayout, tile_slices
 from trdb.kernels.backend import to_host
@@ -79,6 +81,7 @@ def _write_batches(writer, batches: Iterable[pa.RecordBatch]) -> int:
 def write_npy(path: str, layout: TensorLayout, batches: Iterable[Sequence[tuple]]) -> int:
     """The whole dense array, tile by tile into a memory map of the file (a new file reads as zeros)."""
     out = np.lib.format.open_memmap(path, mode="w+", dtype=layout.dtype, shape=layout.shape)
+    _reserve(path)
     count = 0
     try:
         for rows in batches:
@@ -95,6 +98,44 @@ def write_npy(path: str, layout: TensorLayout, batches: Iterable[Sequence[tuple]
     finally:
         del out
     return count
+
+
+def _reserve(path: str) -> None:
+    """The file's blocks taken on the disk now: a memory map of a sparse file on a full disk dies of SIGBUS at
+    the first page that cannot be written, where this is an OSError (ENOSPC) to report."""
+    if not hasattr(os, "posix_fallocate"):
+        return
+    with open(path, "r+b") as file:
+        try:
+            os.posix_fallocate(file.fileno(), 0, os.fstat(file.fileno()).st_size)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                raise  # ENOSPC, EDQUOT, EIO: the write cannot succeed
+
+
+@contextmanager
+def file_errors(path: str, file_format: str, writing: bool) -> Iterator[None]:
+    """What pyarrow and the system raise about a file COPY reads or writes, as the trdb error that says so."""
+    try:
+        yield
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        if writing:
+            raise
+        raise DataError(f"'{path}' is not a {file_format} file COPY can read: {str(exc).splitlines()[0][:300]}",
+                        hint="COPY ... FROM reads the Parquet, CSV and npy files COPY ... TO writes; the format comes "
+                             "from the file's name, or FORMAT parquet | csv | npy") from None
+    except OSError as exc:
+        raise system_error(exc, path, writing) from None
+
+
+def system_error(exc: OSError, path: str, writing: bool) -> OperationalError:
+    """An OSError of a file as an OperationalError: a full disk says so, with what to do."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        elsewhere = ", or COPY to another disk" if writing else ""
+        return OperationalError(f"no space left on the disk while {'writing' if writing else 'reading'} '{path}' "
+                                f"({exc.strerror or exc})",
+                                hint=f"free space on the disk{elsewhere}; the statement changed nothing")
+    return OperationalError(f"cannot {'write' if writing else 'read'} '{path}': {exc.strerror or exc}")
 
 
 def _drop_pages(array: np.memmap) -> None:

@@ -36,7 +36,7 @@ def fill_maker(meta: TensorMeta, kind: str, args: list) -> TileMaker:
 
 def _fitting(value, meta: TensorMeta):
     """`value` when the tensor's dtype holds it; otherwise a DataError (no silent inf or wrap-around)."""
-    if not np.isfinite(value):
+    if not isinstance(value, int) and not np.isfinite(value):  # a Python int is finite, and may pass int64
         if meta.dtype.kind == "f":
             return value  # NaN and inf are float values, asked for
         raise DataError(f"FILL: {value} cannot be stored as {meta.dtype} (integers have no NaN or inf)")
@@ -71,7 +71,11 @@ def _random(meta: TensorMeta, kind: str, args: list) -> TileMaker:
     if kind == "RANDOM_UNIFORM" and not args[0] <= args[1]:
         raise ProgrammingError(f"FILL RANDOM_UNIFORM(low, high): low must not exceed high, got "
                                f"({args[0]}, {args[1]})", hint=f"RANDOM_UNIFORM({args[1]}, {args[0]})")
-    for bound in (args[:2] if kind == "RANDOM_UNIFORM" else [args[0] - 6 * args[1], args[0] + 6 * args[1]]):
+    first, second = (float(a) for a in args[:2])  # (low, high) or (mean, std); floats: 6 std may pass int64
+    for bound in ([first, second] if kind == "RANDOM_UNIFORM" else [first - 6 * second, first + 6 * second]):
+        if not np.isfinite(bound) and np.isfinite([first, second]).all():
+            raise DataError(f"FILL {kind}{tuple(args[:2])}: its values would overflow to inf",
+                            hint="give a smaller mean and spread")
         _fitting(bound, meta)
     # one generator per tile, seeded by (seed, key): the values do not depend on the order of tiles
     seed = args[2] if len(args) == 3 else int(np.random.SeedSequence().entropy % (1 << 63))

@@ -78,3 +78,124 @@ def test_a_good_scipy_matrix_is_still_taken():
             np.testing.assert_allclose(con.execute(f"SELECT * FROM S_{fmt}").fetch_tensor(), m.toarray())
         con.execute("CREATE TENSOR C FROM COO ? (r, c, v) SHAPE (30, 20) TILE (8, 8)", [m])
         np.testing.assert_allclose(con.execute("SELECT * FROM C").fetch_tensor(), m.toarray())
+
+
+# ------------------------------------------------------------ ordinary bad input: a trdb error, not InternalError
+
+@pytest.fixture
+def ones():
+    con = trdb.connect(workers=1)
+    con.execute("CREATE TENSOR X SHAPE (4, 4) TILE (2, 2) FILL ONES")
+    con.execute("CREATE TENSOR E SHAPE (4, 4) TILE (2, 2)")
+    yield con
+    con.close()
+
+
+@pytest.mark.parametrize("value", [[0, 1], (0, 1), {"a": 1}], ids=["list", "tuple", "dict"])
+def test_an_in_list_item_bound_to_a_list_is_a_programming_error(ones, value):
+    for sql in ("SELECT * FROM X WHERE X.i IN (?, 1)", "SELECT * FROM X WHERE X.i NOT IN (?)"):
+        with pytest.raises(trdb.ProgrammingError, match="IN takes one value per item") as info:
+            ones.execute(sql, [value])
+        assert "IN (?, ?, ...)" in info.value.hint
+    assert len(ones.execute("SELECT * FROM X WHERE X.i IN (?, 1)", [0]).fetchall()) == 4
+
+
+def test_random_fills_with_a_huge_spread_are_checked_not_an_internal_error(ones):
+    ones.execute("CREATE TENSOR R SHAPE (4, 4) TILE (2, 2) FILL RANDOM_NORMAL(0, 9223372036854775807, 3)")
+    assert ones.execute("SELECT COUNT(*) FROM R").fetchall() == [(4,)]
+    for fill, message in (("RANDOM_NORMAL(0, 9223372036854775807, 3) DTYPE int64", "does not fit in int64"),
+                          ("RANDOM_NORMAL(0, 1e308, 3)", "would overflow to inf"),
+                          ("RANDOM_NORMAL(1e300, 1e300) DTYPE float32", "overflows float32")):
+        with pytest.raises(trdb.DataError, match=message):
+            ones.execute(f"CREATE TENSOR S SHAPE (4, 4) TILE (2, 2) FILL {fill}")
+    assert [row[0] for row in ones.execute("SHOW TENSORS").fetchall()] == ["E", "R", "X"]
+
+
+@pytest.mark.parametrize("name, content, options", [
+    ("bad.parquet", b"not parquet at all", ""), ("bad.parquet", b"PAR1 but not really PAR1", " (LAYOUT long)"),
+    ("bad.csv", b"\x00\x01", ""), ("bad.csv", b"a,b,c\n1,2\n", "")])
+def test_copy_from_a_file_that_is_not_what_its_name_says_is_a_data_error(ones, tmp_path, name, content, options):
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(trdb.DataError, match=f"is not a {name.split('.')[1]} file COPY can read"):
+        ones.execute(f"COPY E FROM '{tmp_path / name}'{options}")
+    assert ones.execute("SELECT COUNT(*) FROM E").fetchall() == [(0,)]
+
+
+def test_from_coo_with_complex_values_is_a_data_error(ones):
+    import numpy as np
+    import pandas as pd
+    import scipy.sparse as sp
+
+    values = np.array([[1 + 2j, 0], [0, 3j]])
+    for given in (pd.DataFrame({"r": [0, 1], "c": [0, 1], "v": values[[0, 1], [0, 1]]}), sp.coo_matrix(values),
+                  sp.csr_matrix(values)):
+        with pytest.raises(trdb.DataError, match="holds complex numbers") as info:
+            ones.execute("CREATE TENSOR C FROM COO ? (r, c, v) SHAPE (4, 4) TILE (2, 2)", [given])
+        assert ".real" in info.value.hint
+    assert not ones.execute("SELECT * FROM X WHERE X.i < 0").fetchall()
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "npy"])
+def test_copy_on_a_full_disk_is_an_operational_error_with_a_hint(ones, tmp_path, monkeypatch, fmt):
+    import errno
+    import os
+
+    import pyarrow.csv as pa_csv
+    import pyarrow.parquet as pq
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    class FullWriter:  # pyarrow's CSVWriter cannot be patched: one that fails as it would on a full disk
+        def __init__(self, path, schema):
+            open(path, "wb").close()
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        write_batch = full
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_batch", full)
+    monkeypatch.setattr(pa_csv, "CSVWriter", FullWriter)
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    with pytest.raises(trdb.OperationalError, match="no space left on the disk") as info:
+        ones.execute(f"COPY X TO '{tmp_path / ('x.' + fmt)}'")
+    assert "free space" in info.value.hint
+    assert os.listdir(tmp_path) == []  # no partial file, no temporary one
+    assert ones.execute("SELECT COUNT(*) FROM X").fetchall() == [(4,)]
+
+
+def test_copy_to_npy_on_a_really_full_disk_is_an_error_not_a_crash(tmp_path):
+    """A memory-mapped write to a sparse file on a full disk killed the process (SIGBUS): in a child, on a
+    1 MB tmpfs, where this machine lets the tests mount one (as root)."""
+    import os
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root; the full-disk test above simulates it")
+    try:
+        code = textwrap.dedent(f"""
+            import os, trdb
+            con = trdb.connect(workers=1)
+            con.execute("CREATE TENSOR X SHAPE (1024, 1024) TILE (256, 256) FILL ONES")
+            for fmt in ("npy", "csv"):
+                try:
+                    con.execute(f"COPY X TO '{disk}/x.{{fmt}}'")
+                    print(fmt, "WRITTEN")
+                except trdb.Error as exc:
+                    print(fmt, type(exc).__name__, str(exc).splitlines()[0])
+            print(sorted(os.listdir({str(disk)!r})))
+        """)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, f"the child died ({done.returncode}): {done.stdout}{done.stderr[-2000:]}"
+        lines = done.stdout.splitlines()
+        for line in lines[:2]:
+            assert "OperationalError no space left on the disk" in line, line
+        assert lines[2] == "[]"
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)
