@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse
 
 RNG = np.random.default_rng(1234)
 
@@ -17,6 +18,11 @@ def ab(cur):
     cur.execute("CREATE TENSOR A FROM ? TILE (128, 64)", [A])
     cur.execute("CREATE TENSOR B FROM ? TILE (64, 48)", [B])
     return A, B
+
+
+def load_sparse(cur, name, array, tile):
+    """A tensor whose all-zero tiles are absent: sparse on purpose (a dense load keeps them, zeros are values)."""
+    cur.execute(f"CREATE TENSOR {name} FROM ? TILE {tile}", [scipy.sparse.csr_matrix(array)])
 
 
 def close(actual, expected, rtol=1e-4):
@@ -71,8 +77,8 @@ def test_full_join_sparse_addition(cur):
     X, Y = rand(40, 40), rand(40, 40)
     X[:20, :] = 0  # tiles (0, *) absent in X
     Y[:, 20:] = 0  # tiles (*, 1) absent in Y
-    cur.execute("CREATE TENSOR X FROM ? TILE (20, 20)", [X])
-    cur.execute("CREATE TENSOR Y FROM ? TILE (20, 20)", [Y])
+    load_sparse(cur, "X", X, (20, 20))
+    load_sparse(cur, "Y", Y, (20, 20))
     cur.execute("SELECT COUNT(*) FROM X")
     assert cur.fetchone() == (2,)
     cur.execute("SELECT COALESCE(X.i, Y.i) AS i, COALESCE(X.j, Y.j) AS j, X.v + Y.v AS v "
@@ -87,7 +93,8 @@ def test_full_join_sparse_addition(cur):
 def test_full_join_zero_tiles_take_the_edge_shape(cur):
     X, Y = rand(50, 50), rand(50, 50)
     X[40:, :] = 0  # X lacks its ragged bottom row of tiles
-    cur.execute("CREATE TENSOR X FROM ? TILE (20, 20)", [X])
+    load_sparse(cur, "X", X, (20, 20))
+    assert cur.execute("SELECT COUNT(*) FROM X").fetchone() == (6,)
     cur.execute("CREATE TENSOR Y FROM ? TILE (20, 20)", [Y])
     cur.execute("SELECT COALESCE(X.i, Y.i) AS i, COALESCE(X.j, Y.j) AS j, X.v - Y.v AS v "
                 "FROM X FULL JOIN Y ON X.i = Y.i AND X.j = Y.j")
@@ -96,9 +103,10 @@ def test_full_join_zero_tiles_take_the_edge_shape(cur):
 
 def test_left_join_keeps_left_tuples(cur):
     X, Y = rand(40, 20), rand(40, 20)
-    Y[20:, :] = 0
+    Y[20:, :] = 0  # Y's tile (1, 0) is absent
     cur.execute("CREATE TENSOR X FROM ? TILE (20, 20)", [X])
-    cur.execute("CREATE TENSOR Y FROM ? TILE (20, 20)", [Y])
+    load_sparse(cur, "Y", Y, (20, 20))
+    assert cur.execute("SELECT COUNT(*) FROM Y").fetchone() == (1,)
     cur.execute("SELECT X.i, X.j, X.v * 2 + Y.v AS v FROM X LEFT JOIN Y ON X.i = Y.i AND X.j = Y.j")
     close(cur.fetch_tensor(), X * 2 + Y)
 
