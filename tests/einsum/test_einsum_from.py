@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse
 
 import trdb
 
@@ -97,9 +98,10 @@ def test_sparse_operands_skip_absent_tiles(cur):
     A[4:, :4] = 0  # block diagonal: two of four tiles are absent
     B = RNG.standard_normal((8, 6))
     B[4:] = 0
-    load(cur, "A", A, (4, 4))
-    load(cur, "B", B, (4, 3))
+    load(cur, "A", scipy.sparse.csr_matrix(A), (4, 4))  # sparse on purpose: a dense load keeps zero tiles
+    load(cur, "B", scipy.sparse.csr_matrix(B), (4, 3))
     assert cur.execute("SELECT COUNT(*) FROM A").fetchone()[0] == 2
+    assert cur.execute("SELECT COUNT(*) FROM B").fetchone()[0] == 2
     np.testing.assert_allclose(einsum_query(cur, "ij,jk->ik", ["A", "B"], (8, 6)), A @ B, atol=1e-12)
     np.testing.assert_allclose(einsum_query(cur, "ij,ij->ij", ["A", "A"], (8, 8)), A * A, atol=1e-12)
     np.testing.assert_allclose(einsum_query(cur, "ij,kj->ik", ["A", "A"], (8, 8)), A @ A.T, atol=1e-12)
