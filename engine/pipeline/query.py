@@ -82,6 +82,12 @@ class Pipeline:
         with nesting_guard():
             return Binder(self.catalog, self.bind_context).bind_query(query)
 
+    def bind_table(self, ref: ast.TableRef) -> lp.Plan:
+        """One relation bound alone (DESCRIBE, SHOW TABLES): a view of views binds each of them, as deep as a
+        query may nest."""
+        with nesting_guard():
+            return Binder(self.catalog, self.bind_context).bind_table(ref)
+
     def expand(self, plan: lp.Plan, dense: bool = True) -> lp.Plan:
         """EINSUM decomposed (for this statement's workers) and GRAD built into relational plans. `dense`:
         an EINSUM of small dense stored tensors may run on whole arrays (not where another plan of the

@@ -57,6 +57,9 @@ class StatementContext:
     def binder(self) -> Binder:
         return Binder(self.catalog, self.bind)
 
+    def bind_table(self, ref: ast.TableRef) -> lp.Plan:
+        return self.pipeline.bind_table(ref)
+
     def bind_query(self, query: ast.Query) -> BoundQuery:
         return self.pipeline.bind(query)
 

@@ -42,7 +42,10 @@ def _checked_entry(section: str, entry: Any) -> str:
         return entry["name"]
     name = check_name(entry.get("name"), "name")
     if section == "views":
-        view_query(entry.get("query"))
+        try:
+            view_query(entry.get("query"))
+        except RecursionError:  # the check runs near the bottom of the stack: the text itself is too deep
+            raise DataError("its text nests too deeply to parse") from None
     elif not isinstance(entry.get("sql"), str):
         raise DataError(f"its SQL {entry.get('sql')!r} is not text")
     return name

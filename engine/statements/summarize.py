@@ -67,7 +67,7 @@ def summarize(sc: StatementContext, node: ast.Summarize) -> Result:
     meta = sc.catalog.tensor(node.name)
     external = meta is not None and meta.external  # no index of stored tiles: summarized as its scan's result
     if external or (meta is None and sc.catalog.view(node.name) is not None):
-        return _summarize_result(sc.run_plan(sc.binder().bind_table(ast.TableRef(node.name, span=node.span))))
+        return _summarize_result(sc.run_plan(sc.bind_table(ast.TableRef(node.name, span=node.span))))
     if meta is None:
         raise does_not_exist(sc.catalog, "tensor", node.name)
     index, sizes = sc.catalog.tile_index(meta)

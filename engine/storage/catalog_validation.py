@@ -122,8 +122,6 @@ def view_query(text: Any) -> ast.Query:
         statement = parse(text)
     except ParseError as exc:
         raise DataError(f"its text does not parse ({exc.message})") from None
-    except RecursionError:
-        raise DataError("its text nests too deeply to parse") from None
     if not isinstance(statement, ast.QueryStatement):
         raise DataError(f"its text is not a query: {_shown(text)}")
     return statement.query

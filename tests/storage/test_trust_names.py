@@ -195,3 +195,29 @@ def test_a_stored_view_that_is_not_a_query_is_reported_not_an_internal_error(tmp
         con.execute("DESCRIBE W")
     con.execute("DROP VIEW W")
     assert con.execute("SHOW TABLES").fetchall() == [("A", "tensor")]
+
+
+# ------------------------------------------------------------------ chains of views
+
+CHAIN = 200
+
+
+def _chain(con, length: int) -> str:
+    con.execute("CREATE TENSOR A SHAPE (4) TILE (2) FILL ONES")
+    con.execute("CREATE VIEW V0 AS SELECT * FROM A")
+    for k in range(1, length):
+        con.execute(f"CREATE VIEW V{k} AS SELECT * FROM V{k - 1}")
+    return f"V{length - 1}"
+
+
+def test_a_long_chain_of_views_can_be_listed_described_and_summarized_also_after_reopening(tmp_path):
+    path = str(tmp_path / "chain.trdb")
+    con = trdb.connect(path)
+    last = _chain(con, CHAIN)
+    for connection in (con, trdb.connect(path)):
+        assert len(connection.execute(f"SELECT * FROM {last}").fetchall()) == 2
+        assert len(connection.execute("SHOW TABLES").fetchall()) == CHAIN + 1
+        assert len(connection.execute("SHOW ALL TABLES").fetchall()) == CHAIN + 1
+        assert [r[0] for r in connection.execute(f"DESCRIBE {last}").fetchall()] == ["i", "v"]
+        assert len(connection.execute(f"SUMMARIZE {last}").fetchall()) == 2
+        assert connection.execute(f"SHOW {last}").fetchall()
