@@ -165,16 +165,51 @@ def read_tile_batches(path: str, key_names: Sequence[str], value_name: str,
                         hint="COPY ... FROM reads the files COPY ... TO writes")
     shape_name = f"{value_name}_shape" if f"{value_name}_shape" in names else None
     columns = list(key_names) + [value_name] + ([shape_name] if shape_name else [])
+    _check_tile_columns(path, source.schema_arrow, key_names, value_name, shape_name)
     for batch in source.iter_batches(batch_size=batch_rows, columns=columns):
-        keys = np.stack([batch.column(n).to_numpy(zero_copy_only=False) for n in key_names], axis=1) \
+        if any(batch.column(n).null_count for n in columns):
+            raise DataError(f"'{path}' has a NULL key, tile or tile shape", hint="COPY ... FROM reads the files "
+                            "COPY ... TO writes")
+        keys = np.stack([_key_column(path, batch.column(n)) for n in key_names], axis=1) \
             if key_names else np.empty((batch.num_rows, 0), np.int64)
         column = batch.column(value_name)
         tiles = column.to_numpy_ndarray() if isinstance(column.type, pa.FixedShapeTensorType) else \
             column.to_numpy(zero_copy_only=False)
         if shape_name:
-            shapes = batch.column(shape_name).to_pylist()
-            tiles = [t[tuple(slice(0, n) for n in s)] for t, s in zip(tiles, shapes)]
-        yield keys.astype(np.int64), [np.asarray(t) for t in tiles]
+            tiles = [_cut(path, t, s) for t, s in zip(tiles, batch.column(shape_name).to_pylist())]
+        yield keys, [np.asarray(t) for t in tiles]
+
+
+def _key_column(path: str, column: pa.Array) -> np.ndarray:
+    keys = column.to_numpy(zero_copy_only=False)
+    if keys.dtype == np.uint64 and len(keys) and keys.max() > np.iinfo(np.int64).max:
+        raise DataError(f"'{path}' has a key of {int(keys.max())}, past BIGINT's range")
+    return keys.astype(np.int64)
+
+
+def _check_tile_columns(path: str, schema: pa.Schema, key_names: Sequence[str], value_name: str,
+                        shape_name: Optional[str]) -> None:
+    """Integer keys, a tile column of numbers and a list<int> of edge shapes: what COPY ... TO writes."""
+    for name in key_names:
+        if not pa.types.is_integer(schema.field(name).type):
+            raise DataError(f"'{path}': the key column {name!r} holds {schema.field(name).type}, not integers",
+                            hint="COPY ... FROM reads the files COPY ... TO writes")
+    value = schema.field(value_name).type
+    element = value.value_type if isinstance(value, pa.FixedShapeTensorType) else value
+    if not (pa.types.is_integer(element) or pa.types.is_floating(element) or pa.types.is_boolean(element)):
+        raise DataError(f"'{path}': the tile column {value_name!r} holds {value}, not numbers")
+    if shape_name and not (pa.types.is_list(schema.field(shape_name).type) and
+                           pa.types.is_integer(schema.field(shape_name).type.value_type)):
+        raise DataError(f"'{path}': the column {shape_name!r} holds {schema.field(shape_name).type}, not a list of "
+                        "integers (each tile's own shape)")
+
+
+def _cut(path: str, tile: np.ndarray, shape: list) -> np.ndarray:
+    """An edge tile cut from its zero-padded nominal tile to its own shape, which must fit inside it."""
+    if len(shape) != tile.ndim or not all(0 <= n <= t for n, t in zip(shape, tile.shape)):
+        raise DataError(f"'{path}' gives a tile of shape {tuple(tile.shape)} the shape {tuple(shape)}, which does not "
+                        "fit inside it")
+    return tile[tuple(slice(0, n) for n in shape)]
 
 
 def read_long_batches(path: str, file_format: str, batch_rows: int = 1 << 16) -> Iterator[pa.RecordBatch]:

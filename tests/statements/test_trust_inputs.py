@@ -199,3 +199,39 @@ def test_copy_to_npy_on_a_really_full_disk_is_an_error_not_a_crash(tmp_path):
         assert lines[2] == "[]"
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+def _tile_file_cases():
+    import numpy as np
+    import pyarrow as pa
+
+    tiles = pa.FixedShapeTensorArray.from_numpy_ndarray(np.ones((2, 2, 2)))
+    shapes = pa.list_(pa.int64())
+    return {  # name: (columns of the file, what the error says)
+        "string keys": ({"i": ["a", "b"], "j": ["0", "1"], "v": tiles}, "holds string, not integers"),
+        "fractional keys": ({"i": [0.5, 1.0], "j": [0.0, 1.0], "v": tiles}, "holds double, not integers"),
+        "a NULL key": ({"i": pa.array([0, None], pa.int64()), "j": [0, 1], "v": tiles}, "NULL key"),
+        "a key past BIGINT": ({"i": pa.array([2 ** 64 - 1, 1], pa.uint64()), "j": [0, 1], "v": tiles}, "past BIGINT"),
+        "a NULL edge shape": ({"i": [0, 1], "j": [0, 1], "v": tiles, "v_shape": pa.array([[2, 2], None], shapes)},
+                              "NULL key, tile or tile shape"),
+        "an edge shape of 3 axes": ({"i": [0, 1], "j": [0, 1], "v": tiles,
+                                     "v_shape": pa.array([[1, 2, 3], [2, 2]], shapes)}, "does not fit inside it"),
+        "an edge shape past the tile": ({"i": [0, 1], "j": [0, 1], "v": tiles,
+                                         "v_shape": pa.array([[3, 2], [2, 2]], shapes)}, "does not fit inside it"),
+        "text edge shapes": ({"i": [0, 1], "j": [0, 1], "v": tiles, "v_shape": ["a", "b"]}, "not a list of integers"),
+        "text tiles": ({"i": [0, 1], "j": [0, 1], "v": ["x", "y"]}, "holds string, not numbers"),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_tile_file_cases()))
+def test_copy_from_a_malformed_tile_file_is_a_data_error(ones, tmp_path, case):
+    """Columns of the wrong type, NULLs and edge shapes that do not fit were InternalErrors, and fractional
+    keys were truncated without a word."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns, message = _tile_file_cases()[case]
+    pq.write_table(pa.table(columns), tmp_path / "t.parquet")
+    with pytest.raises(trdb.DataError, match=message):
+        ones.execute(f"COPY E FROM '{tmp_path / 't.parquet'}' (LAYOUT tiles)")
+    assert ones.execute("SELECT COUNT(*) FROM E").fetchall() == [(0,)]
