@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import scipy.sparse
 
 import trdb
 from trdb.storage import external_reads
@@ -31,7 +32,8 @@ def _array() -> np.ndarray:
 def made(tmp_path):
     """A file database holding A, and its tiles written as one file and as a 4-partition dataset."""
     con = trdb.connect(str(tmp_path / "db.trdb"))
-    con.execute("CREATE TENSOR A FROM ? TILE (16, 16)", [_array()])
+    # sparse on purpose, so that the all-zero tile is absent (a dense load keeps it: zeros are values)
+    con.execute("CREATE TENSOR A FROM ? TILE (16, 16)", [scipy.sparse.csr_matrix(_array())])
     con.execute(f"COPY A TO '{tmp_path / 'a.parquet'}' (FORMAT parquet)")
     assert con.execute(f"COPY A TO '{tmp_path / 'ds'}' (FORMAT parquet, PARTITIONS 4)").fetchall() == [(19,)]
     yield con, tmp_path
