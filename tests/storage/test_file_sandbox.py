@@ -26,6 +26,7 @@ def places(tmp_path):
         con.execute("CREATE TENSOR A SHAPE (4, 4) TILE (2, 2) FILL ONES")
         con.execute(f"COPY A TO '{out / 'a.parquet'}'")
         con.execute(f"COPY A TO '{out / 'ds'}' (PARTITIONS 2)")
+        con.execute(f"EXPORT DATABASE '{out / 'backup'}'")
     return ok, out
 
 
@@ -53,23 +54,30 @@ def test_create_tensor_from_an_npy_file_outside_the_allowed_directories_is_refus
         con.execute(f"CREATE TENSOR N FROM '{ok / 'b.npy'}'")  # inside: read
 
 
-def test_a_symlink_inside_an_allowed_directory_does_not_reach_outside_it(places):
+def test_duckdb_itself_refuses_a_link_inside_an_allowed_directory_that_leads_out(places):
+    ok, out = places
+    os.symlink(out / "a.parquet", ok / "a.parquet")
+    duck = duckdb.connect()
+    duck.execute("SET allowed_directories = [?]", [str(ok)]).execute("SET enable_external_access = false")
+    with pytest.raises(duckdb.Error, match=REFUSED):
+        duck.execute(f"SELECT * FROM read_parquet('{ok / 'a.parquet'}')")
+
+
+@pytest.mark.parametrize("statement", [
+    "COPY A TO '{ok}/door/x.parquet'", "COPY A TO '{ok}/door/x.npy'", "COPY A TO '{ok}/door/x.csv'",
+    "COPY E FROM '{ok}/a.parquet'", "COPY E FROM '{ok}/door/a.parquet'", "COPY A TO '{ok}/door/y' (PARTITIONS 2)",
+    "EXPORT DATABASE '{ok}/door/backup2'", "IMPORT DATABASE '{ok}/door/backup'"])
+def test_a_symlink_inside_an_allowed_directory_does_not_reach_outside_it(places, statement):
+    """trdb refuses what DuckDB's own reader refuses (the test above)."""
     ok, out = places
     os.symlink(out, ok / "door")
     os.symlink(out / "a.parquet", ok / "a.parquet")
     with _sandboxed(ok) as con:
-        with pytest.raises(duckdb.Error, match=REFUSED):  # DuckDB's own reader refuses the same path
-            duckdb.connect().execute("SET allowed_directories = [?]", [str(ok)]) \
-                .execute("SET enable_external_access = false") \
-                .execute(f"SELECT * FROM read_parquet('{ok / 'a.parquet'}')")
-        for statement in (f"COPY A TO '{ok / 'door' / 'x.parquet'}'", f"COPY A TO '{ok / 'door' / 'x.npy'}'",
-                          f"COPY E FROM '{ok / 'a.parquet'}'", f"COPY E FROM '{ok / 'door' / 'a.parquet'}'",
-                          f"COPY A TO '{ok / 'door' / 'y'}' (PARTITIONS 2)",
-                          f"EXPORT DATABASE '{ok / 'door' / 'backup'}'"):
-            with pytest.raises(trdb.OperationalError, match=REFUSED):
-                con.execute(statement)
+        with pytest.raises(trdb.OperationalError, match=REFUSED):
+            con.execute(statement.format(ok=ok))
         assert con.execute("SELECT COUNT(*) FROM E").fetchall() == [(0,)]
-    assert sorted(os.listdir(out)) == ["a.npy", "a.parquet", "ds"]
+        assert [row[0] for row in con.execute("SHOW TENSORS").fetchall()] == ["A", "E"]
+    assert sorted(os.listdir(out)) == ["a.npy", "a.parquet", "backup", "ds"]
 
 
 def test_a_symlinked_file_in_an_export_is_not_written_through(places):
@@ -82,7 +90,12 @@ def test_a_symlinked_file_in_an_export_is_not_written_through(places):
     assert not (out / "stolen.json").exists()
 
 
-def test_disabled_local_filesystem_stops_trdb_as_it_stops_duckdb(places):
+@pytest.mark.parametrize("statement", [
+    "COPY A TO '{ok}/a.parquet'", "COPY A TO '{ok}/a.npy'", "COPY A TO '{ok}/y' (PARTITIONS 2)",
+    "COPY E FROM '{out}/a.parquet'", "COPY E FROM '{out}/a.npy'", "CREATE TENSOR N FROM '{out}/a.npy'",
+    "SELECT * FROM X", "CREATE TENSOR Y SHAPE (4, 4) TILE (2, 2) LOCATION '{ok}/ds'",
+    "EXPORT DATABASE '{ok}/backup'", "IMPORT DATABASE '{out}/backup'"])
+def test_disabled_local_filesystem_stops_trdb_as_it_stops_duckdb(places, statement):
     ok, out = places
     con = trdb.connect(str(ok / "db.trdb"), workers=1)
     con.execute("CREATE TENSOR A SHAPE (4, 4) TILE (2, 2) FILL ONES")
@@ -90,13 +103,10 @@ def test_disabled_local_filesystem_stops_trdb_as_it_stops_duckdb(places):
     con.execute(f"COPY A TO '{ok / 'ds'}' (PARTITIONS 2)")
     con.execute(f"CREATE TENSOR X SHAPE (4, 4) TILE (2, 2) LOCATION '{ok / 'ds'}'")
     con.execute("SET disabled_filesystems = 'LocalFileSystem'")
-    for statement in (f"COPY A TO '{ok / 'a.parquet'}'", f"COPY E FROM '{out / 'a.parquet'}'",
-                      f"COPY E FROM '{out / 'a.npy'}'", f"CREATE TENSOR N FROM '{out / 'a.npy'}'",
-                      "SELECT * FROM X", f"CREATE TENSOR Y SHAPE (4, 4) TILE (2, 2) LOCATION '{ok / 'ds'}'",
-                      f"EXPORT DATABASE '{ok / 'backup'}'"):
-        with pytest.raises(trdb.OperationalError, match="LocalFileSystem"):
-            con.execute(statement)
-    assert not (ok / "a.parquet").exists() and not (ok / "backup").exists()
+    with pytest.raises(trdb.OperationalError, match="LocalFileSystem"):
+        con.execute(statement.format(ok=ok, out=out))
+    assert [n for n in os.listdir(ok) if not n.startswith("db.trdb")] == ["ds"]
+    assert sorted(os.listdir(out)) == ["a.npy", "a.parquet", "backup", "ds"]
     con.close()
 
 
