@@ -20,6 +20,7 @@ from trdb.execution.result import Result
 from trdb.parser import ast
 from trdb.statements.context import StatementContext
 from trdb.statements.copy import read_tiles_into, write_result_file
+from trdb.statements.copy_files import system_error
 from trdb.statements.import_checks import check_export_catalog
 from trdb.storage import export as stored
 from trdb.storage import file_sandbox
@@ -59,8 +60,11 @@ def export_database(sc: StatementContext, node: ast.ExportDatabase) -> Result:
             stored.export_table(sc.db, name, os.path.join(folder, file))
             catalog["tables"].append({"name": name, "sql": sql, "file": file})
         catalog["duckdb_views"] = [{"name": n, "sql": s} for n, s in stored.ordinary_views(sc.db)]
-    with open(catalog_path, "w", encoding="utf-8") as out:
-        json.dump(catalog, out, indent=1)
+    try:
+        with open(catalog_path, "w", encoding="utf-8") as out:
+            json.dump(catalog, out, indent=1)
+    except OSError as exc:  # a full disk: said so, with what to do
+        raise system_error(exc, catalog_path, writing=True) from None
     return Result(rowcount=0)
 
 

@@ -235,3 +235,15 @@ def test_copy_from_a_malformed_tile_file_is_a_data_error(ones, tmp_path, case):
     with pytest.raises(trdb.DataError, match=message):
         ones.execute(f"COPY E FROM '{tmp_path / 't.parquet'}' (LAYOUT tiles)")
     assert ones.execute("SELECT COUNT(*) FROM E").fetchall() == [(0,)]
+
+
+def test_export_on_a_full_disk_is_an_operational_error(ones, tmp_path, monkeypatch):
+    import errno
+    import json
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(json, "dump", full)
+    with pytest.raises(trdb.OperationalError, match="no space left on the disk"):
+        ones.execute(f"EXPORT DATABASE '{tmp_path / 'backup'}'")
