@@ -15,6 +15,7 @@ from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_writer import BATCH_BYTES, TileWriter
 
 CHUNK_BYTES = BATCH_BYTES  # the bytes of one write batch (tests make it tiny to get many batches)
+SLAB_RUN = 4096  # tiles of one slab made and handed to the writer at a time
 
 
 def grid_keys(meta: TensorMeta) -> Iterator[tuple[int, ...]]:
@@ -67,18 +68,33 @@ def _array_tiles(meta: TensorMeta, array: np.ndarray) -> Iterator[tuple[list[tup
         for key in grid_keys(meta):
             yield [key], [tile(key)]
         return
-    rests = list(itertools.product(*(range(g) for g in meta.grid[1:])))
-    inner = [(slice(None), *tile_slices(meta, (0, *rest))[1:]) for rest in rests]  # the same in every slab
+    runs = _slab_runs(meta)
     for first in range(meta.grid[0]):
-        keys = [(first, *rest) for rest in rests]
-        rows = tile_slices(meta, keys[0])[0]
+        rows = tile_slices(meta, (first, *[0] * (len(meta.grid) - 1)))[0]
         try:
             slab = cast_checked(array[rows], meta.dtype, meta.name, [rows.start])
         except DataError:
-            for key in keys:  # the first tile holding a misfit raises its error
-                tile(key)
+            for key in grid_keys(meta):  # the first tile holding a misfit raises its error
+                if key[0] == first:
+                    tile(key)
             raise
-        yield keys, [slab[where] for where in inner]
+        for rests, inner in runs():
+            yield [(first, *rest) for rest in rests], [slab[where] for where in inner]
+
+
+def _slab_runs(meta: TensorMeta) -> Callable[[], Iterator[tuple[list, list]]]:
+    """A slab's runs of SLAB_RUN tiles, each the keys after the first and where each tile lies in a slab: made
+    as the first slab asks for them (a cancelled statement stops within a run: a slab of a million 1 x 1
+    tiles took seconds to make whole), then the same runs again for every other slab."""
+    made: list[tuple[list, list]] = []
+    rests = itertools.product(*(range(g) for g in meta.grid[1:]))
+
+    def runs() -> Iterator[tuple[list, list]]:
+        yield from made
+        while run := list(itertools.islice(rests, SLAB_RUN)):
+            made.append((run, [(slice(None), *tile_slices(meta, (0, *rest))[1:]) for rest in run]))
+            yield made[-1]
+    return runs
 
 
 def _page_dropper(array: np.ndarray) -> Optional[Callable[[], None]]:
