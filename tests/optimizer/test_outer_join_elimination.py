@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse
 import pytest
+import scipy.sparse
 
 import trdb
 from trdb.optimizer.rules.outer_join_elimination import vanishes
