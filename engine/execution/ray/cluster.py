@@ -8,8 +8,9 @@ cleanly, and is replaced by the next.
 """
 from __future__ import annotations
 
+import socket
 import threading
-from typing import Any
+from typing import Any, Optional
 
 import ray
 from ray.core.generated.gcs_pb2 import ActorTableData
@@ -18,6 +19,9 @@ from trdb.errors import NotSupportedError, OperationalError
 from trdb.execution.ray.worker import RayWorker
 
 START_SECONDS = 120.0   # how long a new actor may take to start (worker processes, imports)
+# How long the cluster's address may take to accept a connection. Ray's own connect waits minutes (and
+# ignores Ctrl-C) where nothing listens; a cluster that is up answers a TCP connect at once.
+PROBE_SECONDS = 5.0
 
 
 def connect(address: str) -> None:
@@ -29,12 +33,35 @@ def connect(address: str) -> None:
                                      "address, port 6379 by default)")
     if ray.is_initialized():
         return
+    _probe(address)
     try:
         ray.init(address=address or None)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = f"at {address!r}" if address else "(no ray_address set: a running local cluster, else a new one)"
         raise OperationalError(f"cannot connect to the Ray cluster {where}: {exc}",
                                hint="start one with `ray start --head`, then SET ray_address") from None
+
+
+def _probe(address: str) -> None:
+    """Fail at once, with a clear error, where nothing accepts a connection at a host:port address."""
+    host, port = _host_port(address)
+    if port is None:  # '', 'auto', 'local': Ray finds or starts the cluster itself
+        return
+    try:
+        socket.create_connection((host, port), timeout=PROBE_SECONDS).close()
+    except OSError as exc:
+        reason = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or type(exc).__name__)
+        raise OperationalError(f"cannot connect to the Ray cluster at {address!r}: nothing accepts a connection "
+                               f"there ({reason})",
+                               hint="start one with `ray start --head` and SET ray_address to the address it "
+                                    "prints, or SET executor = 'local'") from None
+
+
+def _host_port(address: str) -> tuple[str, Optional[int]]:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return address, None
+    return host.strip("[]"), int(port)
 
 
 class ActorPool:
