@@ -12,45 +12,11 @@ import pyarrow as pa
 
 from trdb import errors
 from trdb.storage.database_file import DatabaseFile
+from trdb.storage.duckdb_errors import is_fatal, translate
 from trdb.storage.memory import duckdb_bytes
 
-_ERROR_MAP = (
-    (duckdb.ParserException, errors.ProgrammingError),
-    (duckdb.CatalogException, errors.ProgrammingError),
-    (duckdb.BinderException, errors.ProgrammingError),
-    (duckdb.ConstraintException, errors.IntegrityError),
-    (duckdb.ConversionException, errors.DataError),
-    (duckdb.OutOfRangeException, errors.DataError),
-    (duckdb.InvalidInputException, errors.ProgrammingError),
-    (duckdb.TransactionException, errors.OperationalError),
-    (duckdb.IOException, errors.OperationalError),
-    (duckdb.InterruptException, errors.QueryCancelled),
-    (duckdb.NotImplementedException, errors.NotSupportedError),
-    (duckdb.InternalException, errors.InternalError),
-    (duckdb.Error, errors.DatabaseError),
-)
-
-
-def translate(exc: duckdb.Error) -> errors.Error:
-    """A DuckDB exception as the matching PEP 249 class of trdb, message kept."""
-    if "out of memory" in str(exc).lower() or isinstance(exc, getattr(duckdb, "OutOfMemoryException", ())):
-        return errors.OperationalError(f"DuckDB ran out of the memory trdb gives it: {exc}",
-                                       hint="raise memory_limit (DuckDB gets a quarter of it, at least 32 MB)")
-    if isinstance(exc, duckdb.TransactionException) and ("conflict" in str(exc).lower() or
-                                                          "failed to commit" in str(exc).lower()):
-        return errors.TransactionConflict(
-            f"could not serialize access: another connection changed the same data ({exc})",
-            hint="the transaction was rolled back; run it again")
-    if "read-only mode" in str(exc):
-        return errors.OperationalError("the database is open read-only: the statement would change it",
-                                       hint="connect without read_only=True while no other process has it open")
-    for duck_class, trdb_class in _ERROR_MAP:
-        if isinstance(exc, duck_class):
-            return trdb_class(str(exc))
-    return errors.DatabaseError(str(exc))
-
-
 DUCKDB_TEMP_SHARE = 0.9  # of the free disk under temp_directory: what DuckDB spills to at most (its default)
+_LOST = "this connection's transaction was lost"
 RETURNING_ROWS = 256  # an append of at most this many rows is an INSERT ... RETURNING (append_arrow)
 
 
@@ -74,7 +40,7 @@ class Database:
         self.path = path
         self.file = DatabaseFile.open(path, read_only, memory_limit)
         try:
-            self._con = self.file.connection()
+            self._duckdb, self._incarnation = self.file.connection(), self.file.incarnation
         except BaseException:
             self.file.release()
             raise
@@ -93,6 +59,37 @@ class Database:
     def _store_tiles_uncompressed(self) -> None:
         """Tile tables are written uncompressed: ZSTD made point look-ups of tiles ~400x slower."""
         self.execute("SET force_compression = 'uncompressed'")
+
+    @property
+    def _con(self) -> duckdb.DuckDBPyConnection:
+        """This connection's DuckDB connection, made again after the database was reopened (see `_recover`)."""
+        if self._incarnation != self.file.incarnation:
+            self._renew()
+            if self.explicit_transaction:  # it was DuckDB's transaction on the instance that is gone
+                raise errors.OperationalError(f"the database was reopened after a fatal error: {_LOST}",
+                                              hint="ROLLBACK, and run the transaction again")
+        return self._duckdb
+
+    def _renew(self) -> None:
+        with suppress(duckdb.Error):
+            self._duckdb.close()
+        self._duckdb, self._incarnation = self.file.connection(), self.file.incarnation
+        if not self.read_only:
+            self._duckdb.execute("SET force_compression = 'uncompressed'")
+
+    def _recover(self, error: errors.Error) -> errors.Error:
+        """DuckDB invalidated the database (a fatal I/O error: a full disk, a temp file gone): open it again,
+        its write-ahead log replaying what was committed, so that the next statement runs; `error` says why."""
+        try:
+            self.file.reopen(self._incarnation)
+            self._renew()
+        except errors.Error as exc:
+            return type(error)(f"{error.message}; reopening the database failed too: {exc.message}", hint=error.hint)
+        except duckdb.Error as exc:
+            return type(error)(f"{error.message}; reopening the database failed too: {exc}", hint=error.hint)
+        return type(error)(f"{error.message}\nDuckDB stopped the database at this fatal error, and trdb has opened "
+                           "it again: what was committed is intact (this statement's changes are not, unless the "
+                           "error came as it committed)", hint=error.hint)
 
     @property
     def read_only(self) -> bool:
@@ -198,7 +195,10 @@ class Database:
         except duckdb.Error as exc:
             if "KeyboardInterrupt" in str(exc):  # Ctrl-C while DuckDB ran Python code (an Arrow scan)
                 raise KeyboardInterrupt from None
-            raise translate(exc) from None
+            error = translate(exc, self.file.spill.root)
+            if self.file.spill.root in str(exc):  # DuckDB makes only the last folder of its temp directory
+                self.file.restore_temp_folder()
+            raise (self._recover(error) if is_fatal(exc) else error) from None
         except RuntimeError as exc:
             if "interrupted" in str(exc).lower():  # DuckDB turns Ctrl-C during its query into this
                 raise KeyboardInterrupt from None
@@ -243,8 +243,8 @@ class Database:
         self.transaction_epoch += 1
         try:
             self.execute("ROLLBACK")
-        except errors.OperationalError as exc:
-            if "no transaction is active" not in str(exc).lower():  # an interrupt may have ended it already
+        except errors.OperationalError as exc:  # an interrupt, or a reopened database, may have ended it already
+            if "no transaction is active" not in str(exc).lower() and _LOST not in str(exc):
                 raise
 
     @contextmanager
@@ -277,7 +277,7 @@ class Database:
     def close(self) -> None:
         with self._lock:
             try:
-                self._con.close()
+                self._duckdb.close()
             except duckdb.Error:
                 pass
             finally:

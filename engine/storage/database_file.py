@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Iterator, Optional
 
 import duckdb
@@ -44,6 +44,7 @@ class DatabaseFile:
         self._duckdb_limits: tuple = (None, None, None)
         self.write_lock = threading.RLock()
         self.generation = 0
+        self.incarnation = 0  # advanced as the DuckDB instance is opened again (reopen): connections renew theirs
         self._generation_changed = threading.Condition()
         self._connections = 0
 
@@ -117,6 +118,33 @@ class DatabaseFile:
                 raise
             # DuckDB keeps the folder it has started spilling to until the database closes; trdb's own
             # spill files go to the new temp_directory at once
+
+    def reopen(self, seen: int) -> None:
+        """Open the database again after DuckDB invalidated it (a fatal I/O error), unless that was done since
+        incarnation `seen`: the write-ahead log replays what was committed, the settings are put in force
+        again, and every mirror, cached tile and DuckDB connection is renewed."""
+        if self.path is None:
+            raise errors.OperationalError("a database in memory cannot be opened again: its data is lost",
+                                          hint="connect again")
+        with self.write_lock:
+            if self.incarnation != seen:
+                return
+            with suppress(duckdb.Error):
+                self.root.close()
+            try:
+                self.root = duckdb.connect(self.path, read_only=self.read_only)
+            except duckdb.Error as exc:
+                raise errors.OperationalError(f"cannot open database {self.path!r}: {_reason(exc)}") from None
+            self.incarnation += 1
+            self._duckdb_limits = (None, None, None)
+            self.pool.shrink(self.pool.bytes)  # tiles a failed commit kept may not be what was committed
+            self.changed()
+            self.apply_settings()
+
+    def restore_temp_folder(self) -> None:
+        """Make DuckDB's temp folder again where it was removed (DuckDB makes only its last folder)."""
+        with suppress(OSError, errors.Error):
+            make_folder(self.spill.duckdb_folder)
 
     def connection(self) -> duckdb.DuckDBPyConnection:
         """A new DuckDB connection to this instance: its own transaction, shared data."""

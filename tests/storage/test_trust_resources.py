@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
+
+import trdb
 
 pytestmark = pytest.mark.on_cpu  # the children run under RLIMIT_AS, where CUDA cannot start
 
@@ -113,3 +117,105 @@ def test_long_statement_texts_are_not_kept_by_caches():
         report["done"] = k
     """, 384 << 20)
     assert report == {"done": 199}
+
+
+# ------------------------------------------------------------------ a full disk, a temp directory gone
+
+def _checkpoint_after_temp_directory_removed(tmp_path):
+    """A file database whose DuckDB spilled blocks to temp_directory, which is then removed: the next
+    checkpoint fails, and DuckDB invalidates the database (every later call: "database has been invalidated")."""
+    con = trdb.connect(str(tmp_path / "db.trdb"))
+    cur = con.cursor()
+    temp = tmp_path / "temp"
+    cur.execute("SET memory_limit = '64MB'")
+    cur.execute(f"SET temp_directory = '{temp}'")
+    cur.execute("CREATE TENSOR A SHAPE (64, 64) TILE (64, 64) FILL RANDOM_NORMAL(0, 1, 1)")
+    cur.execute("CREATE TENSOR B SHAPE (2048, 2048) TILE (256, 256) FILL RANDOM_NORMAL(0, 1, 2)")
+    expected = cur.execute("SELECT SUM(SUMSQ(A.v)) FROM A").fetchone()[0]
+    shutil.rmtree(temp)
+    return con, cur, expected
+
+
+def test_a_removed_temp_directory_leaves_the_connection_usable(tmp_path):
+    con, cur, expected = _checkpoint_after_temp_directory_removed(tmp_path)
+    failures = []
+    for statement in ("CREATE TENSOR C SHAPE (2048, 2048) TILE (256, 256) FILL RANDOM_NORMAL(0, 1, 3)",
+                      "SELECT SUM(SUMSQ(A.v)) FROM A", "CHECKPOINT"):
+        try:
+            cur.execute(statement)
+        except trdb.Error as exc:
+            failures.append(exc)
+    assert all(isinstance(f, trdb.OperationalError) for f in failures), [repr(f) for f in failures]
+    assert all("temp" in str(f).lower() and "HINT" in str(f) for f in failures), [str(f) for f in failures]
+    # whatever failed, the connection goes on: committed data is there, and new statements run
+    assert cur.execute("SELECT SUM(SUMSQ(A.v)) FROM A").fetchone()[0] == expected
+    cur.execute("CREATE TENSOR Z SHAPE (4) TILE (4) FILL ONES")
+    assert cur.execute("SELECT SUM(SUMSQ(Z.v)) FROM Z").fetchone()[0] == 4
+    assert {r[0] for r in cur.execute("SHOW TENSORS").fetchall()} >= {"A", "B", "Z"}
+    con.close()
+
+
+def test_every_connection_goes_on_after_the_database_is_reopened(tmp_path):
+    """What trdb does when DuckDB invalidates a file database (above): it opens the file again. Every other
+    connection renews its DuckDB connection; one inside a transaction is told that the transaction was lost."""
+    path = str(tmp_path / "db.trdb")
+    con, idle, busy = trdb.connect(path), trdb.connect(path), trdb.connect(path)
+    con.execute("CREATE TENSOR A SHAPE (4) TILE (2) FILL ONES")
+    busy.execute("BEGIN")
+    busy.execute("CREATE TENSOR B SHAPE (4) TILE (2) FILL ONES")
+    database = con._session().db
+    database.file.reopen(database.file.incarnation)  # as after DuckDB's "database has been invalidated"
+    con.execute("CREATE TENSOR C SHAPE (4) TILE (2) FILL ONES")
+    assert idle.execute("SELECT SUM(SUMSQ(A.v)) FROM A").fetchone()[0] == 4
+    with pytest.raises(trdb.OperationalError, match="transaction was lost"):
+        busy.execute("SELECT SUM(SUMSQ(B.v)) FROM B").fetchall()
+    busy.execute("ROLLBACK")
+    assert {r[0] for r in busy.execute("SHOW TENSORS").fetchall()} == {"A", "C"}
+    for c in (con, idle, busy):
+        c.close()
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 2 MB file system (tmpfs; the test is skipped where it cannot be mounted)."""
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(folder)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here")
+    yield folder
+    subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+def test_a_full_disk_leaves_the_connection_usable(tiny_disk):
+    con = trdb.connect(str(tiny_disk / "db.trdb"))
+    cur = con.cursor()
+    cur.execute("CREATE TENSOR A SHAPE (64, 64) TILE (64, 64) FILL RANDOM_NORMAL(0, 1, 1)")
+    expected = cur.execute("SELECT SUM(SUMSQ(A.v)) FROM A").fetchone()[0]
+    cur.execute("CREATE TENSOR A2 SHAPE (2048, 512) TILE (128, 512)")
+    (tiny_disk / "ballast").write_bytes(b"\0" * (384 << 10))
+    failures = []
+    for k in range(16):  # 256 KiB a tile: the disk is full before the 6th
+        try:
+            cur.execute("INSERT INTO A2 VALUES (?, 0, ?)", [k, np.full((128, 512), k + 1, np.float32)])
+        except trdb.Error as exc:
+            failures.append(exc)
+            break
+    try:
+        cur.execute("CHECKPOINT")
+    except trdb.Error as exc:
+        failures.append(exc)
+    assert failures and all(isinstance(f, trdb.OperationalError) and not isinstance(f, trdb.errors.TransactionConflict)
+                            for f in failures), [repr(f) for f in failures]
+    assert all("disk is full" in str(f) and "HINT" in str(f) for f in failures), [str(f) for f in failures]
+    assert cur.execute("SELECT SUM(SUMSQ(A.v)) FROM A").fetchone()[0] == expected
+    stored = cur.execute("SELECT COUNT(*) FROM A2").fetchone()[0]
+    os.remove(tiny_disk / "ballast")  # disk space freed: the same connection writes again
+    cur.execute("CREATE TENSOR Z SHAPE (4) TILE (4) FILL ONES")
+    assert cur.execute("SELECT SUM(SUMSQ(Z.v)) FROM Z").fetchone()[0] == 4
+    con.close()
+    con = trdb.connect(str(tiny_disk / "db.trdb"))
+    assert con.execute("SELECT SUM(SUMSQ(A.v)) FROM A").fetchone()[0] == expected and stored >= 1
+    assert {r[0] for r in con.execute("SHOW TENSORS").fetchall()} == {"A", "A2", "Z"}
+    assert con.execute("SELECT COUNT(*) FROM A2").fetchone()[0] == stored
+    con.close()
