@@ -78,7 +78,8 @@ class DatabaseFile:
         if directory != self.spill.root:
             self.spill.close()
             self.spill = SpillDirectory(directory)
-        limits = (duckdb_bytes(self.memory.limit), duckdb_threads(self.memory.limit, os.cpu_count() or 1),
+        tile = self.memory.largest_tile
+        limits = (duckdb_bytes(self.memory.limit, tile), duckdb_threads(self.memory.limit, os.cpu_count() or 1, tile),
                   self.spill.duckdb_folder)
         if limits == self._duckdb_limits:
             return
@@ -139,6 +140,12 @@ class DatabaseFile:
             self._duckdb_limits = (None, None, None)
             self.pool.shrink(self.pool.bytes)  # tiles a failed commit kept may not be what was committed
             self.changed()
+            self.apply_settings()
+
+    def note_tile(self, nbytes: int) -> None:
+        """A tile of `nbytes` is about to be written: DuckDB's part of the budget grows to hold a few of them
+        (its commit holds more than one at once), trdb's shrinks as much."""
+        if nbytes > self.memory.largest_tile and self.memory.note_tile(nbytes):
             self.apply_settings()
 
     def restore_temp_folder(self) -> None:

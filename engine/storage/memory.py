@@ -18,18 +18,23 @@ DUCKDB_MIN, DUCKDB_MAX = 32 << 20, 4 << 30   # ... within these bounds (DuckDB n
                                              # the budget: below 64 MB, DuckDB's 32 MB come on top of trdb's half)
 
 
+DUCKDB_TILES = 4                    # ... and at least this many of the largest tile written, within half the budget
+                                    # (a commit of 32 MiB tiles held two at once: 64 MB failed, 96 MB did not)
+
 DUCKDB_THREAD_BYTES = 48 << 20      # what one DuckDB thread needs to sort or hash out of core (with less, a
                                     # 40M-row sort of COO entries fails to pin a block instead of spilling)
 
 
-def duckdb_bytes(limit: int) -> int:
-    """The part of `limit` DuckDB itself may use (its buffer manager, while it reads and writes tiles)."""
-    return max(DUCKDB_MIN, min(DUCKDB_MAX, limit // DUCKDB_SHARE))
+def duckdb_bytes(limit: int, tile: int = 0) -> int:
+    """The part of `limit` DuckDB itself may use (its buffer manager, while it reads and writes tiles), given
+    the largest tile written so far (`tile` bytes)."""
+    share = max(limit // DUCKDB_SHARE, min(limit // 2, DUCKDB_TILES * tile))
+    return max(DUCKDB_MIN, min(DUCKDB_MAX, share))
 
 
-def duckdb_threads(limit: int, cores: int) -> int:
+def duckdb_threads(limit: int, cores: int, tile: int = 0) -> int:
     """How many threads DuckDB may run within its part of `limit`: each needs DUCKDB_THREAD_BYTES."""
-    return max(1, min(cores, duckdb_bytes(limit) // DUCKDB_THREAD_BYTES))
+    return max(1, min(cores, duckdb_bytes(limit, tile) // DUCKDB_THREAD_BYTES))
 
 
 class MemoryManager:
@@ -40,6 +45,7 @@ class MemoryManager:
         self._lock = threading.Lock()
         self._reserved = 0
         self._shrinkers: list[Callable[[int], int]] = []
+        self.largest_tile = 0  # bytes: the largest tile written, of which DuckDB's part holds a few
         self.peak = 0
         self.limit = 0
         self.resize(limit)
@@ -54,7 +60,14 @@ class MemoryManager:
         """The bytes trdb's own reservations share: the limit less DuckDB's part."""
         if not self.duckdb_share:
             return self.limit
-        return max(self.limit - duckdb_bytes(self.limit), self.limit // 2)
+        return max(self.limit - duckdb_bytes(self.limit, self.largest_tile), self.limit // 2)
+
+    def note_tile(self, nbytes: int) -> bool:
+        """A tile of `nbytes` is written: True when DuckDB's part must grow to hold a few of them."""
+        with self._lock:
+            before = duckdb_bytes(self.limit, self.largest_tile)
+            self.largest_tile = max(self.largest_tile, nbytes)
+            return self.duckdb_share and duckdb_bytes(self.limit, self.largest_tile) != before
 
     @property
     def reserved(self) -> int:

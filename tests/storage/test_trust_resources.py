@@ -219,3 +219,39 @@ def test_a_full_disk_leaves_the_connection_usable(tiny_disk):
     assert {r[0] for r in con.execute("SHOW TENSORS").fetchall()} == {"A", "A2", "Z"}
     assert con.execute("SELECT COUNT(*) FROM A2").fetchone()[0] == stored
     con.close()
+
+
+# ------------------------------------------------------------------ DuckDB's share of the budget
+
+@pytest.mark.out_of_core
+def test_a_tensor_of_32mb_tiles_is_written_and_read_at_256mb(tmp_path):
+    """1 GiB in 32 MiB tiles at memory_limit = '256MB': DuckDB's quarter (64 MB) could not hold the two
+    tiles its commit needs at once, and the error came as a TransactionConflict. DuckDB's part now holds
+    a few of the largest tiles written (within half the budget); a DuckDB out-of-memory error is an
+    OperationalError that says so."""
+    report = run_child("""
+        import numpy as np
+        cur.execute("SET memory_limit = '256MB'")
+        cur.execute("CREATE TENSOR W SHAPE (2097152, 128) TILE (65536, 128) FILL RANDOM_NORMAL(0, 1, 1)")
+        report["tiles"], report["sumsq"] = cur.execute("SELECT COUNT(*), SUM(SUMSQ(W.v)) FROM W").fetchone()
+        report["sumsq"] = float(report["sumsq"])
+    """, 3 << 30, str(tmp_path / "big.trdb"))
+    assert "raw" not in report and "error" not in report, report
+    assert report["tiles"] == 32 and abs(report["sumsq"] / (1 << 28) - 1) < 0.01
+    reread = run_child("""
+        cur.execute("SET memory_limit = '256MB'")
+        report["sumsq"] = float(cur.execute("SELECT SUM(SUMSQ(W.v)) FROM W").fetchone()[0])
+    """, 3 << 30, str(tmp_path / "big.trdb"))
+    assert "error" not in reread and abs(reread["sumsq"] / report["sumsq"] - 1) < 1e-6, reread
+
+
+def test_duckdb_out_of_memory_is_an_operational_error_never_a_conflict():
+    import duckdb
+
+    from trdb.storage.duckdb_errors import translate
+    for message in ("TransactionContext Error: Failed to commit: could not allocate block of size 32.0 MiB "
+                    "(33.2 MiB/64.0 MiB used)", "Out of Memory Error: failed to pin block of size 256.0 KiB"):
+        error = translate(duckdb.TransactionException(message))
+        assert type(error) is trdb.OperationalError and "memory_limit" in error.hint, error
+    conflict = translate(duckdb.TransactionException("TransactionContext Error: Conflict on update!"))
+    assert isinstance(conflict, trdb.errors.TransactionConflict)
