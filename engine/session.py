@@ -22,6 +22,7 @@ from trdb.planner.expression_binder import BindContext
 from trdb.statements import coo, copy, ddl, dml, explaining, export, inspect, listings, minimize, summarize
 from trdb.statements.context import StatementContext
 from trdb.statements.names import does_not_exist
+from trdb.statements.plain_names import names_kept_apart
 from trdb.statements.plan_cache import PlanCache
 from trdb.statements.routing import (
     Relations,
@@ -318,7 +319,8 @@ class Session:
         check_plain_parameters(params, self.settings.memory_limit)
         self._in_duckdb = True
         try:
-            rows, description, rowcount = run_plain_sql(self.db, text, params)  # checks again (a cached look-up)
+            with names_kept_apart(self.catalog, text):  # one namespace: no table takes a tensor's name
+                rows, description, rowcount = run_plain_sql(self.db, text, params)  # checks again (a cached look-up)
         except errors.ProgrammingError:
             if isinstance(statement, (ast.SetSetting, ast.ResetSetting, ast.ShowSetting)) and \
                     suggest(statement.name, SETTINGS):
@@ -351,6 +353,8 @@ class Session:
             raise error
         try:
             return self._plain_sql(text, params)
+        except errors.IntegrityError:
+            raise  # DuckDB read it, and a name or key it wanted was taken (names_kept_apart): that is the error
         except errors.Error as exc:
             # DuckDB could not run it either: a statement about tensors gets trql's error (with the caret)
             ours = "Parser Error" in str(exc) or names_trdb_relation(text, self.catalog)

@@ -63,6 +63,52 @@ def test_quoted_key_and_value_names_survive_reopening_export_and_import(tmp_path
     assert restored.sql("SELECT * FROM E").tensor().tolist() == np.ones((4, 4)).tolist()
 
 
+# ------------------------------------------------------------------ plain SQL DDL and the shared namespace
+
+SHADOWING = [
+    "CREATE TABLE A (x INT)",
+    "CREATE TEMP TABLE a (x INT)",
+    'CREATE TABLE main."A" AS SELECT 1 AS x',
+    "CREATE TABLE IF NOT EXISTS A (x INT)",
+    "CREATE /* a comment */ TABLE W (x INT)",
+    "CREATE OR REPLACE VIEW w AS SELECT 1 AS x",
+    "CREATE SCHEMA s; CREATE TABLE s.A (x INT)",
+    "CREATE TABLE t (x INT); ALTER TABLE t RENAME TO A",
+    "CREATE VIEW dv AS SELECT 1 AS x; ALTER VIEW dv RENAME TO A",
+]
+
+
+@pytest.mark.parametrize("statement", SHADOWING)
+def test_plain_sql_ddl_cannot_give_a_table_the_name_of_a_tensor_or_view(tmp_path, statement):
+    con = trdb.connect(str(tmp_path / "ns.trdb"))
+    con.execute("CREATE TENSOR A SHAPE (4) TILE (2) FILL ONES")
+    con.execute("CREATE VIEW W AS SELECT * FROM A")
+    before = con.execute("SHOW TABLES").fetchall()
+    with pytest.raises(trdb.IntegrityError) as caught:
+        con.execute(statement)
+    assert '"a"' in str(caught.value).lower() or '"w"' in str(caught.value).lower()  # the name taken
+    shown = con.execute("SHOW TABLES").fetchall()
+    assert [row for row in shown if row[0].lower() in ("a", "w")] == [r for r in before if r[0].lower() in ("a", "w")]
+    assert con.execute("SELECT * FROM A").fetchall()
+
+
+def test_plain_sql_ddl_of_other_names_still_runs(con):
+    con.execute("CREATE TENSOR A SHAPE (4) TILE (2) FILL ONES")
+    con.execute("CREATE TABLE t (x INT)")
+    con.execute("ALTER TABLE t RENAME TO u")
+    con.execute("CREATE VIEW dv AS SELECT * FROM u")
+    assert sorted(con.execute("SHOW TABLES").fetchall()) == [("A", "tensor"), ("dv", "view"), ("u", "table")]
+
+
+def test_a_refused_plain_ddl_inside_a_transaction_aborts_it(con):
+    con.execute("CREATE TENSOR A SHAPE (4) TILE (2) FILL ONES")
+    con.execute("BEGIN")
+    with pytest.raises(trdb.IntegrityError, match="tensor"):
+        con.execute("CREATE TABLE A (x INT)")
+    con.execute("ROLLBACK")
+    assert con.execute("SHOW TABLES").fetchall() == [("A", "tensor")]
+
+
 # ------------------------------------------------------------------ IMPORT DATABASE
 
 
