@@ -1,6 +1,7 @@
 """IMPORT DATABASE's check of an export's catalog: every entry by the rules the loader reads the catalog with."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from trdb.catalog.names import fold
@@ -36,6 +37,10 @@ def _checked_entry(section: str, entry: Any) -> str:
     """The entry's name, after its fields are checked (DataError)."""
     if not isinstance(entry, dict):
         raise DataError(f"it is {type(entry).__name__}, not an object")
+    try:
+        json.dumps(entry, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:  # JSON may spell a lone surrogate ("\ud800"), which no database text holds
+        raise DataError("it holds text that is not valid UTF-8 (a lone surrogate)") from None
     if section == "tensors":
         checked_layout(entry.get("name"), entry.get("keys"), entry.get("value"), entry.get("dtype"),
                        entry.get("shape"), entry.get("tile"))

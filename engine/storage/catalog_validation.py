@@ -75,7 +75,17 @@ def name_problem(name: Any, what: str = "name") -> Optional[str]:
         return f"the {what} {name!r} is not a name"
     if "\x00" in name:
         return f"the {what} {name!r} holds a NUL character"
+    if not _is_utf8(name):
+        return f"the {what} {name!r} is not valid UTF-8 text (a lone surrogate)"
     return None
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_name(name: Any, what: str = "name") -> str:
