@@ -1,6 +1,6 @@
 """`python -m trdb`: the trdb command."""
 import sys
 
-from trdb.api.shell import main
+from trdb.api.shell.main import main
 
 sys.exit(main())

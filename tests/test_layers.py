@@ -91,3 +91,91 @@ def test_the_known_exceptions_still_exist():
     """Each entry of KNOWN_UPWARD is removed as soon as its module is fixed."""
     upward = {(str(p.relative_to(ENGINE)), t) for p in ENGINE.rglob("*.py") for t, _ in _imported_packages(p)}
     assert KNOWN_UPWARD <= upward, KNOWN_UPWARD - upward
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ENGINE).with_suffix("").parts)
+    return ".".join(["trdb", *(parts[:-1] if parts[-1] == "__init__" else parts)])
+
+
+MODULES = {_module_name(p): p for p in ENGINE.rglob("*.py")}
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """The engine modules a module imports when it runs (function-level too; `if TYPE_CHECKING:` left out: it
+    never runs). `from trdb.x import y` names module trdb.x.y where there is one, else trdb.x."""
+    tree = ast.parse(path.read_text(), str(path))
+    typing_only = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
+                   and ast.unparse(block.test) == "TYPE_CHECKING" for node in ast.walk(block)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES else node.module
+                      for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+    return {name for name in found if name.split(".")[0] == "trdb" and not name.startswith("trdb.parser")}
+
+
+def _import_graph() -> dict[str, set[str]]:
+    graph = {}
+    for name, path in MODULES.items():
+        targets = set()
+        for imported in _runtime_imports(path):
+            while imported not in MODULES and "." in imported:  # trdb.x.y.Name: the module trdb.x.y
+                imported = imported.rsplit(".", 1)[0]
+            if imported in MODULES and imported != name:
+                targets.add(imported)
+        graph[name] = targets
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iteratively)."""
+    index, low, on_stack, stack, found, counter = {}, {}, set(), [], [], [0]
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter[0]; counter[0] += 1; stack.append(start); on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter[0]; counter[0] += 1; stack.append(child); on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop(); on_stack.discard(member); component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_circle_between_modules():
+    """Inside a package too: a module never needs, through any chain of imports, a module that needs it."""
+    cycles = _cycles(_import_graph())
+    assert not cycles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_finder_finds_a_circle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_nothing_imports_the_package_root():
+    """trdb/__init__.py is the users' entry point; engine code imports the module it needs, never the root."""
+    importers = sorted(name for name, targets in _import_graph().items() if "trdb" in targets)
+    assert not importers, importers

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from trdb.api.formatting import format_rows
+from trdb.api.shell.formatting import format_rows
 
 
 class Relation:

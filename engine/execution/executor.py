@@ -12,16 +12,6 @@ from trdb.execution.workers import ThreadWorkers, Workers
 from trdb.optimizer.physical_plan import PhysicalNode
 
 
-def start_execution(root: PhysicalNode, ctx: ExecContext, settings, keep: bool = False) -> "Execution":
-    """The execution of `root` by the executor the settings name: local threads, or a Ray cluster.
-    `keep`: its tuples are kept for other plans to read (a shared subplan's; see `keep_result`)."""
-    if settings.executor == "ray":
-        from trdb.execution.ray.execution import RayExecution  # Ray is optional: imported only when used
-
-        return RayExecution(root, ctx, settings, keep)
-    return Execution(root, ctx)
-
-
 class Execution:
     """One run of a plan. Use as a context manager: closing stops every worker and waits for it."""
 

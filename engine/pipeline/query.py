@@ -17,7 +17,8 @@ from typing import Optional, Union
 
 from trdb.catalog.catalog import Catalog
 from trdb.config.settings import Settings
-from trdb.execution.executor import Execution, start_execution
+from trdb.execution.executor import Execution
+from trdb.execution.executors import start_execution
 from trdb.execution.operators.operator import ExecContext
 from trdb.execution.placement import ResultCanvas, canvas_for
 from trdb.execution.spool import RowSpool

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from trdb.api.shell import main
+from trdb.api.shell.main import main
 
 
 def _refuse(name: str):
@@ -46,7 +46,7 @@ def test_file_runs_in_order_and_persists(trdb_cli, tmp_path):
     assert done.stdout.index("a;b") < done.stdout.index("[[1. 0.]")
     again = trdb_cli("db.trdb", "-c", "SELECT COUNT(*) AS n FROM A;")
     assert again.returncode == 0, again.stderr
-    assert "| 2 |" in again.stdout  # the identity's two diagonal tiles were kept in db.trdb
+    assert "| 4 |" in again.stdout  # the identity's four tiles were kept in db.trdb (zero ones too: values)
 
 
 def test_file_stops_at_first_error_naming_file_and_line(trdb_cli, tmp_path):

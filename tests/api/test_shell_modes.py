@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 import trdb
-from trdb.api.cells import cell_lines, tile_summary
-from trdb.api.formatting import format_rows
-from trdb.api.progress import Outcome, sparkline
-from trdb.api.runner import Runner, script_items
-from trdb.api.shell import main
+from trdb.api.shell.cells import cell_lines, tile_summary
+from trdb.api.shell.formatting import format_rows
+from trdb.api.shell.main import main
+from trdb.api.shell.progress import Outcome, sparkline
+from trdb.api.shell.runner import Runner, script_items
 
 TENSORS = ("CREATE TENSOR H SHAPE (2, 3) TILE (2, 3) DTYPE float16 FILL CONSTANT(0.1); "
            "CREATE TENSOR F SHAPE (3, 4) TILE (2, 2) FILL RANDOM_NORMAL(0, 1, 7); ")
@@ -127,7 +127,7 @@ def test_quit_words_end_a_script():
     assert items == [("sql", "SELECT 1"), ("dot", ".quit"), ("sql", "SELECT 2")]
     assert [i.text for i in script_items("exit\nquit;\n")] == [".quit", ".quit"]
     assert [i.kind for i in script_items("SELECT 1 AS quit;\n")] == ["sql"]
-    from trdb.api.repl import ready
+    from trdb.api.shell.repl import ready
 
     assert ready("exit") and ready("\\q") and ready("quit") and not ready("SELECT 1 AS quit")  # Enter runs them
 

@@ -11,12 +11,12 @@ from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
 import trdb
-from trdb.api import progress
-from trdb.api.commands import Quit, run_command
-from trdb.api.completion import SqlCompleter, keywords
-from trdb.api.formatting import format_rows
-from trdb.api.repl import ready
-from trdb.api.runner import Runner, script_items
+from trdb.api.shell import progress
+from trdb.api.shell.commands import Quit, run_command
+from trdb.api.shell.completion import SqlCompleter, keywords
+from trdb.api.shell.formatting import format_rows
+from trdb.api.shell.repl import ready
+from trdb.api.shell.runner import Runner, script_items
 from trdb.errors import QueryCancelled
 from trdb.storage.progress import PROGRESS, StatementProgress
 

@@ -92,8 +92,9 @@ def test_fitted_tables_spy_and_dot_commands(shell, tmp_path):
     lines = _run(child, ".spy B")
     frame = [line for line in lines if line.startswith(("┌", "│", "└"))]
     # 4 x 4 tiles, two characters each: 2 of a tile's 6 entries non-zero is ▒, 1 is ░, no tile is blank
-    assert frame == ["┌────────┐", "│▒▒      │", "│░░░░    │", "│  ▒▒    │", "│    ▒▒  │", "└────────┘"], lines
-    assert "B: 8 x 12, tiles 2 x 3: 5 of 16 tiles stored, 8 non-zeros" in "\n".join(lines)
+    # FILL IDENTITY stores every tile: the off-diagonal ones are stored zeros (·), not absent
+    assert frame == ["┌────────┐", "│▒▒······│", "│░░░░····│", "│··▒▒····│", "│····▒▒··│", "└────────┘"], lines
+    assert "B: 8 x 12, tiles 2 x 3: 16 of 16 tiles stored, 8 non-zeros" in "\n".join(lines)
     assert any("current max rows: 40" in line for line in _run(child, ".maxrows"))
     lines = _run(child, ".import rows.csv t")  # a statement that changes something says what it did
     assert any(line.startswith("CREATE TABLE") and line.endswith("2 rows") for line in lines), lines

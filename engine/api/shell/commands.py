@@ -4,11 +4,12 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Callable, Optional
 
-import trdb
-from trdb.api.formatting import MODES
+from trdb.api.shell import dot_files, pictures
+from trdb.api.shell.formatting import MODES
+from trdb.api.shell.registry import CommandError, Quit, relation_names
 
 if TYPE_CHECKING:
-    from trdb.api.runner import Runner
+    from trdb.api.shell.runner import Runner
 
 HELP = [
     (".help", "show this list"),
@@ -35,32 +36,6 @@ HELP = [
     (".plot loss FILE.png", "write a PNG of the last MINIMIZE's loss curve (needs trdb[plot])"),
     (".quit", "leave the shell (also .exit, \\q, quit, exit and Ctrl-D)"),
 ]
-
-LISTINGS = (("SHOW TENSORS", "tensor"), ("SHOW VIEWS", "view"), ("SHOW TABLES", "table"))
-
-
-class CommandError(Exception):
-    """A dot command used wrongly; the message says how to use it."""
-
-
-class Quit(Exception):
-    """.quit: leave the shell, or stop the batch."""
-
-
-def relation_names(con: trdb.Connection) -> list[tuple[str, str]]:
-    """(name, kind) of every tensor, view and plain table; a listing that fails is left out."""
-    found, seen = [], set()
-    for statement, kind in LISTINGS:
-        try:
-            rows = con.execute(statement).fetchall()
-        except trdb.Error:
-            continue
-        for row in rows:
-            if str(row[0]).lower() not in seen:
-                seen.add(str(row[0]).lower())
-                found.append((str(row[0]), kind))
-    return found
-
 
 def _help(runner: "Runner", args: list[str]) -> bool:
     width = max(len(name) for name, _ in HELP)
@@ -142,15 +117,13 @@ def _quit(runner: "Runner", args: list[str]) -> bool:
 
 
 def _commands() -> dict[str, Callable[["Runner", list[str]], bool]]:
-    from trdb.api import dot_files, spy
-
     return {
         ".help": _help, ".tables": _tables, ".schema": _schema, ".timer": _flag("timer"), ".mode": _mode,
         ".read": dot_files.read, ".explain": _flag("explain"), ".maxrows": _maxrows, ".quit": _quit,
         ".exit": _quit, ".headers": _flag("headers"), ".echo": _flag("echo"), ".bail": _flag("bail"),
         ".show": _show, ".print": _print, ".output": dot_files.output, ".once": dot_files.once,
         ".import": dot_files.import_file, ".open": dot_files.open_database, ".dump": dot_files.dump,
-        ".shell": dot_files.shell, ".system": dot_files.shell, ".spy": spy.spy_command, ".plot": spy.plot_command,
+        ".shell": dot_files.shell, ".system": dot_files.shell, ".spy": pictures.spy_command, ".plot": pictures.plot_command,
     }
 
 

@@ -10,13 +10,14 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion, Path
 from prompt_toolkit.document import Document
 
 import trdb.parser
-from trdb.api.commands import COMMAND_NAMES, relation_names
-from trdb.api.formatting import MODES
+from trdb.api.shell.commands import COMMAND_NAMES
+from trdb.api.shell.formatting import MODES
+from trdb.api.shell.registry import relation_names
 from trdb.catalog.functions import function_names
 from trdb.storage.sql_text import quote_identifier
 
 if TYPE_CHECKING:
-    from trdb.api.runner import Runner
+    from trdb.api.shell.runner import Runner
 
 # Words the grammar reads as names rather than fixed tokens, and plain SQL the shell passes to DuckDB.
 EXTRA_WORDS = """TABLE TABLES SUM AVG MIN MAX COUNT ZEROS ONES CONSTANT IDENTITY RANDOM_NORMAL RANDOM_UNIFORM

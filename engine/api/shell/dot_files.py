@@ -6,13 +6,14 @@ from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
-import trdb
-from trdb.api.commands import CommandError, relation_names
+from trdb.api.dbapi import Connection, connect
+from trdb.api.shell.registry import CommandError, relation_names
+from trdb.errors import Error
 from trdb.kernels.sparse import dense
 from trdb.storage.sql_text import quote_identifier
 
 if TYPE_CHECKING:
-    from trdb.api.runner import Runner
+    from trdb.api.shell.runner import Runner
 
 
 def read(runner: "Runner", args: list[str]) -> bool:
@@ -83,8 +84,8 @@ def open_database(runner: "Runner", args: list[str]) -> bool:
     if len(args) > 1:
         raise CommandError("usage: .open [FILE]")
     try:
-        con = trdb.connect(args[0] if args else None)
-    except trdb.Error as exc:
+        con = connect(args[0] if args else None)
+    except Error as exc:
         raise CommandError(f"cannot open {args[0] if args else 'a database in memory'}: {exc}") from None
     runner.replace_connection(con, args[0] if args else None)
     return True
@@ -121,7 +122,7 @@ def _literal(value) -> str:
     return quote_literal(str(value))
 
 
-def _table(con: trdb.Connection, name: str) -> Iterator[str]:
+def _table(con: Connection, name: str) -> Iterator[str]:
     ddl = con.execute("SELECT sql FROM duckdb_tables() WHERE table_name = ? AND schema_name = 'main'",
                       [name]).fetchone()
     yield ddl[0] if ddl else f"-- table {name}: no definition found"
@@ -129,13 +130,13 @@ def _table(con: trdb.Connection, name: str) -> Iterator[str]:
         yield f"INSERT INTO {quote_identifier(name)} VALUES ({', '.join(_literal(v) for v in row)});"
 
 
-def _view(con: trdb.Connection, name: str) -> Iterator[str]:
+def _view(con: Connection, name: str) -> Iterator[str]:
     for view, query in con.execute("SHOW VIEWS").fetchall():
         if view.lower() == name.lower():
             yield f"CREATE VIEW {quote_identifier(view)} AS {query.strip().rstrip(';')};"
 
 
-def _tensor(con: trdb.Connection, name: str) -> Iterator[str]:
+def _tensor(con: Connection, name: str) -> Iterator[str]:
     """A tensor as a table of its non-zeros, read back with FROM COO (the table is dropped after)."""
     info = {row[0].lower(): row for row in con.execute("SHOW TENSORS").fetchall()}[name.lower()]
     keys = [k.strip() for k in info[1].split(",")]
@@ -156,7 +157,7 @@ def _ints(text: str) -> list[int]:
     return [int(part) for part in text.strip("[]() ").split(",") if part.strip()]
 
 
-def _entries(con: trdb.Connection, quoted: str, tile: list[int]) -> Iterator[tuple]:
+def _entries(con: Connection, quoted: str, tile: list[int]) -> Iterator[tuple]:
     for row in con.execute(f"SELECT * FROM {quoted}").fetchall():
         values = np.asarray(dense(row[-1]))
         for local in zip(*np.nonzero(values)):

@@ -5,8 +5,8 @@ import textwrap
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from trdb.api import modes
-from trdb.api.cells import cell_lines, is_number, is_tile
+from trdb.api.shell import modes
+from trdb.api.shell.cells import cell_lines, is_number, is_tile
 
 MODES = ("box", "table", "line", "csv", "tsv", "json", "jsonlines", "markdown")
 ELLIPSIS = "…"

@@ -6,10 +6,12 @@ import os
 import sys
 from typing import Optional, Sequence
 
-import trdb
-from trdb.api.commands import Quit
-from trdb.api.formatting import MODES
-from trdb.api.runner import Cancelled, Runner
+from trdb.api.dbapi import Connection, connect
+from trdb.api.shell.formatting import MODES
+from trdb.api.shell.registry import Quit
+from trdb.api.shell.runner import Cancelled, Runner
+from trdb.api.shell.version import version
+from trdb.errors import Error
 
 INTERRUPTED = 130  # the shell convention for a run stopped by Ctrl-C (128 + SIGINT)
 
@@ -36,15 +38,6 @@ def _arguments(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def version() -> str:
-    try:
-        from importlib.metadata import version as installed
-
-        return installed("trdb")
-    except Exception:  # not installed as a distribution (run from a source tree)
-        return "(source)"
-
-
 def _read_file(path: str, runner: Runner) -> Optional[str]:
     try:
         with open(path, encoding="utf-8") as handle:
@@ -55,7 +48,7 @@ def _read_file(path: str, runner: Runner) -> Optional[str]:
         return None
 
 
-def run(con: trdb.Connection, args: argparse.Namespace) -> int:
+def run(con: Connection, args: argparse.Namespace) -> int:
     """Run what the arguments ask for; the exit status. The connection (or the one .open put in its
     place) is committed and closed at the end."""
     interactive = args.file is None and args.command is None and sys.stdin.isatty()
@@ -80,7 +73,7 @@ def _run(runner: Runner, args: argparse.Namespace, interactive: bool) -> int:
         return 0
     except (Cancelled, KeyboardInterrupt):
         return INTERRUPTED
-    from trdb.api.repl import interact  # prompt_toolkit is loaded only for the interactive shell
+    from trdb.api.shell.repl import interact  # prompt_toolkit is loaded only for the interactive shell
 
     if "TRDB_PROGRESS" not in os.environ:
         runner.con.execute("SET progress = on")  # the shell shows progress on long statements
@@ -91,8 +84,8 @@ def _run(runner: Runner, args: argparse.Namespace, interactive: bool) -> int:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _arguments(argv)
     try:
-        con = trdb.connect(args.database)
-    except trdb.Error as exc:
+        con = connect(args.database)
+    except Error as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
     try:

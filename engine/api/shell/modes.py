@@ -11,7 +11,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from trdb.api.cells import is_tile
+from trdb.api.shell.cells import is_tile
 from trdb.kernels.sparse import dense
 
 

@@ -7,20 +7,20 @@ from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
-from trdb.api.commands import CommandError
+from trdb.api.dbapi import Connection
+from trdb.api.shell.registry import CommandError
 from trdb.kernels.sparse import count_nonzero, is_sparse
 from trdb.storage.sql_text import quote_identifier
 
 if TYPE_CHECKING:
-    import trdb
-    from trdb.api.runner import Runner
+    from trdb.api.shell.runner import Runner
 
 SHADES = [(0.75, "█"), (0.5, "▓"), (0.25, "▒"), (0.0, "░")]  # density at least this: this block
 ZERO = "·"              # tiles stored whose values are all zero
 LEGEND = "█ ≥75%  ▓ ≥50%  ▒ ≥25%  ░ >0  · stored, all zero  (blank) no tile"
 
 
-def _tensor_info(con: "trdb.Connection", name: str) -> tuple[str, list[int], list[int]]:
+def _tensor_info(con: "Connection", name: str) -> tuple[str, list[int], list[int]]:
     """(name as stored, shape, tile) of a tensor; a CommandError when there is none of that name."""
     for row in con.execute("SHOW TENSORS").fetchall():
         if str(row[0]).lower() == name.lower():
@@ -32,7 +32,7 @@ def _ints(text) -> list[int]:
     return [int(part) for part in str(text).strip("[]() ").split(",") if part.strip()]
 
 
-def tile_counts(con: "trdb.Connection", name: str, shape: list[int], tile: list[int]) -> np.ndarray:
+def tile_counts(con: "Connection", name: str, shape: list[int], tile: list[int]) -> np.ndarray:
     """Non-zeros per tile as a 2-d grid; -1 where no tile is stored. Tiles are read a batch at a time."""
     grid_shape = [math.ceil(n / t) for n, t in zip(shape, tile)]
     grid = np.full(grid_shape if len(grid_shape) == 2 else [1] + grid_shape, -1, dtype=np.int64)

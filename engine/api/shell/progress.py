@@ -9,7 +9,7 @@ from contextvars import copy_context
 from dataclasses import dataclass, field
 from typing import Optional, TextIO
 
-import trdb
+from trdb.api.dbapi import Connection, Cursor
 from trdb.errors import QueryCancelled
 from trdb.execution.workers import Finished
 from trdb.statements.minimize import STEP_LISTENER
@@ -63,7 +63,7 @@ class StepReport:
                 f" its own); the loss after step {n} was {self.losses[-1]:.6g}.")
 
 
-def _work(cursor: trdb.Cursor, sql: str, box: dict, done: Finished, steps: Optional[StepReport],
+def _work(cursor: Cursor, sql: str, box: dict, done: Finished, steps: Optional[StepReport],
           counts: StatementProgress) -> None:
     try:
         PROGRESS.set(counts)  # the statement's scans, result and writes count into it (this thread's context)
@@ -133,9 +133,9 @@ def is_terminal(stream: Optional[TextIO]) -> bool:
         return False
 
 
-def execute(con: trdb.Connection, sql: str, progress: Optional[TextIO] = None,
+def execute(con: Connection, sql: str, progress: Optional[TextIO] = None,
             steps: Optional[StepReport] = None, delay: float = SPINNER_DELAY) -> Outcome:
-    """Run sql on a new cursor of con and fetch its rows; raises the statement's trdb.Error.
+    """Run sql on a new cursor of con and fetch its rows; raises the statement's Error.
 
     Ctrl-C (KeyboardInterrupt in this, the main, thread) closes the cursor, which cancels the
     statement; QueryCancelled is raised once it has stopped unless it had already finished."""
@@ -168,7 +168,7 @@ def execute(con: trdb.Connection, sql: str, progress: Optional[TextIO] = None,
     return box["outcome"]
 
 
-def _cancel(cursor: trdb.Cursor, done: Finished, spinner: Optional[_Spinner]) -> None:
+def _cancel(cursor: Cursor, done: Finished, spinner: Optional[_Spinner]) -> None:
     """Close the cursor until the worker stops: a cancel that lands before the statement's execution
     state exists (while it is parsed or planned) is lost, so it is repeated."""
     note = ""

@@ -9,10 +9,10 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
-from trdb.api.commands import Quit
-from trdb.api.completion import SqlCompleter
-from trdb.api.runner import QUIT_WORDS, Cancelled, Runner
-from trdb.api.shell import version
+from trdb.api.shell.completion import SqlCompleter
+from trdb.api.shell.registry import Quit
+from trdb.api.shell.runner import QUIT_WORDS, Cancelled, Runner
+from trdb.api.shell.version import version
 from trdb.parser import is_complete
 
 PROMPT = "trdb> "

@@ -9,11 +9,11 @@ from typing import Iterator, Optional, TextIO
 
 import numpy as np
 
-import trdb
-from trdb.api import progress
-from trdb.api.commands import CommandError, run_command
-from trdb.api.formatting import format_rows
-from trdb.errors import QueryCancelled
+from trdb.api.dbapi import Connection
+from trdb.api.shell import progress
+from trdb.api.shell.commands import CommandError, run_command
+from trdb.api.shell.formatting import format_rows
+from trdb.errors import Error, QueryCancelled
 from trdb.parser import is_complete, split_statements
 
 EXPLAINABLE = re.compile(r"\s*(\(\s*)*(SELECT|WITH|VALUES)\b", re.I)
@@ -80,7 +80,7 @@ def _first_line(sql: str, width: int = 120) -> str:
 class Runner:
     """Runs statements and dot commands on one connection and prints what they return."""
 
-    def __init__(self, con: trdb.Connection, mode: str = "table", out: TextIO = None, err: TextIO = None,
+    def __init__(self, con: Connection, mode: str = "table", out: TextIO = None, err: TextIO = None,
                  interactive: bool = False, database: Optional[str] = None):
         self.con = con
         self.database = database
@@ -128,7 +128,7 @@ class Runner:
             else:
                 self.message("Cancelled." + steps.kept_note(), self.err)
             raise Cancelled() from None
-        except Exception as exc:  # trdb.Error, or a bug: one message either way, never a traceback
+        except Exception as exc:  # Error, or a bug: one message either way, never a traceback
             self._keep_losses(steps)
             self.error(exc, where, sql)
             return False
@@ -147,7 +147,7 @@ class Runner:
         try:
             value = self.con.execute("SHOW progress").fetchone()[0]
             self._progress = str(value).lower() in ("on", "true", "1")
-        except trdb.Error:
+        except Error:
             pass  # e.g. in an aborted transaction: keep the last value
         return self.err if self._progress else None
 
@@ -199,7 +199,7 @@ class Runner:
         if self._once:
             self._close_output()
 
-    def replace_connection(self, con: trdb.Connection, database: Optional[str]) -> None:
+    def replace_connection(self, con: Connection, database: Optional[str]) -> None:
         """.open: the old connection is committed and closed, the new one takes its settings."""
         old, self.con, self.database = self.con, con, database
         close_connection(old, self.err)
@@ -214,7 +214,7 @@ class Runner:
     def error(self, exc: BaseException, where: Optional[str] = None, sql: Optional[str] = None) -> None:
         """One message: `Error: [FILE:LINE: ]` and the exception's text (with its caret); in a script,
         the statement's first line when the message does not show it."""
-        message = str(exc) if isinstance(exc, (trdb.Error, CommandError)) else f"{type(exc).__name__}: {exc}"
+        message = str(exc) if isinstance(exc, (Error, CommandError)) else f"{type(exc).__name__}: {exc}"
         text = f"Error: {where}: {message}" if where else f"Error: {message}"
         if where and sql and getattr(exc, "statement", None) is None:
             text += f"\nSTATEMENT: {_first_line(sql)}"
@@ -250,11 +250,11 @@ def _count_status(outcome: progress.Outcome, sql: str) -> Optional[str]:
     return f"{verb}: {count} row{'s' if count != 1 else ''}"
 
 
-def close_connection(con: trdb.Connection, err: TextIO) -> None:
+def close_connection(con: Connection, err: TextIO) -> None:
     """Commit and close; an aborted transaction left open is rolled back (and said so)."""
     try:
         con.commit()
-    except trdb.Error as exc:
+    except Error as exc:
         print(f"Error: {exc}", file=err)
     finally:
         con.close()
