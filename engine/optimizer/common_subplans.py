@@ -27,11 +27,13 @@ def sharing_projections(plans: list[lp.Plan]) -> list[lp.Plan]:
 
 
 class _Numbering:
-    """Equal subplans get equal numbers (None: a subplan holding something unhashable, never shared).
+    """Equal subplans get equal numbers; one holding something unhashable (a constant holding an array) is
+    equal only to itself (the same object), as a RowsScan is.
 
     Subplans are remembered by identity, each numbered once. Those over a statement's own data (tuples
     it computed, a constant holding an array) are remembered only until `next_statement`: kept longer,
-    they would keep that data alive; a RowsScan is known by a token never given to another."""
+    they would keep that data alive; a RowsScan and an unhashable subplan are known by a token never
+    given to another."""
 
     def __init__(self) -> None:
         self._by_signature: dict = {}
@@ -64,15 +66,14 @@ class _Numbering:
         if isinstance(plan, lp.RowsScan):
             return ("materialized", next(self._tokens)), False
         children = [self._numbered(child) for child in plan.inputs]
-        if any(number is None for number, _ in children):
-            return None, False
         fields = [getattr(plan, f.name) for f in dataclasses.fields(plan)
                   if f.name not in _CHILD_FIELDS and f.name != "parts"]
         signature = (type(plan), tuple(fields), tuple(number for number, _ in children))
         try:
             hash(signature)
-        except TypeError:  # a constant holding an array
-            return None, False
+        except TypeError:  # a constant holding an array: equal only to itself, read twice (a CTE's plan, bound once
+            # for all its readers) it is still computed once
+            return ("unhashable", next(self._tokens)), False
         return signature, all(lasting for _, lasting in children)
 
 

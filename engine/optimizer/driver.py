@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from trdb.config.settings import OPTIMIZER_RULES
-from trdb.errors import InternalError, QueryCancelled
+from trdb.errors import InternalError, ProgrammingError, QueryCancelled
 from trdb.optimizer.rules.aggregate_pushdown import aggregate_pushdown
 from trdb.optimizer.rules.constant_folding import constant_folding
 from trdb.optimizer.rules.dense_products import dense_products
@@ -37,6 +37,10 @@ RULE_NAMES: tuple[str, ...] = tuple(rule.__name__ for rule in RULES)
 if RULE_NAMES != OPTIMIZER_RULES:  # the names SET disabled_rules accepts are declared with the settings
     raise ImportError(f"optimizer rules {RULE_NAMES} differ from config.settings.OPTIMIZER_RULES")
 MAX_PASSES = 4
+# Operators a plan may hold, each subplan counted once per reader: the rules and the physical planner walk
+# plans as trees, so a subplan read twice costs them twice (those shared as common subplans are scans by
+# then). A statement past this would take minutes or hours to plan; it is refused instead.
+MAX_PLAN_OPERATORS = 50_000
 
 
 @dataclass(frozen=True)
@@ -82,10 +86,39 @@ def schema_signature(schema: Schema) -> tuple:
                  for c in schema)
 
 
+def unfolded_operators(plan: lp.Plan, limit: int, check: Callable[[], None] = lambda: None) -> int:
+    """How many operators `plan` holds as a tree (a subplan read twice counted twice), counted up to a
+    little past `limit`; each subplan is visited once, and `check` (cancellation) is called as it goes."""
+    sizes: dict[int, int] = {}
+    stack = [(plan, False)]
+    while stack:
+        node, ready = stack.pop()
+        if id(node) in sizes:
+            continue
+        if ready:
+            sizes[id(node)] = min(limit + 1, 1 + sum(sizes[id(child)] for child in node.inputs))
+            if len(sizes) % 1024 == 0:
+                check()
+            continue
+        stack.append((node, True))
+        stack.extend((child, False) for child in node.inputs if id(child) not in sizes)
+    return sizes[id(plan)]
+
+
+def check_plan_size(plan: lp.Plan, limit: int, what: str, check: Callable[[], None] = lambda: None) -> None:
+    """Refuse `plan` when, unfolded, it holds more than `limit` operators (`what` names the work refused)."""
+    if unfolded_operators(plan, limit, check) > limit:
+        raise ProgrammingError(f"the statement is too large to {what}: its plan holds more than {limit:,} "
+                               "operators once the subqueries, CTEs and views it reads more than once are "
+                               "counted once per reader",
+                               hint="store intermediate results with CREATE TENSOR ... AS and read those")
+
+
 def optimize(plan: lp.Plan, settings: Any = None, catalog: Any = None,
              context: Optional[RuleContext] = None, keep_zero_tuples: bool = False) -> lp.Plan:
     """The rewritten plan: every enabled rule in order, repeated until a pass changes nothing."""
     context = context or RuleContext(catalog, settings, keep_zero_tuples=keep_zero_tuples)
+    check_plan_size(plan, MAX_PLAN_OPERATORS, "plan", context.check)
     skipped = disabled_rules(settings)
     rules = [rule for rule in RULES if rule.__name__ not in skipped]
     expected = schema_signature(plan.schema)

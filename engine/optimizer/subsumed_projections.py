@@ -18,13 +18,21 @@ from trdb.planner import expressions as bx
 from trdb.planner import logical as lp
 
 
-def merge_rekeys(plan: lp.Plan) -> lp.Plan:
-    """`plan` with each Project over a Project of column references merged into one Project."""
-    plan = lp.with_inputs(plan, [merge_rekeys(child) for child in plan.inputs])
-    if isinstance(plan, lp.Project) and isinstance(plan.input, lp.Project) \
-            and all(isinstance(e, bx.ColumnIndex) for e in plan.input.exprs):
-        return lp.Project(plan.input.input, tuple(substitute(e, plan.input.exprs) for e in plan.exprs), plan.schema)
-    return plan
+def merge_rekeys(plan: lp.Plan, done: Optional[dict] = None) -> lp.Plan:
+    """`plan` with each Project over a Project of column references merged into one Project. A subplan read
+    twice (one object) is rewritten once and stays one object (`done`, by identity): rebuilt for each
+    reader, a CTE that joins the one before it with itself would double in size per level."""
+    done = {} if done is None else done
+    known = done.get(id(plan))
+    if known is not None:
+        return known[1]
+    merged = lp.with_inputs(plan, [merge_rekeys(child, done) for child in plan.inputs])
+    if isinstance(merged, lp.Project) and isinstance(merged.input, lp.Project) \
+            and all(isinstance(e, bx.ColumnIndex) for e in merged.input.exprs):
+        merged = lp.Project(merged.input.input, tuple(substitute(e, merged.input.exprs) for e in merged.exprs),
+                            merged.schema)
+    done[id(plan)] = (plan, merged)  # the plan kept alive with its id
+    return merged
 
 
 def read_subsuming(plan: lp.Plan, number: Callable[[lp.Plan], Optional[int]]) -> lp.Plan:

@@ -11,8 +11,14 @@ from __future__ import annotations
 from trdb.autodiff.gradient import gradient_plan
 from trdb.errors import Error, InternalError
 from trdb.optimizer.dense_einsum import dense_einsum, multiplies_tiles, plan_nodes
+from trdb.optimizer.driver import check_plan_size
 from trdb.optimizer.einsum_decomposition import decompose
 from trdb.planner import logical as lp
+
+# Operators a GRAD's loss may hold, each subplan counted once per reader: autodiff builds the backward pass
+# per path through the loss's plan (a loss that reads a subquery twice is differentiated through both), so
+# one that reads a CTE twice, level upon level, would take hours; it is refused instead.
+MAX_LOSS_OPERATORS = 5_000
 
 
 def expand(plan: lp.Plan, workers: int, dense_limit: int = 0) -> lp.Plan:
@@ -52,6 +58,7 @@ class _Expander:
                 whole = dense_einsum(node, self.dense_limit) if dense else None
                 expanded = whole or decompose(node, self.workers)
             else:
+                check_plan_size(node.input, MAX_LOSS_OPERATORS, "differentiate")
                 expanded = gradient_plan(node.input, node.param)
         except Error as exc:
             where = node.position

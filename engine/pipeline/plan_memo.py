@@ -125,11 +125,14 @@ class Slot:
 
 
 def _scanned(plans: list) -> list[TensorMeta]:
-    """The stored tensors the plans scan."""
+    """The stored tensors the plans scan (each subplan visited once: one read twice is one object)."""
     found: dict[int, TensorMeta] = {}
-    stack = list(plans)
+    stack, seen = list(plans), set()
     while stack:
         plan = stack.pop()
+        if id(plan) in seen:
+            continue
+        seen.add(id(plan))
         if isinstance(plan, lp.TensorScan):
             found[id(plan.tensor)] = plan.tensor
         stack.extend(plan.inputs)

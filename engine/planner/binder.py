@@ -32,18 +32,33 @@ class BoundQuery:
 class Binder:
     """Binds the queries of one statement against the catalog."""
 
-    def __init__(self, catalog: Catalog, ctx: BindContext, ctes: Optional[dict] = None, views: tuple = ()):
+    def __init__(self, catalog: Catalog, ctx: BindContext, ctes: Optional[dict] = None, views: tuple = (),
+                 bound: Optional[dict] = None):
         self.catalog = catalog
         self.ctx = ctx
         self.ctes = dict(ctes or {})
         self.views = views  # views being expanded, to catch a view that reads itself
+        # the statement's CTEs and views bound so far, each bound once however often it is read: a CTE
+        # that joins the one before it with itself, level upon level, would otherwise double the work per level
+        self.bound: dict = {} if bound is None else bound
+
+    def _inner(self, ctes: Optional[dict], views: tuple) -> "Binder":
+        return Binder(self.catalog, self.ctx, ctes, views, self.bound)
+
+    def _bound_once(self, key: tuple, bind) -> lp.Plan:
+        """The plan bound for a CTE or view (`key`); one plan object for all its readers, so the stages
+        after binding, which remember subplans by identity, also meet it once."""
+        known = self.bound.get(key)
+        if known is None:
+            known = self.bound[key] = bind()
+        return known
 
     # ------------------------------------------------------------ queries
 
     def bind_query(self, query: ast.Query) -> BoundQuery:
         binder = self
         if query.ctes:
-            binder = Binder(self.catalog, self.ctx, self.ctes, self.views)
+            binder = self._inner(self.ctes, self.views)
             for cte in query.ctes:
                 binder.ctes[fold(cte.name)] = (cte, dict(binder.ctes))
         bound = binder.bind_body(query.body)
@@ -189,7 +204,8 @@ class Binder:
         cte = self.ctes.get(fold(ref.name))
         if cte is not None:
             node, visible = cte
-            return requalify(Binder(self.catalog, self.ctx, visible, self.views).bind_query(node.query).plan, alias)
+            plan = self._bound_once(("cte", id(node)), lambda: self._inner(visible, self.views).bind_query(node.query).plan)
+            return requalify(plan, alias)
         meta = self.catalog.tensor(ref.name)
         if meta is not None:
             key_columns = [Column(k, KEY, alias) for k in meta.keys]
@@ -222,6 +238,9 @@ class Binder:
     def bind_view(self, ref: ast.TableRef, name: str, text: str) -> lp.Plan:
         if fold(name) in self.views:
             raise self.ctx.fail(ref, f'view "{name}" refers to itself')
+        return self._bound_once(("view", fold(name)), lambda: self._bind_view_text(name, text))
+
+    def _bind_view_text(self, name: str, text: str) -> lp.Plan:
         try:  # views are stored as text and bound where they are used
             query = view_query(text)
         except DataError as exc:
@@ -229,7 +248,7 @@ class Binder:
                             hint=f'DROP VIEW "{name}" removes it') from None
         view_ctx = BindContext(text, self.ctx.params, self.ctx.value_limit)
         try:
-            return Binder(self.catalog, view_ctx, {}, self.views + (fold(name),)).bind_query(query).plan
+            return Binder(self.catalog, view_ctx, {}, self.views + (fold(name),), self.bound).bind_query(query).plan
         except Error as exc:
             exc.message = f'in view "{name}": {exc.message}'
             raise

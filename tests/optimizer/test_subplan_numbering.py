@@ -52,7 +52,9 @@ def test_a_parameter_array_is_not_kept_past_its_statement():
     numbering = _Numbering()
     array = np.ones(8)
     plan = above(table(), array)
-    assert numbering.number(plan) is None  # unhashable: never shared
+    number = numbering.number(plan)  # unhashable: equal to itself only (one plan read twice is computed once)
+    assert number is not None and numbering.number(plan) == number
+    assert numbering.number(above(table(), array)) != number
     gone = weakref.ref(array)
     numbering.next_statement()
     del array, plan
