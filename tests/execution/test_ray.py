@@ -84,7 +84,7 @@ def ray_cur(cluster):
 
 
 def _actors() -> list:
-    from trdb.execution.ray.cluster import POOL
+    from trdb.execution.ray.driver.cluster import POOL
     return POOL.actors(2, False)
 
 
@@ -123,7 +123,7 @@ def test_random_queries_match_the_local_executor(cluster, seed):
 
 
 def test_fragments_run_in_actor_processes(ray_cur, monkeypatch):
-    from trdb.execution.ray.execution import RayExecution
+    from trdb.execution.ray.driver.execution import RayExecution
     executions = []
     original = RayExecution.__enter__
     monkeypatch.setattr(RayExecution, "__enter__", lambda self: executions.append(self) or original(self))
@@ -164,7 +164,7 @@ def test_a_repeated_statement_costs_one_actor_call_per_fragment_and_sends_its_pl
 
 
 def test_a_fragment_waiting_for_resume_is_closed_when_its_statement_ends():
-    from trdb.execution.ray.inbox import ActorExecution
+    from trdb.execution.ray.actor.inbox import ActorExecution
     closed = []
 
     def output():
@@ -186,7 +186,7 @@ def test_pieces_held_back_are_streamed_though_ray_sends_into_the_generator():
     """Small batches are held back for the reply; once a large one comes, they are streamed first. Ray
     sends its generator statistics into the generator (not None), which a `yield from` a list cannot take."""
     from trdb.execution.interpreter import router_for
-    from trdb.execution.ray.worker import INLINE_BYTES, _items
+    from trdb.execution.ray.actor.worker import INLINE_BYTES, _items
     from trdb.kernels.numpy_backend import NUMPY_BACKEND
     from trdb.optimizer.physical_operators import Gather
 
@@ -263,7 +263,7 @@ def test_a_killed_actor_fails_the_statement_which_changes_nothing(ray_cur, monke
 
 
 def _forwarding() -> int:
-    from trdb.execution.ray.driver_threads import running
+    from trdb.execution.ray.driver.threads import running
     return running()
 
 
@@ -344,7 +344,7 @@ def test_the_shell_runs_on_the_cluster(cluster, tmp_path):
 
 
 def test_kept_partitions_are_reused_until_a_write_and_never_stale(ray_cur):
-    from trdb.execution.ray.residency import TOTAL
+    from trdb.execution.ray.driver.residency import TOTAL
     ray_cur.execute("CREATE TENSOR A SHAPE (256, 256) TILE (64, 64) FILL RANDOM_NORMAL(0, 1, 1)")
     ray_cur.execute("CREATE TENSOR B SHAPE (256, 256) TILE (64, 64) FILL RANDOM_NORMAL(0, 1, 2)")
 
@@ -374,8 +374,8 @@ def test_partitions_past_the_memory_budget_wait_on_the_nodes_disk(ray_cur):
     import glob
     import tempfile
 
-    from trdb.execution.ray.disk_cache import PREFIX
-    from trdb.execution.ray.residency import RESIDENCY, TOTAL, database_id
+    from trdb.execution.ray.actor.disk_cache import PREFIX
+    from trdb.execution.ray.driver.residency import RESIDENCY, TOTAL, database_id
     rng = np.random.default_rng(0)
     values = {name: rng.standard_normal((256, 256), dtype=np.float32) for name in "ABCD"}
     for name, value in values.items():
@@ -414,7 +414,7 @@ def test_a_cache_file_removed_from_a_workers_disk_fails_one_statement_and_the_ne
     import glob
     import tempfile
 
-    from trdb.execution.ray.disk_cache import PREFIX
+    from trdb.execution.ray.actor.disk_cache import PREFIX
     rng = np.random.default_rng(1)
     values = {name: rng.standard_normal((256, 256), dtype=np.float32) for name in ("E", "F", "G", "H")}
     for name, value in values.items():
@@ -457,6 +457,7 @@ def test_actors_on_the_drivers_node_write_the_products_into_the_fetched_array(ra
     a[128:256] = 0  # row tile 1 of A is absent: so are the result's tiles (1, *), zeros in the array
     b = rng.standard_normal((200, 250)).astype(dtype)
     ray_cur.execute("CREATE TENSOR A FROM ? TILE (128, 128)", [a])  # edge tiles on every axis
+    ray_cur.execute("DELETE FROM A WHERE A.i = 1")  # a dense load keeps the zero tiles (zeros are values)
     ray_cur.execute("CREATE TENSOR B FROM ? TILE (128, 128)", [b])
     seen = received_tiles(monkeypatch)
     got = ray_cur.execute(MATMUL).fetch_tensor()
@@ -477,8 +478,8 @@ def test_actors_on_the_drivers_node_write_the_products_into_the_fetched_array(ra
 
 
 def test_tiles_an_actor_could_not_place_are_copied_into_the_fetched_array_as_they_arrive(ray_cur, monkeypatch):
-    from trdb.execution.placement import ResultCanvas
-    from trdb.execution.ray.execution import RayExecution
+    from trdb.execution.ray.driver.execution import RayExecution
+    from trdb.execution.result_canvas import ResultCanvas
     handed_over = []
     assembled = ResultCanvas.assembled
     monkeypatch.setattr(ResultCanvas, "assembled", lambda self, *args: handed_over.append(assembled(self, *args))
@@ -496,7 +497,7 @@ def test_tiles_an_actor_could_not_place_are_copied_into_the_fetched_array_as_the
 
 
 def test_a_failed_statement_leaves_no_shared_result_array(ray_cur, monkeypatch):
-    from trdb.execution.ray import shared_canvas
+    from trdb.execution.ray import cross_process_canvas as shared_canvas
     rng = np.random.default_rng(6)
     a, b = rng.standard_normal((300, 200), dtype=np.float32), rng.standard_normal((200, 250), dtype=np.float32)
     ray_cur.execute("CREATE TENSOR A FROM ? TILE (128, 128)", [a])
@@ -515,9 +516,9 @@ def test_a_failed_statement_leaves_no_shared_result_array(ray_cur, monkeypatch):
 def test_a_ticket_maps_only_the_array_it_was_made_for(cluster, monkeypatch):
     import dataclasses
 
-    from trdb.execution.placement import ResultCanvas
-    from trdb.execution.ray import shared_canvas
-    from trdb.execution.ray.shared_canvas import SharedCanvas, attach
+    from trdb.execution.ray import cross_process_canvas as shared_canvas
+    from trdb.execution.ray.cross_process_canvas import SharedCanvas, attach
+    from trdb.execution.result_canvas import ResultCanvas
     shared = SharedCanvas(ResultCanvas(None, (6, 4), (3, 4), np.dtype(np.float64)))
     ticket = shared.ticket
     mapped = attach(ticket)  # as an actor on this node maps it (this process is as good as any)
