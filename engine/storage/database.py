@@ -96,8 +96,7 @@ class Database:
         except duckdb.Error as exc:
             return type(error)(f"{error.message}; reopening the database failed too: {exc}", hint=error.hint)
         return type(error)(f"{error.message}\nDuckDB stopped the database at this fatal error, and trdb has opened "
-                           "it again: what was committed is intact (this statement's changes are not, unless the "
-                           "error came as it committed)", hint=error.hint)
+                           "it again: what was committed is intact, and this statement did not complete", hint=error.hint)
 
     @property
     def read_only(self) -> bool:

@@ -140,7 +140,10 @@ class DatabaseFile:
             self._duckdb_limits = (None, None, None)
             self.pool.shrink(self.pool.bytes)  # tiles a failed commit kept may not be what was committed
             self.changed()
-            self.apply_settings()
+            try:
+                self.apply_settings()
+            except errors.OperationalError:  # temp_directory unusable still: DuckDB spills beside the file meanwhile
+                self._duckdb_limits = (None, None, None)
 
     def note_tile(self, nbytes: int) -> None:
         """A tile of `nbytes` is about to be written: DuckDB's part of the budget grows to hold a few of them
