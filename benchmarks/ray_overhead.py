@@ -152,7 +152,7 @@ class Phases:
     """A spy on Ray executions: when each phase of one statement ends, relative to its start."""
 
     def __init__(self) -> None:
-        from trdb.execution.ray.execution import RayExecution
+        from trdb.execution.ray.driver.execution import RayExecution
         self.marks: dict[str, float] = {}
         spy = self
 
@@ -205,7 +205,7 @@ def pieces(workers: int, fragment) -> list[tuple[str, float]]:
     import ray
     from ray import cloudpickle
 
-    from trdb.execution.ray.cluster import POOL
+    from trdb.execution.ray.driver.cluster import POOL
     actors = POOL.actors(workers, False)
     ping, _ = best_of(30, lambda: ray.get([actor.ping.remote() for actor in actors]))
     pickled, _ = best_of(30, lambda: cloudpickle.dumps(fragment))
@@ -216,7 +216,7 @@ def pieces(workers: int, fragment) -> list[tuple[str, float]]:
 
 def last_fragment():
     """A spy on Ray executions: returns a function giving a fragment (operators) the last one shipped."""
-    from trdb.execution.ray.execution import RayExecution
+    from trdb.execution.ray.driver.execution import RayExecution
     seen = []
     enter = RayExecution.__enter__
     RayExecution.__enter__ = lambda self: seen.append(self) or enter(self)

@@ -14,7 +14,7 @@ from trdb.config.settings import SETTINGS, Settings
 from trdb.execution import full_collections
 from trdb.execution.result import Result
 from trdb.kernels.cupy_backend import out_of_device_memory
-from trdb.kernels.placement import backend_for
+from trdb.kernels.device_choice import backend_for
 from trdb.optimizer.common_subplans import CarriedWork
 from trdb.parser import ParseError, ast, parse, split_statements
 from trdb.pipeline.plan_memo import PlanMemo

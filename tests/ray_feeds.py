@@ -13,7 +13,7 @@ def at_first_feed(monkeypatch, action, worker: int = 1) -> threading.Event:
     to its fragment (a plan whose scans are all kept in the actors, SLOW's, may have no exchange the
     driver forwards, and so nothing to wait on).
     """
-    from trdb.execution.ray.routing import ActorDestination
+    from trdb.execution.ray.destinations import ActorDestination
     done = threading.Event()
     lock = threading.Lock()
     original = ActorDestination._feed

@@ -7,7 +7,7 @@ from typing import Callable, Iterator
 from trdb.execution.exchange.channel import Channel, produce
 from trdb.execution.interpreter import exchange_for, operator_for, router_for
 from trdb.execution.operators.operator import ExecContext, PhysicalOperator, drain
-from trdb.execution.operators.shared_products import ProductShare
+from trdb.execution.tile_math.product_sharing import ProductShare
 from trdb.execution.workers import ThreadWorkers, Workers
 from trdb.optimizer.physical_plan import PhysicalNode
 

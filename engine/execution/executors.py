@@ -10,7 +10,7 @@ def start_execution(root: PhysicalNode, ctx: ExecContext, settings, keep: bool =
     """The execution of `root` by the executor the settings name: local threads, or a Ray cluster.
     `keep`: its tuples are kept for other plans to read (a shared subplan's; see `keep_result`)."""
     if settings.executor == "ray":
-        from trdb.execution.ray.execution import RayExecution  # Ray is optional: imported only when used
+        from trdb.execution.ray.driver.execution import RayExecution  # Ray is optional: imported only when used
 
         return RayExecution(root, ctx, settings, keep)
     return Execution(root, ctx)

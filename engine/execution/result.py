@@ -9,7 +9,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from trdb.errors import DataError, InterfaceError, OperationalError
-from trdb.execution.placement import ResultCanvas
+from trdb.execution.result_canvas import ResultCanvas
 from trdb.execution.spool import RowSpool
 from trdb.kernels.sparse import elements, is_sparse, scatter_into
 from trdb.planner.types import Schema, TensorType

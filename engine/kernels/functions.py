@@ -172,7 +172,7 @@ def transpose(xp, a, *axes):
 # ---- contractions ----------------------------------------------------------------------------
 
 def matmul(xp, a, b, out=None):
-    """a @ b, written into `out` when given (a result's place: execution/placement.py)."""
+    """a @ b, written into `out` when given (a result's place: execution/result_canvas.py)."""
     if getattr(a, "ndim", 0) == 2 and getattr(b, "ndim", 0) == 2 and a.shape[1] == 1 and b.shape[0] == 1:
         # an outer product (inner dimension 1): one multiplication per element, as BLAS would do it, but
         # broadcast (a 2048 x 1024 float32 result: 2.5 ms against GEMM's 4.6 ms, one thread)

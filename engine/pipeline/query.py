@@ -20,7 +20,7 @@ from trdb.config.settings import Settings
 from trdb.execution.executor import Execution
 from trdb.execution.executors import start_execution
 from trdb.execution.operators.operator import ExecContext
-from trdb.execution.placement import ResultCanvas, canvas_for
+from trdb.execution.result_canvas import ResultCanvas, canvas_for
 from trdb.execution.spool import RowSpool
 from trdb.execution.state import ExecutionState
 from trdb.execution.workers import one_blas_thread
@@ -136,7 +136,7 @@ class Pipeline:
         settings already (a cached plan: its key holds them). `keep`: other plans will read the spool
         (a shared subplan's), so the executor may keep its own copies for them while the spool lives.
         `place`: the result goes to a cursor, which may assemble it: dense products are written into
-        one array where they can be (execution/placement.py; `execution.ctx.canvas`)."""
+        one array where they can be (execution/result_canvas.py; `execution.ctx.canvas`)."""
         if not checked:
             check_plan(self.settings, node)
         database = self.catalog.db.file
@@ -144,7 +144,7 @@ class Pipeline:
         progress = PROGRESS.get()
         ctx = ExecContext(self.backend, self.catalog, ExecutionState(self.interrupted, progress), memory, database.spill,
                           host_memory=database.memory)
-        if place and self.backend.on_host:  # under Ray, actors on this machine place tiles too (ray/shared_canvas.py)
+        if place and self.backend.on_host:  # under Ray, actors on this machine place tiles too (ray/cross_process_canvas.py)
             ctx.canvas = canvas_for(node, memory.budget // SPOOL_SHARE)  # no larger than the spool holds
         execution = start_execution(node, ctx, self.settings, keep)
         # a spool keeps at most a share of the budget, so that the operators running beside it keep room

@@ -4,7 +4,7 @@ from __future__ import annotations
 from trdb.catalog.optimizer_state import moment_names
 from trdb.config.settings import SETTINGS
 from trdb.execution.result import Result
-from trdb.kernels.placement import backend_for
+from trdb.kernels.device_choice import backend_for
 from trdb.parser import ast
 from trdb.planner.types import Column, ScalarType
 from trdb.statements.context import StatementContext

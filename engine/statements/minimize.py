@@ -18,8 +18,8 @@ import numpy as np
 from trdb.catalog.names import did_you_mean, fold
 from trdb.catalog.optimizer_state import moment_names
 from trdb.errors import DataError, ProgrammingError
-from trdb.execution.operators.stacked_tiles import MAX_STACKED_ELEMENTS
 from trdb.execution.result import Result
+from trdb.execution.tile_math.stacked_tiles import MAX_STACKED_ELEMENTS
 from trdb.kernels.backend import to_host
 from trdb.kernels.sparse import dense
 from trdb.optimizer.common_subplans import sharing_projections

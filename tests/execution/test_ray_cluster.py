@@ -71,7 +71,7 @@ def cluster():
 
 
 def _actors(count: int = 2) -> list:
-    from trdb.execution.ray.cluster import POOL
+    from trdb.execution.ray.driver.cluster import POOL
     return POOL.actors(count, False)
 
 
@@ -220,7 +220,7 @@ def test_logic_queries_on_external_tensors_match_the_local_executor(cluster, ext
 
 @pytest.mark.parametrize("seed", range(1, 40, 10) if EXTERNAL_ALL else [1])
 def test_random_queries_on_external_tensors_match_the_local_executor(cluster, externals, seed):
-    from trdb.execution.ray.residency import TOTAL
+    from trdb.execution.ray.driver.residency import TOTAL
     made, settings = externals
     case = build_case(seed)
 
@@ -239,7 +239,7 @@ def test_random_queries_on_external_tensors_match_the_local_executor(cluster, ex
 def _mlp(steps: int, **settings) -> tuple[dict, np.ndarray, int]:
     """Make and train queries/mlp.sql's model for `steps` steps on the cluster: (what the driver sent
     meanwhile, the trained W1, the bytes of X)."""
-    from trdb.execution.ray.residency import TOTAL
+    from trdb.execution.ray.driver.residency import TOTAL
     statements = (QUERIES / "mlp.sql").read_text().replace("steps = 60", f"steps = {steps}")
     setup, minimize = statements.split("MINIMIZE")
     con = trdb.connect(executor="ray", workers=2, **settings)
@@ -258,7 +258,7 @@ def _mlp(steps: int, **settings) -> tuple[dict, np.ndarray, int]:
 def _shared_copies() -> int:
     import ray
 
-    from trdb.execution.ray.shared import SHARED_DATABASE
+    from trdb.execution.ray.kept_subplans import SHARED_DATABASE
     held = ray.get([actor.held.remote() for actor in _actors()], timeout=60)
     return sum(key.database == SHARED_DATABASE for keys in held for key in keys)
 
@@ -280,7 +280,7 @@ def test_without_resident_partitions_every_step_ships_the_data(cluster):
 
 
 def test_a_write_ships_only_the_tiles_it_changed(cluster):
-    from trdb.execution.ray.residency import TOTAL
+    from trdb.execution.ray.driver.residency import TOTAL
     query = "SELECT S.i, SUM(S.v * 2) AS v FROM S GROUP BY S.i"
     results, sent = {}, []
     for executor in ("local", "ray"):
@@ -303,7 +303,7 @@ def test_a_write_ships_only_the_tiles_it_changed(cluster):
 
 def test_actors_read_their_own_partitions_of_an_external_tensor(cluster, tmp_path):
     """A Parquet dataset on a path both nodes read: each actor reads its partition; the driver sends none of it."""
-    from trdb.execution.ray.residency import TOTAL
+    from trdb.execution.ray.driver.residency import TOTAL
     rng = np.random.default_rng(5)
     a, b = rng.standard_normal((96, 64)).astype(np.float32), rng.standard_normal((64, 32)).astype(np.float32)
     maker = trdb.connect(str(tmp_path / "db.trdb"))

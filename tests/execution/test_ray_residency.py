@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from trdb.errors import InternalError
-from trdb.execution.ray.residency import Eviction, Residency, Shipped
-from trdb.execution.ray.resident import PartitionKey, ResidentStore
+from trdb.execution.ray.actor.resident import PartitionKey, ResidentStore
+from trdb.execution.ray.driver.residency import Eviction, Residency, Shipped
 
 
 class FakeActor:
@@ -142,7 +142,7 @@ def test_the_store_moves_partitions_to_its_cache_directory_and_back(tmp_path, mo
     import numpy as np
     import scipy.sparse as sp
 
-    from trdb.execution.ray import disk_cache
+    from trdb.execution.ray.actor import disk_cache
     monkeypatch.setattr(disk_cache.tempfile, "gettempdir", lambda: str(tmp_path))
     orphan = tmp_path / f"{disk_cache.PREFIX}999999999-x"  # left by an actor that was killed
     orphan.mkdir()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import trdb
-from trdb.execution import placement
+from trdb.execution import result_canvas as placement
 
 pytestmark = pytest.mark.on_cpu  # the result canvas is host memory (conftest.py)
 

@@ -11,8 +11,8 @@ import pytest
 import trdb
 from trdb.errors import QueryCancelled
 from trdb.execution.operators import hash_aggregate
-from trdb.execution.operators.shared_products import QUEUED, GroupOrder, ProductShare, SharedProducts
 from trdb.execution.state import ExecutionState
+from trdb.execution.tile_math.product_sharing import QUEUED, GroupOrder, ProductShare, SharedProducts
 
 
 def _helping(member) -> threading.Thread:

@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse
 
 import trdb
-from trdb.execution.operators import stacked_tiles
+from trdb.execution.tile_math import stacked_tiles
 
 FLOAT_EXPRESSIONS = [
     "A.v * 2 + 1",

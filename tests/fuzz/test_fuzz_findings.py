@@ -375,7 +375,7 @@ def test_complex_tiles_are_refused_by_fetch_arrow_and_fetched_otherwise(gcur):
 
 
 def test_an_int_tile_plus_a_float_is_not_written_into_the_int_tile():
-    from trdb.execution.operators.inplace import _binary
+    from trdb.execution.tile_math.inplace import _binary
     from trdb.kernels.numpy_backend import NUMPY_BACKEND
     tile = np.ones(3, np.int32)
     assert _binary(NUMPY_BACKEND, np.add, tile, 0.5, np.dtype(np.int32)) is None  # the kernel runs instead

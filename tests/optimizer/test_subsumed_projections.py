@@ -26,7 +26,7 @@ def test_a_projection_with_more_kernels_is_not_read_for_fewer(cur):
 def test_a_minimize_step_runs_the_forward_relu_once(cur, monkeypatch):
     # its loss and its gradients run together: the gradients' RELU, with lineage columns, reads the loss's
     from trdb.catalog.kernel_function import KernelFunction
-    from trdb.execution import compile as compile_module
+    from trdb.execution.tile_math import compile as compile_module
     t = load_small_mlp(cur)
     calls = []
     real, real_inplace = KernelFunction.call, compile_module.inplace_kernel

@@ -22,8 +22,8 @@ import math
 from typing import Any, Callable, Optional
 
 from trdb.execution import work
-from trdb.execution.compile import compile_expr
 from trdb.execution.operators.operator import BlockingOperator
+from trdb.execution.tile_math.compile import compile_expr
 from trdb.execution.workers import ThreadWorkers
 from trdb.planner import expressions as bx
 from trdb.storage.tensor_meta import TensorMeta

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from trdb.execution.compile import compile_predicate
 from trdb.execution.operators.operator import Batch, PhysicalOperator
+from trdb.execution.tile_math.compile import compile_predicate
 from trdb.planner.expressions import Bound
 
 

@@ -7,11 +7,11 @@ from typing import Iterable, Iterator, Optional
 import numpy as np
 
 from trdb.errors import DataError
-from trdb.execution.compile import compile_expr
-from trdb.execution.operators.inplace import FRESH
 from trdb.execution.operators.operator import Batch, BlockingOperator, PhysicalOperator
-from trdb.execution.operators.product_sum import product_sum_feed
-from trdb.execution.operators.shared_products import ProductShare, SharedProducts
+from trdb.execution.tile_math.compile import compile_expr
+from trdb.execution.tile_math.inplace import FRESH
+from trdb.execution.tile_math.product_sharing import ProductShare, SharedProducts
+from trdb.execution.tile_math.product_sum import product_sum_feed
 from trdb.execution.work import charge_add
 from trdb.kernels import sparse_functions as S
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
@@ -39,7 +39,7 @@ class Growth:
 
 class Accumulator:
     """The running state of one aggregate call in one group: `value` (a tile or scalar) and `count`;
-    `key`: the group's, where the group's sum is placed in the result's array (execution/placement.py)."""
+    `key`: the group's, where the group's sum is placed in the result's array (execution/result_canvas.py)."""
 
     __slots__ = ("function", "value", "count", "growth", "key", "order")
 
@@ -53,7 +53,7 @@ class Accumulator:
 
     @property
     def rows(self) -> int:
-        """The rows fed to it: those added, and its products not yet added (shared_products.py)."""
+        """The rows fed to it: those added, and its products not yet added (tile_math/product_sharing.py)."""
         return self.count + (self.order.pending if self.order is not None else 0)
 
     def add(self, value, xp, owned: bool = False) -> None:
@@ -148,7 +148,7 @@ class HashAggregateExec(BlockingOperator):
     again with another hash seed when its merge is refused too). Output streams, group by group; a group
     complete at `group_rows` tuples (optimizer/group_sizes.py) leaves at once, before the input ends.
     `canvas`: set by the executor on the result's last aggregate, whose dense sums it places. With sibling
-    instances on the local executor, its tile products may be computed by them (shared_products.py)."""
+    instances on the local executor, its tile products may be computed by them (tile_math/product_sharing.py)."""
 
     canvas = None
     _shared: Optional[SharedProducts] = None
@@ -335,7 +335,7 @@ class HashAggregateExec(BlockingOperator):
     def _feed(call: AggregateCall, backend, canvas=None, shared: Optional[SharedProducts] = None):
         """How one row reaches the call's accumulator: SUM(MATMUL) of CSR tiles adds in place, a placed
         group's first dense product goes into the canvas, a large dense one may be computed by a sibling
-        instance (product_sum.py), else add()."""
+        instance (tile_math/product_sum.py), else add()."""
         fused = product_sum_feed(call.function, call.arg, backend, canvas, shared)
         if fused is not None:
             return fused

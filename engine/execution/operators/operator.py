@@ -26,7 +26,7 @@ class ExecContext:
     state: ExecutionState = field(default_factory=ExecutionState)
     memory: MemoryManager = field(default_factory=default_manager)  # the database's budget
     spill: Optional[SpillDirectory] = None                          # where operators spill beyond it
-    canvas: Any = None  # a ResultCanvas (execution/placement.py) the result's last aggregate writes into
+    canvas: Any = None  # a ResultCanvas (execution/result_canvas.py) the result's last aggregate writes into
     host_memory: Optional[MemoryManager] = None  # the host's budget, where `memory` is a GPU's
 
     @property

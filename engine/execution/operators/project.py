@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from trdb.execution.compile import compile_expr
-from trdb.execution.operators import stacked_tiles
 from trdb.execution.operators.operator import Batch, PhysicalOperator
-from trdb.execution.operators.placed_product import placing_projection
+from trdb.execution.tile_math import stacked_tiles
+from trdb.execution.tile_math.compile import compile_expr
+from trdb.execution.tile_math.placed_product import placing_projection
 from trdb.planner import expressions as bx
 
 
@@ -32,7 +32,7 @@ class ProjectExec(PhysicalOperator):
             self._project = lambda row: tuple(f(row) for f in compiled)
             self._compiled = compiled
 
-    _compiled = None  # kernels run: a batch of many small tiles may be stacked (stacked_tiles.py)
+    _compiled = None  # kernels run: a batch of many small tiles may be stacked (tile_math/stacked_tiles.py)
     _stacked = None   # the stacked projection, once a batch large enough came (False: none applies)
 
     def _next(self) -> Optional[Batch]:

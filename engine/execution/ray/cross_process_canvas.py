@@ -1,7 +1,7 @@
 """Result placement across processes: actors on the driver's machine write the result's tiles into its array.
 
 With the local executor the result's last aggregate computes each dense product straight into its
-place in one array, which fetch_tensor() then hands over (execution/placement.py). Under Ray that
+place in one array, which fetch_tensor() then hands over (execution/result_canvas.py). Under Ray that
 aggregate runs in the actors: each result tile would be copied into the object store by its actor,
 and again into one array by the driver (for a 2048 x 2048 float32 product, 4 MiB a tile). So the
 driver makes the result's array in shared memory (an anonymous memory file, gone when the last
@@ -30,7 +30,7 @@ import numpy as np
 
 from trdb.errors import InternalError
 from trdb.execution.operators.operator import Batch
-from trdb.execution.placement import ResultCanvas
+from trdb.execution.result_canvas import ResultCanvas
 
 NAME = "trdb-result"  # of the memory file: what an actor looks for before it opens one
 HEADER_BYTES = mmap.PAGESIZE  # the token, then the array from the next page on

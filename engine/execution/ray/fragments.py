@@ -21,9 +21,9 @@ from typing import Any, Hashable, Optional
 from ray import cloudpickle
 
 from trdb.errors import InternalError
-from trdb.execution.ray.inbox import RemoteChannel
-from trdb.execution.ray.resident import ResidentScanExec
-from trdb.execution.ray.shared import SharedScanExec
+from trdb.execution.ray.actor.inbox import RemoteChannel
+from trdb.execution.ray.actor.resident import ResidentScanExec
+from trdb.execution.ray.kept_subplans import SharedScanExec
 
 DRIVER_KEPT = 1024  # fingerprints the driver records per actor: those it may send alone
 ACTOR_KEPT = 4096   # fragments an actor keeps; more than the driver records, so each it names is here

@@ -1,1 +1,1 @@
-"""tile_math."""
+"""Kernels' helpers of the operators: compiled tile expressions, stacked and in-place kernels, placed and shared products."""

@@ -7,7 +7,7 @@ from typing import Any, Callable
 import numpy as np
 
 from trdb.errors import DataError
-from trdb.execution.operators.inplace import inplace_kernel
+from trdb.execution.tile_math.inplace import inplace_kernel
 from trdb.execution.work import counted
 from trdb.kernels.backend import Backend, to_host
 from trdb.planner import expressions as bx

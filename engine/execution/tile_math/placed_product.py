@@ -1,4 +1,4 @@
-"""A projection's product computed straight into its place in the result's array (execution/placement.py).
+"""A projection's product computed straight into its place in the result's array (execution/result_canvas.py).
 
 The root of an EINSUM whose summed letters lie whole in one tile is a projection of the output keys and
 one product per tuple, `EINSUM('ij,jl->il', ...)` or `MATMUL(...)`. Where the executor gave that
@@ -13,8 +13,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from trdb.execution.compile import compile_expr
-from trdb.execution.placement import ResultCanvas, product_call
+from trdb.execution.result_canvas import ResultCanvas, product_call
+from trdb.execution.tile_math.compile import compile_expr
 from trdb.execution.work import charge, kernel_work
 from trdb.kernels import functions as kernels
 from trdb.kernels.backend import Backend

@@ -6,7 +6,7 @@ tiles that is a fifth of the query. Any other pair (dense, other dtypes, a shape
 fit) runs the MATMUL kernel as usual and is added to the sum the usual way. (Dense tiles added inside
 scipy's GEMM with beta = 1 were tried and were slower: scipy's OpenBLAS is not numpy's, and their thread
 pools spin against each other; one thread per worker, 2048^2 in 512 tiles took 0.24 s against 0.145 s.)
-Where the aggregate's groups are placed in the result's array (execution/placement.py), a group's first
+Where the aggregate's groups are placed in the result's array (execution/result_canvas.py), a group's first
 dense product (of MATMUL, or of a two-operand EINSUM that is a matrix product) is computed into its place there.
 """
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from trdb.execution.compile import compile_expr
-from trdb.execution.operators.placed_product import product_matrices
-from trdb.execution.operators.shared_products import MIN_SHARED_FLOPS, GroupOrder, SharedProducts
-from trdb.execution.placement import product_call
+from trdb.execution.result_canvas import product_call
+from trdb.execution.tile_math.compile import compile_expr
+from trdb.execution.tile_math.placed_product import product_matrices
+from trdb.execution.tile_math.product_sharing import MIN_SHARED_FLOPS, GroupOrder, SharedProducts
 from trdb.execution.work import charge, counted, kernel_work
 from trdb.kernels import functions as kernels
 from trdb.kernels.backend import Backend
@@ -34,7 +34,7 @@ def product_sum_feed(function: str, arg: Optional[bx.Bound], backend: Backend, c
     """A feed for SUM over MATMUL on the numpy backend (and over a two-operand EINSUM where groups are
     placed), or None for every other aggregate; `canvas`: the ResultCanvas the groups are placed in (their
     accumulators know their keys); `shared`: the instance's part of the products its siblings may compute
-    (shared_products.py), which takes its dense matrix products of MIN_SHARED_FLOPS or more."""
+    (tile_math/product_sharing.py), which takes its dense matrix products of MIN_SHARED_FLOPS or more."""
     product = product_call(arg) if function == "SUM" and backend is NUMPY_BACKEND else None
     if product is None or (product[0] is not None and canvas is None):
         return None

@@ -17,8 +17,8 @@ from trdb.errors import InternalError
 from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.operators.list_scan import bounded_batches
 from trdb.execution.operators.operator import Batch, PhysicalOperator
+from trdb.execution.ray.actor.disk_cache import DiskCache
 from trdb.execution.ray.deltas import Items, patched
-from trdb.execution.ray.disk_cache import DiskCache
 from trdb.storage.external_location import Location
 from trdb.storage.external_reads import read_partition
 from trdb.storage.tensor_meta import TensorMeta

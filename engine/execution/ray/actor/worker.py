@@ -23,9 +23,10 @@ from trdb.execution.interpreter import router_for
 from trdb.execution.operators.operator import Batch, ExecContext, OperatorMetrics, PhysicalOperator
 
 # the modules, not their globals: Ray ships this class by value
-from trdb.execution.ray import fragments, inbox, resident, shared, shared_canvas
-from trdb.execution.ray.routing import pieces
-from trdb.kernels.placement import backend_for
+from trdb.execution.ray import cross_process_canvas, fragments, kept_subplans
+from trdb.execution.ray.actor import inbox, resident
+from trdb.execution.ray.destinations import pieces
+from trdb.kernels.device_choice import backend_for
 from trdb.optimizer.physical_operators import Exchange
 
 RUN_THREADS = 128    # fragments one actor can run at once: a statement's exchanges and scans, per worker
@@ -98,7 +99,7 @@ class RayWorker:
     @ray.method(concurrency_group="feed")
     def part(self, key: resident.PartitionKey, partition: int, partitions: int, columns: tuple) -> Batch:
         """The tuples of a kept shared subplan's partition that hash to `partition` (for another actor)."""
-        return shared.part(key, partition, partitions, columns)
+        return kept_subplans.part(key, partition, partitions, columns)
 
     @ray.method(concurrency_group="control")
     def node(self) -> str:
@@ -182,14 +183,14 @@ def _start(execution_id: str, call: tuple, kept: tuple):
 
 
 def _output(fragment: PhysicalOperator, route: Exchange, consumers: int, execution, device: str,
-            keep: Optional[resident.PartitionKey], keep_limit: int, ticket: Optional[shared_canvas.Ticket]):
+            keep: Optional[resident.PartitionKey], keep_limit: int, ticket: Optional[cross_process_canvas.Ticket]):
     """A fragment's routed output as streamed items (`_items`), kept here too under `keep` if given;
     returns its last item. `ticket`: the driver's result array, where the fragment (the result's last
-    aggregate or projection) places its tiles if this actor can map it (shared_canvas.py)."""
+    aggregate or projection) places its tiles if this actor can map it (cross_process_canvas.py)."""
     backend = backend_for(device)
     execution.backend = backend
     output = _Output(keep_limit) if keep is not None else None
-    canvas = shared_canvas.attach(ticket) if backend.on_host else None
+    canvas = cross_process_canvas.attach(ticket) if backend.on_host else None
     if canvas is not None:
         fragment.canvas = canvas
     try:
@@ -222,7 +223,7 @@ def _items(fragment: PhysicalOperator, route_batch, consumers: int, backend, out
         if output is not None:
             output.add(host_rows(batch, backend))
         if canvas is not None:
-            batch = shared_canvas.marked(batch, canvas)
+            batch = cross_process_canvas.marked(batch, canvas)
         for partitions, rows in pieces(route_batch(batch, consumers)):
             size = batch_bytes(rows)
             item = (partitions, len(rows) * len(partitions), size * len(partitions), host_rows(rows, backend))

@@ -16,7 +16,7 @@ import ray
 from ray.core.generated.gcs_pb2 import ActorTableData
 
 from trdb.errors import NotSupportedError, OperationalError
-from trdb.execution.ray.worker import RayWorker
+from trdb.execution.ray.actor.worker import RayWorker
 
 START_SECONDS = 120.0   # how long a new actor may take to start (worker processes, imports)
 # How long the cluster's address may take to accept a connection. Ray's own connect waits minutes (and

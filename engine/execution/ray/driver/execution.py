@@ -27,19 +27,19 @@ from trdb.execution.executor import Execution
 from trdb.execution.interpreter import exchange_for, operator_for, router_for
 from trdb.execution.operators.operator import ExecContext, PhysicalOperator
 from trdb.execution.operators.tensor_scan import TensorScanExec
-from trdb.execution.ray.cluster import POOL, connect
-from trdb.execution.ray.disk_cache import CacheFileLost
-from trdb.execution.ray.driver_threads import PooledWorkers
+from trdb.execution.ray.actor.disk_cache import CacheFileLost
+from trdb.execution.ray.actor.inbox import FeedExec, RemoteChannel
+from trdb.execution.ray.actor.resident import PartitionKey
+from trdb.execution.ray.actor.worker import FEED_THREADS, INLINE_BYTES, RUN_THREADS, preorder
+from trdb.execution.ray.cross_process_canvas import SharedCanvas, Ticket
+from trdb.execution.ray.destinations import FEED_SLOTS, ActorDestination, LocalDestination, Moved, Slots, pieces, settle
+from trdb.execution.ray.driver.cluster import POOL, connect
+from trdb.execution.ray.driver.gather import StreamGather
+from trdb.execution.ray.driver.residency import RESIDENCY, TOTAL, Shipped
+from trdb.execution.ray.driver.scans import ResidentScans
+from trdb.execution.ray.driver.threads import PooledWorkers
 from trdb.execution.ray.fragments import SENT, fingerprint, plan_token
-from trdb.execution.ray.gather import StreamGather
-from trdb.execution.ray.inbox import FeedExec, RemoteChannel
-from trdb.execution.ray.residency import RESIDENCY, TOTAL, Shipped
-from trdb.execution.ray.resident import PartitionKey
-from trdb.execution.ray.routing import FEED_SLOTS, ActorDestination, LocalDestination, Moved, Slots, pieces, settle
-from trdb.execution.ray.scans import ResidentScans
-from trdb.execution.ray.shared import KeptOutput
-from trdb.execution.ray.shared_canvas import SharedCanvas, Ticket
-from trdb.execution.ray.worker import FEED_THREADS, INLINE_BYTES, RUN_THREADS, preorder
+from trdb.execution.ray.kept_subplans import KeptOutput
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.optimizer.physical_operators import Broadcast, Exchange, Gather
 from trdb.optimizer.physical_plan import SINGLE, PhysicalNode

@@ -17,7 +17,7 @@ import ray
 from trdb.errors import QueryCancelled
 from trdb.execution.exchange.channel import POLL_SECONDS
 from trdb.execution.operators.operator import Batch
-from trdb.execution.ray.routing import Moved, settle
+from trdb.execution.ray.destinations import Moved, settle
 from trdb.execution.state import ExecutionState
 
 

@@ -15,7 +15,7 @@ import weakref
 from collections import OrderedDict
 from typing import Any, Callable, NamedTuple, Optional
 
-from trdb.execution.ray.resident import PartitionKey
+from trdb.execution.ray.actor.resident import PartitionKey
 
 _DATABASES: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
 _DATABASES_LOCK = threading.Lock()

@@ -21,10 +21,10 @@ from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.interpreter import operator_for
 from trdb.execution.operators.operator import ExecContext
 from trdb.execution.operators.tensor_scan import TensorScanExec
+from trdb.execution.ray.actor.resident import PartitionKey, ResidentScanExec, external_partition
 from trdb.execution.ray.deltas import changes, digests_of
-from trdb.execution.ray.residency import RESIDENCY, Eviction, Shipped, resident_key
-from trdb.execution.ray.resident import PartitionKey, ResidentScanExec, external_partition
-from trdb.execution.ray.shared import PLACEMENTS, SharedScanExec
+from trdb.execution.ray.driver.residency import RESIDENCY, Eviction, Shipped, resident_key
+from trdb.execution.ray.kept_subplans import PLACEMENTS, SharedScanExec
 from trdb.optimizer.physical_operators import RowsScan, TensorScan
 from trdb.optimizer.physical_plan import PhysicalNode
 from trdb.storage.tile_store import estimated_size
