@@ -1,4 +1,4 @@
-"""RetileExec: gathers a tensor relation's tiles and re-cuts them to a new tile shape (zero tiles stay absent).
+"""RetileExec: gathers a tensor relation's tiles and re-cuts them to a new tile shape (a piece of a present tile is present).
 
 With several workers every instance receives every input tile (a broadcast: references, no copies
 in this process) and cuts only the new tiles of its own partition (the hash of their keys, as a
