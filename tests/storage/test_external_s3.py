@@ -6,6 +6,7 @@ import socket
 
 import numpy as np
 import pytest
+import scipy.sparse
 
 import trdb
 from trdb.storage import external_reads
@@ -47,7 +48,7 @@ def uploaded(endpoint, tmp_path_factory):
     """A 3-partition dataset COPY wrote, put on the server under s3://BUCKET/ds/ (with boto3, as a user would)."""
     folder = tmp_path_factory.mktemp("s3data")
     with trdb.connect() as con:
-        con.execute("CREATE TENSOR A FROM ? TILE (16, 16)", [_array()])
+        con.execute("CREATE TENSOR A FROM ? TILE (16, 16)", [scipy.sparse.csr_matrix(_array())])  # zero tiles absent
         con.execute(f"COPY A TO '{folder / 'ds'}' (PARTITIONS 3)")
     client = boto3.client("s3", endpoint_url=endpoint)
     client.create_bucket(Bucket=BUCKET)
