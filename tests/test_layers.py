@@ -7,7 +7,7 @@ from pathlib import Path
 ENGINE = Path(__file__).parent.parent / "engine"
 # Each package may import the packages after it in its row, and every package of the base row;
 # the base packages import only those after them. The parser imports nothing from the engine.
-UPPER = ["api", "session", "statements", "pipeline", "execution", "optimizer", "autodiff", "planner"]
+UPPER = ["api", "session", "statements", "ingest", "pipeline", "execution", "optimizer", "autodiff", "planner", "plan"]
 BASE = ["catalog", "storage", "kernels", "config", "errors"]
 TOP_LEVEL = {"__init__": UPPER + BASE, "__main__": UPPER + BASE}
 # Upward imports not yet removed (module, package it imports): the list may only shrink.
@@ -179,3 +179,10 @@ def test_nothing_imports_the_package_root():
     """trdb/__init__.py is the users' entry point; engine code imports the module it needs, never the root."""
     importers = sorted(name for name, targets in _import_graph().items() if "trdb" in targets)
     assert not importers, importers
+
+
+def test_execution_imports_nothing_from_the_optimizer():
+    """The plan it runs is data in plan/; execution never reaches into the stage that made it."""
+    found = [f"{path.relative_to(ENGINE)}:{line}" for path in sorted((ENGINE / "execution").rglob("*.py"))
+             for target, line in _imported_packages(path) if target == "optimizer"]
+    assert not found, found

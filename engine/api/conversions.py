@@ -11,7 +11,7 @@ import scipy.sparse
 from trdb.errors import DataError, InterfaceError, NotSupportedError
 from trdb.execution.result import check_fits, check_unique_keys, layout_of, tile_slices
 from trdb.kernels.sparse import is_sparse, row_indices
-from trdb.planner.types import Schema
+from trdb.plan.types import Schema
 
 
 def _column_names(schema: Optional[Schema], description) -> list[str]:

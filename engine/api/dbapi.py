@@ -18,7 +18,7 @@ from trdb.execution.long_form import long_batches, long_names, long_schema
 from trdb.execution.result import Result, assemble, check_result_fits, layout_of
 from trdb.execution.spool import RowSpool
 from trdb.kernels.backend import to_host
-from trdb.planner.types import Column
+from trdb.plan.types import Column
 
 
 def _check_utf8(text: str) -> None:
@@ -371,7 +371,7 @@ class Connection:
 
     def __init__(self, database: Optional[str] = None, settings: Optional[dict[str, Any]] = None,
                  read_only: bool = False):
-        from trdb.session import Session
+        from trdb.session.session import Session
 
         self.database = database
         self._live = Session(database, settings, read_only)

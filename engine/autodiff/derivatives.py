@@ -10,7 +10,7 @@ from typing import Callable, Optional
 from trdb.autodiff import internal_kernels as ik
 from trdb.errors import NotSupportedError
 from trdb.kernels import einsum_spec
-from trdb.planner import expressions as bx
+from trdb.plan import expressions as bx
 from trdb.planner.kernel_calls import call, is_tensor
 
 Rule = Callable[[tuple, bx.Call, bx.Bound], list[Optional[bx.Bound]]]

@@ -15,11 +15,11 @@ from trdb.autodiff.derivatives import backpropagate, output_rule
 from trdb.autodiff.lineage import lineage_columns, lineage_width, tensor_sources, with_lineage
 from trdb.catalog.names import fold
 from trdb.errors import NotSupportedError, ProgrammingError
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
+from trdb.plan.types import KEY, Column, ScalarType
 from trdb.planner.gradient_binding import gradient_schema, loss_column
 from trdb.planner.kernel_calls import call
-from trdb.planner.types import KEY, Column, ScalarType
 from trdb.storage.tensor_meta import TensorMeta
 
 

@@ -9,9 +9,9 @@ import sys
 
 from trdb.catalog.names import fold
 from trdb.errors import NotSupportedError
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
-from trdb.planner.types import KEY, Column, TensorType
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
+from trdb.plan.types import KEY, Column, TensorType
 
 
 def lineage_columns(count: int, start: int = 0) -> tuple[Column, ...]:

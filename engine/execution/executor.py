@@ -9,7 +9,7 @@ from trdb.execution.interpreter import exchange_for, operator_for, router_for
 from trdb.execution.operators.operator import ExecContext, PhysicalOperator, drain
 from trdb.execution.tile_math.product_sharing import ProductShare
 from trdb.execution.workers import ThreadWorkers, Workers
-from trdb.optimizer.physical_plan import PhysicalNode
+from trdb.plan.physical import PhysicalNode
 
 
 class Execution:

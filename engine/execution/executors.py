@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from trdb.execution.executor import Execution
 from trdb.execution.operators.operator import ExecContext
-from trdb.optimizer.physical_plan import PhysicalNode
+from trdb.plan.physical import PhysicalNode
 
 
 def start_execution(root: PhysicalNode, ctx: ExecContext, settings, keep: bool = False) -> "Execution":

@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from trdb.execution.executor import Execution
-from trdb.optimizer.driver import RuleTiming
-from trdb.optimizer.physical_plan import PhysicalNode
+from trdb.plan.physical import PhysicalNode
+from trdb.plan.rule_timing import RuleTiming
 
 
 def _quantity(value: float) -> str:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from trdb.execution.executor import Execution
-from trdb.optimizer.driver import RuleTiming
-from trdb.optimizer.physical_plan import PhysicalNode
+from trdb.plan.physical import PhysicalNode
+from trdb.plan.rule_timing import RuleTiming
 
 Stage = tuple[PhysicalNode, Optional[Execution]]
 

@@ -25,8 +25,8 @@ from trdb.execution.operators.sort import SortExec
 from trdb.execution.operators.table_scan import TableScanExec
 from trdb.execution.operators.tensor_scan import TensorScanExec
 from trdb.execution.operators.union_all import UnionAllExec
-from trdb.optimizer import physical_operators as po
-from trdb.optimizer.physical_plan import PhysicalNode
+from trdb.plan import physical_operators as po
+from trdb.plan.physical import PhysicalNode
 
 # An operator's entry builds it from (spec, its input operators, partition); an exchange's entry is
 # the class of its consumer side, built from (channel, partition, detail), whose `router(spec)`

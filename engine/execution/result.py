@@ -12,7 +12,7 @@ from trdb.errors import DataError, InterfaceError, OperationalError
 from trdb.execution.result_canvas import ResultCanvas
 from trdb.execution.spool import RowSpool
 from trdb.kernels.sparse import elements, is_sparse, scatter_into
-from trdb.planner.types import Schema, TensorType
+from trdb.plan.types import Schema, TensorType
 
 
 @dataclass

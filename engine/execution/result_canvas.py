@@ -20,10 +20,10 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from trdb.optimizer import physical_operators as po
-from trdb.optimizer.physical_plan import PhysicalNode
-from trdb.planner import expressions as bx
-from trdb.planner.types import TensorType
+from trdb.plan import expressions as bx
+from trdb.plan import physical_operators as po
+from trdb.plan.physical import PhysicalNode
+from trdb.plan.types import TensorType
 
 PLACED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))  # what BLAS writes in place
 MAX_GRID_SCANNED = 1 << 16  # tiles in a result's grid beyond which absent ones are not zeroed one by one

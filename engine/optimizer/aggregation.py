@@ -1,8 +1,8 @@
 """Two-phase aggregation: which aggregates split into a partial and a final step, and the final calls."""
 from __future__ import annotations
 
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
 
 # partial function -> the function that combines partial results
 _FINAL = {"SUM": "SUM", "COUNT": "SUM_COUNTS", "MIN": "MIN", "MAX": "MAX"}

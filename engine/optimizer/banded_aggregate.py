@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 from typing import Callable, Optional
 
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
-from trdb.planner.types import KEY
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
+from trdb.plan.types import KEY
 
 SHOWN_VALUES = 2  # EXPLAIN prints an IN-set of more keys than this that is a contiguous range as BETWEEN
 BAND_SHARE = 0.5   # a band's groups and its build side (the band of the banded input) take this share of the

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import math
 import weakref
-from dataclasses import dataclass
 from typing import Optional
 
-from trdb.config.unit_costs import ELEMENT_COST, SPARSE_FLOP_COST, TUPLE_COST_FLOPS
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
+from trdb.config.unit_costs import SPARSE_FLOP_COST
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
+from trdb.plan.estimates import Estimate
+from trdb.plan.types import Schema, TensorType
 from trdb.planner.expression_binder import to_arg
-from trdb.planner.types import Schema, TensorType
 from trdb.storage.ordinary_tables import estimated_rows
 
 KEY_BYTES = 8
@@ -19,36 +19,6 @@ _DENSE_RESULTS = frozenset({"MATMUL", "EINSUM"})  # CSR x dense products come ou
 DEFAULT_TABLE_ROWS = 1000.0
 DEFAULT_SELECTIVITY = 0.5
 RANGE_SELECTIVITY = 1 / 3
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """Expected output tuples, bytes per tuple, distinct values per column, and the operator's own FLOPs.
-
-    `fill` says per column what its stored tiles cost against dense ones (1.0, or empty: all dense):
-    CSR tiles hold and compute on their non-zeros only.
-    """
-
-    rows: float
-    row_bytes: float
-    distinct: tuple[Optional[float], ...]
-    flops: float = 0.0
-    fill: tuple[float, ...] = ()
-    written: float = 0.0  # elements its kernels write (each result tile; an aggregate's additions)
-
-    @property
-    def work(self) -> float:
-        """The operator's compute in cost units: BLAS-rate FLOPs plus memory-rate written elements."""
-        return self.flops + ELEMENT_COST * self.written
-
-    @property
-    def cost(self) -> float:
-        """The operator's cost on one worker: its compute and a cost per output tuple."""
-        return self.work + self.rows * TUPLE_COST_FLOPS
-
-    @property
-    def bytes(self) -> float:
-        return self.rows * self.row_bytes
 
 
 def row_bytes(schema: Schema, fill: tuple[float, ...] = ()) -> float:

@@ -7,7 +7,6 @@ number, computed bottom-up, so each node is hashed once), run once, their tuples
 """
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections import Counter
 from typing import Callable, Optional
@@ -15,9 +14,7 @@ from typing import Callable, Optional
 from trdb.kernels.sparse import nbytes as tile_bytes
 from trdb.optimizer.group_sizes import key_slots
 from trdb.optimizer.subsumed_projections import merge_rekeys, read_subsuming, read_subsuming_all
-from trdb.planner import logical as lp
-
-_CHILD_FIELDS = ("input", "left", "right")
+from trdb.plan import logical as lp
 
 
 def sharing_projections(plans: list[lp.Plan]) -> list[lp.Plan]:
@@ -66,8 +63,7 @@ class _Numbering:
         if isinstance(plan, lp.RowsScan):
             return ("materialized", next(self._tokens)), False
         children = [self._numbered(child) for child in plan.inputs]
-        fields = [getattr(plan, f.name) for f in dataclasses.fields(plan)
-                  if f.name not in _CHILD_FIELDS and f.name != "parts"]
+        fields = [value for _, value in lp.attributes(plan)]
         signature = (type(plan), tuple(fields), tuple(number for number, _ in children))
         try:
             hash(signature)

@@ -24,10 +24,10 @@ from typing import Optional
 
 import opt_einsum
 
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
+from trdb.plan.types import TensorType
 from trdb.planner.kernel_calls import call
-from trdb.planner.types import TensorType
 from trdb.storage.tensor_meta import TensorMeta
 
 _BLAS_KERNELS = ("MATMUL", "EINSUM")

@@ -18,8 +18,9 @@ from trdb.optimizer.rules.predicate_pushdown import predicate_pushdown
 from trdb.optimizer.rules.projection_pruning import projection_pruning
 from trdb.optimizer.rules.redundant_rekey_removal import redundant_rekey_removal
 from trdb.optimizer.rules.single_row_groups import single_row_groups
-from trdb.planner import logical as lp
-from trdb.planner.types import Schema
+from trdb.plan import logical as lp
+from trdb.plan.rule_timing import RuleTiming
+from trdb.plan.types import Schema
 
 Rule = Callable[[lp.Plan, "RuleContext"], lp.Plan]
 
@@ -41,13 +42,6 @@ MAX_PASSES = 4
 # plans as trees, so a subplan read twice costs them twice (those shared as common subplans are scans by
 # then). A statement past this would take minutes or hours to plan; it is refused instead.
 MAX_PLAN_OPERATORS = 50_000
-
-
-@dataclass(frozen=True)
-class RuleTiming:
-    rule: str
-    seconds: float
-    changed: bool
 
 
 @dataclass

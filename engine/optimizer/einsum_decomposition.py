@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from trdb.optimizer import einsum_tiling
 from trdb.optimizer.einsum_order import contraction_order
 from trdb.optimizer.einsum_tiling import OperandTiling, choose_tiles
-from trdb.planner import logical as lp
+from trdb.plan import logical as lp
 from trdb.planner.einsum_binding import largest_operand_tiles
 from trdb.planner.einsum_terms import Layout, Term, contract, finish, operand_term
 from trdb.planner.retile import retile

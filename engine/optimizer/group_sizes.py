@@ -22,8 +22,8 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
 
 
 @dataclass(frozen=True)

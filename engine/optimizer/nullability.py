@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
 
 _MAX_ROWS_LOOKED_AT = 100_000  # tuples of a shared subplan checked for NULL keys (beyond: assume it may be)
 

@@ -20,14 +20,15 @@ from trdb.config.unit_costs import (
     TUPLE_COST_FLOPS,
 )
 from trdb.errors import InternalError
-from trdb.optimizer import physical_operators as po
 from trdb.optimizer.aggregation import final_calls, splittable
 from trdb.optimizer.banded_aggregate import band_text, banded
-from trdb.optimizer.cardinality import Estimate, Estimator
+from trdb.optimizer.cardinality import Estimator
 from trdb.optimizer.group_sizes import key_slots, rows_per_group
-from trdb.optimizer.physical_plan import SINGLE, Partitioning, PhysicalNode
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
+from trdb.plan import physical_operators as po
+from trdb.plan.estimates import Estimate
+from trdb.plan.physical import SINGLE, Partitioning, PhysicalNode
 from trdb.planner.expression_text import assignments, column_names, render
 
 Want = Optional[tuple[int, ...]]

@@ -4,8 +4,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
 
 
 def transform_up(plan: lp.Plan, rewrite: Callable[[lp.Plan], lp.Plan]) -> lp.Plan:

@@ -14,8 +14,8 @@ from collections import defaultdict
 from typing import Callable, Optional
 
 from trdb.optimizer.plan_rewrite import contains_call, substitute
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
 
 
 def merge_rekeys(plan: lp.Plan, done: Optional[dict] = None) -> lp.Plan:

@@ -13,7 +13,7 @@ from trdb.errors import Error, InternalError
 from trdb.optimizer.dense_einsum import dense_einsum, multiplies_tiles, plan_nodes
 from trdb.optimizer.driver import check_plan_size
 from trdb.optimizer.einsum_decomposition import decompose
-from trdb.planner import logical as lp
+from trdb.plan import logical as lp
 
 # Operators a GRAD's loss may hold, each subplan counted once per reader: autodiff builds the backward pass
 # per path through the loss's plan (a loss that reads a subquery twice is differentiated through both), so

@@ -5,7 +5,7 @@ import math
 from typing import Any, Iterator, Optional
 
 from trdb.errors import OperationalError
-from trdb.optimizer.physical_plan import PhysicalNode
+from trdb.plan.physical import PhysicalNode
 from trdb.storage.tensor_meta import TensorMeta
 
 

@@ -22,14 +22,13 @@ import itertools
 from collections import OrderedDict
 from typing import Callable, Optional
 
-from trdb.optimizer import physical_operators as po
 from trdb.optimizer.cardinality import distinct_keys_of_rows
 from trdb.optimizer.nullability import never_null
-from trdb.optimizer.physical_plan import PhysicalNode
-from trdb.planner import logical as lp
+from trdb.plan import logical as lp
+from trdb.plan import physical_operators as po
+from trdb.plan.physical import PhysicalNode
 from trdb.storage.tensor_meta import TensorMeta
 
-_CHILD_FIELDS = ("input", "left", "right", "parts", "operands")
 KEPT = 64  # plans a connection remembers (least recently used forgotten)
 KEPT_BOUND = 16  # statements whose bound plans it remembers
 KEPT_SIGNATURES = 20_000  # subplans over stored data known by a token (held alive) before they start over
@@ -162,8 +161,7 @@ class _Signatures:
             return ("rows", plan.schema, _statistics(plan))
         read = len(leaves)
         children = tuple(self.of(child, leaves) for child in plan.inputs)
-        fields = tuple(_unversioned(getattr(plan, f.name)) for f in dataclasses.fields(plan)
-                       if f.name not in _CHILD_FIELDS)
+        fields = tuple(_unversioned(value) for _, value in lp.attributes(plan))
         signature = (type(plan), fields, children)
         if len(leaves) == read:  # over stored data only
             signature = self._token(plan, signature)

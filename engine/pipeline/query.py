@@ -28,14 +28,14 @@ from trdb.kernels.backend import Backend
 from trdb.optimizer.common_subplans import CarriedWork, SharedWork
 from trdb.optimizer.dense_einsum import dense_limit
 from trdb.optimizer.driver import RuleContext, optimize
-from trdb.optimizer.physical_plan import PhysicalNode
 from trdb.optimizer.physical_planner import plan_physical
 from trdb.parser import ast
 from trdb.pipeline.expansions import expand
 from trdb.pipeline.limits import check_plan
 from trdb.pipeline.nesting import nesting_guard
 from trdb.pipeline.plan_memo import PlanMemo
-from trdb.planner import logical as lp
+from trdb.plan import logical as lp
+from trdb.plan.physical import PhysicalNode
 from trdb.planner.binder import Binder, BoundQuery
 from trdb.planner.expression_binder import BindContext
 from trdb.storage.progress import PROGRESS, StatementProgress

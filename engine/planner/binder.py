@@ -8,8 +8,9 @@ from trdb.catalog.catalog import Catalog
 from trdb.catalog.names import did_you_mean, fold
 from trdb.errors import DataError, Error, NotSupportedError
 from trdb.parser import ast
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
+from trdb.plan.types import KEY, Column, TensorType, type_of_sql_column
 from trdb.planner.einsum_binding import bind_einsum
 from trdb.planner.expression_binder import BindContext, ExpressionBinder
 from trdb.planner.gradient_binding import bind_gradient
@@ -17,7 +18,6 @@ from trdb.planner.grouping import bind_grouped_select, contains_aggregate
 from trdb.planner.joins import bind_join, join_with_where
 from trdb.planner.naming import output_names
 from trdb.planner.retile import bind_retile
-from trdb.planner.types import KEY, Column, TensorType, type_of_sql_column
 from trdb.storage.catalog_validation import view_query
 
 

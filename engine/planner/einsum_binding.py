@@ -5,11 +5,11 @@ import math
 from typing import Sequence
 
 from trdb.kernels import einsum_spec
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
+from trdb.plan.types import KEY, Column, TensorType
 from trdb.planner.kernel_calls import call
 from trdb.planner.retile import tensor_columns
-from trdb.planner.types import KEY, Column, TensorType
 
 
 def bind_einsum(binder, item) -> lp.Einsum:

@@ -4,10 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
+from trdb.plan.types import KEY, Column, TensorType
 from trdb.planner.kernel_calls import call
-from trdb.planner.types import KEY, Column, TensorType
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from trdb.errors import DataError, Error, ProgrammingError
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.kernels.sparse_input import checked_sparse
 from trdb.parser import ast
-from trdb.planner import expressions as bx
-from trdb.planner.types import KeyType, OtherType, ScalarType, Schema, TensorType
+from trdb.plan import expressions as bx
+from trdb.plan.types import KeyType, OtherType, ScalarType, Schema, TensorType
 
 ARITHMETIC = ("+", "-", "*", "/", "//", "%")
 # numpy dtype kinds a parameter array may not have in an expression: what each holds

@@ -1,8 +1,8 @@
 """Bound expressions as SQL-like text for EXPLAIN: the kernels each operator runs, over named columns."""
 from __future__ import annotations
 
-from trdb.planner import expressions as bx
-from trdb.planner.types import Schema
+from trdb.plan import expressions as bx
+from trdb.plan.types import Schema
 
 
 def column_names(schema: Schema) -> list[str]:

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from trdb.errors import Error, ProgrammingError
-from trdb.planner import logical as lp
-from trdb.planner.types import KEY, Column, TensorType
+from trdb.plan import logical as lp
+from trdb.plan.types import KEY, Column, TensorType
 from trdb.storage.tensor_meta import TensorMeta
 
 

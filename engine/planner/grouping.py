@@ -8,11 +8,11 @@ import numpy as np
 from trdb.catalog.functions import is_aggregate
 from trdb.errors import NotSupportedError, ProgrammingError
 from trdb.parser import ast
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
+from trdb.plan.types import KEY, Column, KeyType, ScalarType, TensorType
 from trdb.planner.expression_binder import BindContext, ExpressionBinder, is_key_like
 from trdb.planner.naming import output_names
-from trdb.planner.types import KEY, Column, KeyType, ScalarType, TensorType
 
 INTEGER = ScalarType(int)
 

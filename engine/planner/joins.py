@@ -5,8 +5,8 @@ from typing import Optional
 
 from trdb.errors import NotSupportedError, ProgrammingError
 from trdb.parser import ast
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
 from trdb.planner.expression_binder import BindContext, ExpressionBinder
 
 

@@ -7,9 +7,9 @@ import numpy as np
 
 from trdb.catalog.functions import OPERATORS, KernelFunction, KernelSignatureError, lookup_function
 from trdb.errors import InternalError
-from trdb.planner import expressions as bx
+from trdb.plan import expressions as bx
+from trdb.plan.types import ScalarType, TensorType
 from trdb.planner.expression_binder import ExpressionBinder, constant, to_arg
-from trdb.planner.types import ScalarType, TensorType
 
 Operand = Union[bx.Bound, int, float, str, None]
 

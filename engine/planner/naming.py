@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from trdb.catalog.names import fold
-from trdb.planner import expressions as bx
-from trdb.planner.types import TensorType
+from trdb.plan import expressions as bx
+from trdb.plan.types import TensorType
 
 
 def _first_column_name(expr: bx.Bound, names_in: Sequence[str]) -> Optional[str]:

@@ -5,8 +5,8 @@ from dataclasses import replace
 from typing import Optional
 
 from trdb.catalog.names import fold
-from trdb.planner import logical as lp
-from trdb.planner.types import KEY, Column, TensorType
+from trdb.plan import logical as lp
+from trdb.plan.types import KEY, Column, TensorType
 
 DEFAULT_KEYS = "ijklmn"
 

@@ -13,15 +13,15 @@ from trdb.execution.spool import RowSpool
 from trdb.kernels.backend import Backend
 from trdb.optimizer.common_subplans import CarriedWork, SharedWork
 from trdb.optimizer.driver import RuleContext
-from trdb.optimizer.physical_plan import PhysicalNode
 from trdb.parser import ast
+from trdb.pipeline.plan_cache import CachedPlan, PlanCache
 from trdb.pipeline.plan_memo import PlanMemo
 from trdb.pipeline.query import Pipeline
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
+from trdb.plan.physical import PhysicalNode
 from trdb.planner.binder import Binder, BoundQuery
 from trdb.planner.expression_binder import BindContext, ExpressionBinder
-from trdb.statements.plan_cache import CachedPlan, PlanCache
 from trdb.storage.database import Database
 
 

@@ -11,15 +11,15 @@ import pyarrow as pa
 from trdb.catalog.names import did_you_mean, fold
 from trdb.errors import DataError, OperationalError, ProgrammingError, QueryCancelled
 from trdb.execution.result import Result
+from trdb.ingest.array_inputs import is_sparse_matrix
+from trdb.ingest.coo_buckets import sorted_entry_batches
+from trdb.ingest.coo_tiles import format_number as _number
+from trdb.ingest.coo_tiles import write_entries
+from trdb.ingest.npy_files import check_storable
 from trdb.kernels.sparse_input import checked_sparse
 from trdb.parser import ast
 from trdb.pipeline.limits import check_tile
-from trdb.statements.array_inputs import is_sparse_matrix
 from trdb.statements.context import StatementContext
-from trdb.statements.coo_buckets import sorted_entry_batches
-from trdb.statements.coo_tiles import format_number as _number
-from trdb.statements.coo_tiles import write_entries
-from trdb.statements.npy_files import check_storable
 from trdb.storage import coo_staging
 from trdb.storage.coo_staging import FLOAT_TYPES as _FLOAT_TYPES
 from trdb.storage.coo_staging import INTEGER_TYPES as _INTEGER_TYPES

@@ -7,14 +7,14 @@ from typing import Iterable, Iterator, Optional
 from trdb.errors import DataError, IntegrityError, NotSupportedError, OperationalError
 from trdb.execution.result import Result, TensorLayout
 from trdb.execution.spool import row_batches
+from trdb.ingest import copy_files
+from trdb.ingest.npy_files import load_npy
+from trdb.ingest.tiling import CHUNK_BYTES, write_array
 from trdb.parser import ast
-from trdb.statements import copy_files
 from trdb.statements.context import StatementContext
 from trdb.statements.coo import create_tensor_from_coo
 from trdb.statements.copy_partitioned import check_folder, partition_count, write_dataset
 from trdb.statements.materialize import check_tiles, result_columns, result_layout
-from trdb.statements.npy_files import load_npy
-from trdb.statements.tiling import CHUNK_BYTES, write_array
 from trdb.storage import file_sandbox, tile_store
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_writer import TileWriter

@@ -7,19 +7,19 @@ import numpy as np
 
 from trdb.errors import ProgrammingError
 from trdb.execution.result import Result
+from trdb.ingest.array_inputs import array_from_param, is_sparse_matrix
+from trdb.ingest.coo_tiles import write_sparse_matrix
+from trdb.ingest.fill import fill_maker
+from trdb.ingest.npy_files import check_storable, load_npy
+from trdb.ingest.tiling import write_array, write_generated
+from trdb.ingest.value_fit import check_sparse
 from trdb.optimizer.tile_choice import TILE_ELEMENTS, default_tile
 from trdb.parser import ast
 from trdb.pipeline.limits import check_stored, check_tile
-from trdb.statements.array_inputs import array_from_param, is_sparse_matrix
 from trdb.statements.context import StatementContext
-from trdb.statements.coo_tiles import write_sparse_matrix
-from trdb.statements.fill import fill_maker
 from trdb.statements.materialize import store_rows
 from trdb.statements.minimize import drop_optimizer_state, rename_optimizer_state
 from trdb.statements.names import does_not_exist, require_kind, wrong_kind
-from trdb.statements.npy_files import check_storable, load_npy
-from trdb.statements.tiling import write_array, write_generated
-from trdb.statements.value_fit import check_sparse
 from trdb.storage.tensor_meta import TensorMeta, clamp_tile, parse_dtype, validate_layout
 
 CreateHandler = Callable[[StatementContext, Any], Result]

@@ -8,13 +8,13 @@ import numpy as np
 from trdb.errors import IntegrityError, NotSupportedError, ProgrammingError, QueryCancelled
 from trdb.execution.result import Result
 from trdb.execution.spool import joined_batches, row_batches
+from trdb.ingest.tiling import CHUNK_BYTES
+from trdb.ingest.value_fit import cast_checked
 from trdb.kernels.sparse import is_sparse
 from trdb.kernels.sparse_input import checked_sparse
 from trdb.parser import ast
 from trdb.statements.context import StatementContext
 from trdb.statements.materialize import check_tiles, write_result
-from trdb.statements.tiling import CHUNK_BYTES
-from trdb.statements.value_fit import cast_checked
 from trdb.storage import tile_store
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_writer import TileWriter

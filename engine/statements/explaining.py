@@ -15,8 +15,8 @@ from trdb.execution.explain_formats import Section, plans_dot, plans_json
 from trdb.execution.result import Result
 from trdb.optimizer.driver import RuleContext
 from trdb.parser import ast
-from trdb.planner import logical as lp
-from trdb.planner.types import Column, ScalarType
+from trdb.plan import logical as lp
+from trdb.plan.types import Column, ScalarType
 from trdb.statements.context import StatementContext
 from trdb.statements.dml import delete_query, update_query
 from trdb.statements.minimize import step_plans

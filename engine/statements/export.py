@@ -17,10 +17,10 @@ from trdb.catalog.names import fold
 from trdb.catalog.optimizer_state import state_parameter
 from trdb.errors import DataError, OperationalError
 from trdb.execution.result import Result
+from trdb.ingest.copy_files import system_error
 from trdb.parser import ast
 from trdb.statements.context import StatementContext
 from trdb.statements.copy import read_tiles_into, write_result_file
-from trdb.statements.copy_files import system_error
 from trdb.statements.import_checks import check_export_catalog
 from trdb.storage import export as stored
 from trdb.storage import file_sandbox

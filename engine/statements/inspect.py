@@ -6,7 +6,7 @@ from trdb.config.settings import SETTINGS
 from trdb.execution.result import Result
 from trdb.kernels.device_choice import backend_for
 from trdb.parser import ast
-from trdb.planner.types import Column, ScalarType
+from trdb.plan.types import Column, ScalarType
 from trdb.statements.context import StatementContext
 from trdb.statements.listings import shown
 from trdb.statements.names import does_not_exist, state_owner

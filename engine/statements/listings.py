@@ -12,7 +12,7 @@ from trdb.config.settings import SETTINGS
 from trdb.errors import Error
 from trdb.execution.result import Result
 from trdb.parser import ast
-from trdb.planner.types import Column, OtherType
+from trdb.plan.types import Column, OtherType
 from trdb.statements.context import StatementContext
 from trdb.statements.names import state_owner
 from trdb.storage.ordinary_tables import current_database, ordinary_table_listing, ordinary_views

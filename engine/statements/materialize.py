@@ -13,10 +13,10 @@ import numpy as np
 from trdb.errors import DataError, IntegrityError, ProgrammingError, QueryCancelled
 from trdb.execution.result import Result, TensorLayout, layout_of
 from trdb.execution.spool import joined_batches, row_batches
+from trdb.ingest.tiling import CHUNK_BYTES
 from trdb.kernels.backend import to_host
 from trdb.kernels.sparse import is_sparse, nbytes
 from trdb.statements.context import StatementContext
-from trdb.statements.tiling import CHUNK_BYTES
 from trdb.storage.tensor_meta import TensorMeta, validate_layout
 from trdb.storage.tile_writer import BATCH_TILES, TileWriter
 

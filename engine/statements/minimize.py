@@ -15,20 +15,21 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from trdb.autodiff.update_rules import adam_step, sgd_direction, sgd_stepped
 from trdb.catalog.names import did_you_mean, fold
 from trdb.catalog.optimizer_state import moment_names
 from trdb.errors import DataError, ProgrammingError
 from trdb.execution.result import Result
 from trdb.execution.tile_math.stacked_tiles import MAX_STACKED_ELEMENTS
+from trdb.ingest.tiling import CHUNK_BYTES
 from trdb.kernels.backend import to_host
 from trdb.kernels.sparse import dense
 from trdb.optimizer.common_subplans import sharing_projections
 from trdb.parser import ast
 from trdb.pipeline.plan_memo import PlanMemo
-from trdb.planner import logical as lp
-from trdb.planner.types import Column, ScalarType
+from trdb.plan import logical as lp
+from trdb.plan.types import Column, ScalarType
 from trdb.statements.context import StatementContext
-from trdb.statements.tiling import CHUNK_BYTES
 from trdb.storage import tile_store
 from trdb.storage.adam_state import drop_adam_step, read_adam_step, rename_adam_step, write_adam_step
 from trdb.storage.tensor_meta import TensorMeta
@@ -109,13 +110,9 @@ class AdamState:
         ms, vs, out = [None] * len(keys), [None] * len(keys), [None] * len(keys)
         for positions in _by_shape(grads):  # tiles of one shape at once (elementwise: as one by one)
             grad = _stacked([grads[p] for p in positions])
-            m = options.beta1 * _stacked_moment(m_old, keys, positions, grad.shape, m_meta.dtype) \
-                + (1 - options.beta1) * grad
-            v = options.beta2 * _stacked_moment(v_old, keys, positions, grad.shape, v_meta.dtype) \
-                + (1 - options.beta2) * grad * grad
-            m_hat = m / (1 - options.beta1 ** self.step)
-            v_hat = v / (1 - options.beta2 ** self.step)
-            step = m_hat / (np.sqrt(v_hat) + options.epsilon)
+            m, v, step = adam_step(grad, _stacked_moment(m_old, keys, positions, grad.shape, m_meta.dtype),
+                                   _stacked_moment(v_old, keys, positions, grad.shape, v_meta.dtype), self.step,
+                                   options.beta1, options.beta2, options.epsilon)
             m, v = np.asarray(m, dtype=m_meta.dtype), np.asarray(v, dtype=v_meta.dtype)
             for index, p in enumerate(positions):
                 ms[p], vs[p], out[p] = m[index], v[index], step[index]
@@ -257,36 +254,13 @@ def _update(sc: StatementContext, param: TensorMeta, rows: list[tuple], options:
     if adam is not None:
         directions = adam.direction(keys, [np.asarray(g, dtype=np.float64) for g in grads], options, writes)
     else:
-        directions = [_sgd_direction(g, param.dtype) for g in grads]
+        directions = [sgd_direction(g, param.dtype) for g in grads]
     # in key order: the new tiles lie so in one buffer, which the next step's product reads as the whole
     # parameter without a copy (storage/whole_tensor.py)
     stepped = sorted(((key, d) for key, d in zip(keys, directions) if key in current), key=lambda kd: kd[0])
-    new = _stepped([current[key] for key, _ in stepped], options.learning_rate, [d for _, d in stepped])
+    new = sgd_stepped([current[key] for key, _ in stepped], options.learning_rate, [d for _, d in stepped])
     writes.append(_replace_tiles(sc, param, [key for key, _ in stepped], new, set(current) <= set(keys)))
     return writes
-
-
-def _stepped(tiles: list[np.ndarray], rate: float, directions: list[np.ndarray]) -> list[np.ndarray]:
-    """tile - rate * direction for each tile, one new array each instead of two (the same values: -(rate * d)
-    + tile). Where all have one shape and dtype, the new tiles lie back to back in one buffer, from which
-    the tile table is written without a copy (storage/tile_codec.encode_dense_batch)."""
-    kinds = {(a.shape, a.dtype) for a in (*tiles, *directions)}
-    if len(kinds) == 1 and len(tiles) > 1 and directions[0].dtype in (np.float32, np.float64):
-        buffer = np.empty((len(tiles), *tiles[0].shape), dtype=directions[0].dtype)
-        outs = [np.multiply(direction, -rate, out=buffer[i]) for i, direction in enumerate(directions)]
-    else:
-        outs = [np.multiply(direction, -rate) for direction in directions]
-    for out, tile in zip(outs, tiles):
-        out += tile
-    return outs
-
-
-def _sgd_direction(grad: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """SGD's direction: the gradient itself, computed in the parameter's precision where it is float32 or
-    float64 (as numpy's `W -= rate * g`, with no float64 copy of every tile), else in float64."""
-    if grad.dtype == dtype and dtype in (np.float32, np.float64):
-        return grad
-    return np.asarray(grad, dtype=np.float64)
 
 
 def step_plans(sc: StatementContext, node: ast.Minimize) -> tuple[lp.Plan, list[TensorMeta], list[lp.Plan]]:

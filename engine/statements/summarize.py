@@ -16,13 +16,13 @@ import numpy as np
 
 from trdb.execution.result import Result
 from trdb.execution.spool import row_batches
+from trdb.ingest.tiling import CHUNK_BYTES
 from trdb.kernels.backend import to_host
 from trdb.kernels.sparse import count_nonzero, dense
 from trdb.parser import ast
-from trdb.planner.types import Column, OtherType, ScalarType
+from trdb.plan.types import Column, OtherType, ScalarType
 from trdb.statements.context import StatementContext
 from trdb.statements.names import does_not_exist
-from trdb.statements.tiling import CHUNK_BYTES
 from trdb.storage.tensor_meta import TensorMeta
 
 NAMES = ("column_name", "column_type", "min", "max", "approx_unique", "avg", "std", "count", "tuples",

@@ -158,7 +158,7 @@ def test_plain_sql_with_a_tensor_named_word_still_runs(loaded):
 
 def _plain_sql_failing_in_a_transaction(cur, monkeypatch, exception: BaseException):
     """A transaction that inserted a row, then plain SQL that trql cannot parse, running into `exception`."""
-    from trdb.session import Session
+    from trdb.session.session import Session
     cur.execute("CREATE TABLE t (x INTEGER)")
     cur.execute("BEGIN")
     cur.execute("INSERT INTO t VALUES (1)")
@@ -196,16 +196,16 @@ def test_ctrl_c_in_plain_sql_trql_cannot_parse_aborts_the_explicit_transaction(l
 def test_running_out_of_memory_while_parsing_fails_the_statement_cleanly(cur, monkeypatch):
     """A MemoryError in the parser escaped as it was (found by the fuzzer under a tight address-space
     limit): it is an OperationalError like any statement's, and the session goes on."""
-    import trdb.session
+    import trdb.session.session
 
-    real = trdb.session.parse
+    real = trdb.session.session.parse
 
     def short_of_memory(text):
         raise MemoryError()
-    monkeypatch.setattr(trdb.session, "parse", short_of_memory)
+    monkeypatch.setattr(trdb.session.session, "parse", short_of_memory)
     with pytest.raises(trdb.OperationalError, match="out of memory") as failed:
         cur.execute("SELECT 1 + 2 AS v")
     assert "parsing" in failed.value.hint
-    monkeypatch.setattr(trdb.session, "parse", real)
+    monkeypatch.setattr(trdb.session.session, "parse", real)
     cur.execute("CREATE TENSOR T SHAPE (2, 2) TILE (2, 2) FILL ONES")
     assert cur.execute("SELECT SUM(v) AS v FROM T").fetchone()[0].sum() == 4

@@ -441,7 +441,7 @@ def test_codec_round_trips_one_dense_tile_whatever_its_layout(layout):
 def test_from_coo_builds_csr_and_dense_tiles_in_small_chunks(cur, monkeypatch, dtype):
     """Tiles under and over the threshold, several per insert chunk, ragged edges; duplicates summed.
     float16 tiles are all dense (scipy.sparse has no float16)."""
-    from trdb.statements import tiling
+    from trdb.ingest import tiling
 
     monkeypatch.setattr(tiling, "CHUNK_BYTES", 300)
     rng = np.random.default_rng(21)

@@ -14,7 +14,7 @@ from trdb.execution.operators.hash_join import HashJoinExec
 from trdb.execution.operators.operator import ExecContext, drain
 from trdb.execution.operators.rows_scan import RowsScanExec
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
-from trdb.planner.types import KEY, Column, TensorType
+from trdb.plan.types import KEY, Column, TensorType
 from trdb.storage.memory import MemoryManager, unlimited
 from trdb.storage.spill import SpillDirectory
 

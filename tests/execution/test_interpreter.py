@@ -8,9 +8,9 @@ import pytest
 
 from trdb.errors import InternalError
 from trdb.execution.interpreter import OPERATORS, operator_for, router_for
-from trdb.optimizer import physical_operators as po
-from trdb.optimizer.cardinality import Estimate
-from trdb.optimizer.physical_plan import SINGLE, PhysicalNode
+from trdb.plan import physical_operators as po
+from trdb.plan.estimates import Estimate
+from trdb.plan.physical import SINGLE, PhysicalNode
 
 
 def _specs(base=po.OperatorSpec):

@@ -188,7 +188,7 @@ def test_pieces_held_back_are_streamed_though_ray_sends_into_the_generator():
     from trdb.execution.interpreter import router_for
     from trdb.execution.ray.actor.worker import INLINE_BYTES, _items
     from trdb.kernels.numpy_backend import NUMPY_BACKEND
-    from trdb.optimizer.physical_operators import Gather
+    from trdb.plan.physical_operators import Gather
 
     small, large = [(0, np.ones(8))], [(1, np.ones(INLINE_BYTES // 4))]
 

@@ -11,9 +11,9 @@ from trdb.execution.operators.hash_aggregate import HashAggregateExec
 from trdb.execution.operators.operator import ExecContext
 from trdb.execution.operators.rows_scan import RowsScanExec
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
-from trdb.planner import expressions as bx
-from trdb.planner.logical import AggregateCall
-from trdb.planner.types import KEY, Column, TensorType
+from trdb.plan import expressions as bx
+from trdb.plan.logical import AggregateCall
+from trdb.plan.types import KEY, Column, TensorType
 from trdb.storage.memory import MemoryManager, unlimited
 from trdb.storage.spill import SpillDirectory
 

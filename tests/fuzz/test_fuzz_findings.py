@@ -291,7 +291,7 @@ def test_plain_sql_lists_are_fetched_as_arrow_of_their_declared_types(cur):
 
 def test_an_allocation_the_process_cannot_make_fails_the_statement_and_changes_nothing(gcur, monkeypatch):
     """A FILL tile of 977 MB under the fuzzer's address-space limit was a raw MemoryError."""
-    import trdb.statements.fill as fill
+    import trdb.ingest.fill as fill
 
     real = fill.generator_at  # where each tile's generator is made (then it draws the tile)
 

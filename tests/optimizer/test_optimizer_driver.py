@@ -11,10 +11,10 @@ from trdb.config.settings import Settings
 from trdb.optimizer import driver
 from trdb.optimizer.driver import RULE_NAMES, RuleContext, optimize
 from trdb.parser import parse
-from trdb.planner import logical as lp
+from trdb.plan import logical as lp
+from trdb.plan.types import KEY, Column
 from trdb.planner.binder import Binder
 from trdb.planner.expression_binder import BindContext
-from trdb.planner.types import KEY, Column
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ import scipy.sparse
 
 import trdb
 from trdb.optimizer.rules.outer_join_elimination import vanishes
-from trdb.planner import expressions as bx
-from trdb.planner.types import TensorType
+from trdb.plan import expressions as bx
+from trdb.plan.types import TensorType
 
 RULE = "outer_join_elimination"
 KEYS = "ON X.i = Y.i AND X.j = Y.j"

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from mlp_views import load_small_mlp, mlp_grad_w1
-from trdb.optimizer import physical_operators as po
 from trdb.optimizer.physical_planner import plan_physical
-from trdb.planner import logical as lp
-from trdb.planner.types import Column, KeyType, TensorType
+from trdb.plan import logical as lp
+from trdb.plan import physical_operators as po
+from trdb.plan.types import Column, KeyType, TensorType
 
 TILE = TensorType(np.dtype("float32"), (2,), (2,))
 SCHEMA = (Column("i", KeyType()), Column("j", KeyType()), Column("v", TILE))

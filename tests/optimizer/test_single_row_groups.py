@@ -6,7 +6,7 @@ import pytest
 
 from mlp_views import create_mlp_views
 from trdb.optimizer.group_sizes import KeySlots, key_slots
-from trdb.planner import logical as lp
+from trdb.plan import logical as lp
 
 
 def _plan(cur, query: str) -> str:

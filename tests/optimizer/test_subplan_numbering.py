@@ -8,9 +8,9 @@ import weakref
 import numpy as np
 
 from trdb.optimizer.common_subplans import CarriedWork, _Numbering
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
-from trdb.planner.types import KEY, Column, ScalarType
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
+from trdb.plan.types import KEY, Column, ScalarType
 
 SCHEMA = (Column("i", KEY),)
 

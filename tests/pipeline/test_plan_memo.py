@@ -9,11 +9,11 @@ from tests.pipeline.test_query_pipeline import MLP
 
 import trdb
 import trdb.pipeline.query as query
-from trdb.optimizer import physical_operators as po
 from trdb.pipeline.plan_memo import PlanMemo
-from trdb.planner import logical as lp
+from trdb.plan import logical as lp
+from trdb.plan import physical_operators as po
+from trdb.plan.types import Column, KeyType, TensorType
 from trdb.planner.binder import Binder
-from trdb.planner.types import Column, KeyType, TensorType
 
 
 class Tuples(list):
@@ -170,8 +170,8 @@ def test_a_grad_after_a_write_binds_nothing_until_statistics_or_the_catalog_chan
 
 def _stored(value) -> lp.Filter:
     """A plan over stored data only (a filter of a table's key against `value`)."""
-    from trdb.planner import expressions as bx
-    from trdb.planner.types import ScalarType
+    from trdb.plan import expressions as bx
+    from trdb.plan.types import ScalarType
 
     scan = lp.TableScan("t", ("i",), SCHEMA[:1])
     return lp.Filter(scan, bx.Compare("=", bx.ColumnIndex(0, KeyType()), bx.Const(value, ScalarType(int))))

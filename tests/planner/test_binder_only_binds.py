@@ -7,7 +7,7 @@ import pytest
 import trdb
 from trdb.parser import parse
 from trdb.pipeline.expansions import expand
-from trdb.planner import logical as lp
+from trdb.plan import logical as lp
 from trdb.planner.binder import Binder
 from trdb.planner.expression_binder import BindContext
 

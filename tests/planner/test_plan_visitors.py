@@ -1,6 +1,6 @@
 """Every logical operator has a rule in each plan visitor, found by one dispatch (`logical.handler`).
 
-A new logical operator needs: its class in planner/logical.py (with `inputs`; `with_inputs` knows
+A new logical operator needs: its class in plan/logical.py (with `inputs`; `with_inputs` knows
 its input fields), then a `_<Name>` method in each visitor below; this test names any one missing.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from trdb.autodiff.gradient import Differentiator
 from trdb.errors import InternalError
 from trdb.optimizer.cardinality import Estimator
 from trdb.optimizer.physical_planner import PhysicalPlanner
-from trdb.planner import logical as lp
+from trdb.plan import logical as lp
 
 OPERATORS = typing.get_args(lp.Plan)
 VISITORS = {"cardinality": Estimator, "physical planning": PhysicalPlanner, "lineage": lineage}

@@ -12,7 +12,8 @@ import pytest
 import scipy.sparse
 
 import trdb
-from trdb.statements import coo, coo_buckets, tiling
+from trdb.ingest import coo_buckets, tiling
+from trdb.statements import coo
 
 SHAPE, TILE = (23, 17), (5, 4)  # ragged edge tiles on both axes
 

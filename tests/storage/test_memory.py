@@ -115,7 +115,7 @@ def test_temp_directory_can_change_after_duckdb_has_spilled(tmp_path):
 
 
 def test_a_statement_on_a_device_reserves_from_the_devices_budget_and_spills_past_it(tmp_path, monkeypatch):
-    monkeypatch.setattr("trdb.session.backend_for", lambda device: DeviceStandIn())
+    monkeypatch.setattr("trdb.session.session.backend_for", lambda device: DeviceStandIn())
     with trdb.connect(str(tmp_path / "db.trdb")) as con:
         # two scan batches of 64 tiles: the groups by j are complete (16 tiles) only in the second
         con.execute("CREATE TENSOR A SHAPE (1024, 512) TILE (64, 64) FILL RANDOM_UNIFORM(0, 1, 3)")

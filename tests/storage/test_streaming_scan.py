@@ -68,7 +68,7 @@ def test_a_statement_on_a_gpu_reads_within_memory_limit_too(path, reads, monkeyp
     """Reads are decoded in host memory before their tiles move to the device: sized by memory_limit, not by the
     GPU's budget (which let one read take the whole tensor)."""
     expected = oracle(path)
-    monkeypatch.setattr("trdb.session.backend_for", lambda device: DeviceStandIn())
+    monkeypatch.setattr("trdb.session.session.backend_for", lambda device: DeviceStandIn())
     with trdb.connect(path) as con:
         con.execute(SMALL)
         con.execute("SET workers = 1")

@@ -25,7 +25,7 @@ from trdb.execution import work
 from trdb.execution.operators.operator import BlockingOperator
 from trdb.execution.tile_math.compile import compile_expr
 from trdb.execution.workers import ThreadWorkers
-from trdb.planner import expressions as bx
+from trdb.plan import expressions as bx
 from trdb.storage.tensor_meta import TensorMeta
 
 

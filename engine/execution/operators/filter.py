@@ -5,7 +5,7 @@ from typing import Optional
 
 from trdb.execution.operators.operator import Batch, PhysicalOperator
 from trdb.execution.tile_math.compile import compile_predicate
-from trdb.planner.expressions import Bound
+from trdb.plan.expressions import Bound
 
 
 class FilterExec(PhysicalOperator):

@@ -16,9 +16,9 @@ from trdb.execution.work import charge_add
 from trdb.kernels import sparse_functions as S
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.kernels.sparse import add_into, dense, is_sparse, nbytes, settle
-from trdb.planner import expressions as bx
-from trdb.planner.logical import AggregateCall
-from trdb.planner.types import Schema, TensorType
+from trdb.plan import expressions as bx
+from trdb.plan.logical import AggregateCall
+from trdb.plan.types import Schema, TensorType
 from trdb.storage.spill import READ_BATCH_BYTES
 
 PARTITIONS = 8            # spill files per spill (each is merged on its own, so 1/8 of the groups at a time)

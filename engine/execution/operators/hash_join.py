@@ -10,8 +10,8 @@ from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.operators.operator import Batch, PhysicalOperator, batches
 from trdb.execution.tile_math.compile import compile_predicate
 from trdb.kernels.sparse import empty_csr, is_sparse
-from trdb.planner.expressions import Bound
-from trdb.planner.types import Schema, TensorType
+from trdb.plan.expressions import Bound
+from trdb.plan.types import Schema, TensorType
 from trdb.storage.spill import SpillFile
 
 

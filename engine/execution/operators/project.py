@@ -7,7 +7,7 @@ from trdb.execution.operators.operator import Batch, PhysicalOperator
 from trdb.execution.tile_math import stacked_tiles
 from trdb.execution.tile_math.compile import compile_expr
 from trdb.execution.tile_math.placed_product import placing_projection
-from trdb.planner import expressions as bx
+from trdb.plan import expressions as bx
 
 
 class ProjectExec(PhysicalOperator):

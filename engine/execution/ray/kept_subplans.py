@@ -25,7 +25,7 @@ from trdb.execution.operators.list_scan import bounded_batches
 from trdb.execution.operators.operator import PhysicalOperator
 from trdb.execution.ray.actor import resident
 from trdb.execution.ray.actor.resident import PartitionKey
-from trdb.optimizer.physical_plan import Partitioning, PhysicalNode
+from trdb.plan.physical import Partitioning, PhysicalNode
 
 SHARED_DATABASE = "shared"  # the PartitionKey database of kept shared tuples; the table is the run's id
 

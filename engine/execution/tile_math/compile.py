@@ -10,7 +10,7 @@ from trdb.errors import DataError
 from trdb.execution.tile_math.inplace import inplace_kernel
 from trdb.execution.work import counted
 from trdb.kernels.backend import Backend, to_host
-from trdb.planner import expressions as bx
+from trdb.plan import expressions as bx
 
 Row = tuple
 Compiled = Callable[[Row], Any]

@@ -11,8 +11,8 @@ from typing import Any, Callable, Optional
 
 from trdb.kernels.backend import Backend
 from trdb.kernels.sparse import is_sparse
-from trdb.planner import expressions as bx
-from trdb.planner.types import TensorType
+from trdb.plan import expressions as bx
+from trdb.plan.types import TensorType
 
 _BINARY = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide"}
 _UNARY = {"NEG": "negative", "EXP": "exp", "TANH": "tanh", "ABS": "absolute", "SQRT": "sqrt", "LOG": "log",

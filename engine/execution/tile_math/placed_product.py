@@ -19,7 +19,7 @@ from trdb.execution.work import charge, kernel_work
 from trdb.kernels import functions as kernels
 from trdb.kernels.backend import Backend
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
-from trdb.planner import expressions as bx
+from trdb.plan import expressions as bx
 
 Row = tuple
 

@@ -24,7 +24,7 @@ from trdb.kernels import functions as kernels
 from trdb.kernels.backend import Backend
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.kernels.sparse import is_sparse, matmul_add_into
-from trdb.planner import expressions as bx
+from trdb.plan import expressions as bx
 
 Feed = Callable[[object, tuple], None]  # (accumulator, row)
 

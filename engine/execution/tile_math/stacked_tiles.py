@@ -19,7 +19,7 @@ import numpy as np
 
 from trdb.kernels.backend import Backend
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
-from trdb.planner import expressions as bx
+from trdb.plan import expressions as bx
 
 MIN_STACKED = 16  # fewer tuples of one shape are evaluated one by one (stacking costs more than it saves)
 MAX_STACKED_ELEMENTS = 4096  # larger tiles gain nothing from stacking: their kernels' work outweighs the call

@@ -19,10 +19,10 @@ from typing import Optional
 import numpy as np
 
 from trdb.optimizer.plan_rewrite import transform_up, unique_keys
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
+from trdb.plan.types import KEY, Column, KeyType, TensorType
 from trdb.planner.grouping import aggregate_type
-from trdb.planner.types import KEY, Column, KeyType, TensorType
 
 _LINEAR = ("*", "MATMUL")  # kernels linear in each argument
 

@@ -7,9 +7,9 @@ import numpy as np
 
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.optimizer.plan_rewrite import map_expr, transform_up
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
-from trdb.planner.types import TensorType
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
+from trdb.plan.types import TensorType
 
 _UNFOLDED = object()  # the expression cannot (or must not) be computed now; leave it to run time
 

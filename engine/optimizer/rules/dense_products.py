@@ -32,8 +32,8 @@ from typing import Optional
 
 from trdb.optimizer.dense_einsum import dense_limit, multiplies_tiles, whole_einsum
 from trdb.optimizer.plan_rewrite import transform_up
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
 from trdb.storage.tensor_meta import TensorMeta
 
 PRODUCT = "ij,jk->ik"

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from trdb.optimizer.cardinality import Estimator
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
 
 MAX_EXACT = 10
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections import Counter
 
 from trdb.optimizer.plan_rewrite import contains_call, substitute, transform_up
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
 
 
 def kernel_fusion(plan: lp.Plan, context) -> lp.Plan:

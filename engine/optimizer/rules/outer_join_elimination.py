@@ -30,9 +30,9 @@ from typing import Callable
 
 import numpy as np
 
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
-from trdb.planner.types import KeyType
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
+from trdb.plan.types import KeyType
 
 Droppable = Callable[[frozenset], bool]
 

@@ -11,8 +11,8 @@ import dataclasses
 
 from trdb.optimizer.nullability import is_always_true
 from trdb.optimizer.plan_rewrite import is_key_predicate
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
 
 
 def predicate_pushdown(plan: lp.Plan, context) -> lp.Plan:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
 
 Mapping = dict  # old column position -> new position, for every column kept
 

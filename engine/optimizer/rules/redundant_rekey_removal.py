@@ -6,8 +6,8 @@ are resolved by the binder, so after binding the projection does nothing but cos
 from __future__ import annotations
 
 from trdb.optimizer.plan_rewrite import transform_up
-from trdb.planner import expressions as bx
-from trdb.planner import logical as lp
+from trdb.plan import expressions as bx
+from trdb.plan import logical as lp
 
 
 def redundant_rekey_removal(plan: lp.Plan, context) -> lp.Plan:

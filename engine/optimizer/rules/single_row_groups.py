@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from trdb.optimizer.group_sizes import rows_per_group
 from trdb.optimizer.plan_rewrite import transform_up
-from trdb.planner import logical as lp
+from trdb.plan import logical as lp
 
 _VALUE_OF_ONE = ("SUM", "MIN", "MAX")  # of a single tuple: its value, of the same type
 

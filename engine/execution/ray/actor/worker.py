@@ -27,7 +27,7 @@ from trdb.execution.ray import cross_process_canvas, fragments, kept_subplans
 from trdb.execution.ray.actor import inbox, resident
 from trdb.execution.ray.destinations import pieces
 from trdb.kernels.device_choice import backend_for
-from trdb.optimizer.physical_operators import Exchange
+from trdb.plan.physical_operators import Exchange
 
 RUN_THREADS = 128    # fragments one actor can run at once: a statement's exchanges and scans, per worker
 FEED_THREADS = 256   # feeds that can wait at once for room in a full queue

@@ -41,8 +41,8 @@ from trdb.execution.ray.driver.threads import PooledWorkers
 from trdb.execution.ray.fragments import SENT, fingerprint, plan_token
 from trdb.execution.ray.kept_subplans import KeptOutput
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
-from trdb.optimizer.physical_operators import Broadcast, Exchange, Gather
-from trdb.optimizer.physical_plan import SINGLE, PhysicalNode
+from trdb.plan.physical import SINGLE, PhysicalNode
+from trdb.plan.physical_operators import Broadcast, Exchange, Gather
 
 STREAM_BYTES = 4 * INLINE_BYTES  # a fragment's expected output past this is streamed from the start
 GENERATOR_WINDOW = 16  # objects a fragment may yield ahead of the driver (each batch is a header and its rows)

@@ -25,8 +25,8 @@ from trdb.execution.ray.actor.resident import PartitionKey, ResidentScanExec, ex
 from trdb.execution.ray.deltas import changes, digests_of
 from trdb.execution.ray.driver.residency import RESIDENCY, Eviction, Shipped, resident_key
 from trdb.execution.ray.kept_subplans import PLACEMENTS, SharedScanExec
-from trdb.optimizer.physical_operators import RowsScan, TensorScan
-from trdb.optimizer.physical_plan import PhysicalNode
+from trdb.plan.physical import PhysicalNode
+from trdb.plan.physical_operators import RowsScan, TensorScan
 from trdb.storage.tile_store import estimated_size
 
 DIGESTING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trdb-digests")

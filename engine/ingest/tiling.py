@@ -9,7 +9,7 @@ from typing import Callable, Iterator, Optional
 import numpy as np
 
 from trdb.errors import DataError, QueryCancelled
-from trdb.statements.value_fit import cast_checked
+from trdb.ingest.value_fit import cast_checked
 from trdb.storage.database import Database
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_writer import BATCH_BYTES, TileWriter

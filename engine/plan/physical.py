@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import ClassVar, Optional
 
 from trdb.config.unit_costs import EXCHANGE_BYTE_COST, SPILL_BYTE_COST, TUPLE_COST_FLOPS
-from trdb.optimizer.cardinality import Estimate
-from trdb.optimizer.physical_operators import Exchange, OperatorSpec
-from trdb.planner.types import Schema
+from trdb.plan.estimates import Estimate
+from trdb.plan.physical_operators import Exchange, OperatorSpec
+from trdb.plan.types import Schema
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,8 @@ class PhysicalNode:
     its state does not fit its share of memory_limit); `read_cost` is the cost (unit_costs.py) of
     reading a scan's tiles from DuckDB, counted for every time a plan reads them.
     """
+
+    CHILDREN: ClassVar[tuple[str, ...]] = ("children",)  # read by plan/logical.children, as a logical node's
 
     spec: OperatorSpec
     detail: str

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional
 
-from trdb.planner.types import Schema
+from trdb.plan.types import Schema
 from trdb.storage.tensor_meta import TensorMeta
 
 

@@ -6,8 +6,8 @@ import itertools
 import numpy as np
 import pytest
 
-from trdb.statements import fill
-from trdb.statements.tile_seeds import generator_at, pcg64_states
+from trdb.ingest import fill
+from trdb.ingest.tile_seeds import generator_at, pcg64_states
 from trdb.storage.tensor_meta import TensorMeta
 
 

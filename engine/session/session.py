@@ -17,14 +17,11 @@ from trdb.kernels.cupy_backend import out_of_device_memory
 from trdb.kernels.device_choice import backend_for
 from trdb.optimizer.common_subplans import CarriedWork
 from trdb.parser import ParseError, ast, parse, split_statements
+from trdb.pipeline.plan_cache import PlanCache
 from trdb.pipeline.plan_memo import PlanMemo
 from trdb.planner.expression_binder import BindContext
-from trdb.statements import coo, copy, ddl, dml, explaining, export, inspect, listings, minimize, summarize
-from trdb.statements.context import StatementContext
-from trdb.statements.names import does_not_exist
-from trdb.statements.plain_names import names_kept_apart
-from trdb.statements.plan_cache import PlanCache
-from trdb.statements.routing import (
+from trdb.session.plain_names import names_kept_apart
+from trdb.session.plain_sql_routing import (
     Relations,
     bind_named,
     count_params,
@@ -36,7 +33,10 @@ from trdb.statements.routing import (
     query_relations,
     trdb_setting_hint,
 )
-from trdb.statements.status import plain_sql_status, status_message
+from trdb.session.status import plain_sql_status, status_message
+from trdb.statements import coo, copy, ddl, dml, explaining, export, inspect, listings, minimize, summarize
+from trdb.statements.context import StatementContext
+from trdb.statements.names import does_not_exist
 from trdb.storage.database import Database
 from trdb.storage.plain_sql import check_plain_parameters, check_plain_sql, run_plain_sql
 from trdb.storage.text_memory import reserve_text

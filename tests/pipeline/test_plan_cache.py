@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from trdb.errors import ProgrammingError
-from trdb.statements.plan_cache import PlanCache
+from trdb.pipeline.plan_cache import PlanCache
 
 QUERY = "SELECT i, SUM(v) AS v FROM x GROUP BY i"
 

@@ -10,8 +10,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
-from trdb.optimizer.physical_plan import PhysicalNode
-from trdb.planner.types import Schema
+from trdb.plan.physical import PhysicalNode
+from trdb.plan.types import Schema
 
 _CACHEABLE_PARAMS = (int, float, str, bool, type(None))
 

@@ -16,7 +16,7 @@ import scipy.sparse
 
 from trdb.config.unit_costs import CSR_MAX_DENSITY
 from trdb.errors import DataError
-from trdb.statements import tiling
+from trdb.ingest import tiling
 from trdb.storage import tile_store
 from trdb.storage.database import Database
 from trdb.storage.tensor_meta import TensorMeta

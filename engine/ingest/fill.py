@@ -8,8 +8,8 @@ from typing import Callable
 import numpy as np
 
 from trdb.errors import DataError, ProgrammingError
-from trdb.statements.tile_seeds import generator_at, pcg64_states
-from trdb.statements.tiling import grid_keys, tile_slices
+from trdb.ingest.tile_seeds import generator_at, pcg64_states
+from trdb.ingest.tiling import grid_keys, tile_slices
 from trdb.storage.tensor_meta import TensorMeta
 
 TileMaker = Callable[[tuple[int, ...]], np.ndarray]

@@ -8,7 +8,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from trdb.catalog.functions import KernelFunction
-from trdb.planner.types import KEY, ColumnType, ScalarType, TensorType
+from trdb.plan.types import KEY, ColumnType, ScalarType, TensorType
 
 
 @dataclass(frozen=True)

@@ -4,44 +4,66 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, ClassVar, Optional, Union
 
 import numpy as np
 
 from trdb.errors import InternalError
 from trdb.kernels.einsum_spec import Resolved
-from trdb.planner.expressions import Bound
-from trdb.planner.types import Schema
+from trdb.plan.expressions import Bound
+from trdb.plan.types import Schema
 from trdb.storage.tensor_meta import TensorMeta
 
 
+class Node:
+    """What every logical node shares. CHILDREN names the fields that hold its inputs, in order (one field may
+    hold a tuple of them: UnionAll's parts, an Einsum's operands): the one statement of a node's children,
+    read by `children`, `attributes` and `with_inputs` below and by nothing else."""
+
+    CHILDREN: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def inputs(self) -> tuple:
+        return children(self)
+
+
+def children(node: Any) -> tuple:
+    """A node's inputs in order: a logical node's CHILDREN fields, or a physical node's children."""
+    found: list = []
+    for name in type(node).CHILDREN:
+        value = getattr(node, name)
+        found.extend(value if isinstance(value, tuple) else (value,))
+    return tuple(found)
+
+
+def attributes(node: Any) -> tuple[tuple[str, Any], ...]:
+    """(name, value) of each field of a node that is not one of its inputs: what it is, apart from what it reads."""
+    return tuple((f.name, getattr(node, f.name)) for f in dataclasses.fields(node) if f.name not in type(node).CHILDREN)
+
+
 @dataclass(frozen=True)
-class TensorScan:
+class TensorScan(Node):
     """All tuples of a stored tensor relation: its keys, then its tile."""
 
     tensor: TensorMeta
     schema: Schema
 
-    @property
-    def inputs(self) -> tuple:
-        return ()
+    CHILDREN = ()
 
 
 @dataclass(frozen=True)
-class TableScan:
+class TableScan(Node):
     """Rows of an ordinary (plain SQL) table read through DuckDB."""
 
     table: str
     columns: tuple[str, ...]
     schema: Schema
 
-    @property
-    def inputs(self) -> tuple:
-        return ()
+    CHILDREN = ()
 
 
 @dataclass(frozen=True, eq=False)
-class RowsScan:
+class RowsScan(Node):
     """Tuples already computed in this statement (a shared subplan), scanned again. `keys`: the key slots
     its tuples are unique on, derived from the subplan they came from (optimizer/group_sizes.py; None:
     not known)."""
@@ -50,13 +72,11 @@ class RowsScan:
     schema: Schema
     keys: Any = None
 
-    @property
-    def inputs(self) -> tuple:
-        return ()
+    CHILDREN = ()
 
 
 @dataclass(frozen=True)
-class Filter:
+class Filter(Node):
     """Keeps the tuples whose predicate (on keys, or a one-element tensor) holds."""
 
     input: "Plan"
@@ -66,26 +86,22 @@ class Filter:
     def schema(self) -> Schema:
         return self.input.schema
 
-    @property
-    def inputs(self) -> tuple:
-        return (self.input,)
+    CHILDREN = ("input",)
 
 
 @dataclass(frozen=True)
-class Project:
+class Project(Node):
     """Rekey and transform: each output column is an expression over one input tuple."""
 
     input: "Plan"
     exprs: tuple[Bound, ...]
     schema: Schema
 
-    @property
-    def inputs(self) -> tuple:
-        return (self.input,)
+    CHILDREN = ("input",)
 
 
 @dataclass(frozen=True)
-class Join:
+class Join(Node):
     """Equi-join on key positions; kind INNER, LEFT or FULL (the missing side's tile is zeros).
 
     The output is the left tuple followed by the right tuple; `residual` is an extra predicate
@@ -100,9 +116,7 @@ class Join:
     schema: Schema
     residual: Optional[Bound] = None
 
-    @property
-    def inputs(self) -> tuple:
-        return (self.left, self.right)
+    CHILDREN = ("left", "right")
 
 
 @dataclass(frozen=True)
@@ -114,7 +128,7 @@ class AggregateCall:
 
 
 @dataclass(frozen=True)
-class Aggregate:
+class Aggregate(Node):
     """Groups by key expressions; output: the group keys, then one column per aggregate call."""
 
     input: "Plan"
@@ -122,13 +136,11 @@ class Aggregate:
     calls: tuple[AggregateCall, ...]
     schema: Schema
 
-    @property
-    def inputs(self) -> tuple:
-        return (self.input,)
+    CHILDREN = ("input",)
 
 
 @dataclass(frozen=True)
-class Retile:
+class Retile(Node):
     """Re-cuts the input's tiles to a new tile shape; the output has one key per tile axis.
 
     The input's keys map in order to its leading tile axes (an axis without a key lies in one tile).
@@ -138,25 +150,21 @@ class Retile:
     tile: tuple[int, ...]
     schema: Schema
 
-    @property
-    def inputs(self) -> tuple:
-        return (self.input,)
+    CHILDREN = ("input",)
 
 
 @dataclass(frozen=True)
-class UnionAll:
+class UnionAll(Node):
     """UNION ALL of inputs with the same columns."""
 
     parts: tuple["Plan", ...]
     schema: Schema
 
-    @property
-    def inputs(self) -> tuple:
-        return self.parts
+    CHILDREN = ("parts",)
 
 
 @dataclass(frozen=True)
-class Sort:
+class Sort(Node):
     input: "Plan"
     keys: tuple[Bound, ...]
     descending: tuple[bool, ...]
@@ -165,13 +173,11 @@ class Sort:
     def schema(self) -> Schema:
         return self.input.schema
 
-    @property
-    def inputs(self) -> tuple:
-        return (self.input,)
+    CHILDREN = ("input",)
 
 
 @dataclass(frozen=True)
-class Limit:
+class Limit(Node):
     input: "Plan"
     limit: Optional[int]
     offset: int = 0
@@ -180,9 +186,7 @@ class Limit:
     def schema(self) -> Schema:
         return self.input.schema
 
-    @property
-    def inputs(self) -> tuple:
-        return (self.input,)
+    CHILDREN = ("input",)
 
 
 @dataclass(frozen=True)
@@ -210,7 +214,7 @@ class EinsumOperand:
 
 
 @dataclass(frozen=True)
-class Einsum:
+class Einsum(Node):
     """EINSUM('spec', X, ...) in FROM, bound: the optimizer's decomposition (optimizer/einsum_decomposition.py)
     turns it into joins and aggregates. Output: a key per output letter, then `v` tiled like the
     largest operand along each letter (the decomposition keeps that tiling)."""
@@ -221,13 +225,11 @@ class Einsum:
     schema: Schema
     position: Optional[SourcePosition] = field(default=None, compare=False)
 
-    @property
-    def inputs(self) -> tuple:
-        return self.operands
+    CHILDREN = ("operands",)
 
 
 @dataclass(frozen=True)
-class DenseEinsum:
+class DenseEinsum(Node):
     """An EINSUM of whole stored tensors, each read as one array, computed by one kernel call and cut
     into the result's tiles: the optimizer's choice for small dense operands, where joining and
     summing tiles costs more than it spreads (optimizer/dense_einsum.py). Output as the Einsum's.
@@ -242,9 +244,7 @@ class DenseEinsum:
     split: bool = False
     epilogue: Optional[Bound] = None
 
-    @property
-    def inputs(self) -> tuple:
-        return ()
+    CHILDREN = ()
 
     @property
     def grid(self) -> tuple[int, ...]:
@@ -254,7 +254,7 @@ class DenseEinsum:
 
 
 @dataclass(frozen=True)
-class Gradient:
+class Gradient(Node):
     """GRAD(loss view, parameter), bound: autodiff's pass (autodiff/gradient.py) turns it into the plan of
     d(sum of the loss) / d parameter. Output: the parameter's keys, then its gradient tile."""
 
@@ -263,9 +263,7 @@ class Gradient:
     schema: Schema
     position: Optional[SourcePosition] = field(default=None, compare=False)
 
-    @property
-    def inputs(self) -> tuple:
-        return (self.input,)
+    CHILDREN = ("input",)
 
 
 Plan = Union[TensorScan, TableScan, RowsScan, Filter, Project, Join, Aggregate, Retile, UnionAll, Sort, Limit,
@@ -273,21 +271,19 @@ Plan = Union[TensorScan, TableScan, RowsScan, Filter, Project, Join, Aggregate, 
 
 
 def with_inputs(plan: "Plan", inputs: list) -> "Plan":
-    """The same node over new inputs; the node itself when no input changed (rewrites keep identity).
-
-    The one place that knows which fields of a node hold its inputs (with `inputs` on each node)."""
+    """The same node over new inputs; the node itself when no input changed (rewrites keep identity)."""
     if all(new is old for new, old in zip(inputs, plan.inputs)):
         return plan
-    if isinstance(plan, UnionAll):
-        return dataclasses.replace(plan, parts=tuple(inputs))
-    if isinstance(plan, Einsum):
-        return dataclasses.replace(plan, operands=tuple(inputs))
-    if isinstance(plan, Join):
-        left, right = inputs
-        return dataclasses.replace(plan, left=left, right=right, schema=left.schema + right.schema)
-    if not plan.inputs:
+    names = type(plan).CHILDREN
+    if not names:
         raise ValueError(f"{type(plan).__name__} has no inputs to replace")
-    return dataclasses.replace(plan, input=inputs[0])
+    if len(names) == 1 and isinstance(getattr(plan, names[0]), tuple):
+        changes = {names[0]: tuple(inputs)}
+    else:
+        changes = dict(zip(names, inputs))
+    if isinstance(plan, Join):  # its schema is its inputs' side by side
+        changes["schema"] = inputs[0].schema + inputs[1].schema
+    return dataclasses.replace(plan, **changes)
 
 
 def handler(visitor: Any, plan: "Plan", required: bool = True) -> Optional[Callable]:

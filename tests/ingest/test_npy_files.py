@@ -91,7 +91,7 @@ def test_float_overflow_into_float32_is_refused_with_its_position(con, tmp_path)
 
 def test_the_misfit_reported_is_the_first_in_tile_order_however_the_tiles_are_cut(con, monkeypatch):
     # a row of small tiles is cast at once; the value reported is still the first tile's, as tile by tile
-    from trdb.statements import tiling
+    from trdb.ingest import tiling
 
     values = np.ones((8, 12))
     values[0, 9] = 1e300  # tile (0, 2), first in C order
