@@ -20,10 +20,11 @@ from trdb.config.unit_costs import (
     TUPLE_COST_FLOPS,
 )
 from trdb.errors import InternalError
-from trdb.optimizer.aggregation import final_calls, splittable
-from trdb.optimizer.banded_aggregate import band_text, banded
+from trdb.optimizer.aggregation import splittable
+from trdb.optimizer.banded_aggregate import band_text
 from trdb.optimizer.cardinality import Estimator
 from trdb.optimizer.group_sizes import key_slots, rows_per_group
+from trdb.optimizer.physical_rules import JOIN_RULES, banded_aggregate, two_phase_aggregate
 from trdb.plan import expressions as bx
 from trdb.plan import logical as lp
 from trdb.plan import physical_operators as po
@@ -38,7 +39,7 @@ BLOCKS_PER_THREAD = 4
 
 
 def plan_physical(plan: lp.Plan, workers: int = 1, catalog=None, min_parallel_cost: float = 0.0,
-                  threads: bool = True) -> PhysicalNode:
+                  threads: bool = True, disabled: frozenset = frozenset()) -> PhysicalNode:
     """The physical plan of a logical plan for `workers` partitions, gathered to one at the top.
 
     A plan estimated to cost less than `min_parallel_cost` runs on one worker, and so does one whose kernels
@@ -46,14 +47,15 @@ def plan_physical(plan: lp.Plan, workers: int = 1, catalog=None, min_parallel_co
     executor; Ray's actors are processes), and one where no operator has as many tuples as there
     are workers: partitions could not spread its work, and BLAS's threads share its kernels instead (a
     product of two single-tile 2048 x 2048 matrices on two partitions ran on one of them, with one BLAS
-    thread: 3x numpy's time). `min_parallel_cost = 0` partitions every plan.
+    thread: 3x numpy's time). `min_parallel_cost = 0` partitions every plan. `disabled`: physical rules
+    (optimizer/physical_rules/) not to use.
     """
     estimator = Estimator(catalog)
     if workers > 1 and min_parallel_cost > 0 and (estimator.total_cost(plan) < min_parallel_cost or
                                                   _most_tuples(plan, estimator) < workers or
                                                   (threads and _tuple_bound(plan, estimator))):
         workers = 1
-    planner = PhysicalPlanner(max(1, workers), estimator, _memory_budget(catalog))
+    planner = PhysicalPlanner(max(1, workers), estimator, _memory_budget(catalog), disabled)
     root = planner.gather(planner.build(plan, None))
     check_instances(root)
     return root
@@ -112,8 +114,10 @@ def _names(schema, positions) -> str:
 
 
 class PhysicalPlanner:
-    def __init__(self, workers: int, estimator: Estimator, memory_budget: float = math.inf):
+    def __init__(self, workers: int, estimator: Estimator, memory_budget: float = math.inf,
+                 disabled: frozenset = frozenset()):
         self.workers = workers
+        self.disabled = disabled  # physical rules not to use
         self.estimator = estimator
         self.memory_share = memory_budget / max(1, workers)  # the operators of all workers run at once
         self.memory_budget = memory_budget
@@ -275,17 +279,17 @@ class PhysicalPlanner:
         if self.workers == 1:
             left, right = self.build(plan.left, None), self.build(plan.right, None)
             left, right = self.gather(left), self.gather(right)
-            return [self._join_node(plan, left, right, SINGLE)]
-        candidates = [self._co_partitioned(plan)]
-        if (by_right := self._co_partitioned_by_right(plan)) is not None:
-            candidates.append(by_right)
-        if plan.kind in ("INNER", "LEFT"):
-            candidates.append(self._broadcast_right(plan, want))
-        if plan.kind == "INNER":
-            candidates.append(self._broadcast_left(plan, want))
-        return candidates
+            return [self.join_node(plan, left, right, SINGLE)]
+        found = [node for rule in JOIN_RULES if rule.__name__ not in self.disabled
+                 and (node := rule(self, plan, want)) is not None]
+        return found or [self._join_in_one_place(plan)]
 
-    def _join_node(self, plan: lp.Join, left: PhysicalNode, right: PhysicalNode,
+    def _join_in_one_place(self, plan: lp.Join) -> PhysicalNode:
+        """Both inputs gathered and joined in one partition: where no physical rule places the join."""
+        left, right = self.gather(self.build(plan.left, None)), self.gather(self.build(plan.right, None))
+        return self.join_node(plan, left, right, SINGLE)
+
+    def join_node(self, plan: lp.Join, left: PhysicalNode, right: PhysicalNode,
                    partitioning: Partitioning) -> PhysicalNode:
         detail = f"{plan.kind}: " + (", ".join(f"{plan.left.schema[l].name} = {plan.right.schema[r].name}"
                                                for l, r in zip(plan.left_keys, plan.right_keys)) or "cross")
@@ -294,56 +298,6 @@ class PhysicalPlanner:
         # a build side that does not fit: both inputs go to partition files (a grace hash join)
         spill = self.spill(right, left.estimate.bytes + right.estimate.bytes, partitioning.count)
         return _node(spec, detail, (left, right), plan.schema, partitioning, self.estimator.estimate(plan), spill)
-
-    def _co_partitioned(self, plan: lp.Join) -> PhysicalNode:
-        if not plan.left_keys:
-            return self._broadcast_right(plan, None)
-        left = self.build(plan.left, plan.left_keys)
-        right = self.build(plan.right, plan.right_keys)
-        pairs = dict(zip(plan.left_keys, plan.right_keys))
-        if not (left.partitioning.kind == "hash" and left.partitioning.count == self.workers
-                and all(c in pairs for c in left.partitioning.columns)):
-            left = self.repartition(left, plan.left_keys)
-        right_columns = tuple(pairs[c] for c in left.partitioning.columns)
-        right = self.repartition(right, right_columns)
-        # unmatched right tuples of a FULL join carry NULL left keys: no key placement holds
-        partitioning = Partitioning("any", self.workers) if plan.kind == "FULL" else left.partitioning
-        return self._join_node(plan, left, right, partitioning)
-
-    def _co_partitioned_by_right(self, plan: lp.Join) -> Optional[PhysicalNode]:
-        """The right input kept as it is hashed, on some of its join keys, and the left hashed on the keys
-        they meet (`_co_partitioned` does the reverse, and moves the right input when the left is hashed
-        otherwise); None when the right input is not so hashed. The output is placed by those left keys
-        (every tuple of an INNER or LEFT join has them)."""
-        if not plan.right_keys or plan.kind not in ("INNER", "LEFT"):
-            return None
-        right = self.build(plan.right, plan.right_keys)
-        meets = dict(zip(plan.right_keys, plan.left_keys))
-        hashed = right.partitioning
-        if not (hashed.kind == "hash" and hashed.count == self.workers and all(c in meets for c in hashed.columns)):
-            return None
-        left_columns = tuple(meets[c] for c in hashed.columns)
-        left = self.repartition(self.build(plan.left, left_columns), left_columns)
-        return self._join_node(plan, left, right, Partitioning("hash", self.workers, left_columns))
-
-    def _broadcast_right(self, plan: lp.Join, want: Want) -> PhysicalNode:
-        left = self.single_to_many(self.build(plan.left, _left_part(want, len(plan.left.schema))))
-        if left.partitioning.kind == "single":  # nothing to spread it over (no keys): join in one place
-            return self._join_node(plan, left, self.gather(self.build(plan.right, None)), SINGLE)
-        right = self.broadcast(self.build(plan.right, None))
-        return self._join_node(plan, left, right, left.partitioning)
-
-    def _broadcast_left(self, plan: lp.Join, want: Want) -> PhysicalNode:
-        width = len(plan.left.schema)
-        right_want = tuple(c - width for c in want or () if c >= width) or None
-        right = self.single_to_many(self.build(plan.right, right_want))
-        if right.partitioning.kind == "single":
-            return self._join_node(plan, self.gather(self.build(plan.left, None)), right, SINGLE)
-        left = self.broadcast(self.build(plan.left, None))
-        partitioning = right.partitioning
-        if partitioning.kind == "hash":
-            partitioning = replace(partitioning, columns=tuple(c + width for c in partitioning.columns))
-        return self._join_node(plan, left, right, partitioning)
 
     def single_to_many(self, node: PhysicalNode) -> PhysicalNode:
         """A single-instance input spread over the workers (by a hash of its key columns)."""
@@ -359,34 +313,33 @@ class PhysicalPlanner:
         simple = len(groups) == len(plan.group_by)
         found = [self._aggregate_over(plan, child, groups, simple)
                  for child in self.candidates(plan.input, groups if simple and groups else None)]
-        if self._in_band:  # a band's own aggregate is not cut into bands again
-            return found
-        bands = banded(plan, lambda p: self.estimator.estimate(p).bytes, self.memory_share * self.workers)
-        if bands is None:
+        if self._in_band or "banded_aggregate" in self.disabled:  # a band's own aggregate is not cut again
             return found
         self._in_band = True
-        try:  # EXPLAIN says how many: each band reads the other input (and this one) again
-            return found + [replace(self._UnionAll(bands, want), detail=f"{len(bands.parts)} bands")]
+        try:
+            bands = banded_aggregate(self, plan, want)
         finally:
             self._in_band = False
+        return found if bands is None else found + [bands]
 
     def _aggregate_over(self, plan: lp.Aggregate, child: PhysicalNode, groups: tuple[int, ...],
                         simple: bool) -> PhysicalNode:
         part = child.partitioning
         if part.kind == "single":
-            return self._aggregate_node(plan, child, SINGLE)
+            return self.aggregate_node(plan, child, SINGLE)
         if simple and groups and part.kind == "hash" and all(c in groups for c in part.columns):
             out = tuple(groups.index(c) for c in part.columns)
-            return self._aggregate_node(plan, child, Partitioning("hash", part.count, out))
+            return self.aggregate_node(plan, child, Partitioning("hash", part.count, out))
         estimate = self.estimator.estimate(plan)
-        if splittable(plan) and (not plan.group_by or estimate.rows * self.workers < child.estimate.rows):
-            return self._two_phase(plan, child, estimate)
+        fewer = not plan.group_by or estimate.rows * self.workers < child.estimate.rows  # partial results move fewer
+        if "two_phase_aggregate" not in self.disabled and splittable(plan) and fewer:
+            return two_phase_aggregate(self, plan, child, estimate)
         if not (simple and groups):
-            return self._aggregate_node(plan, self.gather(child), SINGLE)
+            return self.aggregate_node(plan, self.gather(child), SINGLE)
         moved = self.repartition(child, groups)
-        return self._aggregate_node(plan, moved, Partitioning("hash", self.workers, tuple(range(len(groups)))))
+        return self.aggregate_node(plan, moved, Partitioning("hash", self.workers, tuple(range(len(groups)))))
 
-    def _aggregate_node(self, plan: lp.Aggregate, child: PhysicalNode, partitioning: Partitioning,
+    def aggregate_node(self, plan: lp.Aggregate, child: PhysicalNode, partitioning: Partitioning,
                         phase: str = "") -> PhysicalNode:
         inputs = column_names(plan.input.schema)
         group_rows = rows_per_group(plan, self._key_slots) if not phase else None  # a partial aggregate sees part of a group
@@ -399,18 +352,6 @@ class PhysicalPlanner:
         # groups that do not fit: partial sums spill, about one per input tuple at worst, each a group's size
         spill = self.spill(groups, child.estimate.rows * estimate.bytes / max(1.0, estimate.rows), partitioning.count)
         return _node(spec, detail, (child,), plan.schema, partitioning, estimate, spill)
-
-    def _two_phase(self, plan: lp.Aggregate, child: PhysicalNode, estimate: Estimate) -> PhysicalNode:
-        count = child.partitioning.count
-        partial = self._aggregate_node(plan, child, Partitioning("any", count), "partial, ")
-        partial = replace(partial, estimate=replace(estimate, rows=min(estimate.rows * count, child.estimate.rows)))
-        width = len(plan.group_by)
-        final_plan = lp.Aggregate(plan, tuple(bx.ColumnIndex(i, plan.schema[i].type) for i in range(width)),
-                                  final_calls(plan), plan.schema)
-        if not plan.group_by:
-            return self._aggregate_node(final_plan, self.gather(partial), SINGLE, "final, ")
-        moved = self.repartition(partial, tuple(range(width)))
-        return self._aggregate_node(final_plan, moved, moved.partitioning, "final, ")
 
     # ------------------------------------------------------------ the rest
 
@@ -431,6 +372,9 @@ class PhysicalPlanner:
                      self.estimator.estimate(plan), spill)
 
     def _UnionAll(self, plan: lp.UnionAll, want: Want) -> PhysicalNode:
+        return self.union_all(plan, want)
+
+    def union_all(self, plan: lp.UnionAll, want: Want) -> PhysicalNode:
         parts = [self.build(p, None) for p in plan.parts]
         if any(p.partitioning.kind == "single" for p in parts):
             parts = [self.gather(p) for p in parts]
@@ -461,8 +405,3 @@ def block_rows_of(row_tiles: int, tile_rows: int, blocks: int) -> int:
 
 def _satisfies(partitioning: Partitioning, want: Want) -> bool:
     return bool(want) and partitioning.kind == "hash" and all(c in want for c in partitioning.columns)
-
-
-def _left_part(want: Want, width: int) -> Want:
-    """The wanted columns that the left input has (hashing on a subset of them satisfies the parent)."""
-    return tuple(c for c in want or () if c < width) or None

@@ -27,7 +27,7 @@ from trdb.execution.workers import one_blas_thread
 from trdb.kernels.backend import Backend
 from trdb.optimizer.common_subplans import CarriedWork, SharedWork
 from trdb.optimizer.dense_einsum import dense_limit
-from trdb.optimizer.driver import RuleContext, optimize
+from trdb.optimizer.driver import RuleContext, disabled_rules, optimize
 from trdb.optimizer.physical_planner import plan_physical
 from trdb.parser import ast
 from trdb.pipeline.expansions import expand
@@ -124,7 +124,7 @@ class Pipeline:
         with nesting_guard():
             optimized = optimize(plan, self.settings, self.catalog, context=rules)
             node = plan_physical(optimized, self.settings.workers, self.catalog, self.settings.min_parallel_cost,
-                                 threads=self.settings.executor == "local")
+                                 threads=self.settings.executor == "local", disabled=disabled_rules(self.settings))
         if self.memo is not None:
             self.memo.put(slot, node)
         return node

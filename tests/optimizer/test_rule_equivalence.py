@@ -8,10 +8,11 @@ import pytest
 
 import trdb
 from logic_runner import logic_files, run_file
+from trdb.config.settings import PHYSICAL_RULES
 from trdb.optimizer.driver import RULE_NAMES
 
 SQL_ROOT = Path(__file__).parent.parent / "sql"
-DISABLED = list(RULE_NAMES) + [",".join(RULE_NAMES)]
+DISABLED = list(RULE_NAMES) + [",".join(RULE_NAMES), ",".join(PHYSICAL_RULES)]  # the last: no exchange rule
 
 SETUP = [
     "CREATE TENSOR A SHAPE (48, 32) TILE (16, 16) FILL RANDOM_NORMAL(0, 1, 1)",
@@ -63,7 +64,7 @@ QUERIES = [
 ]
 
 
-@pytest.mark.parametrize("disabled", DISABLED, ids=lambda d: "all" if "," in d else d)
+@pytest.mark.parametrize("disabled", DISABLED, ids=lambda d: ("all physical" if "broadcast" in d else "all") if "," in d else d)
 @pytest.mark.parametrize("path", logic_files(SQL_ROOT), ids=lambda p: str(p.relative_to(SQL_ROOT)))
 def test_logic_file_with_rule_disabled(path: Path, disabled: str) -> None:
     run_file(path, setup=("SET workers = 2", f"SET disabled_rules = '{disabled}'"))
