@@ -17,6 +17,8 @@ Keys print as integers, tiles as `(shape)[values]` (row-major, `%.6g`), other va
 """
 from __future__ import annotations
 
+import dataclasses
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -96,14 +98,16 @@ def _record(header: str, sql: str, line: int, expected: tuple, path: Path) -> Re
 
 
 def run_file(path: Path, setup: tuple[str, ...] = ()) -> None:
-    """Run every record of a .test file on a fresh in-memory database; AssertionError on a mismatch."""
+    """Run every record of a .test file on a fresh in-memory database; AssertionError on a mismatch.
+    `__TMP__` in a statement names a temporary folder of this run (files COPY writes and reads)."""
     con = trdb.connect()
     cur = con.cursor()
     for statement in setup:
         cur.execute(statement)
     try:
-        for record in parse_file(path):
-            _run_record(cur, record, path)
+        with tempfile.TemporaryDirectory() as folder:
+            for record in parse_file(path):
+                _run_record(cur, dataclasses.replace(record, sql=record.sql.replace("__TMP__", folder)), path)
     finally:
         con.close()
 
