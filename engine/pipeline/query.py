@@ -25,7 +25,6 @@ from trdb.execution.spool import RowSpool
 from trdb.execution.state import ExecutionState
 from trdb.execution.workers import one_blas_thread
 from trdb.kernels.backend import Backend
-from trdb.optimizer.common_subplans import CarriedWork, SharedWork
 from trdb.optimizer.dense_einsum import dense_limit
 from trdb.optimizer.driver import RuleContext, disabled_rules, optimize
 from trdb.optimizer.physical_planner import plan_physical
@@ -34,6 +33,7 @@ from trdb.pipeline.expansions import expand
 from trdb.pipeline.limits import check_plan
 from trdb.pipeline.nesting import nesting_guard
 from trdb.pipeline.plan_memo import PlanMemo
+from trdb.pipeline.shared_work import CarriedWork, SharedWork
 from trdb.plan import logical as lp
 from trdb.plan.physical import PhysicalNode
 from trdb.planner.binder import Binder, BoundQuery

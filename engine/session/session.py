@@ -15,10 +15,10 @@ from trdb.execution import full_collections
 from trdb.execution.result import Result
 from trdb.kernels.cupy_backend import out_of_device_memory
 from trdb.kernels.device_choice import backend_for
-from trdb.optimizer.common_subplans import CarriedWork
 from trdb.parser import ParseError, ast, parse, split_statements
 from trdb.pipeline.plan_cache import PlanCache
 from trdb.pipeline.plan_memo import PlanMemo
+from trdb.pipeline.shared_work import CarriedWork
 from trdb.planner.expression_binder import BindContext
 from trdb.session.plain_names import names_kept_apart
 from trdb.session.plain_sql_routing import (

@@ -11,12 +11,12 @@ from trdb.execution.executor import Execution
 from trdb.execution.result import Result
 from trdb.execution.spool import RowSpool
 from trdb.kernels.backend import Backend
-from trdb.optimizer.common_subplans import CarriedWork, SharedWork
 from trdb.optimizer.driver import RuleContext
 from trdb.parser import ast
 from trdb.pipeline.plan_cache import CachedPlan, PlanCache
 from trdb.pipeline.plan_memo import PlanMemo
 from trdb.pipeline.query import Pipeline
+from trdb.pipeline.shared_work import CarriedWork, SharedWork
 from trdb.plan import expressions as bx
 from trdb.plan import logical as lp
 from trdb.plan.physical import PhysicalNode

@@ -7,7 +7,8 @@ import weakref
 
 import numpy as np
 
-from trdb.optimizer.common_subplans import CarriedWork, _Numbering
+from trdb.optimizer.common_subplans import Numbering as _Numbering
+from trdb.pipeline.shared_work import CarriedWork
 from trdb.plan import expressions as bx
 from trdb.plan import logical as lp
 from trdb.plan.types import KEY, Column, ScalarType
