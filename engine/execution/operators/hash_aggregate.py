@@ -12,6 +12,7 @@ from trdb.execution.tile_math.compile import compile_expr
 from trdb.execution.tile_math.inplace import FRESH
 from trdb.execution.tile_math.product_sharing import ProductShare, SharedProducts
 from trdb.execution.tile_math.product_sum import product_sum_feed
+from trdb.execution.tile_math.stacked_sums import stacked_sums
 from trdb.execution.work import charge_add
 from trdb.kernels import sparse_functions as S
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
@@ -189,22 +190,22 @@ class HashAggregateExec(BlockingOperator):
         self._growth = Growth()
         self._memory = self.reservation(self._minimum())
         partitions = None
-        child, new_group = self.children[0], self._new_group
+        child = self.children[0]
         complete_at = self.group_rows if self.group_rows and self.calls else -1
         completed: set = set()
+        stacked = stacked_sums(self.calls, backend)
         while (batch := child.next_batch()) is not None:
+            if stacked is not None:  # what could not be summed stacked goes on tuple by tuple below
+                batch, touched = self._add_stacked(groups, batch, keys, stacked, completed)
+                for key in touched:
+                    if groups[key][0].rows == complete_at:
+                        completed.add(key)
+                        yield self._handed_on(groups, key)
             keyed = _by_group(batch, keys) if complete_at > 0 else ((tuple(k(row) for k in keys), row) for row in batch)
             for key, row in keyed:
                 accumulators = groups.get(key)
                 if accumulators is None:
-                    if key in completed:
-                        raise DataError(f"group {key} of an aggregate has more than the {self.group_rows} tuples "
-                                        "its stored tensors can give: a tensor it reads holds one key twice (a "
-                                        "damaged database file?)",
-                                        hint="check the tensors with SELECT keys, COUNT(*) ... GROUP BY keys")
-                    accumulators = groups[key] = new_group()
-                    if canvas is not None:
-                        accumulators[0].key = key
+                    accumulators = self._group(groups, key, completed)
                 for accumulator, feed in zip(accumulators, feeds):
                     feed(accumulator, row)
                 if accumulators[0].rows == complete_at:  # handed on now: the batch's next rows may take long
@@ -220,6 +221,31 @@ class HashAggregateExec(BlockingOperator):
         if shared is not None:
             shared.input_ended()
         return partitions
+
+    def _add_stacked(self, groups: dict, batch: Batch, keys: list, stacked, completed: set) -> tuple[Batch, list]:
+        """Add what of a batch can be summed stacked to its groups (tile_math/stacked_sums.py); returns the rest,
+        and the keys of the groups it added to."""
+        sums, rest = stacked(batch, [tuple(k(row) for k in keys) for row in batch])
+        xp = self.ctx.backend.xp
+        for key, (count, values) in sums.items():
+            accumulators = groups.get(key)
+            if accumulators is None:
+                accumulators = self._group(groups, key, completed)
+            for accumulator, value in zip(accumulators, values):
+                accumulator.absorb(value, count, xp)
+        return [batch[position] for position in rest], list(sums)
+
+    def _group(self, groups: dict, key: tuple, completed: set) -> list[Accumulator]:
+        """A new group's accumulators; a key whose group was complete already is a damaged tensor."""
+        if key in completed:
+            raise DataError(f"group {key} of an aggregate has more than the {self.group_rows} tuples "
+                            "its stored tensors can give: a tensor it reads holds one key twice (a "
+                            "damaged database file?)",
+                            hint="check the tensors with SELECT keys, COUNT(*) ... GROUP BY keys")
+        accumulators = groups[key] = self._new_group()
+        if self.canvas is not None:
+            accumulators[0].key = key
+        return accumulators
 
     def _handed_on(self, groups: dict, key: tuple) -> Batch:
         """The result row of a complete group, which is forgotten (its memory given back)."""

@@ -1,0 +1,80 @@
+"""Many small tiles: n tuples of 8 x 8 float32 tiles. Scan + elementwise + SUM(SUMSQ(...)) in trdb, against DuckDB
+over the same rows stored as FLOAT[64] arrays (its array functions) and numpy on the stacked (n, 8, 8) array.
+
+    python benchmarks/small_tiles.py                 # n = 200,000 and 1,000,000
+    python benchmarks/small_tiles.py --tuples 50000  # one size
+
+Each statement runs `--repeats` times, trdb and its peers taking turns; medians are compared (ratios
+trdb / peer), with microseconds a tuple. Every statement reads what the last one left (nothing is
+cached between runs but the buffer pool, as for any repeated query). Results are checked against
+numpy in float64.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+import trdb
+
+QUERIES = {
+    "SUM(SUMSQ(v))": ("SELECT SUM(SUMSQ(T.v)) AS v FROM T", "SELECT sum(array_inner_product(v, v)) FROM t",
+                      lambda a: float((a.astype(np.float64) ** 2).sum()), lambda a: float(np.einsum("ijk,ijk->", a, a))),
+    "SUM(SUMSQ(v * 2 + 1))": (
+        "SELECT SUM(SUMSQ(T.v * 2 + 1)) AS v FROM T",
+        "SELECT sum(list_sum(list_transform(v::FLOAT[], lambda x: (x * 2 + 1) * (x * 2 + 1)))) FROM t",
+        lambda a: float(((a.astype(np.float64) * 2 + 1) ** 2).sum()), lambda a: float(((a * 2 + 1) ** 2).sum())),
+}
+
+
+def timed(run) -> tuple[float, object]:
+    started = time.perf_counter()
+    out = run()
+    return time.perf_counter() - started, out
+
+
+def measure(n: int, repeats: int) -> None:
+    data = np.random.default_rng(0).standard_normal((n, 8, 8)).astype(np.float32)
+    con = trdb.connect()
+    load_trdb, _ = timed(lambda: con.execute("CREATE TENSOR T FROM ? TILE (8, 8)", [data.reshape(n * 8, 8)]))
+    duck = duckdb.connect()
+    values = pa.FixedSizeListArray.from_arrays(pa.array(data.reshape(-1)), 64)
+    duck.register("rows_in", pa.table({"i": pa.array(np.arange(n, dtype=np.int64)), "v": values}))
+    load_duck, _ = timed(lambda: duck.execute("CREATE TABLE t AS SELECT i, v::FLOAT[64] AS v FROM rows_in"))
+    print(f"\nn = {n:,} tiles of 8 x 8 float32 ({data.nbytes / 2**20:.0f} MiB); load: trdb {load_trdb:.2f} s, "
+          f"DuckDB {load_duck:.2f} s")
+    print(f"{'statement':24} {'trdb':>9} {'DuckDB':>9} {'numpy':>9} {'/DuckDB':>8} {'/numpy':>7} {'us/tuple':>9}")
+    for label, (trql, sql, reference, peer) in QUERIES.items():
+        times: dict[str, list] = {"trdb": [], "duckdb": [], "numpy": []}
+        expected = reference(data)
+        for _ in range(repeats):  # taking turns
+            elapsed, rows = timed(lambda: con.execute(trql).fetchall())
+            times["trdb"].append(elapsed)
+            assert abs(float(rows[0][0]) - expected) <= 1e-4 * abs(expected), (label, rows, expected)
+            elapsed, rows = timed(lambda: duck.execute(sql).fetchall())
+            times["duckdb"].append(elapsed)
+            assert abs(float(rows[0][0]) - expected) <= 1e-4 * abs(expected), (label, "duckdb", rows, expected)
+            elapsed, value = timed(lambda: peer(data))
+            times["numpy"].append(elapsed)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        print(f"{label:24} {med['trdb']:8.3f}s {med['duckdb']:8.3f}s {med['numpy']:8.3f}s "
+              f"{med['trdb'] / med['duckdb']:7.1f}x {med['trdb'] / med['numpy']:6.1f}x {1e6 * med['trdb'] / n:9.2f}")
+    con.close()
+    duck.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tuples", type=int, nargs="+", default=[200_000, 1_000_000])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    for n in args.tuples:
+        measure(n, args.repeats)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""SUM, AVG and COUNT over many small tiles summed stacked (tile_math/stacked_sums.py) give numpy's answers, in
+groups and without, over ragged edge tiles, CSR tiles and integer tiles (which go tuple by tuple), and charge their work."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse
+
+import trdb
+from trdb.execution.tile_math import stacked_sums
+
+
+@pytest.fixture(params=[1, 2], ids=["workers1", "workers2"])
+def con(request):
+    with trdb.connect(workers=request.param, min_parallel_cost=0) as connection:
+        yield connection
+
+
+def test_sums_of_many_small_tiles_match_numpy(con, monkeypatch):
+    called = []
+    original = stacked_sums._group_sums
+    monkeypatch.setattr(stacked_sums, "_group_sums", lambda *a: called.append(1) or original(*a))
+    a = np.random.default_rng(1).standard_normal((203, 30)).astype(np.float64)  # ragged edges: 203 = 50 * 4 + 3
+    con.execute("CREATE TENSOR A FROM ? TILE (4, 8)", [a])
+    total = con.execute("SELECT SUM(SUMSQ(A.v * 2 - 1)) AS v FROM A").fetchone()[0]
+    np.testing.assert_allclose(float(total), ((a * 2 - 1) ** 2).sum(), rtol=1e-12)
+    rows = con.execute("SELECT A.j, SUM(REDUCE_SUM(A.v)) AS s, AVG(SUMSQ(A.v)) AS m, COUNT(*) AS n FROM A "
+                       "GROUP BY A.j ORDER BY A.j").fetchall()
+    for j, s, m, n in rows:
+        block = a[:, j * 8:(j + 1) * 8]
+        tiles = [block[i:i + 4] for i in range(0, 203, 4)]
+        assert n == len(tiles)
+        np.testing.assert_allclose(float(s), block.sum(), rtol=1e-12)
+        np.testing.assert_allclose(float(m), np.mean([(t ** 2).sum() for t in tiles]), rtol=1e-12)
+    for j, tile in con.execute("SELECT A.j, SUM(A.v) AS v FROM A WHERE A.i < 50 GROUP BY A.j").fetchall():
+        block = a[:200, j * 8:(j + 1) * 8]
+        np.testing.assert_allclose(tile, block.reshape(50, 4, block.shape[1]).sum(axis=0), rtol=1e-12)
+    assert called  # the stacked path ran
+
+
+def test_float32_tile_sums_match_numpy(con):
+    a = np.random.default_rng(2).standard_normal((64, 6)).astype(np.float32)
+    con.execute("CREATE TENSOR A FROM ? TILE (2, 3)", [a])
+    for j, tile in con.execute("SELECT A.j, SUM(A.v) AS v FROM A GROUP BY A.j").fetchall():
+        assert tile.dtype == np.float32
+        np.testing.assert_allclose(tile, a[:, j * 3:(j + 1) * 3].astype(np.float64).reshape(32, 2, 3).sum(axis=0),
+                                   rtol=1e-5)
+
+
+def test_csr_and_integer_tiles_go_tuple_by_tuple_with_the_same_answers(con):
+    s = scipy.sparse.random(64, 64, density=0.02, format="csr", random_state=3, dtype=np.float64)
+    con.execute("CREATE TENSOR S FROM ? TILE (4, 4)", [s])
+    total = float(con.execute("SELECT SUM(SUMSQ(S.v)) AS v FROM S").fetchone()[0])
+    np.testing.assert_allclose(total, (s.toarray() ** 2).sum(), rtol=1e-12)
+    ints = np.arange(128, dtype=np.int32).reshape(64, 2)
+    con.execute("CREATE TENSOR I FROM ? TILE (2, 2)", [ints])
+    assert int(con.execute("SELECT SUM(REDUCE_SUM(I.v)) AS v FROM I").fetchone()[0]) == int(ints.sum())
+
+
+def test_explain_analyze_counts_the_stacked_work():
+    with trdb.connect(workers=1) as con:
+        con.execute("CREATE TENSOR A SHAPE (256, 8) TILE (1, 8) FILL ONES")
+        plan = "\n".join(r[0] for r in con.execute("EXPLAIN ANALYZE SELECT SUM(SUMSQ(A.v)) AS v FROM A").fetchall())
+    line = next(line for line in plan.splitlines() if "HashAggregateExec" in line)
+    assert "flops=" in line.split("actual")[1], line
