@@ -59,7 +59,7 @@ class Star:
 
 @dataclass(frozen=True)
 class BinaryOp:
-    """op: + - * / // % = <> < <= > >= AND OR (`!=` is normalised to `<>`)."""
+    """op: + - * / // % = <> < <= > >= AND OR (`!=` is normalised to `<>`; `a @ b` is parsed as MATMUL(a, b))."""
 
     op: str
     left: "Expr"

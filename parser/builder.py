@@ -164,7 +164,10 @@ class Builder:
     def comparison(self, meta, children):
         return ast.BinaryOp(children[1], children[0], children[2], span_of(meta))
 
-    binary = comparison
+    def binary(self, meta, children):
+        if children[1] == "@":  # numpy's and PyTorch's matrix product: MATMUL(a, b)
+            return ast.FuncCall("MATMUL", (children[0], children[2]), span=span_of(meta))
+        return self.comparison(meta, children)
 
     def negated(self, meta, children):
         return True
@@ -273,6 +276,9 @@ class Builder:
         kind = kind or "INNER"
         if kind == "CROSS" and condition is not None:
             raise self.error("CROSS JOIN takes no ON condition", condition.span)
+        if kind != "CROSS" and condition is None:  # PostgreSQL and DuckDB refuse it too: no silent cross join
+            raise self.error(f"{kind} JOIN needs an ON condition", getattr(right, "span", None) or span_of(meta),
+                             hint="JOIN ... ON A.j = B.i; for every pair of tuples write CROSS JOIN (or a comma)")
         return ast.JoinRef(kind, left, right, condition, span_of(meta))
 
     def table_ref(self, meta, children):
