@@ -120,3 +120,23 @@ def test_fitted_tables_spy_and_dot_commands(shell, tmp_path):
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0 and (tmp_path / "second.trdb").exists()
+
+
+def test_psql_habits_at_the_prompt(shell):
+    """psql's \\d, \\d NAME, \\dt, \\l, \\timing and \\x, the duckdb CLI's .q, and Python's exit(), typed at a terminal."""
+    child = shell()
+    _run(child, "CREATE TENSOR A SHAPE (2, 2) TILE (2, 2) FILL ONES;")
+    assert any("| A    | tensor |" in line for line in _run(child, "\\d")), "\\d lists the relations"
+    assert any(line.startswith("| v ") and "TENSOR(" in line for line in _run(child, "\\d A")), "\\d NAME describes"
+    assert any("| A    | tensor |" in line for line in _run(child, "\\dt"))
+    assert any("| main | :memory: |" in line for line in _run(child, "\\l"))
+    assert any("Expanded display is on." in line for line in _run(child, "\\x"))
+    assert "two = 2" in _run(child, "SELECT 1 AS one, 2 AS two;")
+    assert any("Expanded display is off." in line for line in _run(child, "\\x"))
+    _run(child, "\\timing")
+    assert any(line.startswith("Run Time:") for line in _run(child, "SELECT 1;"))
+    child.send("exit()\r")
+    child.expect(pexpect.EOF)
+    child = shell()
+    child.send(".q\r")
+    child.expect(pexpect.EOF)

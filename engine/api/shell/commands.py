@@ -34,7 +34,10 @@ HELP = [
     (".spy TENSOR", "draw which tiles of a 2-d tensor are stored, and how dense each is"),
     (".plot spy TENSOR FILE.png", "write a PNG of a tensor's non-zeros (needs trdb[plot])"),
     (".plot loss FILE.png", "write a PNG of the last MINIMIZE's loss curve (needs trdb[plot])"),
-    (".quit", "leave the shell (also .exit, \\q, quit, exit and Ctrl-D)"),
+    (".databases", "show the database file this shell has open"),
+    (".quit", "leave the shell (also .q, .exit, \\q, quit, exit and Ctrl-D)"),
+    ("\\d [NAME]", "psql's: list the relations, or describe NAME (also \\dt; \\l lists databases)"),
+    ("\\timing, \\x", "psql's: toggle the timer, toggle expanded display (one line per column)"),
 ]
 
 def _help(runner: "Runner", args: list[str]) -> bool:
@@ -70,10 +73,34 @@ def switch(args: list[str], usage: str) -> bool:
 
 def _flag(name: str) -> Callable[["Runner", list[str]], bool]:
     def command(runner: "Runner", args: list[str]) -> bool:
-        setattr(runner, name, switch(args, "." + name))
+        # psql's backslash-timing without an argument: a toggle, as psql's is
+        setattr(runner, name, not getattr(runner, name) if args == ["toggle"] else switch(args, "." + name))
         return True
 
     return command
+
+
+def _expanded(runner: "Runner", args: list[str]) -> bool:
+    """psql's backslash-x: one line per column (mode line), or back to the mode before; on|off, or a toggle."""
+    expanded = runner.mode == "line"
+    wanted = (not expanded) if not args else switch(args, "\\x")
+    if wanted and not expanded:
+        runner.before_expanded, runner.mode = runner.mode, "line"
+    elif not wanted and expanded:
+        runner.mode = getattr(runner, "before_expanded", None) or "table"
+    runner.message(f"Expanded display is {'on' if wanted else 'off'}.")
+    return True
+
+
+def _databases(runner: "Runner", args: list[str]) -> bool:
+    """The database this shell has open, as the duckdb CLI's .databases and psql's backslash-l list theirs."""
+    runner.print_rows(["name", "file"], [("main", runner.database or ":memory:")])
+    return True
+
+
+def _describe(runner: "Runner", args: list[str]) -> bool:
+    """psql's backslash-d: the relations, or with a NAME what it holds."""
+    return _schema(runner, args) if args else _tables(runner, args)
 
 
 def _mode(runner: "Runner", args: list[str]) -> bool:
@@ -124,6 +151,11 @@ def _commands() -> dict[str, Callable[["Runner", list[str]], bool]]:
         ".show": _show, ".print": _print, ".output": dot_files.output, ".once": dot_files.once,
         ".import": dot_files.import_file, ".open": dot_files.open_database, ".dump": dot_files.dump,
         ".shell": dot_files.shell, ".system": dot_files.shell, ".spy": pictures.spy_command, ".plot": pictures.plot_command,
+        ".q": _quit, ".databases": _databases,
+        # psql's backslash commands, as its users type them
+        "\\d": _describe, "\\d+": _describe, "\\dt": _tables, "\\dt+": _tables, "\\dv": _tables,
+        "\\l": _databases, "\\timing": lambda runner, args: _flag("timer")(runner, args or ["toggle"]),
+        "\\x": _expanded, "\\?": _help, "\\q": _quit,
     }
 
 
@@ -133,7 +165,10 @@ COMMAND_NAMES = tuple(sorted({name.split()[0] for name, _ in HELP} | {".exit", "
 def run_command(runner: "Runner", line: str, where: Optional[str] = None) -> bool:
     """Run one dot command line; prints a message and returns False when it is wrong."""
     try:
-        words = shlex.split(line.rstrip(";"))  # a habit from SQL: `.tables;`
+        text = line.strip().rstrip(";")  # a habit from SQL: `.tables;`
+        # shlex reads a backslash as an escape: psql's `\d name` keeps its backslash on the command's name
+        words = ["\\" + w if i == 0 else w for i, w in enumerate(shlex.split(text[1:]))] if text.startswith("\\") \
+            else shlex.split(text)
     except ValueError as exc:
         runner.error(CommandError(f"{line}: {exc}"), where)
         return False

@@ -37,7 +37,7 @@ def _history(err) -> History:
 
 def ready(text: str) -> bool:
     """Whether Enter runs the text: empty, a dot command, or statements ended by `;`."""
-    return not text.strip() or text.lstrip().startswith(".") or bool(QUIT_WORDS.match(text)) or is_complete(text)
+    return not text.strip() or text.lstrip().startswith((".", "\\")) or bool(QUIT_WORDS.match(text)) or is_complete(text)
 
 
 def _bindings() -> KeyBindings:

@@ -18,7 +18,7 @@ from trdb.parser import is_complete, split_statements
 
 EXPLAINABLE = re.compile(r"\s*(\(\s*)*(SELECT|WITH|VALUES)\b", re.I)
 QUIET = re.compile(r"\s*(SET|RESET)\b", re.I)  # settings print nothing, as in the duckdb CLI
-QUIT_WORDS = re.compile(r"\s*(\\q|quit|exit)\s*;?\s*$", re.I)   # psql's \q; quit and exit as the duckdb CLI takes them
+QUIT_WORDS = re.compile(r"\s*(\\q|quit|exit)(\(\))?\s*;?\s*$", re.I)  # psql's \q; quit, exit (and Python's exit())
 # DuckDB's answer to a statement without rows (a one-column count or `Success`): the shell prints a line instead
 NO_ROWS = re.compile(r"\s*(CREATE|INSERT|UPDATE|DELETE|DROP|ALTER|SET|RESET|COPY|CHECKPOINT|BEGIN|COMMIT|ROLLBACK|"
                      r"INSTALL|LOAD|USE|VACUUM|ANALYZE|PRAGMA|DETACH|IMPORT|EXPORT)\b", re.I)
@@ -51,7 +51,7 @@ def script_items(text: str) -> Iterator[Item]:
             yield Item("dot", ".quit", number)
             buffer = ""
             continue
-        if line.lstrip().startswith(".") and _at_boundary(buffer):
+        if line.lstrip().startswith((".", "\\")) and _at_boundary(buffer):  # a dot command, or psql's backslash one
             command, _, rest = line.strip().partition(";")  # `.mode csv; SELECT 1;`: SQL may follow on the line
             yield Item("dot", command.strip(), number)
             buffer, line, start = "", rest, number
