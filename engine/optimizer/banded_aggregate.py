@@ -26,8 +26,8 @@ def banded(plan: lp.Aggregate, size: Callable[[lp.Plan], float], budget: float) 
     """The aggregate as a UNION ALL of the same aggregate over bands of a grouped key, when its groups
     (`size(plan)` bytes) exceed `budget` and a group column is a key of a stored tensor joined directly."""
     result_bytes = size(plan)
-    if not (isinstance(plan.input, lp.Join) and plan.input.kind == "INNER") or result_bytes <= budget:
-        return None
+    if not (isinstance(plan.input, lp.Join) and plan.input.kind == "INNER") or result_bytes <= budget or budget <= 0:
+        return None  # (a budget of nothing, memory_limit of a byte: no band fits; the aggregate spills)
     join = plan.input
     found = _banded_side(plan, join)
     if found is None:

@@ -94,3 +94,12 @@ def test_a_product_that_fits_is_one_aggregate(con):
     cur, _, _ = tensors(con, DEEP)
     plan = explain(cur, PRODUCT)
     assert "UnionAllExec" not in plan and top(plan).startswith("HashAggregateExec") and not spilling(plan), plan
+
+
+def test_a_memory_limit_of_one_byte_plans_no_bands_and_still_answers():
+    """A fuzz finding: SET memory_limit = 1 left the planner a budget of 0, and banding divided by it
+    (InternalError: ZeroDivisionError); now no band is planned, and the product spills as it must."""
+    with trdb.connect(workers=1, dense_einsum_bytes=0) as con:
+        cur, a, b = tensors(con, (4, 2, 4, 16))
+        cur.execute("SET memory_limit = 1")
+        np.testing.assert_allclose(cur.execute(PRODUCT).fetch_tensor(), a @ b, rtol=1e-4, atol=1e-4)
