@@ -44,6 +44,7 @@ class SpillDirectory:
 
     def __init__(self, root: str):
         self.root = root
+        self._instance = secrets.token_hex(4)  # this database's: DuckDB's folder is one per database, not per process
         self._own: Optional[str] = None
         self._lock = threading.Lock()
         self.files_written = 0
@@ -61,9 +62,10 @@ class SpillDirectory:
 
     @property
     def duckdb_folder(self) -> str:
-        """DuckDB's own temp folder: one per process too (two processes' DuckDB instances would share file
-        names), and named so that `remove_leftovers` removes it after a crash."""
-        return os.path.join(self.root, f"{_PREFIX}{os.getpid()}-duckdb")
+        """DuckDB's own temp folder: one per database (DuckDB instance) of this process, and named so that
+        `remove_leftovers` removes it after a crash. One per process was removed by whichever database of the
+        process closed first, with the blocks another in-memory database had spilled there: its data."""
+        return os.path.join(self.root, f"{_PREFIX}{os.getpid()}-duckdb-{self._instance}")
 
     def new_file(self, purpose: str) -> "SpillFile":
         return SpillFile(os.path.join(self._directory(), f"{purpose}-{secrets.token_hex(6)}.spill"))

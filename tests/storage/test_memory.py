@@ -137,15 +137,31 @@ def test_a_statement_on_a_device_reserves_from_the_devices_budget_and_spills_pas
         assert file.device_memory.limit == int(0.8 * (1 << 30))
 
 
-def test_duckdbs_temp_folder_is_one_per_process_and_a_dead_ones_is_removed(tmp_path):
+def test_duckdbs_temp_folder_is_one_per_database_and_a_dead_processs_is_removed(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     leftover = tmp_path / "spill" / f"trdb-{int(dead.stdout)}-duckdb"
     leftover.mkdir(parents=True)
     (leftover / "duckdb_temp_storage-0.tmp").write_bytes(b"x")
     with trdb.connect(str(tmp_path / "db.trdb"), temp_directory=str(tmp_path / "spill")) as con:
         folder = con._session().db.file.spill.duckdb_folder
-        assert os.path.basename(folder) == f"trdb-{os.getpid()}-duckdb" and os.path.isdir(folder)
+        assert os.path.basename(folder).startswith(f"trdb-{os.getpid()}-duckdb-") and os.path.isdir(folder)
         assert not leftover.exists()
+        with trdb.connect(temp_directory=str(tmp_path / "spill")) as other:  # another database of this process
+            assert other._session().db.file.spill.duckdb_folder != folder
+
+
+def test_closing_one_in_memory_database_keeps_the_blocks_another_spilled(tmp_path):
+    """A fuzz finding: DuckDB's temp folder was one per process, and whichever database closed first removed it,
+    with the blocks an in-memory database had evicted there: that database's committed tensor was lost."""
+    data = np.random.default_rng(0).standard_normal((4096, 8192)).astype(np.float32)  # 128 MiB: past 96MB
+    spill = str(tmp_path / "spill")
+    with trdb.connect(memory_limit="96MB", temp_directory=spill) as kept:
+        kept.execute("CREATE TENSOR T FROM ? TILE (512, 512)", [data])
+        for _ in range(2):
+            with trdb.connect(memory_limit="96MB", temp_directory=spill) as other:
+                other.execute("CREATE TENSOR U SHAPE (2, 2) TILE (2, 2) FILL ONES")
+        total = kept.execute("SELECT SUM(REDUCE_SUM(T.v)) AS v FROM T").fetchone()[0]
+        np.testing.assert_allclose(float(total), data.astype(np.float64).sum(), rtol=1e-3, atol=1.0)
 
 
 def test_a_folder_another_process_removed_meanwhile_is_made_again(tmp_path, monkeypatch):
