@@ -41,6 +41,7 @@ class DatabaseFile:
         self.pool = BufferPool(self.memory)
         self.shared_settings: dict = {}  # the database-wide settings (config.settings.DATABASE_WIDE)
         self.spill = SpillDirectory(default_directory(path))
+        self._retired_spills: list[SpillDirectory] = []  # earlier temp_directories: DuckDB's folders there live on
         self._duckdb_limits: tuple = (None, None, None)
         self.write_lock = threading.RLock()
         self.generation = 0
@@ -76,7 +77,10 @@ class DatabaseFile:
         self.memory.resize(limit)
         self.pool.fit()
         if directory != self.spill.root:
-            self.spill.close()
+            # DuckDB may keep spilling to its folder under the old directory until the database closes (it
+            # refuses a new temp_directory once it has used one): that folder holds blocks of live data
+            self.spill.close(duckdb_closed=False)
+            self._retired_spills.append(self.spill)
             self.spill = SpillDirectory(directory)
         tile = self.memory.largest_tile
         limits = (duckdb_bytes(self.memory.limit, tile), duckdb_threads(self.memory.limit, os.cpu_count() or 1, tile),
@@ -200,6 +204,8 @@ class DatabaseFile:
             self.root.close()
         except duckdb.Error:
             pass
+        for retired in self._retired_spills:
+            retired.close()
         self.spill.close()
 
 

@@ -82,14 +82,16 @@ class SpillDirectory:
             self.files_written += 1
             return self._own
 
-    def close(self) -> None:
+    def close(self, duckdb_closed: bool = True) -> None:
         """Remove this process's directory (its files are gone already unless a statement failed badly),
-        then DuckDB's folder and the root when nothing else is in them (the database is closing)."""
+        then, once DuckDB has closed (`duckdb_closed`), DuckDB's folder, and the root when nothing else is in it.
+        While DuckDB is open its folder stays: it holds blocks of live data (an in-memory database's)."""
         with self._lock:
             if self._own is not None:
                 shutil.rmtree(self._own, ignore_errors=True)
                 self._own = None
-        shutil.rmtree(self.duckdb_folder, ignore_errors=True)  # DuckDB has closed: what is left is garbage
+        if duckdb_closed:
+            shutil.rmtree(self.duckdb_folder, ignore_errors=True)  # DuckDB has closed: what is left is garbage
         _remove_if_empty(self.root)
 
 

@@ -175,3 +175,15 @@ def test_a_folder_another_process_removed_meanwhile_is_made_again(tmp_path, monk
     monkeypatch.setattr(os, "makedirs", racing)
     make_folder(str(tmp_path / "a" / "b"))
     assert (tmp_path / "a" / "b").is_dir() and calls.count(str(tmp_path / "a" / "b")) == 2
+
+
+def test_a_new_temp_directory_keeps_the_blocks_duckdb_spilled_to_the_old_one(tmp_path):
+    """A fuzz finding that lost data: SET temp_directory removed DuckDB's folder under the old directory, but DuckDB
+    keeps spilling there until the database closes; an in-memory database's evicted blocks went with it."""
+    data = np.random.default_rng(1).standard_normal((4096, 8192)).astype(np.float32)  # 128 MiB: past 96MB
+    with trdb.connect(memory_limit="96MB", temp_directory=str(tmp_path / "first")) as con:
+        con.execute("CREATE TENSOR T FROM ? TILE (512, 512)", [data])
+        con.execute(f"SET temp_directory = '{tmp_path / 'second'}'")
+        total = con.execute("SELECT SUM(REDUCE_SUM(T.v)) AS v FROM T").fetchone()[0]
+        np.testing.assert_allclose(float(total), data.astype(np.float64).sum(), rtol=1e-3, atol=1.0)
+    assert not any((tmp_path / "first").glob("trdb-*-duckdb-*"))  # removed once the database closed
