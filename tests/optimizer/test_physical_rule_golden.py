@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_rule_golden import _first_and_last_block
 
 import trdb
 from test_golden_explain import assert_matches_golden
@@ -23,9 +24,8 @@ def test_every_physical_rule_has_a_golden_plan() -> None:
 
 @pytest.mark.parametrize("script", sorted(GOLDEN.glob("*.sql")), ids=lambda p: p.stem)
 def test_physical_rule_plan_matches_golden(script: Path) -> None:
-    actual = assert_matches_golden(script)
-    blocks = actual.strip().split("\n\n")
-    assert blocks[0].split("\n", 1)[1] != blocks[-1].split("\n", 1)[1], f"{script.stem} did not change the plan"
+    with_rule, without_rule = _first_and_last_block(assert_matches_golden(script))
+    assert with_rule != without_rule, f"{script.stem} did not change the plan"
 
 
 @pytest.mark.parametrize("script", sorted(GOLDEN.glob("*.sql")), ids=lambda p: p.stem)
