@@ -11,9 +11,9 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput
 from . import ast
 from .builder import Builder
 from .errors import ParseError
-from .splitter import StatementText, is_complete, split_statements
+from .splitter import StatementText, is_complete, nests_deeper_than, split_statements
 
-__all__ = ["parse", "parse_expression", "split_statements", "is_complete", "StatementText",
+__all__ = ["parse", "parse_expression", "split_statements", "is_complete", "nests_deeper_than", "StatementText",
            "ParseError", "ast"]
 
 # How the expected-token hint names terminals that are patterns rather than fixed words.

@@ -103,6 +103,21 @@ def _statement(script: str, start: int, end: int) -> StatementText:
     return StatementText(script[start:end], line, start, column)
 
 
+def nests_deeper_than(text: str, limit: int) -> bool:
+    """Whether parentheses nest more than `limit` deep in text, outside strings, quoted names and comments."""
+    if text.count("(") <= limit:  # the common case, without lexing a long text
+        return False
+    depth = 0
+    for kind, start, end, _closed in _pieces(text):
+        if kind != "other" or "(" not in text[start:end] and ")" not in text[start:end]:
+            continue
+        for char in text[start:end]:
+            depth += (char == "(") - (char == ")")
+            if depth > limit:
+                return True
+    return False
+
+
 def is_complete(text: str) -> bool:
     """True when text ends with a `;` outside strings and comments (what follows it is only
     white space or closed comments): a shell can then run what was typed."""

@@ -75,12 +75,31 @@ class RowReader:
         return taken
 
     def rewind(self, position: int) -> None:
-        """Back to `position` (a fetch that failed leaves its rows to be fetched)."""
-        if isinstance(self.rows, RowSpool) and position != self.position:
+        """Back to `position` (a fetch that failed leaves its rows to be fetched). A spooled result is read
+        again from its start: the read that failed may have ended its batches (an error ends a generator)."""
+        if isinstance(self.rows, RowSpool):
             self._batches, self._pending, self.position = None, [], 0
             while self.position < position:
                 self.take(min(position - self.position, 1024))
         self.position = position
+
+
+def _fetching(fetch):
+    """A fetch method whose rows stay to be fetched when it runs out of memory, failing as an OperationalError
+    (a spooled tile read back, or the rows converted, may need more than the process can allocate now)."""
+    @functools.wraps(fetch)
+    def guarded(self: "Cursor", *args: Any, **kwargs: Any):
+        position = self._reader.position
+        try:
+            return fetch(self, *args, **kwargs)
+        except MemoryError as exc:
+            try:
+                self._reader.rewind(position)
+            except MemoryError:  # reading the rows before `position` again ran out too: none are left to fetch
+                self._forget_result()
+            raise errors.out_of_memory(exc, hint=f"{fetch.__name__}() needs more memory than the process can "
+                                                 "allocate now: fetch fewer rows at a time (fetchmany())") from exc
+    return guarded
 
 
 class Cursor:
@@ -153,13 +172,16 @@ class Cursor:
         self._rowcount = total
         return self
 
+    @_fetching
     def fetchone(self) -> Optional[tuple]:
         rows = self._take(1)
         return rows[0] if rows else None
 
+    @_fetching
     def fetchmany(self, size: Optional[int] = None) -> list[tuple]:
         return self._take(self.arraysize if size is None else size)
 
+    @_fetching
     def fetchall(self) -> list[tuple]:
         return self._take(None)
 
@@ -214,17 +236,20 @@ class Cursor:
 
     # ------------------------------------------------------------ tensor extensions
 
+    @_fetching
     def fetch_tensor(self, shape: Optional[Sequence[int]] = None) -> np.ndarray:
         """The remaining rows assembled into one dense array (keys -> leading axes; absent tiles are zeros)."""
         result = self._tensor_result("fetch_tensor")
         canvas, result.canvas = result.canvas, None  # an array placed for the result is the caller's once handed over
         return self._assembled("fetch_tensor()", functools.partial(assemble, canvas=canvas), result, shape)
 
+    @_fetching
     def fetch_sparse(self, shape: Optional[Sequence[int]] = None):
         """The remaining rows of a 2-d result as a scipy.sparse CSR matrix (`shape` as in fetch_tensor)."""
         result = self._tensor_result("fetch_sparse")
         return self._assembled("fetch_sparse()", result_to_sparse, result, shape)
 
+    @_fetching
     def fetch_arrow(self):
         """The remaining rows as a pyarrow Table: key columns and a fixed_shape_tensor column; the rows are
         read a bounded batch at a time, so the Arrow table is the only whole copy."""
@@ -243,6 +268,7 @@ class Cursor:
 
     fetch_record_batch = arrow
 
+    @_fetching
     def df(self):
         """The remaining rows as a pandas DataFrame (tiles larger than 0-d as an object column of arrays)."""
         result = self._require_result("df")
@@ -250,6 +276,7 @@ class Cursor:
 
     fetchdf = fetch_df = df
 
+    @_fetching
     def fetch_long(self):
         """The remaining rows of a tensor result in long form: a pyarrow Table of (index, ..., value) rows,
         one per element of each present tile (CSR tiles: their stored non-zeros), indices in the whole tensor."""
@@ -260,6 +287,7 @@ class Cursor:
         batches = list(long_batches(layout, self._batches(keep_sparse=True), schema))
         return pa.Table.from_batches(batches, schema=schema)
 
+    @_fetching
     def fetchnumpy(self) -> dict[str, np.ndarray]:
         """The remaining rows as numpy columns: keys as int64 arrays, tiles stacked when they share a shape."""
         result = self._require_result("fetchnumpy")

@@ -209,3 +209,32 @@ def test_running_out_of_memory_while_parsing_fails_the_statement_cleanly(cur, mo
     monkeypatch.setattr(trdb.session.session, "parse", real)
     cur.execute("CREATE TENSOR T SHAPE (2, 2) TILE (2, 2) FILL ONES")
     assert cur.execute("SELECT SUM(v) AS v FROM T").fetchone()[0].sum() == 4
+
+
+@pytest.mark.on_cpu
+@pytest.mark.parametrize("fetch", ["fetchall", "fetchnumpy", "fetch_arrow", "fetch_tensor"])
+def test_running_out_of_memory_reading_a_spilled_result_back_keeps_its_rows(cur, monkeypatch, fetch):
+    """A MemoryError reading a spilled result back escaped as it was (found by the fuzzer under a tight
+    address-space limit): the fetch is an OperationalError, and every row is still there to fetch."""
+    import trdb.storage.spill
+
+    data = np.arange(512 * 512, dtype=np.float64).reshape(512, 512)
+    cur.execute("SET memory_limit = '8MB'")
+    cur.execute("CREATE TENSOR S FROM ? TILE (8, 512)", [data])
+    cur.execute("SELECT i, j, v * 2 AS v FROM S")
+    first = cur.fetchmany(3)
+    assert cur._reader.rows._files, "the result was meant to spill"
+    real, calls = trdb.storage.spill._read_value, []
+
+    def short_of_memory_once(source, path):
+        calls.append(1)
+        if len(calls) == 20:
+            raise MemoryError()
+        return real(source, path)
+    monkeypatch.setattr(trdb.storage.spill, "_read_value", short_of_memory_once)
+    with pytest.raises(trdb.OperationalError, match="out of memory|more than this process can allocate"):
+        getattr(cur, fetch)()
+    assert len(calls) >= 20
+    rows = sorted(first + cur.fetchall(), key=lambda row: row[0])
+    assert [row[0] for row in rows] == list(range(64))
+    np.testing.assert_array_equal(np.concatenate([row[2] for row in rows]), data * 2)

@@ -476,3 +476,23 @@ def _timed(function, argument) -> float:
     start = time.perf_counter()
     function(argument)
     return time.perf_counter() - start
+
+
+@pytest.mark.parametrize("where", [0, 500, 999])
+def test_a_long_line_is_shown_as_a_window_around_the_fault_as_psql_does(where):
+    terms = ["A.v"] * 1000
+    terms[where] = "A.v !"
+    with pytest.raises(ParseError) as failed:
+        parse("SELECT " + " + ".join(terms) + " FROM A")
+    _message, line, caret = str(failed.value).splitlines()[:3]
+    assert len(line) < 100
+    assert line[caret.index("^")] == "!"
+    assert line.startswith("LINE 1: ...") == (where > 0)
+    assert line.endswith("...") == (where < 990)
+
+
+def test_a_short_line_is_shown_whole():
+    with pytest.raises(ParseError) as failed:
+        parse("SELECT 1 FROM A WHERE x ==== 3")
+    assert str(failed.value).splitlines()[1:3] == ["LINE 1: SELECT 1 FROM A WHERE x ==== 3",
+                                                   "                                 ^"]

@@ -176,3 +176,35 @@ def test_a_tile_column_of_text_is_still_corrupt():
     column = pa.chunked_array([pa.array(["abcd"], pa.string())])
     with pytest.raises(trdb.DataError, match="corrupt"):
         decode_tiles(column, np.dtype(np.uint8), [(4,)])
+
+
+# ------------------------------------------------------------ deep nesting DuckDB is never asked to parse
+
+def _nested(depth: int, inner: str = "1", cut: str = "") -> str:
+    """`SELECT ((...inner...)) AS v` with `cut` put halfway through the closing parentheses."""
+    return f"SELECT {'(' * depth}{inner}{')' * (depth // 2)}{cut}{')' * (depth - depth // 2)} AS v"
+
+
+def test_a_deeply_nested_syntax_error_fails_without_duckdb_parsing_it(cur, monkeypatch):
+    """The fuzzer's statement, 5,000 parentheses deep with a `*` among the closing ones, took 20 s and
+    2.5 GB (DuckDB's parser, asked four times, grows as the square of the depth to report the error),
+    which exhausted a bounded process: trql's own syntax error comes back, and DuckDB never sees the text."""
+    cur.execute("CREATE TENSOR guard_vec SHAPE (40) TILE (16) FILL ONES")
+
+    def never(*_args, **_kwargs):
+        raise AssertionError("DuckDB was asked to parse the statement")
+    monkeypatch.setattr(duckdb, "extract_statements", never)
+    text = _nested(5000, "guard_vec.v", "*") + " FROM guard_vec"
+    with pytest.raises(trdb.ProgrammingError, match='syntax error at or near "\\)"') as failed:
+        cur.execute(text)
+    assert len(str(failed.value).splitlines()[1]) < 120  # the LINE shown is a window around the fault
+    assert cur.execute("SELECT i, v FROM guard_vec").fetch_tensor().sum() == 40
+
+
+def test_plain_sql_nested_past_duckdbs_depth_is_refused_before_duckdb_reads_it(cur):
+    cur.execute(_nested(500))  # plain SQL nested within DuckDB's bound runs as before
+    assert cur.fetchone()[0] == 1
+    with pytest.raises(trdb.ProgrammingError, match="nests parentheses more than 1000 deep"):
+        check_plain_sql(_nested(1001))
+    check_plain_sql("SELECT '" + "(" * 5000 + "' AS v")  # parentheses in a string do not nest
+    check_plain_sql("SELECT 1 AS v /* " + "(" * 5000 + " */")
