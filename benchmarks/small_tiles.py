@@ -1,13 +1,15 @@
-"""Many small tiles: n tuples of 8 x 8 float32 tiles. Scan + elementwise + SUM(SUMSQ(...)) in trdb, against DuckDB
-over the same rows stored as FLOAT[64] arrays (its array functions) and numpy on the stacked (n, 8, 8) array.
+"""Many small tiles: n tuples of 8 x 8 float32 tiles. Scan + elementwise + SUM(SUMSQ(...)), and an UPDATE ... SET
+v = v * a + b, in trdb, against DuckDB over the same rows stored as FLOAT[64] arrays (its array functions) and numpy
+on the stacked (n, 8, 8) array.
 
     python benchmarks/small_tiles.py                 # n = 200,000 and 1,000,000
     python benchmarks/small_tiles.py --tuples 50000  # one size
 
 Each statement runs `--repeats` times, trdb and its peers taking turns; medians are compared (ratios
 trdb / peer), with microseconds a tuple. Every statement reads what the last one left (nothing is
-cached between runs but the buffer pool, as for any repeated query). Results are checked against
-numpy in float64.
+cached between runs but the buffer pool, as for any repeated query); each UPDATE changes every
+value, so no run reuses the one before. Sums are checked against numpy in float64; after the
+UPDATEs, trdb's tensor and DuckDB's table are checked against numpy's array.
 """
 from __future__ import annotations
 
@@ -63,8 +65,36 @@ def measure(n: int, repeats: int) -> None:
         med = {k: statistics.median(v) for k, v in times.items()}
         print(f"{label:24} {med['trdb']:8.3f}s {med['duckdb']:8.3f}s {med['numpy']:8.3f}s "
               f"{med['trdb'] / med['duckdb']:7.1f}x {med['trdb'] / med['numpy']:6.1f}x {1e6 * med['trdb'] / n:9.2f}")
+    update(con, duck, data, repeats)
     con.close()
     duck.close()
+
+
+def update(con, duck, data: np.ndarray, repeats: int) -> None:
+    """UPDATE ... SET v = v * a + b over every tuple, taking turns; the three end in the same values."""
+    n, a, b = len(data), 1.0001, 0.5
+    array = data.copy()
+    times: dict[str, list] = {"trdb": [], "duckdb": [], "numpy": []}
+    for _ in range(repeats):
+        elapsed, _ = timed(lambda: con.execute(f"UPDATE T SET v = T.v * {a} + {b}"))
+        times["trdb"].append(elapsed)
+        elapsed, _ = timed(lambda: duck.execute(
+            f"UPDATE t SET v = list_transform(v::FLOAT[], lambda x: x * {a} + {b})::FLOAT[64]"))
+        times["duckdb"].append(elapsed)
+
+        def step():
+            np.multiply(array, np.float32(a), out=array)
+            np.add(array, np.float32(b), out=array)
+        elapsed, _ = timed(step)
+        times["numpy"].append(elapsed)
+    got = con.execute("SELECT * FROM T").fetch_tensor().reshape(n, 8, 8)
+    np.testing.assert_allclose(got, array, rtol=1e-5, atol=1e-5)
+    duck_values = duck.execute("SELECT v FROM t ORDER BY i").fetchnumpy()["v"]
+    np.testing.assert_allclose(np.stack(duck_values).reshape(n, 8, 8), array, rtol=1e-5, atol=1e-5)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    label = "UPDATE v = v * a + b"
+    print(f"{label:24} {med['trdb']:8.3f}s {med['duckdb']:8.3f}s {med['numpy']:8.3f}s "
+          f"{med['trdb'] / med['duckdb']:7.1f}x {med['trdb'] / med['numpy']:6.1f}x {1e6 * med['trdb'] / n:9.2f}")
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ from trdb.storage.external_tensors import refuse_write
 from trdb.storage.ordinary_tables import ordinary_tables, ordinary_views
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_codec import DENSE
+from trdb.storage.tile_runs import as_tile_runs
 from trdb.storage.tile_store import TileIndex
 from trdb.storage.whole_tensor import the_one_tile, whole_array
 
@@ -299,6 +300,7 @@ class Catalog:
         just written as the whole tensor `meta` (its new version): the buffer pool keeps them, read-only, so
         that the next scan reads no tile back."""
         keys, tiles = tile_store.sorted_by_key(keys, tiles)
+        tiles = as_tile_runs(tiles)  # a scan hands the runs of small tiles on as column batches
         for tile in tiles:
             if not is_sparse(tile):  # CSR tiles come from a read (kept_tiles): as it made them
                 tile.flags.writeable = False
@@ -322,7 +324,8 @@ class Catalog:
                 continue  # not stored: its key is gone
             if stored != DENSE or is_sparse(tile):
                 return
-            tiles[key] = tile if tile.flags.c_contiguous and tile.base is None else np.array(tile, order="C")
+            # a view (of a write batch's stack, whose tiles all go in) is kept as it is: the runs are stacked again
+            tiles[key] = tile if tile.flags.c_contiguous else np.array(tile, order="C")
         old_keys, old_tiles = before
         for key, tile in zip(map(tuple, old_keys.tolist()), old_tiles):
             if key not in written:

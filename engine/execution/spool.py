@@ -4,7 +4,9 @@ What holds tuples for later (a query's result before the cursor takes it, a shar
 tuples) appends them to a spool. While its reservation grows, they stay in a list; the first
 refused request sends that batch and every later one to a spill file, so the order is kept.
 `contents()` is a plain list when nothing spilled (the common, fast case), else the spool itself,
-which reads back batch by batch and can be read any number of times. The spool holds its memory
+which reads back batch by batch and can be read any number of times. Column batches are kept as
+they came (execution/column_batch.py): a spool holding one is its own contents too, and hands
+them back as they are, so that a writer takes their stacks without a step per tuple. The spool holds its memory
 until it is closed or dropped (a finalizer gives the memory back and removes the file then too).
 """
 from __future__ import annotations
@@ -13,6 +15,7 @@ import weakref
 from typing import Callable, Iterable, Iterator, Optional, Union
 
 from trdb.errors import InternalError
+from trdb.execution.column_batch import is_columns
 from trdb.execution.exchange.channel import batch_bytes
 from trdb.storage.memory import Reservation
 from trdb.storage.spill import READ_BATCH_BYTES, SpillFile
@@ -25,7 +28,8 @@ class RowSpool:
         self.reservation = reservation
         self.max_memory = max_memory  # past this many bytes in memory it spills, even where the budget has room
         self._new_file = new_file
-        self._rows: list = []
+        self._held: list = []  # in memory, in order: lists of tuples (consecutive ones joined) and column batches
+        self._flat: Optional[list] = None  # the tuples of a spool holding column batches, once indexed
         self._files: list[SpillFile] = []  # at most one; a list so that the finalizer sees it once made
         self._count = 0
         self._closed = False
@@ -36,7 +40,12 @@ class RowSpool:
             return
         self._count += len(batch)
         if not self._files and self._room_for(batch_bytes(batch)):
-            self._rows.extend(batch)
+            if is_columns(batch):
+                self._held.append(batch)
+            elif self._held and type(self._held[-1]) is list:
+                self._held[-1].extend(batch)
+            else:
+                self._held.append(list(batch))
             return
         if not self._files:
             self._files.append(self._new_file())
@@ -64,24 +73,31 @@ class RowSpool:
         return self.reservation.held + (self._files[0].bytes if self._files else 0)
 
     def contents(self) -> Union[list, "RowSpool"]:
-        """A list when every tuple is in memory, else this spool (iterable, sized, `batches()`)."""
-        return self._rows if not self._files else self
+        """A list when every tuple is in memory in list batches, else this spool (iterable, sized, `batches()`)."""
+        if self._files or any(is_columns(held) for held in self._held):
+            return self
+        return self._held[0] if self._held else []
 
     def __len__(self) -> int:
         return self._count
 
+    def __getitem__(self, index: int) -> tuple:
+        if self._flat is None:
+            self._flat = list(self)
+        return self._flat[index]
+
     def batches(self, batch_bytes_wanted: int = READ_BATCH_BYTES) -> Iterator[list]:
         self._check_open()
-        rows = self._rows
-        for start in range(0, len(rows), MEMORY_BATCH):
-            yield rows[start:start + MEMORY_BATCH]
+        for held in self._held:
+            if is_columns(held):
+                yield held
+                continue
+            for start in range(0, len(held), MEMORY_BATCH):
+                yield held[start:start + MEMORY_BATCH]
         if self._files:
             yield from self._files[0].batches(batch_bytes_wanted)
 
     def __iter__(self) -> Iterator[tuple]:
-        if not self._files:
-            self._check_open()
-            return iter(self._rows)
         return (row for batch in self.batches() for row in batch)
 
     def _check_open(self) -> None:
@@ -91,7 +107,7 @@ class RowSpool:
     def close(self) -> None:
         """Forget the tuples: the spill file is removed and the memory given back."""
         self._closed = True
-        self._rows = []
+        self._held, self._flat = [], None
         self._release()
 
 

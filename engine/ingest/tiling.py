@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 import mmap
 import threading
-from typing import Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Union
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from trdb.storage.tile_writer import BATCH_BYTES, TileWriter
 
 CHUNK_BYTES = BATCH_BYTES  # the bytes of one write batch (tests make it tiny to get many batches)
 SLAB_RUN = 4096  # tiles of one slab made and handed to the writer at a time
+MAX_STACKED_TILE = 1 << 14  # elements: larger tiles are cut one by one (their Python step is small beside them)
 
 
 def grid_keys(meta: TensorMeta) -> Iterator[tuple[int, ...]]:
@@ -48,17 +49,73 @@ def write_array(db: Database, meta: TensorMeta, array: np.ndarray,
     cannot hold (overflow to inf, an integer out of range) is a DataError. A memory-mapped array is read
     a slab at a time and its pages are let go after each batch, so it is never resident whole."""
     with TileWriter(db, meta, CHUNK_BYTES, _page_dropper(array)) as writer:
-        for keys, tiles in _array_tiles(meta, array):
+        for keys, tiles in _array_tiles(meta, array, writer.batch_bytes):
             if interrupted is not None and interrupted.is_set():
                 raise QueryCancelled(f"the statement was cancelled while it wrote the tiles of {meta.name}")
-            writer.add_all(np.array(keys, dtype=np.int64).reshape(len(keys), len(meta.keys)), tiles)
+            keys = np.asarray(keys, dtype=np.int64).reshape(len(keys), len(meta.keys))
+            if isinstance(tiles, np.ndarray):
+                writer.add_stack(keys, tiles)
+            else:
+                writer.add_all(keys, tiles)
     return writer.written
 
 
-def _array_tiles(meta: TensorMeta, array: np.ndarray) -> Iterator[tuple[list[tuple[int, ...]], list[np.ndarray]]]:
-    """The array's tiles in key order: a slab of the tiles that share a first key at once, cast in one go,
+def _stackable(meta: TensorMeta, batch_bytes: int) -> bool:
+    """Whether the array's full rows of tiles can be cut as stacks: small tiles (a row of them within a write
+    batch) that divide every axis but the first (the last row, if ragged, is cut tile by tile)."""
+    if not meta.shape or len(meta.grid) != len(meta.tile) or np.prod(meta.tile) > MAX_STACKED_TILE or \
+            np.prod(meta.grid[1:]) < 2 and meta.grid[0] < 2:
+        return False  # (fewer keys than axes: the slabs below cut it)
+    row_bytes = np.dtype(meta.dtype).itemsize * np.prod(meta.shape[1:], dtype=np.float64) * meta.tile[0]
+    return row_bytes <= batch_bytes and all(n % t == 0 for n, t in zip(meta.shape[1:], meta.tile[1:]))
+
+
+def _stacked_tiles(meta: TensorMeta, array: np.ndarray,
+                   batch_bytes: int) -> Iterator[tuple[Any, Union[list, np.ndarray]]]:
+    """The array's tiles in key order as stacks `(n, *tile)` of the full rows of tiles, a write batch's bytes
+    of rows at a time (one cast, one reshape and one copy each), then the ragged last row tile by tile."""
+    first, rest = meta.tile[0], meta.grid[1:]
+    row_bytes = np.dtype(meta.dtype).itemsize * int(np.prod(meta.shape[1:], dtype=np.int64)) * first
+    rows_per_run = max(1, batch_bytes // max(row_bytes, 1))
+    full_rows = meta.shape[0] // first
+    order = (0, *range(2, 2 * len(rest) + 2, 2), 1, *range(3, 2 * len(rest) + 2, 2))  # grid axes, then tile axes
+    for start in range(0, full_rows, rows_per_run):
+        stop = min(full_rows, start + rows_per_run)
+        try:
+            run = cast_checked(array[start * first:stop * first], meta.dtype, meta.name, [start * first])
+        except DataError:
+            _first_misfit(meta, array, range(start, stop))
+            raise
+        split = run.reshape(stop - start, first, *[n for g, t in zip(rest, meta.tile[1:]) for n in (g, t)])
+        stack = np.ascontiguousarray(split.transpose(order)).reshape(-1, *meta.tile)
+        keys = np.indices((stop - start, *rest)).reshape(len(meta.tile), -1).T
+        keys[:, 0] += start
+        yield keys, stack
+    if full_rows < meta.grid[0]:
+        for key in grid_keys(meta):
+            if key[0] == full_rows:
+                where = tile_slices(meta, key)
+                yield [key], [cast_checked(array[where], meta.dtype, meta.name, [s.start for s in where])]
+
+
+def _first_misfit(meta: TensorMeta, array: np.ndarray, firsts: range) -> None:
+    """Raise the DataError of the first tile (in key order) among these rows of tiles that holds a misfit."""
+    for key in grid_keys(meta):
+        if key[0] in firsts:
+            where = tile_slices(meta, key)
+            cast_checked(array[where], meta.dtype, meta.name, [s.start for s in where])
+
+
+def _array_tiles(meta: TensorMeta, array: np.ndarray,
+                 batch_bytes: int = CHUNK_BYTES) -> Iterator[tuple[Any, Union[list, np.ndarray]]]:
+    """The array's tiles in key order (keys, and a list of tiles or a stack of them): small tiles that divide
+    the array as stacks (_stacked_tiles), else a slab of the tiles that share a first key at once, cast in one go,
     where the slab is small (many small tiles: one cast instead of one a tile), else one tile at a time.
     A value that does not fit is reported as the tile-by-tile cast reports it (the first tile holding one)."""
+    if _stackable(meta, batch_bytes):
+        yield from _stacked_tiles(meta, array, batch_bytes)
+        return
+
     def tile(key: tuple[int, ...]) -> np.ndarray:
         where = tile_slices(meta, key)
         return cast_checked(array[where], meta.dtype, meta.name, [s.start for s in where])
@@ -74,9 +131,7 @@ def _array_tiles(meta: TensorMeta, array: np.ndarray) -> Iterator[tuple[list[tup
         try:
             slab = cast_checked(array[rows], meta.dtype, meta.name, [rows.start])
         except DataError:
-            for key in grid_keys(meta):  # the first tile holding a misfit raises its error
-                if key[0] == first:
-                    tile(key)
+            _first_misfit(meta, array, range(first, first + 1))
             raise
         for rests, inner in runs():
             yield [(first, *rest) for rest in rests], [slab[where] for where in inner]

@@ -6,11 +6,13 @@ beside the tiles), and a failure in a later batch rolls back the whole statement
 """
 from __future__ import annotations
 
-from typing import Callable, Iterator, Optional, Sequence
+import itertools
+from typing import Callable, Iterable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
 from trdb.errors import DataError, IntegrityError, ProgrammingError, QueryCancelled
+from trdb.execution.column_batch import is_columns
 from trdb.execution.result import Result, TensorLayout, layout_of
 from trdb.execution.spool import joined_batches, row_batches
 from trdb.ingest.tiling import CHUNK_BYTES
@@ -31,6 +33,21 @@ def result_columns(result: Result, what: str) -> tuple[list[int], int]:
         kinds = ", ".join(f"{c.name} {c.type}" for c in result.schema)
         raise ProgrammingError(f"{what} needs a query giving key columns and one tensor column, got ({kinds})")
     return keys, tensors[0]
+
+
+def check_stack(meta: TensorMeta, keys: np.ndarray, stack: np.ndarray, what: str, seen: set) -> np.ndarray:
+    """`check_tiles` of tiles of one shape stacked in one array `(n, *tile)`, with no step per tile but the
+    set of keys seen; the stack is cast to the tensor's dtype. A batch that fails is checked as a list of
+    tiles, for the error of the first tile that fails."""
+    key_tuples = list(map(tuple, keys.tolist()))
+    passing = len(stack) == len(keys) and np.can_cast(stack.dtype, meta.dtype, casting="same_kind") and \
+        stack.ndim == len(meta.tile) + 1 and bool(meta.keys_in_range(keys).all()) and \
+        bool((meta.tile_shapes_at(keys) == np.asarray(stack.shape[1:], np.int64)).all()) and \
+        len(set(key_tuples)) == len(key_tuples) and seen.isdisjoint(key_tuples)
+    if not passing:
+        return np.stack(check_tiles(meta, keys, list(stack), what, seen)) if len(stack) else stack
+    seen.update(key_tuples)
+    return stack if stack.dtype == meta.dtype else stack.astype(meta.dtype)
 
 
 def check_tiles(meta: TensorMeta, keys: np.ndarray, tiles: Sequence, what: str,
@@ -97,15 +114,58 @@ def _check_each(meta: TensorMeta, keys: list, tiles: list, what: str, seen: set)
             raise DataError(f"{what}: a {tile.dtype} tile cannot be stored in {meta.name} ({meta.dtype})")
 
 
-def tile_batches(result: Result, what: str, batch_bytes: int) -> Iterator[tuple[np.ndarray, list]]:
+def tile_batches(result: Result, what: str, batch_bytes: int) -> Iterator[tuple[np.ndarray, Union[list, np.ndarray]]]:
     """The result as write batches of up to `batch_bytes` of tiles or BATCH_TILES tuples: keys (sorted within
     a batch, so that checks and errors do not depend on the order workers produced them there) and host
-    tiles: numpy arrays, CSR tiles kept CSR. An UPDATE deletes each batch's stored tiles in one statement,
-    which reads the whole tile table: in batches of 64 small tiles, an UPDATE of 375,000 tiles of 64 floats
-    ran 5,860 DELETEs, a minute."""
+    tiles: numpy arrays, CSR tiles kept CSR; or, for column batches, the stack of their tiles. An UPDATE
+    deletes each batch's stored tiles in one statement, which reads the whole tile table: in batches of 64
+    small tiles, an UPDATE of 375,000 tiles of 64 floats ran 5,860 DELETEs, a minute."""
     keys, value = result_columns(result, what)
-    for batch in joined_batches(row_batches(result.rows), BATCH_TILES, batch_bytes,
-                                lambda row: nbytes(row[value])):
+    parts = _column_runs(row_batches(result.rows), keys, value, batch_bytes)
+    for stacked, group in itertools.groupby(parts, key=lambda part: isinstance(part, tuple)):
+        yield from group if stacked else _row_batches(group, keys, value, batch_bytes, what)
+
+
+def _column_runs(batches: Iterable, keys: list[int], value: int, batch_bytes: int) -> Iterator:
+    """The column batches among `batches` joined into (keys, stack) write batches, sorted by key, of up to
+    BATCH_TILES tuples or `batch_bytes` of tiles; list batches handed on as they come."""
+    columns: list = []
+    for batch in batches:
+        stacked = is_columns(batch) and batch.is_tile[value] and not any(batch.is_tile[k] for k in keys)
+        if columns and not (stacked and _same_tiles(batch, columns[0], value)):
+            yield _joined_columns(columns, keys, value)
+            columns = []
+        if not stacked:
+            yield batch
+            continue
+        columns.append(batch)
+        if sum(map(len, columns)) >= BATCH_TILES or sum(b.columns[value].nbytes for b in columns) >= batch_bytes:
+            yield _joined_columns(columns, keys, value)
+            columns = []
+    if columns:
+        yield _joined_columns(columns, keys, value)
+
+
+def _same_tiles(batch, other, value: int) -> bool:
+    """Whether two column batches' tiles stack together (one shape, one dtype)."""
+    a, b = batch.columns[value], other.columns[value]
+    return a.shape[1:] == b.shape[1:] and a.dtype == b.dtype
+
+
+def _joined_columns(batches: list, keys: list[int], value: int) -> tuple[np.ndarray, np.ndarray]:
+    """Column batches as one write batch: an n x m key array in key order, and their tiles' stack in that order."""
+    key_array = np.stack([np.concatenate([b.columns[k] for b in batches]) for k in keys], axis=1) \
+        if keys else np.zeros((sum(map(len, batches)), 0), np.int64)
+    stack = np.concatenate([b.columns[value] for b in batches])
+    order = np.lexsort(key_array.T[::-1]) if keys else None
+    if order is None or np.array_equal(order, np.arange(len(order))):
+        return key_array.astype(np.int64, copy=False), stack
+    return key_array[order].astype(np.int64, copy=False), stack[order]
+
+
+def _row_batches(batches: Iterable, keys: list[int], value: int, batch_bytes: int,
+                 what: str) -> Iterator[tuple[np.ndarray, list]]:
+    for batch in joined_batches(batches, BATCH_TILES, batch_bytes, lambda row: nbytes(row[value])):
         key_lists = [[row[k] for k in keys] for row in batch]
         if any(None in key for key in key_lists):
             raise DataError(f"{what}: a result key is NULL (from an outer join?); use COALESCE on keys")
@@ -134,10 +194,14 @@ def write_result(sc: StatementContext, meta: TensorMeta, result: Result, what: s
             if keys.shape[1] != len(meta.keys):
                 raise ProgrammingError(f"{what}: the query gives {keys.shape[1]} keys, "
                                        f"{meta.name} has {len(meta.keys)}")
-            tiles = check_tiles(meta, keys, tiles, what, seen)
+            stacked = isinstance(tiles, np.ndarray)
+            tiles = check_stack(meta, keys, tiles, what, seen) if stacked else check_tiles(meta, keys, tiles, what, seen)
             if before_write is not None:
                 before_write(keys)
-            writer.add_all(keys, tiles)
+            if stacked:
+                writer.add_stack(keys, tiles)
+            else:
+                writer.add_all(keys, tiles)
             count += len(tiles)
             if written is not None:
                 written.update(zip(map(tuple, keys.tolist()), tiles))

@@ -15,6 +15,7 @@ import pyarrow as pa
 from trdb.errors import DataError
 from trdb.kernels.sparse import count_nonzero, is_sparse, make_csr, wants_csr
 from trdb.storage.tile_checks import CorruptTile, as_counts, check_csr, check_rows, tile_shapes
+from trdb.storage.tile_runs import MIN_RUN, TileRuns
 
 DENSE, CSR32, CSR64 = 0, 1, 2
 _INDEX_DTYPES = {CSR32: np.dtype("<i4"), CSR64: np.dtype("<i8")}
@@ -88,6 +89,29 @@ def encode_dense_batch(tiles: Sequence, dtype: np.dtype) -> Optional[tuple[pa.Ar
     return binary_array(offsets, data), np.zeros(len(tiles), np.int8), nonzeros
 
 
+def encode_stack(stack: np.ndarray, dtype: np.dtype) -> Optional[tuple[pa.Array, np.ndarray, np.ndarray]]:
+    """`encode_dense_batch` for tiles of one shape stacked in one array `(n, *tile)` of the stored dtype,
+    with no Python step per tile: the blobs are views of the stack's buffer. None where the density rule
+    stores some tile CSR (or the stack is not in the stored dtype)."""
+    stored = little_endian(dtype)
+    if type(stack) is not np.ndarray or stack.dtype != stored or stack.ndim < 1 or len(stack) == 0:
+        return None
+    flat = np.ascontiguousarray(stack).reshape(len(stack), -1)
+    nonzeros = stack_nonzeros(flat)
+    present = nonzeros[nonzeros > 0]  # an all-zero tile is stored dense
+    if present.size and wants_csr(stack.shape[1:], int(present.min()), stored):
+        return None
+    offsets = np.arange(len(stack) + 1, dtype=np.int64) * (flat.shape[1] * stored.itemsize)
+    return binary_array(offsets, flat.reshape(-1).view(np.uint8)), np.zeros(len(stack), np.int8), nonzeros
+
+
+def stack_nonzeros(flat: np.ndarray) -> np.ndarray:
+    """Each row's non-zeros (rows: the tiles of a stack, flattened), counted as `count_nonzero` counts them."""
+    if flat.dtype.kind in "fc":  # as count_nonzero: the size less the zeros is the faster count of floats
+        return flat.shape[1] - np.count_nonzero(flat == 0, axis=1).astype(np.int64)
+    return np.count_nonzero(flat, axis=1).astype(np.int64)
+
+
 def _joined(tiles: Sequence[np.ndarray]) -> np.ndarray:
     """Tiles of one shape one after another in one buffer: the buffer they already lie in so (no copy: a
     MINIMIZE step writes its new tiles that way), else a stacked copy."""
@@ -157,10 +181,20 @@ def _decode_checked(column: pa.ChunkedArray, dtype: np.dtype, shapes: Sequence[t
                wants_csr((2, 2), 0, dtype))
     tiles: list = []
     csr: list = []  # (row, data, indices, indptr) of CSR tiles, checked together before scipy sees them
+    runs: list = []  # (start, stack) of the runs of dense tiles of one shape
     formats_list, nonzeros_list = formats.tolist(), nonzeros.tolist()
     for offsets, data in chunks:
-        for start, end in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
-            n = len(tiles)
+        first = len(tiles)
+        chunk_runs = _chunk_runs(offsets, data, formats, shapes, first, stored) if stored == np.dtype(dtype) else []
+        runs.extend(chunk_runs)
+        run_at = dict(chunk_runs)
+        for n, (start, end) in enumerate(zip(offsets[:-1].tolist(), offsets[1:].tolist()), first):
+            if n < len(tiles):  # inside a run: its views were made at once
+                continue
+            if n in run_at:
+                stack = run_at[n]
+                tiles.extend(list(stack) if stack.ndim > 1 else [stack[i, ...] for i in range(len(stack))])
+                continue
             blob = data[start:end]
             if formats_list[n] == DENSE:
                 tile = blob.view(stored).reshape(shapes[n])
@@ -170,7 +204,25 @@ def _decode_checked(column: pa.ChunkedArray, dtype: np.dtype, shapes: Sequence[t
                 csr.append((n, *_csr_sections(blob, shapes[n], nonzeros_list[n], stored,
                                                _INDEX_DTYPES[formats_list[n]])))
     _make_csr_tiles(tiles, csr, shapes, nonzeros, dtype)
-    return tiles
+    return TileRuns(tiles, tuple(runs))
+
+
+def _chunk_runs(offsets: np.ndarray, data: np.ndarray, formats: np.ndarray, shapes: Sequence[tuple[int, ...]],
+                first: int, stored: np.dtype) -> list[tuple[int, np.ndarray]]:
+    """(start, stack) of each run of at least MIN_RUN consecutive dense tiles of one shape in a chunk: one
+    read-only stack `(n, *tile)` over their bytes (their lengths were checked against their shapes)."""
+    count = len(offsets) - 1
+    runs: list[tuple[int, np.ndarray]] = []
+    start = 0
+    dense = formats[first:first + count] == DENSE
+    for end in range(1, count + 1):
+        if end < count and dense[end] and shapes[first + end] == shapes[first + start] and dense[start]:
+            continue
+        if end - start >= MIN_RUN and dense[start]:
+            low, high = int(offsets[start]), int(offsets[end])
+            runs.append((first + start, data[low:high].view(stored).reshape(end - start, *shapes[first + start])))
+        start = end
+    return runs
 
 
 def _make_csr_tiles(tiles: list, csr: list, shapes: Sequence[tuple[int, ...]], nonzeros: np.ndarray,

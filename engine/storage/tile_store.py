@@ -18,7 +18,7 @@ from trdb.storage.key_hash import partition_sql
 from trdb.storage.progress import count_written
 from trdb.storage.sql_text import quote_dotted
 from trdb.storage.tensor_meta import TensorMeta
-from trdb.storage.tile_codec import CSR64, DENSE, csr_sections, decode_tiles, encode_dense_batch, encode_tiles
+from trdb.storage.tile_codec import CSR64, DENSE, csr_sections, decode_tiles, encode_dense_batch, encode_stack, encode_tiles
 
 SMALL_APPEND_ROWS = 64         # an append of at most this many tiles ...
 SMALL_APPEND_BYTES = 1 << 20   # ... and bytes goes in as one parameterized INSERT
@@ -91,12 +91,30 @@ def write_tiles(db: Database, meta: TensorMeta, keys: np.ndarray, tiles: Sequenc
     refuse_write(meta)  # its files lie outside the database's transactions
     if len(tiles) == 0:
         return 0
-    blobs, formats, nonzeros = _encoded(tiles, meta.dtype)
-    keys = np.asarray(keys, dtype=np.int64).reshape(len(tiles), len(meta.keys))
+    return _write_encoded(db, meta, keys, _encoded(tiles, meta.dtype), statistics)
+
+
+def write_stack(db: Database, meta: TensorMeta, keys: np.ndarray, stack: np.ndarray,
+                statistics: Optional[WrittenStatistics] = None) -> int:
+    """`write_tiles` of tiles of one shape stacked in one array `(n, *tile)`: encoded with no step per tile
+    where all are stored dense."""
+    refuse_write(meta)
+    if len(stack) == 0:
+        return 0
+    encoded = encode_stack(stack, meta.dtype)
+    if encoded is None:
+        return write_tiles(db, meta, keys, list(stack), statistics)
+    return _write_encoded(db, meta, keys, encoded, statistics)
+
+
+def _write_encoded(db: Database, meta: TensorMeta, keys: np.ndarray,
+                   encoded: tuple[pa.Array, np.ndarray, np.ndarray], statistics: Optional[WrittenStatistics]) -> int:
+    blobs, formats, nonzeros = encoded
+    keys = np.asarray(keys, dtype=np.int64).reshape(len(blobs), len(meta.keys))
     insert_encoded(db, meta, [keys[:, d] for d in range(len(meta.keys))], nonzeros, formats, blobs)
     if statistics is not None:
         statistics.add(keys, nonzeros, formats)
-    return len(tiles)
+    return len(blobs)
 
 
 def _encoded(tiles: Sequence, dtype: np.dtype) -> tuple[pa.Array, np.ndarray, np.ndarray]:

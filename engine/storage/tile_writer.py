@@ -88,6 +88,20 @@ class TileWriter:
                     self.add(key, tile)
                 return
 
+    def add_stack(self, keys: np.ndarray, stack: np.ndarray) -> None:
+        """`add_all` of tiles of one shape stacked in one host array `(n, *tile)` (`keys`: n x m), inserted
+        straight from it in runs of a batch: no Python step per tile. The tiles held before go in first."""
+        self.flush()
+        each = 2 * int(stack[0].nbytes) if len(stack) else 0  # a tile and its encoded copy (or its view)
+        per_run = max(1, min(BATCH_TILES, 2 * self.batch_bytes // max(each, 1)))
+        for start in range(0, len(stack), per_run):
+            run = stack[start:start + per_run]
+            self.reservation.grow(each * len(run))  # a run is a batch's bytes, as a batch of single tiles
+            self.written += tile_store.write_stack(self.db, self.meta, keys[start:start + per_run], run,
+                                                   self.statistics)
+            self.batches += 1
+            self.flush()
+
     def add_stream(self, pairs: Iterable[tuple[tuple[int, ...], Any]]) -> None:
         """`add_all` of (key, tile) pairs made only as they are asked for, a run at a time: at most STREAM_RUN
         tiles, or a quarter of a batch's bytes, are made ahead of the writer."""

@@ -181,10 +181,22 @@ def test_the_gradient_of_a_loss_that_does_not_depend_on_the_tensor_is_zero(cur):
     ("CREATE TENSOR f0 SHAPE (1, 1000000) TILE (2, 1) FILL RANDOM_UNIFORM(-1, 1, 0)", ()),
     ("CREATE TENSOR f0 FROM ? TILE (1, 1)", (np.ones((1, 1000000), np.float32),)),
 ])
-def test_closing_the_cursor_cancels_a_long_fill_and_leaves_no_tensor(con, statement, params):
+def test_closing_the_cursor_cancels_a_long_fill_and_leaves_no_tensor(con, monkeypatch, statement, params):
+    """The cursor is closed while the statement writes its first batch (an event, not a sleep: the
+    load of a million tiny tiles now ends in well under a second); it stops at the next batch."""
     import threading
-    import time
+
+    from trdb.storage import tile_store
+    con.execute("SET memory_limit = '16MB'")  # batches of 2 MB: the million tiles take several
     cur, raised = con.cursor(), []
+    writing, closed = threading.Event(), threading.Event()
+    insert = tile_store.insert_encoded
+
+    def first_insert_waits(*args):
+        writing.set()
+        closed.wait(60)
+        return insert(*args)
+    monkeypatch.setattr(tile_store, "insert_encoded", first_insert_waits)
 
     def run():
         try:
@@ -193,11 +205,13 @@ def test_closing_the_cursor_cancels_a_long_fill_and_leaves_no_tensor(con, statem
             raised.append(exc)
     thread = threading.Thread(target=run)
     thread.start()
-    time.sleep(0.5)
+    assert writing.wait(120)
     cur.close()
+    closed.set()
     thread.join(120)  # an outcome, not a time: the statement stops (how fast is a benchmark's business)
     assert not thread.is_alive()
     assert len(raised) == 1 and isinstance(raised[0], QueryCancelled), raised
+    monkeypatch.setattr(tile_store, "insert_encoded", insert)
     other = con.cursor()
     with pytest.raises(trdb.ProgrammingError, match='"f0" does not exist'):
         other.execute("SELECT * FROM f0")

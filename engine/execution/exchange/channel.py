@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Optional
 
 import numpy as np
 
+from trdb.execution.column_batch import is_columns
 from trdb.execution.operators.operator import Batch, PhysicalOperator
 from trdb.execution.state import ExecutionState
 from trdb.kernels import sparse
@@ -47,6 +48,8 @@ def row_bytes(row: tuple) -> int:
 
 def batch_bytes(batch: Batch) -> int:
     """The bytes a batch moves."""
+    if is_columns(batch):
+        return batch.nbytes
     return sum(row_bytes(row) for row in batch)
 
 

@@ -7,6 +7,7 @@ from typing import Iterable, Iterator, Optional
 import numpy as np
 
 from trdb.errors import DataError
+from trdb.execution.column_batch import is_columns
 from trdb.execution.operators.operator import Batch, BlockingOperator, PhysicalOperator
 from trdb.execution.tile_math.compile import compile_expr
 from trdb.execution.tile_math.inplace import FRESH
@@ -225,7 +226,7 @@ class HashAggregateExec(BlockingOperator):
     def _add_stacked(self, groups: dict, batch: Batch, keys: list, stacked, completed: set) -> tuple[Batch, list]:
         """Add what of a batch can be summed stacked to its groups (tile_math/stacked_sums.py); returns the rest,
         and the keys of the groups it added to."""
-        sums, rest = stacked(batch, [tuple(k(row) for k in keys) for row in batch])
+        sums, rest = stacked(batch, self._group_keys(batch, keys))
         xp = self.ctx.backend.xp
         for key, (count, values) in sums.items():
             accumulators = groups.get(key)
@@ -234,6 +235,15 @@ class HashAggregateExec(BlockingOperator):
             for accumulator, value in zip(accumulators, values):
                 accumulator.absorb(value, count, xp)
         return [batch[position] for position in rest], list(sums)
+
+    def _group_keys(self, batch: Batch, keys: list) -> list[tuple]:
+        """Each tuple's group key; a column batch's from its key arrays where the groups are key columns."""
+        if is_columns(batch):
+            if not self.group_by:
+                return [()] * len(batch)
+            if all(isinstance(g, bx.ColumnIndex) and not batch.is_tile[g.index] for g in self.group_by):
+                return list(zip(*(batch.columns[g.index].tolist() for g in self.group_by)))
+        return [tuple(k(row) for k in keys) for row in batch]
 
     def _group(self, groups: dict, key: tuple, completed: set) -> list[Accumulator]:
         """A new group's accumulators; a key whose group was complete already is a damaged tensor."""

@@ -7,7 +7,7 @@ from typing import Callable, Iterator, Optional
 import numpy as np
 
 from trdb.execution.exchange.channel import batch_bytes
-from trdb.execution.operators.operator import Batch, PhysicalOperator, batches
+from trdb.execution.operators.operator import BATCH_SIZE, Batch, PhysicalOperator, batches
 from trdb.execution.tile_math.compile import compile_predicate
 from trdb.kernels.sparse import empty_csr, is_sparse
 from trdb.plan.expressions import Bound
@@ -127,9 +127,10 @@ class HashJoinExec(PhysicalOperator):
         matched: set[int] = set()
         child = self.children[0]
         while (batch := child.next_batch()) is not None:
-            out = self._probe(batch, table, matched)
-            if out:
-                yield out
+            for part in _probe_parts(batch):
+                out = self._probe(part, table, matched)
+                if out:
+                    yield out
         if self.kind == "FULL":
             yield from batches(self._unmatched_right(table, matched))
 
@@ -258,3 +259,14 @@ class HashJoinExec(PhysicalOperator):
         files = [self.ctx.spill_file(purpose) for _ in range(PARTITIONS)]
         self._files.extend(files)
         return files
+
+
+def _probe_parts(batch: Batch) -> Iterator[Batch]:
+    """A probe batch in parts of BATCH_SIZE tuples: a column batch holds up to thousands, and each tuple may
+    meet many partners (a cross join), so that the join's output, and the cancellation checks between its
+    batches, keep a list batch's pace."""
+    if len(batch) <= BATCH_SIZE:
+        yield batch
+        return
+    for start in range(0, len(batch), BATCH_SIZE):
+        yield batch[start:start + BATCH_SIZE]

@@ -13,9 +13,13 @@ from typing import Iterator
 
 import numpy as np
 
-from trdb.execution.operators.list_scan import ListScanExec, bounded_batches
+from trdb.execution.column_batch import COLUMN_BATCH_ROWS, ColumnBatch
+from trdb.execution.operators.list_scan import BATCH_BYTES, ListScanExec, bounded_batches
 from trdb.execution.operators.operator import Batch
+from trdb.kernels.numpy_backend import NUMPY_BACKEND
+from trdb.storage.key_hash import key_hash_array
 from trdb.storage.tensor_meta import TensorMeta
+from trdb.storage.tile_runs import TileRuns
 
 READ_BYTES = 16 << 20   # one read from DuckDB: large enough that its fixed cost (~1 ms) is small against its bytes
 READ_SHARE = 8          # ... and at most this part of the memory budget
@@ -37,7 +41,33 @@ class TensorScanExec(ListScanExec):
     def _batches(self) -> Iterator[Batch]:
         if self.ctx.catalog.streams(self.tensor):
             return self._external() if self.tensor.external else self._streamed()
+        if self.tensor.keys and self.ctx.backend is NUMPY_BACKEND:
+            keys, tiles = self.ctx.catalog.tiles(self.tensor)
+            if isinstance(tiles, TileRuns) and tiles.runs:
+                return self._column_batches(keys, tiles)
         return super()._batches()
+
+    def _column_batches(self, keys: np.ndarray, tiles: TileRuns) -> Iterator[Batch]:
+        """This partition's tuples of the runs of stacked tiles as column batches (slices of the keys and of a
+        run's stack: at most COLUMN_BATCH_ROWS tuples and about BATCH_BYTES of tiles), the others in list
+        batches. A partition takes its rows of a run by the key hash of all of them at once."""
+        mine = None
+        if self.partitions > 1:
+            mine = key_hash_array(keys[:, list(self.columns)]) % self.partitions == self.partition
+        is_tile = (False,) * keys.shape[1] + (True,)
+        for start, stop, stack in tiles.pieces():
+            if stack is None:
+                rows = range(start, stop) if mine is None else (start + np.flatnonzero(mine[start:stop])).tolist()
+                yield from bounded_batches(self._tuples(keys[rows], [tiles[r] for r in rows]))
+                continue
+            piece_keys = keys[start:stop]
+            if mine is not None:
+                taken = np.flatnonzero(mine[start:stop])
+                piece_keys, stack = piece_keys[taken], stack[taken]
+            step = max(1, min(COLUMN_BATCH_ROWS, BATCH_BYTES // max(1, stack[0].nbytes if len(stack) else 1)))
+            for offset in range(0, len(stack), step):
+                part = piece_keys[offset:offset + step]
+                yield ColumnBatch([*part.T, stack[offset:offset + step]], is_tile)
 
     def _external(self) -> Iterator[Batch]:
         memory = self.reservation()

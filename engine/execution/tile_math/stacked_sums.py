@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from trdb.execution.column_batch import ColumnBatch, is_columns
 from trdb.execution.tile_math.compile import compile_expr
 from trdb.execution.tile_math.stacked_tiles import MAX_STACKED_ELEMENTS, MIN_STACKED
 from trdb.execution.work import charge
@@ -73,6 +74,13 @@ def stacked_sums(calls: Sequence[AggregateCall],
         """The group sums of the batch's tuples that could be stacked, and the positions of the others."""
         out: GroupSums = {}
         left: list[int] = []
+        if is_columns(batch):  # its tiles are stacked already
+            fake = _column_stacks(batch, inputs)
+            evaluated = _evaluated(arguments, fake, len(batch)) if fake is not None else None
+            if evaluated is not None:
+                for key, (positions, values) in _group_sums(keys, evaluated).items():
+                    out[key] = (len(positions), values)
+                return out, []
         for rows in _by_shape(batch, inputs):
             group = [batch[r] for r in rows]
             fake = _stacked_columns(group, inputs) if len(rows) >= MIN_STACKED else None
@@ -156,8 +164,19 @@ def _stacked_columns(batch: list[Row], inputs: list[int]) -> Optional[Row]:
     return tuple(fake)
 
 
+def _column_stacks(batch: ColumnBatch, inputs: list[int]) -> Optional[Row]:
+    """`_stacked_columns` of a column batch: its input columns' stacks, where they are float tiles of one shape."""
+    stacks = [batch.columns[c] for c in inputs]
+    if not all(batch.is_tile[c] for c in inputs) or any(s.dtype.kind != "f" for s in stacks) or \
+            len({s.shape for s in stacks}) != 1:
+        return None
+    return tuple(batch.columns)
+
+
 def _group_sums(keys: list[tuple], evaluated: list[Optional[np.ndarray]]) -> dict[tuple, tuple[list[int], list]]:
     """Each group's positions among `keys` and, per call, the sum of its tuples' values along the first axis."""
+    if keys and keys[0] == () and len(keys[-1]) == 0:  # no GROUP BY: the one group of every tuple
+        return {(): (range(len(keys)), [None if values is None else _summed(values) for values in evaluated])}
     positions: dict[tuple, list[int]] = {}
     for position, key in enumerate(keys):
         positions.setdefault(key, []).append(position)

@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from trdb.execution.column_batch import ColumnBatch
 from trdb.kernels.backend import Backend
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.plan import expressions as bx
@@ -57,6 +58,44 @@ def stacked_projection(exprs: Sequence[bx.Bound], compiled: Sequence[Compiled],
                     values[slot] = compiled[slot](batch[row])
                 out[row] = tuple(values)
         return [row_out if row_out is not None else one(row) for row_out, row in zip(out, batch)]
+    return project
+
+
+def column_projection(exprs: Sequence[bx.Bound], compiled: Sequence[Compiled],
+                      backend: Backend) -> Optional[Callable[[ColumnBatch], Optional[ColumnBatch]]]:
+    """A function projecting a column batch into a column batch (columns passed on as they are, elementwise
+    kernels of tile columns called once on their stacks), or None where some output column is neither (or
+    off the host). The function gives None for a batch it cannot project so: the tuples go one by one."""
+    if backend is not NUMPY_BACKEND:
+        return None
+    steps: list[tuple[Optional[int], Optional[frozenset], Compiled]] = []
+    for expr, function in zip(exprs, compiled):
+        if isinstance(expr, bx.ColumnIndex):
+            steps.append((expr.index, None, function))
+            continue
+        used = bx.elementwise_columns(expr)
+        if not used or _tile_elements(expr) > MAX_STACKED_ELEMENTS:
+            return None
+        steps.append((None, frozenset(used), function))
+
+    def project(batch: ColumnBatch) -> Optional[ColumnBatch]:
+        columns, is_tile, row = [], [], tuple(batch.columns)
+        for index, used, function in steps:
+            if index is not None:
+                columns.append(batch.columns[index])
+                is_tile.append(batch.is_tile[index])
+                continue
+            if not all(batch.is_tile[c] for c in used) or len({batch.columns[c].ndim for c in used}) != 1:
+                return None
+            try:
+                result = function(row)
+            except Exception:  # the tuple-by-tuple evaluation raises the error a tuple's own call gives
+                return None
+            if type(result) is not np.ndarray or result.ndim < 1 or result.shape[0] != len(batch):
+                return None
+            columns.append(result)
+            is_tile.append(True)
+        return ColumnBatch(columns, is_tile)
     return project
 
 

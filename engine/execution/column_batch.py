@@ -1,0 +1,83 @@
+"""ColumnBatch: a batch of tuples held as columns, an int64 array per key column and each tile column's tiles
+stacked in one array `(n, *tile)`; operators that go tuple by tuple read it as a sequence of tuples.
+
+Operators that work on columns (a scan of stored tiles, the stacked aggregates and projections, the
+writers) take the arrays as they are: one kernel call, one reduction or one insert a batch, with no
+Python step per tuple. Every other operator sees what a list batch gives: tuples of Python ints and
+tile arrays (views of the stacks, 0-d for 0-d tiles), built once when first asked for.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator, Optional, Sequence, Union
+
+import numpy as np
+
+COLUMN_BATCH_ROWS = 4096  # tuples a scan hands on in one column batch (a list batch holds 64)
+
+
+class ColumnBatch(Sequence):
+    """`columns[c]`: an int64 array `(n,)` for a key column, a stack `(n, *tile)` for a tile column
+    (`is_tile[c]`)."""
+
+    __slots__ = ("columns", "is_tile", "_rows")
+
+    def __init__(self, columns: Sequence[np.ndarray], is_tile: Sequence[bool]):
+        self.columns = tuple(columns)
+        self.is_tile = tuple(is_tile)
+        self._rows: Optional[list[tuple]] = None
+
+    def __getstate__(self) -> tuple:  # pickled (to a Ray actor, a spill file) without the tuples built from it
+        return self.columns, self.is_tile
+
+    def __setstate__(self, state: tuple) -> None:
+        self.columns, self.is_tile = state
+        self._rows = None
+
+    def __len__(self) -> int:
+        return len(self.columns[0]) if self.columns else 0
+
+    def __getitem__(self, index: Union[int, slice]) -> Any:
+        if isinstance(index, slice):
+            return ColumnBatch([column[index] for column in self.columns], self.is_tile)
+        return self.rows()[index]
+
+    def __iter__(self) -> Iterator[tuple]:
+        return iter(self.rows())
+
+    def take(self, positions: np.ndarray) -> "ColumnBatch":
+        """The tuples at `positions`, in that order, as a column batch."""
+        if len(positions) == len(self) and (len(positions) == 0 or np.array_equal(positions, np.arange(len(self)))):
+            return self
+        return ColumnBatch([column[positions] for column in self.columns], self.is_tile)
+
+    def rows(self) -> list[tuple]:
+        """The tuples, as a list batch holds them."""
+        if self._rows is None:
+            self._rows = list(zip(*(_values(column, tile) for column, tile in zip(self.columns, self.is_tile))))
+        return self._rows
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the tuples hold: the tiles' sizes, 8 for each key."""
+        return sum(int(column.nbytes) if tile else 8 * len(column)
+                   for column, tile in zip(self.columns, self.is_tile))
+
+    def keys(self) -> list[np.ndarray]:
+        """The key columns' arrays, in order."""
+        return [column for column, tile in zip(self.columns, self.is_tile) if not tile]
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{c.shape[1:]}" if t else "key" for c, t in zip(self.columns, self.is_tile))
+        return f"ColumnBatch({len(self)} tuples: {shapes})"
+
+
+def _values(column: np.ndarray, tile: bool) -> list:
+    if not tile:
+        return column.tolist()
+    if column.ndim == 1:  # 0-d tiles: each a 0-d array, as a list batch holds them, not a numpy scalar
+        return [column[i, ...] for i in range(len(column))]
+    return list(column)
+
+
+def is_columns(batch: Any) -> bool:
+    return type(batch) is ColumnBatch

@@ -1,0 +1,118 @@
+"""Column batches: the tuple view operators see, and queries over stored runs of small tiles against numpy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from trdb.execution.column_batch import ColumnBatch, is_columns
+from trdb.execution.operators import tensor_scan
+from trdb.storage.tile_runs import MIN_RUN, TileRuns, as_tile_runs
+
+
+def _batch(n: int, tile=(2, 3)) -> ColumnBatch:
+    stack = np.arange(n * int(np.prod(tile)), dtype=np.float32).reshape(n, *tile)
+    return ColumnBatch([np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64) * 10, stack],
+                       (False, False, True))
+
+
+def test_a_column_batch_reads_as_the_tuples_a_list_batch_holds():
+    batch = _batch(5)
+    rows = list(batch)
+    assert len(batch) == 5 and len(rows) == 5
+    assert rows[3][:2] == (3, 30) and type(rows[3][0]) is int
+    np.testing.assert_array_equal(rows[3][2], batch.columns[2][3])
+    assert batch[4] == rows[4]
+    part = batch[1:3]
+    assert is_columns(part) and [r[0] for r in part] == [1, 2]
+    assert batch.nbytes == 5 * 6 * 4 + 2 * 5 * 8
+
+
+@pytest.mark.parametrize("n", [0, 1])
+def test_empty_and_one_tuple_batches(n):
+    batch = _batch(n)
+    assert len(batch) == n and list(batch) == batch.rows() and bool(batch) == (n > 0)
+
+
+def test_zero_d_tiles_come_as_zero_d_arrays():
+    batch = ColumnBatch([np.arange(3, dtype=np.int64), np.array([1.5, 2.5, 3.5])], (False, True))
+    value = batch[1][1]
+    assert type(value) is np.ndarray and value.ndim == 0 and float(value) == 2.5
+
+
+def test_tile_runs_split_at_shapes_and_short_runs():
+    tiles = [np.ones((2, 2))] * (MIN_RUN + 2) + [np.ones((2, 1))] * 3 + [np.zeros((2, 2))] * MIN_RUN
+    runs = as_tile_runs(tiles)
+    assert [(start, len(stack)) for start, stack in runs.runs] == [(0, MIN_RUN + 2), (MIN_RUN + 5, MIN_RUN)]
+    assert [(a, b, s is not None) for a, b, s in runs.pieces()] == [
+        (0, MIN_RUN + 2, True), (MIN_RUN + 2, MIN_RUN + 5, False), (MIN_RUN + 5, 2 * MIN_RUN + 5, True)]
+    assert all(np.array_equal(a, b) for a, b in zip(runs, tiles)) and not runs.runs[0][1].flags.writeable
+    assert isinstance(runs, TileRuns) and isinstance(runs, list)
+
+
+@pytest.fixture
+def ragged(cur):
+    """A tensor whose tiles come in runs of one shape with ragged edge tiles between (and a run too short)."""
+    a = np.random.default_rng(3).standard_normal((203, 129)).astype(np.float32)
+    cur.execute("CREATE TENSOR R FROM ? TILE (4, 4)", [a])
+    return cur, a
+
+
+def _column_batches_seen(monkeypatch) -> list:
+    seen = []
+    real = tensor_scan.TensorScanExec._column_batches
+
+    def watched(self, keys, tiles):
+        for batch in real(self, keys, tiles):
+            seen.append(is_columns(batch))
+            yield batch
+    monkeypatch.setattr(tensor_scan.TensorScanExec, "_column_batches", watched)
+    return seen
+
+
+def _tiles_of(a: np.ndarray, t: int = 4) -> dict:
+    return {(i, j): a[i * t:(i + 1) * t, j * t:(j + 1) * t] for i in range(-(-a.shape[0] // t))
+            for j in range(-(-a.shape[1] // t))}
+
+
+def test_queries_over_runs_and_edges_match_numpy(ragged, monkeypatch):
+    cur, a = ragged
+    seen = _column_batches_seen(monkeypatch)
+    total = cur.execute("SELECT SUM(SUMSQ(R.v * 2 + 1)) AS v FROM R").fetchone()[0]
+    assert True in seen and False in seen  # runs as column batches, edges as list batches
+    np.testing.assert_allclose(float(total), float(((a.astype(np.float64) * 2 + 1) ** 2).sum()), rtol=1e-5)
+    rows = cur.execute("SELECT R.i AS i, SUM(SUMSQ(R.v)) AS v FROM R GROUP BY R.i").fetchall()
+    expected = {}
+    for (i, _j), tile in _tiles_of(a).items():
+        expected[i] = expected.get(i, 0.0) + float((tile.astype(np.float64) ** 2).sum())
+    assert {i: pytest.approx(float(v), rel=1e-5) for i, v in rows} == expected
+    got = cur.execute("SELECT R.i AS i, R.j AS j, RELU(R.v) * 3 AS v FROM R").fetch_tensor()
+    np.testing.assert_allclose(got, np.maximum(a, 0) * 3, rtol=1e-6)
+
+
+def test_update_and_create_as_over_runs_match_numpy(ragged):
+    cur, a = ragged
+    cur.execute("UPDATE R SET v = v * 0.5 + 1")
+    expected = a * np.float32(0.5) + np.float32(1)
+    np.testing.assert_allclose(cur.execute("SELECT * FROM R").fetch_tensor(), expected, rtol=1e-6)
+    cur.execute("UPDATE R SET v = v - 1 WHERE R.i < 10")
+    expected[:40] -= 1
+    np.testing.assert_allclose(cur.execute("SELECT * FROM R").fetch_tensor(), expected, rtol=1e-6)
+    cur.execute("CREATE TENSOR C AS SELECT R.i AS i, R.j AS j, R.v * R.v AS v FROM R")
+    np.testing.assert_allclose(cur.execute("SELECT * FROM C").fetch_tensor(), expected * expected, rtol=1e-6)
+    assert cur.execute("SELECT COUNT(*) AS n FROM C").fetchone()[0] == len(_tiles_of(a))
+
+
+def test_joins_limits_and_sorts_read_column_batches_as_tuples(ragged):
+    cur, a = ragged
+    cur.execute("CREATE TENSOR B FROM ? TILE (4, 4)", [a.T.copy()])
+    got = cur.execute("SELECT A.i AS i, B.j AS j, SUM(A.v @ B.v) AS v FROM R AS A JOIN B ON A.j = B.i "
+                      "GROUP BY A.i, B.j").fetch_tensor()
+    np.testing.assert_allclose(got, a.astype(np.float64) @ a.T, rtol=1e-4, atol=1e-3)
+    rows = cur.execute("SELECT R.i AS i, R.j AS j, R.v AS v FROM R ORDER BY i DESC, j LIMIT 3").fetchall()
+    assert [(i, j) for i, j, _ in rows] == [(50, 0), (50, 1), (50, 2)]
+    np.testing.assert_array_equal(rows[1][2], a[200:203, 4:8])
+
+
+def test_a_stacked_sum_that_fails_gives_the_error_a_tuple_gives(cur):
+    cur.execute("CREATE TENSOR I FROM ? TILE (2, 2) DTYPE int32", [np.ones((64, 64), np.int32)])
+    assert int(cur.execute("SELECT SUM(SUMSQ(I.v)) AS v FROM I").fetchone()[0]) == 64 * 64
