@@ -1,7 +1,6 @@
 """Parse errors with line, column and the statement rendered with a caret under the fault."""
 from __future__ import annotations
 
-
 # a longer line is cut to a window around the fault, with "..." where it was cut (as psql does)
 LINE_WIDTH = 80
 
