@@ -1,8 +1,9 @@
 """The catalog of one database: tensor relations, views and ordinary tables, looked up by name."""
 from __future__ import annotations
 
+import math
 from dataclasses import replace
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Union
 
 import numpy as np
 
@@ -20,9 +21,9 @@ from trdb.storage.external_reads import read_all
 from trdb.storage.external_tensors import refuse_write
 from trdb.storage.ordinary_tables import ordinary_tables, ordinary_views
 from trdb.storage.tensor_meta import TensorMeta
-from trdb.storage.tile_codec import DENSE
-from trdb.storage.tile_runs import as_tile_runs
+from trdb.storage.tile_runs import TileRuns, as_tile_runs
 from trdb.storage.tile_store import TileIndex
+from trdb.storage.tile_writer import WrittenTiles
 from trdb.storage.whole_tensor import the_one_tile, whole_array
 
 
@@ -295,10 +296,18 @@ class Catalog:
         known = self._tensors.get(fold(meta.name))
         return known.version if known is not None and known.table == meta.table else meta.version
 
-    def keep_written(self, meta: TensorMeta, keys: np.ndarray, tiles: list) -> None:
-        """`tiles` (dense, of the tensor's dtype, or CSR as a read gave them; under `keys`: n x m int64) were
-        just written as the whole tensor `meta` (its new version): the buffer pool keeps them, read-only, so
-        that the next scan reads no tile back."""
+    def keep_written(self, meta: TensorMeta, keys: np.ndarray, tiles: Union[list, np.ndarray]) -> None:
+        """`tiles` (dense, of the tensor's dtype, or CSR as a read gave them; or one stack `(n, *tile)` of
+        dense ones; under `keys`: n x m int64) were just written as the whole tensor `meta` (its new version):
+        the buffer pool keeps them, read-only, so that the next scan reads no tile back."""
+        if isinstance(tiles, np.ndarray):  # one run: its stack in key order, no step per tile
+            order = tile_store.key_order(keys)
+            stack = tiles if order is None else tiles[order]
+            keys = keys if order is None else keys[order]
+            stack.flags.writeable = False
+            views = list(stack) if stack.ndim > 1 else [stack[i, ...] for i in range(len(stack))]
+            self.pool.put((meta.table, meta.version), (keys, TileRuns(views, ((0, stack),) if len(stack) else ())))
+            return
         keys, tiles = tile_store.sorted_by_key(keys, tiles)
         tiles = as_tile_runs(tiles)  # a scan hands the runs of small tiles on as column batches
         for tile in tiles:
@@ -311,27 +320,31 @@ class Catalog:
         them (nothing is read: None otherwise)."""
         return None if meta.external else self.pool.peek((meta.table, self._seen_version(meta)))
 
-    def keep_updated(self, meta: TensorMeta, before: TensorTiles, written: dict) -> None:
-        """An UPDATE replaced the tiles under `written`'s keys (key -> (tile of the tensor's dtype, the format
-        it is stored in, None for a zero tile, which deletes its key), as materialize.write_result gives them)
-        in the contents `before` (from `kept_tiles`), giving `meta` (its new version): the buffer pool keeps
-        the new contents, so that the next scan reads no tile back. Unless a new tile is stored CSR, or came
-        CSR and is stored dense (a read gives another array than the one written): then the next scan reads
-        the tensor again."""
-        tiles = {}
-        for key, (tile, stored) in written.items():
-            if stored is None:
-                continue  # not stored: its key is gone
-            if stored != DENSE or is_sparse(tile):
-                return
-            # a view (of a write batch's stack, whose tiles all go in) is kept as it is: the runs are stacked again
-            tiles[key] = tile if tile.flags.c_contiguous else np.array(tile, order="C")
+    def keep_updated(self, meta: TensorMeta, before: TensorTiles, written: WrittenTiles) -> None:
+        """An UPDATE replaced the tiles under `written`'s keys (what its writer inserted, tiles of the tensor's
+        dtype) in the contents `before` (from `kept_tiles`), giving `meta` (its new version): the buffer pool
+        keeps the new contents, so that the next scan reads no tile back. Unless a new tile is stored CSR, or
+        came CSR and is stored dense (a read gives another array than the one written): then the next scan
+        reads the tensor again."""
+        if not written.all_dense:
+            return
         old_keys, old_tiles = before
-        for key, tile in zip(map(tuple, old_keys.tolist()), old_tiles):
-            if key not in written:
-                tiles[key] = tile
-        keys = np.array(list(tiles), dtype=np.int64).reshape(len(tiles), len(meta.keys))
-        self.keep_written(meta, keys, list(tiles.values()))
+        width = len(meta.keys)
+        new_keys = np.concatenate([keys for keys, _ in written.batches] + [np.zeros((0, width), np.int64)])
+        left = np.flatnonzero(~_rows_in(old_keys, new_keys, meta.grid)) if len(old_keys) else np.zeros(0, np.int64)
+        stacks = [tiles for _, tiles in written.batches]
+        if not len(left) and stacks and all(isinstance(t, np.ndarray) for t in stacks) and \
+                len({(t.shape[1:], t.dtype) for t in stacks}) == 1:
+            self.keep_written(meta, new_keys, np.concatenate(stacks))  # every tile replaced, all of one shape
+            return
+        tiles: list = []
+        for stack in stacks:
+            tiles.extend(stack if isinstance(stack, list) else
+                         list(stack) if stack.ndim > 1 else [stack[i, ...] for i in range(len(stack))])
+        # a view (of a write batch's stack, whose tiles all go in) is kept as it is: the runs are stacked again
+        tiles = [tile if tile.flags.c_contiguous else np.array(tile, order="C") for tile in tiles]
+        keys = np.concatenate([new_keys, old_keys[left]])
+        self.keep_written(meta, keys, tiles + [old_tiles[i] for i in left.tolist()])
 
     def external_reads(self, meta: TensorMeta, partition: int = 0, partitions: int = 1,
                        columns: tuple[int, ...] = (), read_bytes: int = 16 << 20) -> Iterator[TensorTiles]:
@@ -425,3 +438,13 @@ def _check_keys(meta: TensorMeta, keys: np.ndarray) -> None:
     repeated = np.flatnonzero((keys[1:] == keys[:-1]).all(axis=1))  # read sorted by key
     if len(repeated):
         raise DataError(f'tensor "{meta.name}" has more than one tile at key {tuple(keys[repeated[0]].tolist())}')
+
+
+def _rows_in(rows: np.ndarray, among: np.ndarray, grid: tuple[int, ...]) -> np.ndarray:
+    """Which key rows (n x m, in the grid) are among the rows of `among`."""
+    if rows.shape[1] == 0:
+        return np.full(len(rows), len(among) > 0)
+    if math.prod(grid) < 2 ** 62:  # each key row as its one position in the grid
+        return np.isin(np.ravel_multi_index(rows.T, grid), np.ravel_multi_index(among.T, grid))
+    found = set(zip(*among.T.tolist()))
+    return np.fromiter((key in found for key in zip(*rows.T.tolist())), dtype=bool, count=len(rows))

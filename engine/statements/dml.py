@@ -1,8 +1,6 @@
 """INSERT, UPDATE and DELETE on tensor relations: each computed as a query, then applied to the tiles in batches."""
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from trdb.errors import IntegrityError, NotSupportedError, ProgrammingError, QueryCancelled
@@ -81,7 +79,7 @@ def _tile_value(sc: StatementContext, meta: TensorMeta, key: list, value, node: 
 def insert_query(sc: StatementContext, node: ast.InsertQuery) -> Result:
     meta = sc.catalog.require_tensor(node.table)
     result = sc.run_query(node.query, keep_zero_tuples=True)  # zeros are values: every tuple the query gives
-    count = write_result(sc, meta, result, f"INSERT INTO {meta.name}", lambda keys: _reject_existing(sc, meta, keys))
+    count, _ = write_result(sc, meta, result, f"INSERT INTO {meta.name}", lambda keys: _reject_existing(sc, meta, keys))
     sc.catalog.refresh_statistics(meta)
     return Result(rowcount=count)
 
@@ -108,12 +106,17 @@ def update(sc: StatementContext, node: ast.Update) -> Result:
     # a computed zero tile replaces the stored one, an absent tuple leaves it: both must stay apart
     result = sc.run_query(update_query(meta, node), keep_zero_tuples=True)
     # each batch's old tiles are deleted before its new ones are held: DuckDB keeps only the deleted row ids
-    # as undo data, and the new tiles are inserted batch by batch
+    # as undo data, and the new tiles are inserted batch by batch. An UPDATE of every tile (no WHERE, no
+    # FROM: a tuple for each stored one) deletes them all at once instead: each DELETE reads the whole
+    # tile table, and a batch's DELETE made the next insert measure the table's parts again
     # where the buffer pool keeps the tensor, it keeps the updated one too (the tiles written go in)
     before = sc.catalog.kept_tiles(meta)
-    written: Optional[dict] = {} if before is not None else None
-    count = write_result(sc, meta, result, f"UPDATE {meta.name}",
-                         lambda keys: tile_store.delete_tiles(sc.db, meta, keys), written)
+    every_tile = node.where is None and not node.from_items and len(result.rows) == meta.tuple_count
+    if every_tile:
+        tile_store.delete_tiles(sc.db, meta)
+    count, written = write_result(sc, meta, result, f"UPDATE {meta.name}",
+                                  None if every_tile else lambda keys: tile_store.delete_tiles(sc.db, meta, keys),
+                                  keep=before is not None)
     updated = sc.catalog.refresh_statistics(meta)
     if before is not None:
         sc.catalog.keep_updated(updated, before, written)

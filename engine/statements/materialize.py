@@ -7,6 +7,7 @@ beside the tiles), and a failure in a later batch rolls back the whole statement
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Callable, Iterable, Iterator, Optional, Sequence, Union
 
 import numpy as np
@@ -20,7 +21,7 @@ from trdb.kernels.backend import to_host
 from trdb.kernels.sparse import is_sparse, nbytes
 from trdb.statements.context import StatementContext
 from trdb.storage.tensor_meta import TensorMeta, validate_layout
-from trdb.storage.tile_writer import BATCH_TILES, TileWriter
+from trdb.storage.tile_writer import BATCH_TILES, TileWriter, WrittenTiles
 
 BeforeWrite = Callable[[np.ndarray], None]
 
@@ -39,15 +40,26 @@ def check_stack(meta: TensorMeta, keys: np.ndarray, stack: np.ndarray, what: str
     """`check_tiles` of tiles of one shape stacked in one array `(n, *tile)`, with no step per tile but the
     set of keys seen; the stack is cast to the tensor's dtype. A batch that fails is checked as a list of
     tiles, for the error of the first tile that fails."""
-    key_tuples = list(map(tuple, keys.tolist()))
-    passing = len(stack) == len(keys) and np.can_cast(stack.dtype, meta.dtype, casting="same_kind") and \
-        stack.ndim == len(meta.tile) + 1 and bool(meta.keys_in_range(keys).all()) and \
+    in_range = len(stack) == len(keys) and stack.ndim == len(meta.tile) + 1 and bool(meta.keys_in_range(keys).all())
+    positions = key_positions(meta, keys) if in_range else []
+    passing = in_range and np.can_cast(stack.dtype, meta.dtype, casting="same_kind") and \
         bool((meta.tile_shapes_at(keys) == np.asarray(stack.shape[1:], np.int64)).all()) and \
-        len(set(key_tuples)) == len(key_tuples) and seen.isdisjoint(key_tuples)
+        len(set(positions)) == len(positions) and seen.isdisjoint(positions)
     if not passing:
         return np.stack(check_tiles(meta, keys, list(stack), what, seen)) if len(stack) else stack
-    seen.update(key_tuples)
+    seen.update(positions)
     return stack if stack.dtype == meta.dtype else stack.astype(meta.dtype)
+
+
+def key_positions(meta: TensorMeta, keys: np.ndarray) -> list:
+    """Each key row's place in the tile grid, as the set of keys a write has seen holds it: an int where
+    the grid's positions fit an int64, else the key tuple. Keys outside the grid get some position (the
+    range check fails them first)."""
+    if keys.shape[1] == 0:
+        return [()] * len(keys)
+    if math.prod(meta.grid) >= 2 ** 62:
+        return list(zip(*keys.T.tolist()))
+    return np.ravel_multi_index(tuple(keys.T), meta.grid, mode="clip").tolist()
 
 
 def check_tiles(meta: TensorMeta, keys: np.ndarray, tiles: Sequence, what: str,
@@ -59,18 +71,19 @@ def check_tiles(meta: TensorMeta, keys: np.ndarray, tiles: Sequence, what: str,
     tiles = [tile if is_sparse(tile) else np.asarray(tile) for tile in tiles]
     keys = np.asarray(keys, dtype=np.int64).reshape(len(tiles), len(meta.keys))
     key_tuples = list(map(tuple, keys.tolist()))
-    failing = np.flatnonzero(~_passing(meta, keys, key_tuples, tiles, seen))
+    positions = key_positions(meta, keys)
+    failing = np.flatnonzero(~_passing(meta, keys, positions, tiles, seen))
     if len(failing):
         first = int(failing[0])
-        seen.update(key_tuples[:first])
-        _check_each(meta, key_tuples[first:], tiles[first:], what, seen)  # raises
-    seen.update(key_tuples)
+        seen.update(positions[:first])
+        _check_each(meta, key_tuples[first:], positions[first:], tiles[first:], what, seen)  # raises
+    seen.update(positions)
     if all(tile.dtype == meta.dtype for tile in tiles):
         return tiles
     return [tile.astype(meta.dtype, copy=False) for tile in tiles]
 
 
-def _passing(meta: TensorMeta, keys: np.ndarray, key_tuples: list, tiles: list, seen: set) -> np.ndarray:
+def _passing(meta: TensorMeta, keys: np.ndarray, positions: list, tiles: list, seen: set) -> np.ndarray:
     """Which tiles pass every check of `check_tiles` (a key repeated in the batch fails where it repeats)."""
     passing = meta.keys_in_range(keys)
     if keys.shape[1]:
@@ -80,7 +93,7 @@ def _passing(meta: TensorMeta, keys: np.ndarray, key_tuples: list, tiles: list, 
     else:  # a 0-d tensor's one key, ()
         passing[1:] = False
     if seen:
-        passing &= np.fromiter((key not in seen for key in key_tuples), dtype=bool, count=len(key_tuples))
+        passing &= np.fromiter((key not in seen for key in positions), dtype=bool, count=len(positions))
     passing &= _right_shapes(meta, keys, tiles)
     refused = {dtype for dtype in {t.dtype for t in tiles} if not np.can_cast(dtype, meta.dtype, casting="same_kind")}
     if refused:
@@ -98,14 +111,14 @@ def _right_shapes(meta: TensorMeta, keys: np.ndarray, tiles: list) -> np.ndarray
     return (np.array(shapes, dtype=np.int64).reshape(expected.shape) == expected).all(axis=1)
 
 
-def _check_each(meta: TensorMeta, keys: list, tiles: list, what: str, seen: set) -> None:
+def _check_each(meta: TensorMeta, keys: list, positions: list, tiles: list, what: str, seen: set) -> None:
     """The checks of `check_tiles`, one tile at a time: the first that fails raises its error."""
-    for key, tile in zip(keys, tiles):
+    for key, position, tile in zip(keys, positions, tiles):
         if not meta.key_in_range(key):
             raise DataError(f"{what}: key {key} is outside the tile grid {meta.grid} of {meta.name}")
-        if key in seen:
+        if position in seen:
             raise IntegrityError(f"{what}: key {key} occurs more than once")
-        seen.add(key)
+        seen.add(position)
         expected = meta.tile_shape_at(key)
         if tile.shape != expected:
             raise DataError(f"{what}: the tile under key {key} has shape {tile.shape}, but {meta.name}'s "
@@ -180,14 +193,13 @@ def _host_tile(tile):
 
 
 def write_result(sc: StatementContext, meta: TensorMeta, result: Result, what: str,
-                 before_write: Optional[BeforeWrite] = None, written: Optional[dict] = None) -> int:
+                 before_write: Optional[BeforeWrite] = None, keep: bool = False) -> tuple[int, Optional[WrittenTiles]]:
     """Check and write a result's tiles batch by batch; `before_write(keys)` runs for each batch before its
-    tiles are held (INSERT refuses stored keys, UPDATE deletes them); `written` receives key -> (checked
-    tile, the format it is stored in, tile_codec.DENSE / CSR32 / CSR64, or None: all zeros, not stored).
-    Returns the tuples written."""
-    seen: set[tuple] = set()
+    tiles are held (INSERT refuses stored keys, UPDATE deletes them). Returns the tuples written and, with
+    `keep`, what was written (for the buffer pool)."""
+    seen: set = set()  # key_positions of the keys written
     count = 0
-    with TileWriter(sc.db, meta, CHUNK_BYTES, formats_by_key=written is not None) as writer:
+    with TileWriter(sc.db, meta, CHUNK_BYTES, keep=keep) as writer:
         for keys, tiles in tile_batches(result, what, writer.batch_bytes):
             if sc.interrupted.is_set():
                 raise QueryCancelled(f"the statement was cancelled while it wrote the tiles of {meta.name}")
@@ -203,13 +215,7 @@ def write_result(sc: StatementContext, meta: TensorMeta, result: Result, what: s
             else:
                 writer.add_all(keys, tiles)
             count += len(tiles)
-            if written is not None:
-                written.update(zip(map(tuple, keys.tolist()), tiles))
-    if written is not None:
-        stored = writer.statistics.formats
-        for key, tile in written.items():
-            written[key] = (tile, stored.get(key))
-    return count
+    return count, writer.kept
 
 
 def result_layout(result: Result) -> TensorLayout:

@@ -15,6 +15,7 @@ import numpy as np
 
 from trdb.kernels.sparse import nbytes
 from trdb.storage.memory import MemoryManager
+from trdb.storage.tile_runs import TileRuns
 
 TensorTiles = tuple[np.ndarray, list]  # keys (n x m), read-only tiles (dense arrays or CSR tiles)
 TileVersion = tuple  # a tile table and the data version of its contents (and "whole": as one array)
@@ -84,7 +85,7 @@ class BufferPool:
             self._keep(key, tiles)
 
     def _keep(self, key: TileVersion, tiles: Kept) -> None:
-        size = tiles.nbytes if isinstance(tiles, np.ndarray) else sum(nbytes(t) for t in tiles[1]) + tiles[0].nbytes
+        size = tiles.nbytes if isinstance(tiles, np.ndarray) else _tiles_bytes(tiles[1]) + tiles[0].nbytes
         with self._lock:
             self._drop(key)
         if size <= self.memory.budget // 2 and self.memory.try_reserve(size):
@@ -126,3 +127,11 @@ class BufferPool:
         if entry is not None:
             self._bytes -= entry[1]
             self.memory.release(entry[1])
+
+
+def _tiles_bytes(tiles: list) -> int:
+    """The bytes a read's tiles hold: a run's stack at once (storage/tile_runs.py), the others one by one."""
+    if not isinstance(tiles, TileRuns):
+        return sum(nbytes(t) for t in tiles)
+    return sum(int(stack.nbytes) if stack is not None else sum(nbytes(t) for t in tiles[start:stop])
+               for start, stop, stack in tiles.pieces())

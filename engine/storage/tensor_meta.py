@@ -97,6 +97,22 @@ class TensorMeta:
         dims = [max(0, min(t, n - k * t)) for k, t, n in zip(key, self.tile, self.shape)]
         return tuple(dims) + self.tile[len(dims):]
 
+    def tile_shape_list(self, keys: np.ndarray) -> list[tuple[int, ...]]:
+        """`tile_shape_at` of each row of an n x m key array, as a list of shape tuples, computed on the whole
+        array at once (the full tiles share one tuple)."""
+        if len(keys) == 0 or keys.shape[1] == 0:
+            return [self.tile_shape_at(k) for k in keys.tolist()]
+        count = keys.shape[1]
+        tile, shape = np.array(self.tile[:count], dtype=np.int64), np.array(self.shape[:count], dtype=np.int64)
+        # a key below 0 gives a whole tile, one past the grid none, as any further one does (and no overflow)
+        safe = np.clip(keys, -1, np.array(self.grid[:count], dtype=np.int64))
+        dims = np.clip(shape - safe * tile, 0, tile)
+        full = (dims == tile).all(axis=1)  # nearly every tile: the others (edges) are few
+        shapes: list = [self.tile] * len(keys)
+        for position, row in zip(np.flatnonzero(~full).tolist(), dims[~full].tolist()):
+            shapes[position] = tuple(row) + tuple(self.tile[count:])
+        return shapes
+
     def key_in_range(self, key: Sequence[int]) -> bool:
         return all(0 <= k < g for k, g in zip(key, self.grid))
 

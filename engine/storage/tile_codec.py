@@ -183,45 +183,50 @@ def _decode_checked(column: pa.ChunkedArray, dtype: np.dtype, shapes: Sequence[t
     csr: list = []  # (row, data, indices, indptr) of CSR tiles, checked together before scipy sees them
     runs: list = []  # (start, stack) of the runs of dense tiles of one shape
     formats_list, nonzeros_list = formats.tolist(), nonzeros.tolist()
+    # one shape tuple object stands for many tiles (TensorMeta.tile_shape_list): equal ids, equal shapes
+    shape_ids = np.fromiter(map(id, shapes), dtype=np.int64, count=len(shapes))
     for offsets, data in chunks:
-        first = len(tiles)
-        chunk_runs = _chunk_runs(offsets, data, formats, shapes, first, stored) if stored == np.dtype(dtype) else []
+        first, count = len(tiles), len(offsets) - 1
+        chunk_runs = _chunk_runs(offsets, data, formats, shape_ids, shapes, first, stored) \
+            if stored == np.dtype(dtype) else []
         runs.extend(chunk_runs)
-        run_at = dict(chunk_runs)
-        for n, (start, end) in enumerate(zip(offsets[:-1].tolist(), offsets[1:].tolist()), first):
-            if n < len(tiles):  # inside a run: its views were made at once
-                continue
-            if n in run_at:
-                stack = run_at[n]
-                tiles.extend(list(stack) if stack.ndim > 1 else [stack[i, ...] for i in range(len(stack))])
-                continue
-            blob = data[start:end]
+        chunk: list = [None] * count
+        alone = np.ones(count, dtype=bool)
+        for start, stack in chunk_runs:
+            chunk[start - first:start - first + len(stack)] = \
+                list(stack) if stack.ndim > 1 else [stack[i, ...] for i in range(len(stack))]
+            alone[start - first:start - first + len(stack)] = False
+        bounds = offsets.tolist()
+        for k in np.flatnonzero(alone).tolist():
+            n, blob = first + k, data[bounds[k]:bounds[k + 1]]
             if formats_list[n] == DENSE:
                 tile = blob.view(stored).reshape(shapes[n])
-                tiles.append(tile if stored == np.dtype(dtype) else tile.astype(dtype))
+                chunk[k] = tile if stored == np.dtype(dtype) else tile.astype(dtype)
             else:
-                tiles.append(None)
                 csr.append((n, *_csr_sections(blob, shapes[n], nonzeros_list[n], stored,
                                                _INDEX_DTYPES[formats_list[n]])))
+        tiles.extend(chunk)
     _make_csr_tiles(tiles, csr, shapes, nonzeros, dtype)
     return TileRuns(tiles, tuple(runs))
 
 
-def _chunk_runs(offsets: np.ndarray, data: np.ndarray, formats: np.ndarray, shapes: Sequence[tuple[int, ...]],
-                first: int, stored: np.dtype) -> list[tuple[int, np.ndarray]]:
-    """(start, stack) of each run of at least MIN_RUN consecutive dense tiles of one shape in a chunk: one
-    read-only stack `(n, *tile)` over their bytes (their lengths were checked against their shapes)."""
+def _chunk_runs(offsets: np.ndarray, data: np.ndarray, formats: np.ndarray, shape_ids: np.ndarray,
+                shapes: Sequence[tuple[int, ...]], first: int, stored: np.dtype) -> list[tuple[int, np.ndarray]]:
+    """(start, stack) of each run of at least MIN_RUN consecutive dense tiles of one shape object in a chunk:
+    one read-only stack `(n, *tile)` over their bytes (their lengths were checked against their shapes)."""
     count = len(offsets) - 1
-    runs: list[tuple[int, np.ndarray]] = []
-    start = 0
+    if count < MIN_RUN:
+        return []
     dense = formats[first:first + count] == DENSE
-    for end in range(1, count + 1):
-        if end < count and dense[end] and shapes[first + end] == shapes[first + start] and dense[start]:
-            continue
+    ids = shape_ids[first:first + count]
+    change = np.ones(count, dtype=bool)
+    change[1:] = (ids[1:] != ids[:-1]) | (dense[1:] != dense[:-1])
+    starts = np.flatnonzero(change)
+    runs: list[tuple[int, np.ndarray]] = []
+    for start, end in zip(starts.tolist(), np.append(starts[1:], count).tolist()):
         if end - start >= MIN_RUN and dense[start]:
             low, high = int(offsets[start]), int(offsets[end])
             runs.append((first + start, data[low:high].view(stored).reshape(end - start, *shapes[first + start])))
-        start = end
     return runs
 
 

@@ -62,11 +62,9 @@ class WrittenStatistics:
     """`tile_statistics` of the tiles a writer inserted, counted as they go in (no query): those of the
     tensor when the writer wrote all of it."""
 
-    def __init__(self, key_count: int, by_key: bool = False):
+    def __init__(self, key_count: int):
         self.tuples = self.nnz = self.csr_tuples = self.csr_nnz = 0
         self._distinct: list[set] = [set() for _ in range(key_count)]
-        # with `by_key`: the format (tile_codec.DENSE / CSR32 / CSR64) each inserted tile is stored in, by key
-        self.formats: Optional[dict[tuple, int]] = {} if by_key else None
 
     def add(self, keys: np.ndarray, nonzeros: np.ndarray, formats: np.ndarray) -> None:
         csr = np.asarray(formats) != DENSE
@@ -75,9 +73,7 @@ class WrittenStatistics:
         self.csr_tuples += int(csr.sum())
         self.csr_nnz += int(nonzeros[csr].sum())
         for column, seen in enumerate(self._distinct):
-            seen.update(keys[:, column].tolist())
-        if self.formats is not None:
-            self.formats.update(zip(map(tuple, keys.tolist()), np.asarray(formats).tolist()))
+            seen.update(np.unique(keys[:, column]).tolist())
 
     def as_tuple(self) -> tuple:
         return self.tuples, self.nnz, self.csr_tuples, self.csr_nnz, tuple(len(seen) for seen in self._distinct)
@@ -238,7 +234,7 @@ def _read(db: Database, meta: TensorMeta, clause: str, params: Sequence = ()) ->
 
 def _decoded(meta: TensorMeta, table: pa.Table) -> tuple[np.ndarray, list]:
     keys = _keys(table, key_columns(len(meta.keys)))
-    shapes = [meta.tile_shape_at(k) for k in keys.tolist()]
+    shapes = meta.tile_shape_list(keys)
     return keys, decode_tiles(table.column("v"), meta.dtype, shapes, table.column("fmt").to_numpy(),
                               table.column("nnz").to_numpy(), name=meta.name, keys=keys)
 

@@ -8,6 +8,7 @@ a failure in a later batch rolls back the earlier ones too.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 import numpy as np
@@ -33,14 +34,23 @@ def tile_bytes(tile: Any) -> int:
     return int(np.asarray(tile).nbytes)
 
 
+@dataclass
+class WrittenTiles:
+    """What a writer inserted, batch by batch, for the buffer pool to keep: (keys n x m, the tiles as a
+    list or a stack) as they were added; `all_dense`: every tile was dense and is stored dense."""
+
+    batches: list = field(default_factory=list)
+    all_dense: bool = True
+
+
 class TileWriter:
     """Tiles of one tensor added one by one, inserted in batches; `close()` inserts the last batch.
 
     `after_batch` runs after each insert (a memory-mapped source drops the pages it has read);
-    `formats_by_key`: its statistics also say which format each inserted tile is stored in."""
+    `keep`: the writer records what it inserted in `kept` (WrittenTiles)."""
 
     def __init__(self, db: Database, meta: TensorMeta, batch_bytes: int = BATCH_BYTES,
-                 after_batch: Optional[Callable[[], None]] = None, formats_by_key: bool = False):
+                 after_batch: Optional[Callable[[], None]] = None, keep: bool = False):
         refuse_write(meta)
         self.db, self.meta = db, meta
         memory = db.file.memory
@@ -49,7 +59,8 @@ class TileWriter:
         self.after_batch = after_batch
         self.written = 0
         self.batches = 0
-        self.statistics = tile_store.WrittenStatistics(len(meta.keys), formats_by_key)  # of what it inserted
+        self.statistics = tile_store.WrittenStatistics(len(meta.keys))  # of what it inserted
+        self.kept: Optional[WrittenTiles] = WrittenTiles() if keep else None
         self._keys: list[tuple[int, ...]] = []
         self._tiles: list = []
         self._pending = 0
@@ -97,8 +108,10 @@ class TileWriter:
         for start in range(0, len(stack), per_run):
             run = stack[start:start + per_run]
             self.reservation.grow(each * len(run))  # a run is a batch's bytes, as a batch of single tiles
+            csr_before = self.statistics.csr_tuples
             self.written += tile_store.write_stack(self.db, self.meta, keys[start:start + per_run], run,
                                                    self.statistics)
+            self._kept(keys[start:start + per_run], run, csr_before)
             self.batches += 1
             self.flush()
 
@@ -142,12 +155,21 @@ class TileWriter:
         if self._tiles:
             keys = np.array(self._keys, dtype=np.int64).reshape(len(self._keys), len(self.meta.keys))
             tiles, self._keys, self._tiles, self._pending = self._tiles, [], [], 0
+            csr_before = self.statistics.csr_tuples
             self.written += tile_store.write_tiles(self.db, self.meta, keys, tiles, self.statistics)
+            self._kept(keys, tiles, csr_before)
             self.batches += 1
             del tiles
         self.reservation.release_all()
         if self.after_batch is not None:
             self.after_batch()
+
+    def _kept(self, keys: np.ndarray, tiles, csr_before: int) -> None:
+        if self.kept is None:
+            return
+        self.kept.batches.append((keys, tiles))
+        if self.statistics.csr_tuples != csr_before or (isinstance(tiles, list) and any(map(is_sparse, tiles))):
+            self.kept.all_dense = False  # the buffer pool would keep another array than a read gives
 
     def close(self) -> int:
         """Insert what is left; returns the tiles written in all."""

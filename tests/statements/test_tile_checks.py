@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from trdb.errors import DataError, IntegrityError
-from trdb.statements.materialize import _check_each, check_tiles
+from trdb.statements.materialize import _check_each, check_stack, check_tiles, key_positions
 from trdb.storage import tile_store
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_writer import TileWriter
@@ -40,6 +40,15 @@ def _defective(rng, keys, tiles, kind):
     return keys, tiles
 
 
+def _positions(keys) -> list:
+    """Each key's place in the grid (out of it: clipped in, as check_tiles's range check fails them first)."""
+    return key_positions(META, np.array([tuple(k) for k in keys], dtype=np.int64).reshape(len(keys), 2))
+
+
+def _seen(keys) -> set:
+    return set(_positions(sorted(keys)))
+
+
 def _outcome(check):
     try:
         return "ok", check()
@@ -58,8 +67,10 @@ def test_a_batch_fails_as_its_first_failing_tile_does_one_by_one(seed):
     keys, tiles = list(keys), [_good(k) for k in keys]
     for kind in (seed % 7, *rng.integers(7, size=int(rng.integers(2)))):  # one or two defects
         keys, tiles = _defective(rng, keys, tiles, kind)
-    batch = _outcome(lambda: check_tiles(META, np.array(keys, dtype=np.int64), list(tiles), "W", set(earlier)))
-    alone = _outcome(lambda: _check_each(META, [tuple(k) for k in keys], list(tiles), "W", set(earlier)))
+    seen = _seen(earlier)
+    batch = _outcome(lambda: check_tiles(META, np.array(keys, dtype=np.int64), list(tiles), "W", set(seen)))
+    alone = _outcome(lambda: _check_each(META, [tuple(k) for k in keys], _positions(keys), list(tiles), "W",
+                                         set(seen)))
     assert batch[0] == alone[0] or (batch[0] == "ok" and alone[0] == "ok")
     if alone[0] != "ok":
         assert batch[1] == alone[1]
@@ -70,7 +81,7 @@ def test_a_batch_fails_as_its_first_failing_tile_does_one_by_one(seed):
 def test_seen_keys_grow_across_batches_and_a_later_repeat_fails():
     seen: set = set()
     check_tiles(META, np.array([(0, 0), (0, 1)]), [_good((0, 0)), _good((0, 1))], "W", seen)
-    assert seen == {(0, 0), (0, 1)}
+    assert seen == _seen({(0, 0), (0, 1)})
     with pytest.raises(IntegrityError, match=r"key \(0, 1\) occurs more than once"):
         check_tiles(META, np.array([(1, 1), (0, 1)]), [_good((1, 1)), _good((0, 1))], "W", seen)
 
@@ -138,3 +149,17 @@ def test_add_cast_writes_every_tile_cast_a_run_at_a_time(con, monkeypatch):
     assert [t.dtype for t in kept] == [np.dtype("float64")] * 50
     assert all(np.array_equal(a, b) for a, b in zip(kept, tiles))
     np.testing.assert_array_equal(con.execute("SELECT * FROM W").fetch_tensor(), np.repeat(np.arange(50) + 0.5, 16))
+
+
+def test_a_stack_is_checked_as_its_tiles_are():
+    keys = np.array([(0, 0), (0, 1), (1, 0)], dtype=np.int64)
+    stack = np.ones((3, 4, 3), np.float64)
+    seen: set = set()
+    got = check_stack(META, keys, stack, "W", seen)
+    assert got.dtype == META.dtype and got.shape == stack.shape and seen == _seen({(0, 0), (0, 1), (1, 0)})
+    with pytest.raises(IntegrityError, match=r"key \(0, 1\) occurs more than once"):
+        check_stack(META, np.array([(1, 1), (0, 1)]), np.ones((2, 4, 3), np.float32), "W", seen)
+    with pytest.raises(DataError, match="has shape"):  # (2, 2) is an edge tile: (2, 1)
+        check_stack(META, np.array([(2, 2)]), np.ones((1, 4, 3), np.float32), "W", set())
+    with pytest.raises(DataError, match="outside the tile grid"):
+        check_stack(META, np.array([(3, 0)]), np.ones((1, 4, 3), np.float32), "W", set())
