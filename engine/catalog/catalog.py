@@ -1,38 +1,28 @@
 """The catalog of one database: tensor relations, views and ordinary tables, looked up by name."""
 from __future__ import annotations
 
-import math
 from dataclasses import replace
-from typing import Iterator, Optional, Union
-
-import numpy as np
+from typing import Optional
 
 from trdb.catalog import external
 from trdb.catalog.names import did_you_mean, fold
 from trdb.catalog.optimizer_state import refuse_reserved
-from trdb.errors import DataError, IntegrityError, ProgrammingError, StaleSnapshot
-from trdb.kernels.sparse import count_nonzero, is_sparse
+from trdb.catalog.tile_access import TileAccess
+from trdb.errors import IntegrityError, ProgrammingError
 from trdb.storage import catalog_store, tile_store
-from trdb.storage.buffer_pool import TensorTiles
 from trdb.storage.catalog_format import ensure_schema, schema_exists
 from trdb.storage.catalog_validation import DamagedTensor, meta_problem, name_problem
 from trdb.storage.database import Database
-from trdb.storage.external_reads import read_all
 from trdb.storage.external_tensors import refuse_write
 from trdb.storage.ordinary_tables import ordinary_tables, ordinary_views
 from trdb.storage.tensor_meta import TensorMeta
-from trdb.storage.tile_runs import TileRuns, as_tile_runs
-from trdb.storage.tile_store import TileIndex
-from trdb.storage.tile_writer import WrittenTiles
-from trdb.storage.whole_tensor import the_one_tile, whole_array
 
 
-class Catalog:
+class Catalog(TileAccess):
     """One connection's mirror of the catalog tables, loaded within one snapshot of the database.
 
     `generation` is the database's commit count the mirror was loaded at: when another connection
-    has committed since, `sync` reloads it. Tiles are shared through the database's buffer pool by
-    (tile table, data version), so no connection computes from tiles another one has replaced.
+    has committed since, `sync` reloads it. Reading and keeping tiles is its base's (TileAccess).
     """
 
     def __init__(self, db: Database):
@@ -259,152 +249,6 @@ class Catalog:
 
     # ------------------------------------------------------------ tiles
 
-    def tiles(self, meta: TensorMeta) -> TensorTiles:
-        """All tiles of a tensor (dense arrays or CSR tiles), through the buffer pool."""
-        if meta.external:
-            key, dataset = external.whole_key(self.db, meta)
-            return self.pool.get(key, lambda: read_all(dataset, meta))
-        return self.pool.get((meta.table, self._seen_version(meta)), lambda: self._read_tiles(meta))
-
-    def whole_array(self, meta: TensorMeta) -> np.ndarray:
-        """A stored tensor as one read-only array (absent tiles are zeros): its one tile when that is the
-        whole tensor, else built from its tiles once per data version and kept in the buffer pool beside them."""
-        whole_key = self._whole_key(meta)
-        kept = self.pool.hit(whole_key)
-        if kept is not None:
-            return kept
-        keys, tiles = self.tiles(meta)
-        single = the_one_tile(meta, tiles)
-        if single is not None:
-            return single
-        return self.pool.get(whole_key, lambda: whole_array(meta, keys, tiles))
-
-    def kept_whole_array(self, meta: TensorMeta) -> Optional[np.ndarray]:
-        """whole_array(meta) where that puts nothing together (the tensor is one tile, or its array is kept),
-        else None."""
-        if tuple(meta.tile) == tuple(meta.shape):
-            return self.whole_array(meta)
-        return self.pool.hit(self._whole_key(meta))
-
-    def _whole_key(self, meta: TensorMeta) -> tuple:
-        return meta.table, self._seen_version(meta), "whole"
-
-    def _seen_version(self, meta: TensorMeta) -> int:
-        """The data version of a stored tensor that this connection sees now, which is what DuckDB reads
-        for it: a plan made before this transaction's writes (MINIMIZE's steps) names an older version,
-        which other connections may still read."""
-        known = self._tensors.get(fold(meta.name))
-        return known.version if known is not None and known.table == meta.table else meta.version
-
-    def keep_written(self, meta: TensorMeta, keys: np.ndarray, tiles: Union[list, np.ndarray]) -> None:
-        """`tiles` (dense, of the tensor's dtype, or CSR as a read gave them; or one stack `(n, *tile)` of
-        dense ones; under `keys`: n x m int64) were just written as the whole tensor `meta` (its new version):
-        the buffer pool keeps them, read-only, so that the next scan reads no tile back."""
-        if isinstance(tiles, np.ndarray):  # one run: its stack in key order, no step per tile
-            order = tile_store.key_order(keys)
-            stack = tiles if order is None else tiles[order]
-            keys = keys if order is None else keys[order]
-            stack.flags.writeable = False
-            views = list(stack) if stack.ndim > 1 else [stack[i, ...] for i in range(len(stack))]
-            self.pool.put((meta.table, meta.version), (keys, TileRuns(views, ((0, stack),) if len(stack) else ())))
-            return
-        keys, tiles = tile_store.sorted_by_key(keys, tiles)
-        tiles = as_tile_runs(tiles)  # a scan hands the runs of small tiles on as column batches
-        for tile in tiles:
-            if not is_sparse(tile):  # CSR tiles come from a read (kept_tiles): as it made them
-                tile.flags.writeable = False
-        self.pool.put((meta.table, meta.version), (keys, tiles))
-
-    def kept_tiles(self, meta: TensorMeta) -> Optional[TensorTiles]:
-        """The tiles of the version of a stored tensor this connection sees, if the buffer pool keeps
-        them (nothing is read: None otherwise)."""
-        return None if meta.external else self.pool.peek((meta.table, self._seen_version(meta)))
-
-    def keep_updated(self, meta: TensorMeta, before: TensorTiles, written: WrittenTiles) -> None:
-        """An UPDATE replaced the tiles under `written`'s keys (what its writer inserted, tiles of the tensor's
-        dtype) in the contents `before` (from `kept_tiles`), giving `meta` (its new version): the buffer pool
-        keeps the new contents, so that the next scan reads no tile back. Unless a new tile is stored CSR, or
-        came CSR and is stored dense (a read gives another array than the one written): then the next scan
-        reads the tensor again."""
-        if not written.all_dense:
-            return
-        old_keys, old_tiles = before
-        width = len(meta.keys)
-        new_keys = np.concatenate([keys for keys, _ in written.batches] + [np.zeros((0, width), np.int64)])
-        left = np.flatnonzero(~_rows_in(old_keys, new_keys, meta.grid)) if len(old_keys) else np.zeros(0, np.int64)
-        stacks = [tiles for _, tiles in written.batches]
-        if not len(left) and stacks and all(isinstance(t, np.ndarray) for t in stacks) and \
-                len({(t.shape[1:], t.dtype) for t in stacks}) == 1:
-            self.keep_written(meta, new_keys, np.concatenate(stacks))  # every tile replaced, all of one shape
-            return
-        tiles: list = []
-        for stack in stacks:
-            tiles.extend(stack if isinstance(stack, list) else
-                         list(stack) if stack.ndim > 1 else [stack[i, ...] for i in range(len(stack))])
-        # a view (of a write batch's stack, whose tiles all go in) is kept as it is: the runs are stacked again
-        tiles = [tile if tile.flags.c_contiguous else np.array(tile, order="C") for tile in tiles]
-        keys = np.concatenate([new_keys, old_keys[left]])
-        self.keep_written(meta, keys, tiles + [old_tiles[i] for i in left.tolist()])
-
-    def external_reads(self, meta: TensorMeta, partition: int = 0, partitions: int = 1,
-                       columns: tuple[int, ...] = (), read_bytes: int = 16 << 20) -> Iterator[TensorTiles]:
-        """An external tensor's tiles of one partition, in reads of about `read_bytes` (location checked now)."""
-        return external.partition_reads(self.db, meta, partition, partitions, columns, read_bytes)
-
-    def _read_tiles(self, meta: TensorMeta) -> TensorTiles:
-        keys, tiles = tile_store.read_tiles(self.db, meta)
-        self._check_snapshot()
-        _check_keys(meta, keys)
-        return keys, tiles
-
-    def streams(self, meta: TensorMeta) -> bool:
-        """Whether a scan should read the tensor in bounded batches: too large for the buffer pool to keep."""
-        return not self.pool.would_keep(tile_store.estimated_size(meta))
-
-    def tile_index(self, meta: TensorMeta, partition: int = 0, partitions: int = 1,
-                   columns: tuple[int, ...] = ()) -> tuple[TileIndex, np.ndarray]:
-        """Where the tiles of one partition (those whose key columns `columns` hash to it) are stored, and
-        each one's decoded bytes, with the keys checked as a whole read checks them (a duplicate key
-        hashes to one partition, so the partitions' checks together cover the tensor)."""
-        index = tile_store.tile_index(self.db, meta, self._partition_filter(meta, partition, partitions, columns))
-        self._check_snapshot()
-        order = tile_store.key_order(index.keys)
-        _check_keys(meta, index.keys if order is None else index.keys[order])
-        return index, tile_store.decoded_sizes(meta, index)
-
-    def tile_rows(self, meta: TensorMeta, index: TileIndex, start: int, stop: int, partition: int = 0,
-                  partitions: int = 1, columns: tuple[int, ...] = ()) -> TensorTiles:
-        """The tiles of rows start..stop-1 of a partition's `index` (one bounded read), sorted by key."""
-        where = self._partition_filter(meta, partition, partitions, columns)
-        keys, tiles = tile_store.read_tile_rows(self.db, meta, index, start, stop, where)
-        self._check_snapshot()
-        if len(keys) != stop - start:
-            # DuckDB gave rows other row ids (a checkpoint compacts deleted rows): read the same tiles by key
-            keys, tiles = tile_store.read_tiles_at(self.db, meta, index.keys[start:stop])
-            if len(keys) != stop - start:  # the tiles themselves changed: a write this snapshot should not see
-                raise StaleSnapshot("the database changed while the statement read it")
-        return keys, tiles
-
-    @staticmethod
-    def _partition_filter(meta: TensorMeta, partition: int, partitions: int, columns: tuple[int, ...]) -> Optional[str]:
-        if partitions <= 1:
-            return None
-        return tile_store.partition_filter(meta, columns, partitions, partition)
-
-    def _check_snapshot(self) -> None:
-        if not self.db.in_transaction and self.db.file.generation != self.generation:
-            # read outside a transaction while another connection committed: the tiles may be newer
-            # than the version this statement's catalog names, so they are not used (nor cached)
-            raise StaleSnapshot("the database changed while the statement read it")
-
-    def tile_nonzeros(self, meta: TensorMeta):
-        """Per stored tile: keys (n x m, sorted), non-zeros and format (storage.tile_codec DENSE/CSR32/CSR64)."""
-        if meta.external:  # dense tiles only
-            keys, tiles = self.tiles(meta)
-            counts = np.array([count_nonzero(t) for t in tiles], dtype=np.int64)
-            return keys, counts, np.zeros(len(tiles), dtype=np.int8)
-        return tile_store.tile_nonzeros(self.db, meta)
-
 
 def _check_entering(meta: TensorMeta) -> None:
     """A tensor enters the catalog only as the loader will read it back (catalog_validation's rules), so that
@@ -422,29 +266,3 @@ def _check_view_name(name: str) -> None:
 
 
 _NAME_HINT = 'a name may be any text in double quotes ("my name") but an empty one or one holding a NUL character'
-
-
-def _check_keys(meta: TensorMeta, keys: np.ndarray) -> None:
-    """Stored keys are unique and inside the tile grid (a tampered file may hold anything)."""
-    if len(keys) == 0 or keys.shape[1] == 0:
-        if len(keys) > 1:
-            raise DataError(f'tensor "{meta.name}" has {len(keys)} tuples under its one (empty) key')
-        return
-    grid = np.asarray(meta.grid, dtype=np.int64)
-    outside = np.flatnonzero(((keys < 0) | (keys >= grid)).any(axis=1))
-    if len(outside):
-        raise DataError(f'tensor "{meta.name}" has a tile at key {tuple(keys[outside[0]].tolist())}, '
-                        f"outside its tile grid {tuple(grid.tolist())}")
-    repeated = np.flatnonzero((keys[1:] == keys[:-1]).all(axis=1))  # read sorted by key
-    if len(repeated):
-        raise DataError(f'tensor "{meta.name}" has more than one tile at key {tuple(keys[repeated[0]].tolist())}')
-
-
-def _rows_in(rows: np.ndarray, among: np.ndarray, grid: tuple[int, ...]) -> np.ndarray:
-    """Which key rows (n x m, in the grid) are among the rows of `among`."""
-    if rows.shape[1] == 0:
-        return np.full(len(rows), len(among) > 0)
-    if math.prod(grid) < 2 ** 62:  # each key row as its one position in the grid
-        return np.isin(np.ravel_multi_index(rows.T, grid), np.ravel_multi_index(among.T, grid))
-    found = set(zip(*among.T.tolist()))
-    return np.fromiter((key in found for key in zip(*rows.T.tolist())), dtype=bool, count=len(rows))
