@@ -9,8 +9,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 
 from trdb import errors
 from trdb.catalog.catalog import Catalog
-from trdb.catalog.names import suggest
-from trdb.config.settings import SETTINGS, Settings
+from trdb.config.settings import Settings
 from trdb.execution import full_collections
 from trdb.execution.result import Result
 from trdb.kernels.cupy_backend import out_of_device_memory
@@ -20,31 +19,25 @@ from trdb.pipeline.plan_cache import PlanCache
 from trdb.pipeline.plan_memo import PlanMemo
 from trdb.pipeline.shared_work import CarriedWork
 from trdb.planner.expression_binder import BindContext
-from trdb.session.plain_names import names_kept_apart
 from trdb.session.plain_sql_routing import (
     Relations,
     bind_named,
     count_params,
     duckdb_text,
     is_plain_sql,
-    is_trql_only,
-    names_trdb_relation,
-    param_names,
     query_relations,
-    trdb_setting_hint,
 )
-from trdb.session.status import plain_sql_status, status_message
+from trdb.session.plain_sql_runner import PlainSqlRunner
+from trdb.session.python_views import PythonViews
+from trdb.session.status import status_message
 from trdb.statements import coo, copy, ddl, dml, explaining, export, inspect, listings, minimize, summarize
 from trdb.statements.context import StatementContext
-from trdb.statements.names import does_not_exist
 from trdb.storage.database import Database
-from trdb.storage.plain_sql import check_plain_parameters, check_plain_sql, run_plain_sql
 from trdb.storage.text_memory import reserve_text
 
 _PARSE_CACHE_SIZE = 512
 _CACHED_TEXT = 16 << 10  # characters: longer statement texts are parsed again each time
 _STALE_RETRIES = 3  # a read that met another connection's commit runs again; the last try in a transaction
-_READ_ONLY_SQL = ("SELECT", "WITH", "FROM", "VALUES", "SHOW", "DESCRIBE", "EXPLAIN", "SUMMARIZE", "PRAGMA", "TABLE")
 
 Handler = Callable[[StatementContext, Any], Result]
 _WRITES: dict[type, Handler] = {
@@ -66,7 +59,7 @@ _READS: dict[type, Handler] = {
 }
 
 
-class Session:
+class Session(PlainSqlRunner, PythonViews):
     """One connection: its settings, transaction, catalog mirror and caches, over a database that
     every connection to the same file in this process shares (its buffer pool among them)."""
 
@@ -308,90 +301,6 @@ class Session:
         finally:
             self.catalog.reload()
 
-    # ------------------------------------------------------------ plain SQL
-
-    def _plain_sql(self, text: str, params: Sequence[Any], statement: Optional[ast.Statement] = None) -> Result:
-        if self._running is not None and self._running.is_set():
-            raise errors.QueryCancelled("the statement was cancelled")
-        check_plain_sql(text)  # refused before it counts as run: no setting suggested, no commit announced
-        if params and statement is not None and not isinstance(params, Mapping) and param_names(statement):
-            params = dict(zip(param_names(statement), params))  # DuckDB binds $name from a mapping only
-        check_plain_parameters(params, self.settings.memory_limit)
-        self._in_duckdb = True
-        try:
-            with names_kept_apart(self.catalog, text):  # one namespace: no table takes a tensor's name
-                rows, description, rowcount = run_plain_sql(self.db, text, params)  # checks again (a cached look-up)
-        except errors.ProgrammingError:
-            if isinstance(statement, (ast.SetSetting, ast.ResetSetting, ast.ShowSetting)) and \
-                    suggest(statement.name, SETTINGS):
-                Settings.declared(statement.name)  # neither DuckDB's nor ours: name the trdb setting it resembles
-            if isinstance(statement, ast.ShowSetting) and suggest(statement.name, self.catalog.relation_names()):
-                raise does_not_exist(self.catalog, None, statement.name) from None  # SHOW of a misspelt tensor
-            raise
-        finally:
-            self._in_duckdb = False
-            self.catalog.forget_ordinary_tables()
-            if not self.db.explicit_transaction and not text.lstrip().upper().startswith(_READ_ONLY_SQL):
-                self.db.file.changed()  # other connections look the ordinary tables up again
-        if not rows and description and [d[0] for d in description] in (["Count"], ["Success"]):
-            description = None  # DDL and SET: DuckDB reports an empty count or success, which is no result
-        described = [(d[0], str(d[1]), None, None, None, None, None) for d in description] if description else None
-        return Result(rows=rows, description=described, rowcount=rowcount if rowcount >= 0 else len(rows),
-                      status=plain_sql_status(text, rows, described))
-
-    def _fallback(self, text: str, params: Sequence[Any], parse_error: ParseError) -> Result:
-        """Text that trql cannot parse may still be plain SQL for DuckDB; otherwise report the parse error."""
-        if self.aborted:
-            raise errors.OperationalError("current transaction is aborted, commands ignored until end of "
-                                          "transaction block", hint="ROLLBACK")
-        setting_hint = trdb_setting_hint(text)  # trdb's setting, written as trql cannot read it: not DuckDB's to run
-        error = errors.ProgrammingError(parse_error.message, hint=setting_hint or parse_error.hint,
-                                        statement=parse_error.text, line=parse_error.line, column=parse_error.column)
-        if setting_hint:
-            check_plain_sql(text)  # a DuckDB setting trdb owns too (memory_limit) is refused as that, with its hint
-        if setting_hint or is_trql_only(text):
-            raise error
-        try:
-            return self._plain_sql(text, params)
-        except errors.IntegrityError:
-            raise  # DuckDB read it, and a name or key it wanted was taken (names_kept_apart): that is the error
-        except errors.Error as exc:
-            # DuckDB could not run it either: a statement about tensors gets trql's error (with the caret)
-            ours = "Parser Error" in str(exc) or names_trdb_relation(text, self.catalog)
-            raise error if ours else exc
-
-    # ------------------------------------------------------------ Python data as views
-
-    def register(self, name: str, data: Any) -> None:
-        """con.register: a DataFrame or Arrow table readable as a view of this connection (until unregister)."""
-        if self.catalog.tensor(name) or self.catalog.view(name):
-            raise errors.IntegrityError(f'a tensor or view named "{name}" already exists',
-                                        hint="register the data under another name")
-        self.db.register(name, _registrable(data))
-        self.catalog.forget_ordinary_tables()
-
-    def unregister(self, name: str) -> None:
-        self.db.unregister(name)
-        self.catalog.forget_ordinary_tables()
-
-    def known_relation(self, name: str) -> bool:
-        """Whether a tensor, view or ordinary table has the name (a replacement scan never shadows one)."""
-        return bool(self.catalog.tensor(name) or self.catalog.view(name) or self.catalog.ordinary_table(name))
-
-    @contextmanager
-    def _scans(self, scans: Mapping[str, Any]) -> Iterator[None]:
-        registered = []
-        try:
-            for name, data in scans.items():
-                self.db.register(name, _registrable(data))
-                registered.append(name)
-            self.catalog.forget_ordinary_tables()
-            yield
-        finally:
-            for name in registered:
-                self.db.unregister(name)
-            self.catalog.forget_ordinary_tables()
-
     def cancel(self) -> None:
         """Stop the running statement (from another thread): its workers stop, it raises QueryCancelled."""
         interrupted = self._running
@@ -417,13 +326,6 @@ def _put_back(file, shared_before: dict[str, Any]) -> None:
         file.shared_settings.update(shared_before)
         with suppress(Exception):  # they were in force before: the error that stopped the connection is the one to report
             file.apply_settings()
-
-
-def _registrable(data: Any) -> Any:
-    """What DuckDB can register: pandas and Arrow as they are, polars through Arrow."""
-    if type(data).__module__.startswith("polars") and hasattr(data, "to_arrow"):
-        return data.to_arrow()
-    return data
 
 
 def _writes(statement: ast.Statement) -> bool:
