@@ -1,4 +1,4 @@
-"""Test configuration: tests/ on sys.path for the logic runner; a fresh connection fixture."""
+"""Test configuration: tests/ on sys.path for the shared helpers (tests/helpers/); a fresh connection fixture."""
 from __future__ import annotations
 
 import os

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from logic_runner import logic_files, run_file
+from helpers.logic_runner import logic_files, run_file
 from trdb.config.unit_costs import MIN_PARALLEL_COST
 
 SQL_ROOT = Path(__file__).parent / "sql"

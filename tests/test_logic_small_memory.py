@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import trdb
-from logic_runner import logic_files, run_file
-from random_queries import build_case
+from helpers.logic_runner import logic_files, run_file
+from helpers.random_queries import build_case
 from test_random_queries import REGRESSION_SEEDS, check_rows, run_case
 from test_random_queries import SEEDS as RANDOM_SEEDS
 

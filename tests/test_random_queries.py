@@ -3,7 +3,7 @@
 Each seed draws tensors and a query from the small grammar in random_queries.py; the oracle
 computes the same thing tile by tile with numpy, following the relational semantics of
 LANGUAGE.md §4. Re-run one case with `pytest tests/test_random_queries.py -k seed007`, or print
-it with `python -c "import sys; sys.path.insert(0, 'tests'); import random_queries as r;
+it with `python -c "import sys; sys.path.insert(0, 'tests'); import helpers.random_queries as r;
 print(r.build_case(7).describe())"`.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import trdb
-from random_queries import build_case, grid, tile_shape
+from helpers.random_queries import build_case, grid, tile_shape
 from trdb.config.unit_costs import MIN_PARALLEL_COST
 
 SEEDS = list(range(50))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import trdb
-from mlp_views import create_mlp_views
+from helpers.mlp_views import create_mlp_views
 from trdb.errors import QueryCancelled
 from trdb.execution import result as result_module
 from trdb.execution.executor import Execution

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import trdb
-from mlp_views import create_mlp_views
+from helpers.mlp_views import create_mlp_views
 from trdb.pipeline.query import Pipeline
 
 RNG = np.random.default_rng(3)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import trdb
-from mlp_views import create_mlp_views
+from helpers.mlp_views import create_mlp_views
 
 RNG = np.random.default_rng(42)
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from test_gradients import check, load
 
-from mlp_views import load_small_mlp, mlp_grad_w1
+from helpers.mlp_views import load_small_mlp, mlp_grad_w1
 
 NUMPY_DERIVATIVES = {
     "RELU": lambda a: (a > 0).astype(float),

@@ -1,7 +1,7 @@
 """GRAD of random composed queries (joins, outer joins, filters, rekeys, kernels, aggregates, CTEs, absent
 tiles) against float64 central differences of the same loss, along a random direction.
 
-Each seed takes the query of tests/random_queries.py and wraps it as a scalar loss
+Each seed takes the query of tests/helpers/random_queries.py and wraps it as a scalar loss
 `SUM(SUMSQ(f.v)) FROM (query) AS f` (through a view for odd seeds, of a UNION ALL for every
 third); for every stored tensor T the loss depends on, it checks <GRAD(loss, T), D> against
 (loss(T + eps D) - loss(T - eps D)) / 2 eps, with D random where T is not zero (perturbing an absent
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import trdb
-from random_queries import build_case
+from helpers.random_queries import build_case
 
 SEEDS = range(int(os.environ.get("TRDB_GRADIENT_SEEDS", "40")))
 EPS = 1e-6

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import trdb
-from spilling import run_operator, spill_files
+from helpers.spilling import run_operator, spill_files
 from trdb.errors import DataError
 from trdb.execution.operators.hash_aggregate import HashAggregateExec
 from trdb.execution.operators.operator import ExecContext, PhysicalOperator

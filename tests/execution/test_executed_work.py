@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from mlp_views import create_mlp_views
+from helpers.mlp_views import create_mlp_views
 
 
 def _analyze(cur, query: str) -> list[str]:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import trdb
-from spilling import run_operator, spill_files
+from helpers.spilling import run_operator, spill_files
 from trdb.execution.operators import sort
 from trdb.execution.operators.operator import ExecContext
 from trdb.execution.operators.rows_scan import RowsScanExec

@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse
 
 import trdb
-from spilling import spill_files
+from helpers.spilling import spill_files
 from trdb.execution.operators import hash_join
 from trdb.execution.operators.hash_join import HashJoinExec
 from trdb.execution.operators.operator import ExecContext, drain

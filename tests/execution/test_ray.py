@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 import trdb
-from logic_runner import logic_files, run_file
-from random_queries import assert_same_results, build_case, executor_results
-from ray_feeds import at_first_feed
-from ray_placement import received_tiles
+from helpers.logic_runner import logic_files, run_file
+from helpers.random_queries import assert_same_results, build_case, executor_results
+from helpers.ray_feeds import at_first_feed
+from helpers.ray_placement import received_tiles
 
 pytestmark = pytest.mark.ray
 

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 import trdb
-from external_tensors import Externals, s3_uploader
-from logic_runner import format_row, logic_files, parse_file
-from random_queries import assert_same_results, build_case, executor_results
-from ray_feeds import at_first_feed
-from ray_placement import received_tiles
+from helpers.external_tensors import Externals, s3_uploader
+from helpers.logic_runner import format_row, logic_files, parse_file
+from helpers.random_queries import assert_same_results, build_case, executor_results
+from helpers.ray_feeds import at_first_feed
+from helpers.ray_placement import received_tiles
 from trdb.config.unit_costs import MIN_PARALLEL_COST
 
 pytestmark = pytest.mark.ray
@@ -177,7 +177,7 @@ def s3_endpoint(cluster):
 
 @pytest.fixture(params=["shared path", "s3"])
 def externals(request, tmp_path):
-    """How stored tensors become external ones (tests/external_tensors.py), and the settings that allow them."""
+    """How stored tensors become external ones (tests/helpers/external_tensors.py), and the settings that allow them."""
     root = tmp_path / "datasets"
     root.mkdir()
     if request.param == "s3":

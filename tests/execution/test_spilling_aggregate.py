@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse
 
 import trdb
-from spilling import run_operator, spill_files
+from helpers.spilling import run_operator, spill_files
 from trdb.execution.operators import hash_aggregate
 from trdb.execution.operators.hash_aggregate import HashAggregateExec
 from trdb.execution.operators.operator import ExecContext

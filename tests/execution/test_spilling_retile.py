@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse
 
 import trdb
-from spilling import run_operator, spill_files
+from helpers.spilling import run_operator, spill_files
 from trdb.execution.operators.operator import ExecContext
 from trdb.execution.operators.retile import RetileExec
 from trdb.execution.operators.rows_scan import RowsScanExec

@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse
 
 import trdb
-from mlp_views import load_small_mlp, mlp_grad_w1
+from helpers.mlp_views import load_small_mlp, mlp_grad_w1
 from trdb.kernels.cupy_backend import CUPY_BACKEND
 
 pytestmark = pytest.mark.skipif(not CUPY_BACKEND.is_available(), reason="needs cupy and a CUDA device")

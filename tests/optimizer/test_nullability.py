@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlp_views import create_mlp_views
+from helpers.mlp_views import create_mlp_views
 
 
 def _plan(cur, query: str) -> str:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import trdb
-from logic_runner import logic_files, run_file
+from helpers.logic_runner import logic_files, run_file
 from trdb.config.settings import PHYSICAL_RULES
 from trdb.optimizer.driver import RULE_NAMES
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlp_views import load_small_mlp, mlp_grad_w1
+from helpers.mlp_views import load_small_mlp, mlp_grad_w1
 from trdb.optimizer.physical_planner import plan_physical
 from trdb.plan import logical as lp
 from trdb.plan import physical_operators as po

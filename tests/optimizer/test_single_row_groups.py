@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mlp_views import create_mlp_views
+from helpers.mlp_views import create_mlp_views
 from trdb.optimizer.group_sizes import KeySlots, key_slots
 from trdb.plan import logical as lp
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlp_views import load_small_mlp, mlp_grad_w1
+from helpers.mlp_views import load_small_mlp, mlp_grad_w1
 
 
 def test_the_forward_relu_runs_once_in_the_gradient(cur):

@@ -212,7 +212,7 @@ def test_a_link_out_of_the_roots_is_refused_and_location_goes_without_fill(made,
 @pytest.mark.parametrize("seed", range(0, 48, 4), ids=lambda s: f"seed{s:03d}")
 def test_random_queries_on_external_tensors_give_the_oracle_results(tmp_path, seed):
     """Every tensor of a random case written out (4 partitions) and registered again as external."""
-    from random_queries import build_case
+    from helpers.random_queries import build_case
     from test_random_queries import check_rows
 
     case = build_case(seed)

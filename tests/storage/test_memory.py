@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse
 
 import trdb
-from device_standin import DeviceStandIn
+from helpers.device_standin import DeviceStandIn
 from trdb.storage.memory import MemoryManager, duckdb_bytes
 from trdb.storage.spill import SpillDirectory, make_folder
 

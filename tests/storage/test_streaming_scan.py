@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import trdb
-from device_standin import DeviceStandIn
+from helpers.device_standin import DeviceStandIn
 from trdb.execution.exchange.partitioning import partition_of
 from trdb.execution.operators.operator import ExecContext, drain
 from trdb.execution.operators.tensor_scan import TensorScanExec
