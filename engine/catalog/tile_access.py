@@ -197,7 +197,7 @@ def _rows_in(rows: np.ndarray, among: np.ndarray, grid: tuple[int, ...]) -> np.n
     """Which key rows (n x m, in the grid) are among the rows of `among`."""
     if rows.shape[1] == 0:
         return np.full(len(rows), len(among) > 0)
-    if math.prod(grid) < 2 ** 62:  # each key row as its one position in the grid
+    if 0 < math.prod(grid) < 2 ** 62:  # each key row as its one position in the grid
         return np.isin(np.ravel_multi_index(rows.T, grid), np.ravel_multi_index(among.T, grid))
     found = set(zip(*among.T.tolist()))
     return np.fromiter((key in found for key in zip(*rows.T.tolist())), dtype=bool, count=len(rows))

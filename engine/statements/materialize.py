@@ -57,7 +57,7 @@ def key_positions(meta: TensorMeta, keys: np.ndarray) -> list:
     range check fails them first)."""
     if keys.shape[1] == 0:
         return [()] * len(keys)
-    if math.prod(meta.grid) >= 2 ** 62:
+    if not 0 < math.prod(meta.grid) < 2 ** 62:  # an empty grid (a 0-length axis) has no positions
         return list(zip(*keys.T.tolist()))
     return np.ravel_multi_index(tuple(keys.T), meta.grid, mode="clip").tolist()
 

@@ -454,3 +454,13 @@ def test_a_cancel_during_a_writes_calls_into_duckdb_fails_it_and_changes_nothing
         cur.execute(statement)
     monkeypatch.undo()
     np.testing.assert_array_equal(dense(cur, "S"), np.ones((100, 100), np.float32))
+
+
+def test_an_insert_into_a_tensor_of_a_zero_length_axis_is_refused_cleanly(cur):
+    """The keys a write has seen are grid positions: a tensor loaded from an empty array has an empty grid,
+    which numpy cannot number (InternalError: 'cannot unravel if shape has zero entries')."""
+    cur.execute("CREATE TENSOR f5 FROM ? TILE (2, 3)", [np.zeros((0, 3), np.int32)])
+    with pytest.raises(trdb.DataError, match=r"key \(0, 0\) is outside the tile grid \(0, 1\)"):
+        cur.execute("INSERT INTO f5 VALUES (0, 0, ?), (0, 0, ?)", [np.zeros((2, 3), np.int32)] * 2)
+    cur.execute("UPDATE f5 SET v = f5.v * 2")
+    assert cur.execute("SELECT COUNT(*) AS n FROM f5").fetchone()[0] == 0
