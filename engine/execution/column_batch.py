@@ -13,6 +13,7 @@ from typing import Any, Iterator, Optional, Sequence, Union
 import numpy as np
 
 COLUMN_BATCH_ROWS = 4096  # tuples a scan hands on in one column batch (a list batch holds 64)
+SMALL_TILE_BYTES = 16 << 10  # tiles up to this size are worth stacking (4,096 float32: a kernel call's worth)
 
 
 class ColumnBatch(Sequence):
@@ -77,6 +78,37 @@ def _values(column: np.ndarray, tile: bool) -> list:
     if column.ndim == 1:  # 0-d tiles: each a 0-d array, as a list batch holds them, not a numpy scalar
         return [column[i, ...] for i in range(len(column))]
     return list(column)
+
+
+def to_columns(batch: Any) -> Optional[ColumnBatch]:
+    """A list batch as a column batch, where every tuple holds ints and small dense numpy tiles (up to
+    SMALL_TILE_BYTES: larger ones gain nothing and would be copied) at the same places, the tiles of each
+    column of one shape and dtype; else None."""
+    if type(batch) is ColumnBatch:
+        return batch
+    if not batch:
+        return None
+    first = batch[0]
+    is_tile = tuple(type(v) is np.ndarray for v in first)
+    if not all(t or type(v) is int for v, t in zip(first, is_tile)) or \
+            any(t and v.nbytes > SMALL_TILE_BYTES for v, t in zip(first, is_tile)):
+        return None
+    columns = []
+    for position, tile in enumerate(is_tile):
+        values = [row[position] for row in batch]
+        if tile:
+            if not all(type(v) is np.ndarray and v.shape == first[position].shape and v.dtype == first[position].dtype
+                       for v in values):
+                return None
+            columns.append(np.stack(values))
+        else:
+            if not all(type(v) is int for v in values):
+                return None
+            try:
+                columns.append(np.array(values, dtype=np.int64))
+            except OverflowError:  # beyond int64: the tuples stay tuples
+                return None
+    return ColumnBatch(columns, is_tile)
 
 
 def is_columns(batch: Any) -> bool:

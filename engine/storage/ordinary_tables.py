@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
+import pyarrow as pa
+
 from trdb.storage.catalog_format import SCHEMA
 from trdb.storage.database import Database
 from trdb.storage.sql_text import quote_identifier
@@ -40,6 +43,19 @@ def read_ordinary_table(db: Database, table: str, columns: tuple[str, ...]) -> l
     """Every row of an ordinary table, only the named columns, in that order."""
     names = ", ".join(quote_identifier(c) for c in columns)
     return db.execute(f"SELECT {names} FROM {quote_identifier(table)}")
+
+
+def read_integer_columns(db: Database, table: str, columns: tuple[str, ...]) -> Optional[list[np.ndarray]]:
+    """The named columns of an ordinary table as int64 arrays, where every one is an integer column without
+    NULLs; None otherwise (the rows are then read as tuples)."""
+    names = ", ".join(quote_identifier(c) for c in columns)
+    read = db.arrow(f"SELECT {names} FROM {quote_identifier(table)}")
+    if not columns or any(not pa.types.is_integer(c.type) or c.null_count for c in read.columns):
+        return None
+    arrays = [c.to_numpy().astype(np.int64, copy=False) for c in read.columns]
+    if any(c.type == pa.uint64() and len(a) and int(a.min()) < 0 for c, a in zip(read.columns, arrays)):
+        return None  # beyond int64: as Python ints
+    return arrays
 
 
 def estimated_rows(db: Database, table: str) -> Optional[int]:

@@ -215,7 +215,7 @@ def _chunk_runs(offsets: np.ndarray, data: np.ndarray, formats: np.ndarray, shap
     """(start, stack) of each run of at least MIN_RUN consecutive dense tiles of one shape object in a chunk:
     one read-only stack `(n, *tile)` over their bytes (their lengths were checked against their shapes)."""
     count = len(offsets) - 1
-    if count < MIN_RUN:
+    if count < 1:
         return []
     dense = formats[first:first + count] == DENSE
     ids = shape_ids[first:first + count]
@@ -224,7 +224,7 @@ def _chunk_runs(offsets: np.ndarray, data: np.ndarray, formats: np.ndarray, shap
     starts = np.flatnonzero(change)
     runs: list[tuple[int, np.ndarray]] = []
     for start, end in zip(starts.tolist(), np.append(starts[1:], count).tolist()):
-        if end - start >= MIN_RUN and dense[start]:
+        if (end - start >= MIN_RUN or end - start == count) and dense[start]:  # a short run: only a whole chunk
             low, high = int(offsets[start]), int(offsets[end])
             runs.append((first + start, data[low:high].view(stored).reshape(end - start, *shapes[first + start])))
     return runs

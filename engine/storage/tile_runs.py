@@ -32,14 +32,15 @@ class TileRuns(list):
 
 def as_tile_runs(tiles: list) -> TileRuns:
     """`tiles` (host tiles) with their runs of at least MIN_RUN consecutive dense tiles of one shape and dtype
-    copied into one read-only stack each (the list then holds views of the stacks); the others as they are."""
+    (or all of them, however few) copied into one read-only stack each (the list then holds views of the
+    stacks); the others as they are."""
     out: list = list(tiles)
     runs: list[tuple[int, np.ndarray]] = []
     start = 0
     for end in range(1, len(out) + 1):
         if end < len(out) and _same_kind(out[start], out[end]):
             continue
-        if end - start >= MIN_RUN and type(out[start]) is np.ndarray:
+        if (end - start >= MIN_RUN or end - start == len(out)) and type(out[start]) is np.ndarray:
             stack = np.stack(out[start:end])
             stack.flags.writeable = False
             out[start:end] = list(stack) if stack.ndim > 1 else [stack[i, ...] for i in range(len(stack))]

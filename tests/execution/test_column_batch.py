@@ -116,3 +116,68 @@ def test_joins_limits_and_sorts_read_column_batches_as_tuples(ragged):
 def test_a_stacked_sum_that_fails_gives_the_error_a_tuple_gives(cur):
     cur.execute("CREATE TENSOR I FROM ? TILE (2, 2) DTYPE int32", [np.ones((64, 64), np.int32)])
     assert int(cur.execute("SELECT SUM(SUMSQ(I.v)) AS v FROM I").fetchone()[0]) == 64 * 64
+
+
+# ------------------------------------------------------------ joins of column batches
+
+def test_column_table_probes_many_to_many_and_keys_outside_the_box():
+    from trdb.execution.tile_math.column_join import build_table
+    build = ColumnBatch([np.array([5, 3, 5, 9], np.int64), np.array([1, 1, 2, 1], np.int64),
+                         np.arange(4 * 2, dtype=np.float32).reshape(4, 2)], (False, False, True))
+    table = build_table([build[:2], build[2:]], (0, 1))
+    probe = ColumnBatch([np.array([5, 5, 4, 100, -3, 9], np.int64), np.array([1, 2, 1, 1, 1, 1], np.int64)],
+                        (False, False))
+    out = [row for part in table.probe(probe, (0, 1)) for row in part]
+    got = sorted((row[0], row[1], row[2], row[3], tuple(row[4].tolist())) for row in out)
+    assert got == [(5, 1, 5, 1, (0.0, 1.0)), (5, 2, 5, 2, (4.0, 5.0)), (9, 1, 9, 1, (6.0, 7.0))]
+
+
+def test_a_cross_join_of_column_batches_pairs_every_tuple():
+    from trdb.execution.tile_math.column_join import build_table
+    build = ColumnBatch([np.arange(3, dtype=np.int64)], (False,))
+    probe = ColumnBatch([np.arange(10, 12, dtype=np.int64)], (False,))
+    out = [row for part in build_table([build], ()).probe(probe, ()) for row in part]
+    assert sorted(out) == [(a, b) for a in (10, 11) for b in range(3)]
+
+
+@pytest.fixture
+def embeddings(cur):
+    rng = np.random.default_rng(5)
+    entities, relations = rng.standard_normal((300, 8)).astype(np.float32), rng.standard_normal((7, 8)).astype(np.float32)
+    h, r, t = rng.integers(0, 300, 2000), rng.integers(0, 7, 2000), rng.integers(0, 300, 2000)
+    cur.execute("CREATE TENSOR E FROM ? TILE (1, 8)", [entities])
+    cur.execute("CREATE TENSOR R FROM ? TILE (1, 8)", [relations])
+    cur.execute("CREATE TABLE triples (h BIGINT, r BIGINT, t BIGINT)")
+    cur.execute("INSERT INTO triples VALUES " + ", ".join(f"({a}, {b}, {c})" for a, b, c in zip(h, r, t)))
+    return cur, entities, relations, (h, r, t)
+
+
+def test_a_transe_loss_over_an_ordinary_table_of_triples_matches_numpy(embeddings, monkeypatch):
+    cur, entities, relations, (h, r, t) = embeddings
+    probes = []
+    from trdb.execution.tile_math import column_join
+    real = column_join.ColumnTable.probe
+
+    def watched(self, batch, keys):
+        probes.append(len(batch))
+        yield from real(self, batch, keys)
+    monkeypatch.setattr(column_join.ColumnTable, "probe", watched)
+    got = cur.execute("SELECT SUM(SUMSQ(H.v + Q.v - U.v)) AS v FROM triples AS X JOIN E AS H ON H.i = X.h "
+                      "JOIN R AS Q ON Q.i = X.r JOIN E AS U ON U.i = X.t").fetchone()[0]
+    expected = ((entities[h].astype(np.float64) + relations[r] - entities[t]) ** 2).sum()
+    assert probes and float(got) == pytest.approx(expected, rel=1e-5)
+    per_head = cur.execute("SELECT X.h AS i, SUM(SUMSQ(H.v - U.v)) AS v FROM triples AS X JOIN E AS H ON H.i = X.h "
+                           "JOIN E AS U ON U.i = X.t GROUP BY X.h").fetchall()
+    expected_per_head: dict = {}
+    for a, c in zip(h.tolist(), t.tolist()):
+        expected_per_head[a] = expected_per_head.get(a, 0.0) + float(((entities[a].astype(np.float64) - entities[c]) ** 2).sum())
+    assert {i: pytest.approx(float(v), rel=1e-5) for i, v in per_head} == expected_per_head
+
+
+def test_a_table_with_nulls_or_non_integers_is_read_as_tuples(embeddings):
+    cur, entities, _, _ = embeddings
+    cur.execute("CREATE TABLE picks (h BIGINT, w DOUBLE)")
+    cur.execute("INSERT INTO picks VALUES (1, 0.5), (NULL, 1.0), (2, 2.0)")
+    rows = cur.execute("SELECT X.h AS i, H.v AS v FROM picks AS X JOIN E AS H ON H.i = X.h").fetchall()
+    assert sorted(i for i, _ in rows) == [1, 2]
+    np.testing.assert_array_equal(dict(rows)[2], entities[2:3])

@@ -6,8 +6,10 @@ from typing import Callable, Iterator, Optional
 
 import numpy as np
 
+from trdb.execution.column_batch import to_columns
 from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.operators.operator import BATCH_SIZE, Batch, PhysicalOperator, batches
+from trdb.execution.tile_math.column_join import ColumnTable, build_table, joinable
 from trdb.execution.tile_math.compile import compile_predicate
 from trdb.kernels.sparse import empty_csr, is_sparse
 from trdb.plan.expressions import Bound
@@ -110,23 +112,49 @@ class HashJoinExec(PhysicalOperator):
     # ------------------------------------------------------------ in memory
 
     def _build(self) -> Optional[dict]:
-        """The build side's hash table, or None when the budget refused it (its tuples went to partition files)."""
+        """The build side's hash table, or None when the budget refused it (its tuples went to partition files).
+        An inner join whose build side comes as column batches keeps them as columns instead
+        (tile_math/column_join.py): `_columns`, probed by whole arrays; the table is then empty."""
         table: dict[tuple, list[tuple]] = {}
-        right_key, child = self._right_key, self.children[1]
+        child = self.children[1]
+        columns: Optional[list] = [] if self.kind == "INNER" and self._residual is None else None
         while (batch := child.next_batch()) is not None:
             if not self._memory.try_grow(batch_bytes(batch)):
+                self._add_rows(table, columns or [])
                 self._partition_build(table, batch)
                 return None
+            as_columns = to_columns(batch) if columns is not None else None
+            if as_columns is not None and joinable(as_columns, self.right_keys):
+                columns.append(as_columns)
+                continue
+            self._add_rows(table, (columns or []) + [batch])
+            columns = None
+        self._columns = build_table(columns, self.right_keys) if columns else None
+        if columns and self._columns is None:
+            self._add_rows(table, columns)
+        return table
+
+    def _add_rows(self, table: dict, batches: list) -> None:
+        right_key = self._right_key
+        for batch in batches:
             for row in batch:
                 key = right_key(row)
                 if None not in key:
                     table.setdefault(key, []).append(row)
-        return table
+
+    _columns: Optional[ColumnTable] = None
 
     def _in_memory(self, table: dict) -> Iterator[Batch]:
         matched: set[int] = set()
         child = self.children[0]
         while (batch := child.next_batch()) is not None:
+            if self._columns is not None:
+                columns = to_columns(batch)  # a few tuples of a small tensor come as a list
+                if columns is not None and joinable(columns, self.left_keys):
+                    yield from self._columns.probe(columns, self.left_keys)
+                    continue
+                if not table:  # a probe batch of tuples: the build side as a dict too, once
+                    self._add_rows(table, [self._columns.rows()])
             for part in _probe_parts(batch):
                 out = self._probe(part, table, matched)
                 if out:
