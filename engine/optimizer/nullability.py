@@ -55,6 +55,14 @@ def _passes_through(input: lp.Plan, exprs: tuple, column: int) -> bool:
 def _no_null_in(rows, column: int) -> bool:
     if not isinstance(rows, list) and getattr(rows, "spilled", True):
         return False  # on disk: reading it back to find out costs more than the test saves
-    if len(rows) > _MAX_ROWS_LOOKED_AT:
-        return False
-    return all(row[column] is not None for row in rows)
+    if isinstance(rows, list):
+        return len(rows) <= _MAX_ROWS_LOOKED_AT and all(row[column] is not None for row in rows)
+    # a spool in memory: its column batches hold no NULL (execution/column_batch.py), its lists are looked at
+    looked_at = 0
+    for batch in rows.batches():
+        if getattr(batch, "is_tile", None) is not None:
+            continue
+        looked_at += len(batch)
+        if looked_at > _MAX_ROWS_LOOKED_AT or any(row[column] is None for row in batch):
+            return False
+    return True

@@ -9,6 +9,7 @@ import numpy as np
 from trdb.errors import DataError
 from trdb.execution.column_batch import is_columns
 from trdb.execution.operators.operator import Batch, BlockingOperator, PhysicalOperator
+from trdb.execution.tile_math.column_groups import ColumnGroups, group_keys
 from trdb.execution.tile_math.compile import compile_expr
 from trdb.execution.tile_math.inplace import FRESH
 from trdb.execution.tile_math.product_sharing import ProductShare, SharedProducts
@@ -172,6 +173,11 @@ class HashAggregateExec(BlockingOperator):
     def _output(self) -> Iterator[Batch]:
         groups: dict[tuple, list[Accumulator]] = {}
         partitions = yield from self._read(groups)
+        if partitions is None and self._columns is not None and self._columns.rows:
+            yield from self._columns.batches(len(self.group_by))  # every batch went into the arrays
+            self._columns = None
+            self._memory.release_all()
+            return
         if partitions is None:
             if not groups and not self.group_by and not self.partial:
                 groups[()] = self._new_group()
@@ -195,7 +201,15 @@ class HashAggregateExec(BlockingOperator):
         complete_at = self.group_rows if self.group_rows and self.calls else -1
         completed: set = set()
         stacked = stacked_sums(self.calls, backend)
+        self._columns = self._column_groups(stacked)
         while (batch := child.next_batch()) is not None:
+            if self._columns is not None:
+                added = self._add_columns(batch, stacked)
+                if added and not self._columns_refused:
+                    continue
+                self._columns_to_groups(groups, completed)  # a batch of tuples, or no room: on as a dict
+                if added:
+                    batch = []  # its tuples are in the groups already
             if stacked is not None:  # what could not be summed stacked goes on tuple by tuple below
                 batch, touched = self._add_stacked(groups, batch, keys, stacked, completed)
                 for key in touched:
@@ -235,6 +249,49 @@ class HashAggregateExec(BlockingOperator):
             for accumulator, value in zip(accumulators, values):
                 accumulator.absorb(value, count, xp)
         return [batch[position] for position in rest], list(sums)
+
+    _columns: Optional[ColumnGroups] = None  # the groups as arrays while every batch is a column batch
+
+    def _column_groups(self, stacked) -> Optional[ColumnGroups]:
+        """Arrays for the groups (tile_math/column_groups.py) where the aggregate allows them: stacked sums
+        (no tile products, so none shared with sibling instances), groups by key columns, no result placed
+        in a canvas."""
+        self._columns_refused, self._column_bytes = False, 0
+        if stacked is None or self.canvas is not None or \
+                not all(isinstance(g, bx.ColumnIndex) for g in self.group_by):
+            return None
+        return ColumnGroups([c.function for c in self.calls])
+
+    _columns_refused = False  # the budget refused the arrays room: the groups go on as a dict
+    _column_bytes = 0         # what the arrays hold, reserved
+
+    def _add_columns(self, batch: Batch, stacked) -> bool:
+        """Add a column batch to the arrays; False (nothing added) for any other batch or one whose values do
+        not stack. A batch the budget refuses room for is added (it is held) and `_columns_refused` set."""
+        if not is_columns(batch):
+            return False
+        keys = group_keys(batch, [g.index for g in self.group_by])
+        values = stacked.per_tuple(batch) if keys is not None else None
+        if values is None:
+            return False
+        grown = self._columns.add(keys, values)
+        if not self._memory.try_grow(grown):
+            self._memory.grow(grown)
+            self._columns_refused = True
+        self._column_bytes += grown
+        return True
+
+    def _columns_to_groups(self, groups: dict, completed: set) -> None:
+        """The arrays' groups into the dict of accumulators (which counts their bytes itself), and no arrays
+        from here on."""
+        columns, self._columns = self._columns, None
+        xp = self.ctx.backend.xp
+        for key, count, values in columns.parts_as_groups():
+            accumulators = groups.get(key) or self._group(groups, key, completed)
+            for accumulator, value in zip(accumulators, values):
+                accumulator.absorb(value, count, xp)
+        self._memory.shrink(self._column_bytes)
+        self._column_bytes = 0
 
     def _group_keys(self, batch: Batch, keys: list) -> list[tuple]:
         """Each tuple's group key; a column batch's from its key arrays where the groups are key columns."""

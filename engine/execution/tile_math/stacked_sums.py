@@ -70,13 +70,18 @@ def stacked_sums(calls: Sequence[AggregateCall],
         return None
     inputs = sorted(columns)
 
+    def per_tuple(batch: ColumnBatch) -> Optional[list]:
+        """Each call's value for each tuple of a column batch along the first axis (None for COUNT), or None
+        where its columns do not stack (tile_math/column_groups.py adds them up by group)."""
+        fake = _column_stacks(batch, inputs)
+        return _evaluated(arguments, fake, len(batch)) if fake is not None else None
+
     def sums(batch: list[Row], keys: list[tuple]) -> tuple[GroupSums, list[int]]:
         """The group sums of the batch's tuples that could be stacked, and the positions of the others."""
         out: GroupSums = {}
         left: list[int] = []
         if is_columns(batch):  # its tiles are stacked already
-            fake = _column_stacks(batch, inputs)
-            evaluated = _evaluated(arguments, fake, len(batch)) if fake is not None else None
+            evaluated = per_tuple(batch)
             if evaluated is not None:
                 for key, (positions, values) in _group_sums(keys, evaluated).items():
                     out[key] = (len(positions), values)
@@ -92,6 +97,7 @@ def stacked_sums(calls: Sequence[AggregateCall],
                 if not _merged(out, key, len(positions), values):
                     left.extend(rows[p] for p in positions)  # the accumulator reports tiles of two shapes
         return out, sorted(left)
+    sums.per_tuple = per_tuple  # type: ignore[attr-defined]
     return sums
 
 

@@ -85,10 +85,10 @@ def column_projection(exprs: Sequence[bx.Bound], compiled: Sequence[Compiled],
                 columns.append(batch.columns[index])
                 is_tile.append(batch.is_tile[index])
                 continue
-            if not all(batch.is_tile[c] for c in used) or len({batch.columns[c].ndim for c in used}) != 1:
+            if not all(batch.is_tile[c] for c in used):
                 return None
             try:
-                result = function(row)
+                result = function(_broadcastable(batch, used, row))
             except Exception:  # the tuple-by-tuple evaluation raises the error a tuple's own call gives
                 return None
             if type(result) is not np.ndarray or result.ndim < 1 or result.shape[0] != len(batch):
@@ -97,6 +97,19 @@ def column_projection(exprs: Sequence[bx.Bound], compiled: Sequence[Compiled],
             is_tile.append(True)
         return ColumnBatch(columns, is_tile)
     return project
+
+
+def _broadcastable(batch: ColumnBatch, used: frozenset, row: tuple) -> tuple:
+    """The batch's columns, those of fewer dimensions among `used` with axes of 1 put after the tuples' axis
+    (a 0-d gradient beside matrix tiles), so that their stacks broadcast as the tiles do."""
+    ndim = max(batch.columns[c].ndim for c in used)
+    if all(batch.columns[c].ndim == ndim for c in used):
+        return row
+    out = list(row)
+    for c in used:
+        stack = batch.columns[c]
+        out[c] = stack.reshape(len(stack), *(1,) * (ndim - stack.ndim), *stack.shape[1:])
+    return tuple(out)
 
 
 def _tile_elements(expr: bx.Bound) -> int:
