@@ -99,7 +99,7 @@ class TensorMeta:
 
     def tile_shape_list(self, keys: np.ndarray) -> list[tuple[int, ...]]:
         """`tile_shape_at` of each row of an n x m key array, as a list of shape tuples, computed on the whole
-        array at once (the full tiles share one tuple)."""
+        array at once (tiles of one shape share one tuple object: a read tells runs of them by identity)."""
         if len(keys) == 0 or keys.shape[1] == 0:
             return [self.tile_shape_at(k) for k in keys.tolist()]
         count = keys.shape[1]
@@ -109,8 +109,10 @@ class TensorMeta:
         dims = np.clip(shape - safe * tile, 0, tile)
         full = (dims == tile).all(axis=1)  # nearly every tile: the others (edges) are few
         shapes: list = [self.tile] * len(keys)
+        edges: dict[tuple, tuple] = {}  # one tuple object per edge shape, as the full tiles share theirs
         for position, row in zip(np.flatnonzero(~full).tolist(), dims[~full].tolist()):
-            shapes[position] = tuple(row) + tuple(self.tile[count:])
+            shape = tuple(row) + tuple(self.tile[count:])
+            shapes[position] = edges.setdefault(shape, shape)
         return shapes
 
     def key_in_range(self, key: Sequence[int]) -> bool:

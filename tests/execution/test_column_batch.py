@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import trdb
 from trdb.execution.column_batch import ColumnBatch, is_columns
 from trdb.execution.operators import tensor_scan
 from trdb.storage.tile_runs import MIN_RUN, TileRuns, as_tile_runs
@@ -221,3 +222,16 @@ def test_an_aggregate_goes_on_as_a_dict_when_a_batch_of_tuples_comes(cur, monkey
     expected[:5] += a[:5]
     np.testing.assert_allclose(got, expected)
     assert moved  # the arrays went into the dict when the list batches came
+
+
+def test_groups_of_tiles_of_another_shape_go_on_as_a_dict(cur):
+    """A fuzz finding: a column batch of tiles of another shape (a row of edge tiles) met the arrays
+    (InternalError in np.concatenate). The groups go on as a dict: each group keeps its own tile shape, and
+    one group given two shapes is the error the tuple-by-tuple addition reports."""
+    a = np.arange(28 * 160, dtype=np.float32).reshape(28, 160)  # 3 rows of 20 tiles of 8 x 8, then 20 of 4 x 8
+    cur.execute("CREATE TENSOR A FROM ? TILE (8, 8)", [a])
+    rows = dict(cur.execute("SELECT A.i AS i, SUM(A.v) AS v FROM A GROUP BY A.i").fetchall())
+    for i in range(4):
+        np.testing.assert_array_equal(rows[i], a[i * 8:(i + 1) * 8].reshape(-1, 20, 8).sum(axis=1))
+    with pytest.raises(trdb.DataError, match="tiles of one group have shapes"):
+        cur.execute("SELECT A.j AS j, SUM(A.v) AS v FROM A GROUP BY A.j").fetchall()

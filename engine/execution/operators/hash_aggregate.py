@@ -272,7 +272,7 @@ class HashAggregateExec(BlockingOperator):
             return False
         keys = group_keys(batch, [g.index for g in self.group_by])
         values = stacked.per_tuple(batch) if keys is not None else None
-        if values is None:
+        if values is None or not self._columns.accepts(values):
             return False
         grown = self._columns.add(keys, values)
         if not self._memory.try_grow(grown):

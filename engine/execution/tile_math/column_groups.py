@@ -30,6 +30,14 @@ class ColumnGroups:
         self.rows = 0
         self._merged_rows = 0
 
+    def accepts(self, values: list) -> bool:
+        """Whether a batch's values stack with those held: one tile shape and dtype per call (the groups of
+        edge tiles, smaller, go on as a dict, where each group holds its own shape)."""
+        if not self.parts:
+            return True
+        return all((a is None) == (b is None) and (a is None or (a.shape[1:] == b.shape[1:] and a.dtype == b.dtype))
+                   for a, b in zip(values, self.parts[0][2]))
+
     def add(self, keys: np.ndarray, values: list) -> int:
         """Add a batch's tuples (their group keys, each call's values); returns the bytes the groups grew by."""
         part = _reduced(keys, np.ones(len(keys), dtype=np.int64), values)
