@@ -13,6 +13,7 @@ from typing import Iterator
 
 import numpy as np
 
+from trdb.execution.bounded_ranges import bounded_ranges
 from trdb.execution.column_batch import COLUMN_BATCH_ROWS, ColumnBatch
 from trdb.execution.operators.list_scan import BATCH_BYTES, ListScanExec, bounded_batches
 from trdb.execution.operators.operator import Batch
@@ -84,7 +85,7 @@ class TensorScanExec(ListScanExec):
         index, sizes = catalog.tile_index(self.tensor, *where)
         memory = self.reservation()
         memory.grow(index.nbytes + sizes.nbytes)
-        for start, stop in read_ranges(sizes, self.read_bytes()):
+        for start, stop in bounded_ranges(sizes, self.read_bytes()):
             memory.shrink(memory.held - index.nbytes - sizes.nbytes)  # the previous read is handed on
             memory.grow(int(sizes[start:stop].sum()))
             keys, tiles = catalog.tile_rows(self.tensor, index, start, stop, *where)
@@ -94,14 +95,3 @@ class TensorScanExec(ListScanExec):
     def read_bytes(self) -> int:
         """A read is decoded in host memory, also for a statement on a GPU: a share of memory_limit's budget."""
         return max(1, min(READ_BYTES, self.ctx.host_budget.budget // READ_SHARE))
-
-
-def read_ranges(sizes: np.ndarray, limit: int) -> Iterator[tuple[int, int]]:
-    """Consecutive (start, stop) ranges of rows whose sizes sum to at most `limit` (at least one row each)."""
-    ends = np.cumsum(sizes)
-    start = 0
-    while start < len(sizes):
-        before = int(ends[start - 1]) if start else 0
-        stop = max(start + 1, int(np.searchsorted(ends, before + limit, side="right")))
-        yield start, stop
-        start = stop

@@ -15,6 +15,7 @@ from typing import Iterator, Optional
 
 import numpy as np
 
+from trdb.execution.bounded_ranges import bounded_ranges
 from trdb.execution.column_batch import COLUMN_BATCH_ROWS, ColumnBatch
 
 
@@ -84,15 +85,8 @@ def _numbers(columns: list[np.ndarray], low: np.ndarray, spans: np.ndarray, rows
 def _parts(counts: np.ndarray) -> Iterator[tuple[int, int]]:
     """Consecutive probe rows whose matches add up to about COLUMN_BATCH_ROWS (at least one row each)."""
     if int(counts.sum()) <= COLUMN_BATCH_ROWS:
-        yield 0, len(counts)
-        return
-    ends = np.cumsum(counts)
-    start = 0
-    while start < len(counts):
-        before = int(ends[start - 1]) if start else 0
-        stop = max(start + 1, int(np.searchsorted(ends, before + COLUMN_BATCH_ROWS, side="right")))
-        yield start, stop
-        start = stop
+        return iter([(0, len(counts))])
+    return bounded_ranges(counts, COLUMN_BATCH_ROWS)
 
 
 def build_table(batches: list, keys: tuple[int, ...]) -> Optional[ColumnTable]:
