@@ -235,3 +235,14 @@ def test_groups_of_tiles_of_another_shape_go_on_as_a_dict(cur):
         np.testing.assert_array_equal(rows[i], a[i * 8:(i + 1) * 8].reshape(-1, 20, 8).sum(axis=1))
     with pytest.raises(trdb.DataError, match="tiles of one group have shapes"):
         cur.execute("SELECT A.j AS j, SUM(A.v) AS v FROM A GROUP BY A.j").fetchall()
+
+
+def test_a_column_join_of_keys_far_apart_matches_a_dict_join():
+    """Keys near both ends of int64 leave no box to number: the join goes tuple by tuple; keys that fit are
+    compared without arithmetic that could wrap around."""
+    from trdb.execution.tile_math.column_join import build_table
+    wide = ColumnBatch([np.array([-2 ** 63, 2 ** 63 - 1], np.int64)], (False,))
+    assert build_table([wide], (0,)) is None
+    narrow = build_table([ColumnBatch([np.array([-5, 7], np.int64)], (False,))], (0,))
+    probe = ColumnBatch([np.array([2 ** 63 - 1, -2 ** 63, 7], np.int64)], (False,))
+    assert [row for part in narrow.probe(probe, (0,)) for row in part] == [(7, 7)]

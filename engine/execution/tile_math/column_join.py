@@ -27,9 +27,13 @@ class ColumnTable:
         self.is_tile = first.is_tile
         self.columns = [np.concatenate([b.columns[c] for b in batches]) for c in range(len(first.columns))]
         key_columns = [self.columns[k] for k in keys]
-        self.low = np.array([int(c.min()) if len(c) else 0 for c in key_columns], dtype=np.int64)
-        high = np.array([int(c.max()) if len(c) else 0 for c in key_columns], dtype=np.int64)
-        self.spans = high - self.low + 1
+        low = [int(c.min()) if len(c) else 0 for c in key_columns]
+        spans = [int(c.max()) - first + 1 if len(c) else 1 for c, first in zip(key_columns, low)]  # Python ints
+        self.boxed = math.prod(spans) < 2 ** 62  # every point of the box numbered in an int64
+        if not self.boxed:
+            return
+        self.low, self.spans = np.array(low, dtype=np.int64), np.array(spans, dtype=np.int64)
+        self.high = np.array([first + span - 1 for first, span in zip(low, spans)], dtype=np.int64)
         numbers = _numbers(key_columns, self.low, self.spans, len(self))
         self.order = np.argsort(numbers, kind="stable")
         self.sorted = numbers[self.order]
@@ -45,8 +49,8 @@ class ColumnTable:
         COLUMN_BATCH_ROWS tuples (a probe tuple may meet many build tuples)."""
         key_columns = [batch.columns[k] for k in keys]
         inside = np.ones(len(batch), dtype=bool)
-        for column, low, span in zip(key_columns, self.low, self.spans):
-            inside &= (column >= low) & (column - low < span)
+        for column, low, high in zip(key_columns, self.low, self.high):
+            inside &= (column >= low) & (column <= high)  # no subtraction: it could wrap around
         numbers = _numbers([np.where(inside, c, low) for c, low in zip(key_columns, self.low)], self.low, self.spans,
                            len(batch))
         start = np.searchsorted(self.sorted, numbers, side="left")
@@ -67,11 +71,6 @@ def joinable(batch, keys: tuple[int, ...]) -> bool:
     """Whether a batch can take part in a column join on `keys`: a column batch whose keys are int columns."""
     return type(batch) is ColumnBatch and not any(batch.is_tile[k] for k in keys) and \
         all(batch.columns[k].dtype.kind in "iu" for k in keys)
-
-
-def boxed(keys: tuple[int, ...], table: ColumnTable) -> bool:
-    """Whether the build keys' box is small enough to number every point of it in an int64."""
-    return math.prod(int(s) for s in table.spans) < 2 ** 62 if len(table) else True
 
 
 def _numbers(columns: list[np.ndarray], low: np.ndarray, spans: np.ndarray, rows: int) -> np.ndarray:
@@ -100,4 +99,4 @@ def build_table(batches: list, keys: tuple[int, ...]) -> Optional[ColumnTable]:
            for b in batches):
         return None
     table = ColumnTable(batches, keys)
-    return table if boxed(keys, table) else None
+    return table if table.boxed else None
