@@ -85,7 +85,9 @@ def test_failing_create_as_leaves_nothing(cur):
 def test_failing_create_as_on_layout_leaves_nothing(cur):
     cur.execute("CREATE TENSOR A SHAPE (8, 8) TILE (4, 4) FILL ONES")
     cur.execute("CREATE TENSOR B SHAPE (6, 6) TILE (4, 4) FILL ONES")
-    with pytest.raises(trdb.DataError, match=r"tile under key \(2, 1\) has shape \(4, 2\)"):
+    # either of B's two misfitting edge tiles is named: which comes first depends on the order the workers
+    # hand their batches on (within a batch the first in key order is)
+    with pytest.raises(trdb.DataError, match=r"tile under key \((2, 1\) has shape \(4, 2|3, 1\) has shape \(2, 2)\)"):
         # B's ragged edge tiles moved below A are interior tiles of the result: they do not fit its grid
         cur.execute("CREATE TENSOR C AS SELECT A.i, A.j, A.v FROM A UNION ALL SELECT B.i + 2, B.j, B.v FROM B")
     with pytest.raises(trdb.IntegrityError, match="more than once"):
