@@ -20,7 +20,7 @@ from trdb.storage import tile_store
 from trdb.storage.buffer_pool import TensorTiles
 from trdb.storage.external_reads import read_all
 from trdb.storage.tensor_meta import TensorMeta
-from trdb.storage.tile_runs import TileRuns, as_tile_runs
+from trdb.storage.tile_runs import TileRuns, as_tile_runs, tile_views
 from trdb.storage.tile_store import TileIndex
 from trdb.storage.tile_writer import WrittenTiles
 from trdb.storage.whole_tensor import the_one_tile, whole_array
@@ -76,7 +76,7 @@ class TileAccess:
             stack = tiles if order is None else tiles[order]
             keys = keys if order is None else keys[order]
             stack.flags.writeable = False
-            views = list(stack) if stack.ndim > 1 else [stack[i, ...] for i in range(len(stack))]
+            views = tile_views(stack)
             self.pool.put((meta.table, meta.version), (keys, TileRuns(views, ((0, stack),) if len(stack) else ())))
             return
         keys, tiles = tile_store.sorted_by_key(keys, tiles)
@@ -110,8 +110,7 @@ class TileAccess:
             return
         tiles: list = []
         for stack in stacks:
-            tiles.extend(stack if isinstance(stack, list) else
-                         list(stack) if stack.ndim > 1 else [stack[i, ...] for i in range(len(stack))])
+            tiles.extend(stack if isinstance(stack, list) else tile_views(stack))
         # a view (of a write batch's stack, whose tiles all go in) is kept as it is: the runs are stacked again
         tiles = [tile if tile.flags.c_contiguous else np.array(tile, order="C") for tile in tiles]
         keys = np.concatenate([new_keys, old_keys[left]])

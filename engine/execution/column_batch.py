@@ -12,6 +12,8 @@ from typing import Any, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
+from trdb.storage.tile_runs import tile_views
+
 COLUMN_BATCH_ROWS = 4096  # tuples a scan hands on in one column batch (a list batch holds 64)
 SMALL_TILE_BYTES = 16 << 10  # tiles up to this size are worth stacking (4,096 float32: a kernel call's worth)
 
@@ -73,11 +75,7 @@ class ColumnBatch(Sequence):
 
 
 def _values(column: np.ndarray, tile: bool) -> list:
-    if not tile:
-        return column.tolist()
-    if column.ndim == 1:  # 0-d tiles: each a 0-d array, as a list batch holds them, not a numpy scalar
-        return [column[i, ...] for i in range(len(column))]
-    return list(column)
+    return tile_views(column) if tile else column.tolist()
 
 
 def to_columns(batch: Any) -> Optional[ColumnBatch]:

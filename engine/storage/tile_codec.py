@@ -15,7 +15,7 @@ import pyarrow as pa
 from trdb.errors import DataError
 from trdb.kernels.sparse import count_nonzero, is_sparse, make_csr, wants_csr
 from trdb.storage.tile_checks import CorruptTile, as_counts, check_csr, check_rows, tile_shapes
-from trdb.storage.tile_runs import MIN_RUN, TileRuns
+from trdb.storage.tile_runs import MIN_RUN, TileRuns, tile_views
 
 DENSE, CSR32, CSR64 = 0, 1, 2
 _INDEX_DTYPES = {CSR32: np.dtype("<i4"), CSR64: np.dtype("<i8")}
@@ -193,8 +193,7 @@ def _decode_checked(column: pa.ChunkedArray, dtype: np.dtype, shapes: Sequence[t
         chunk: list = [None] * count
         alone = np.ones(count, dtype=bool)
         for start, stack in chunk_runs:
-            chunk[start - first:start - first + len(stack)] = \
-                list(stack) if stack.ndim > 1 else [stack[i, ...] for i in range(len(stack))]
+            chunk[start - first:start - first + len(stack)] = tile_views(stack)
             alone[start - first:start - first + len(stack)] = False
         bounds = offsets.tolist()
         for k in np.flatnonzero(alone).tolist():

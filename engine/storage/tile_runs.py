@@ -8,6 +8,12 @@ import numpy as np
 MIN_RUN = 16  # fewer consecutive tiles of one shape are no run: a column batch of them would save nothing
 
 
+def tile_views(stack: np.ndarray) -> list:
+    """The tiles of a stack `(n, *tile)` as views, one per row; a stack of 0-d tiles gives 0-d arrays (as a
+    read gives them), not numpy scalars."""
+    return list(stack) if stack.ndim > 1 else [stack[i, ...] for i in range(len(stack))]
+
+
 class TileRuns(list):
     """The tiles of a read, in order (a list, as any read's), with `runs`: (start, stack) pairs where tiles
     start .. start + len(stack) - 1 are the rows of `stack`, one dense array. An operator that works on
@@ -43,7 +49,7 @@ def as_tile_runs(tiles: list) -> TileRuns:
         if (end - start >= MIN_RUN or end - start == len(out)) and type(out[start]) is np.ndarray:
             stack = np.stack(out[start:end])
             stack.flags.writeable = False
-            out[start:end] = list(stack) if stack.ndim > 1 else [stack[i, ...] for i in range(len(stack))]
+            out[start:end] = tile_views(stack)
             runs.append((start, stack))
         start = end
     return TileRuns(out, tuple(runs))
