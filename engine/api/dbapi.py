@@ -13,10 +13,11 @@ from trdb.api.conversions import result_to_arrow, result_to_numpy, result_to_pan
 from trdb.api.ctrl_c import DeferredCtrlC
 from trdb.api.relation import Relation
 from trdb.api.replacement_scans import python_scans, user_frame
+from trdb.api.result_sets import without_row_count
+from trdb.api.row_reader import CURSOR_BATCH_BYTES, RowReader, fetching, nbytes, user_value
 from trdb.config.settings import physical_memory
 from trdb.execution.long_form import long_batches, long_names, long_schema
 from trdb.execution.result import Result, assemble, check_result_fits, layout_of
-from trdb.execution.spool import RowSpool
 from trdb.kernels.backend import to_host
 from trdb.plan.types import Column
 
@@ -39,69 +40,6 @@ def _describe(column: Column) -> tuple:
 
 
 ARROW_BATCH_ROWS = 256  # tuples converted at a time by fetch_arrow, fetch_long and COPY
-CURSOR_BATCH_BYTES = 4 << 20  # a spilled result is read back about this many tile bytes at a time
-
-
-class RowReader:
-    """The rows of a result in order, from a list by slicing, from a spilled spool a bounded batch at a time."""
-
-    def __init__(self, rows: Union[list, RowSpool]):
-        self.rows = rows
-        self.position = 0
-        self._batches: Optional[Iterator[list]] = None
-        self._pending: list = []
-
-    def take(self, count: Optional[int]) -> list:
-        if not isinstance(self.rows, RowSpool):
-            end = len(self.rows) if count is None else min(len(self.rows), self.position + count)
-            taken = self.rows[self.position:end]
-        else:
-            taken = self._take_spooled(len(self.rows) - self.position if count is None else count)
-        self.position += len(taken)
-        return taken
-
-    def _take_spooled(self, count: int) -> list:
-        if self._batches is None:
-            self._batches = self.rows.batches(CURSOR_BATCH_BYTES)
-        taken = []
-        while len(taken) < count:
-            if not self._pending:
-                self._pending = next(self._batches, [])
-                if not self._pending:
-                    break
-            part = self._pending[:count - len(taken)]
-            self._pending = self._pending[len(part):]
-            taken.extend(part)
-        return taken
-
-    def rewind(self, position: int) -> None:
-        """Back to `position` (a fetch that failed leaves its rows to be fetched). A spooled result is read
-        again from its start: the read that failed may have ended its batches (an error ends a generator)."""
-        if isinstance(self.rows, RowSpool):
-            self._batches, self._pending, self.position = None, [], 0
-            while self.position < position:
-                self.take(min(position - self.position, 1024))
-        self.position = position
-
-
-def _fetching(fetch):
-    """A fetch method whose rows stay to be fetched when it runs out of memory, failing as an OperationalError
-    (a spooled tile read back, or the rows converted, may need more than the process can allocate now)."""
-    @functools.wraps(fetch)
-    def guarded(self: "Cursor", *args: Any, **kwargs: Any):
-        position = self._reader.position
-        try:
-            return fetch(self, *args, **kwargs)
-        except MemoryError as exc:
-            try:
-                self._reader.rewind(position)
-            except MemoryError:  # reading the rows before `position` again ran out too: none are left to fetch
-                self._forget_result()
-            raise errors.out_of_memory(exc, hint=f"{fetch.__name__}() needs more memory than the process can "
-                                                 "allocate now: fetch fewer rows at a time (fetchmany())") from exc
-    return guarded
-
-
 class Cursor:
     """A PEP 249 cursor; rows are tuples of Python ints (keys) and numpy arrays (tiles)."""
 
@@ -157,7 +95,7 @@ class Cursor:
             session = self.connection._session()
             scans = python_scans(operation, user_frame(), session.known_relation)
             with DeferredCtrlC(session.cancel):
-                result = session.execute(operation, bound, scans)
+                result = without_row_count(session.execute(operation, bound, scans), operation)
         finally:
             self._running = False
         self._result, self._reader = result, RowReader(result.rows)
@@ -172,16 +110,16 @@ class Cursor:
         self._rowcount = total
         return self
 
-    @_fetching
+    @fetching
     def fetchone(self) -> Optional[tuple]:
         rows = self._take(1)
         return rows[0] if rows else None
 
-    @_fetching
+    @fetching
     def fetchmany(self, size: Optional[int] = None) -> list[tuple]:
         return self._take(self.arraysize if size is None else size)
 
-    @_fetching
+    @fetching
     def fetchall(self) -> list[tuple]:
         return self._take(None)
 
@@ -236,20 +174,20 @@ class Cursor:
 
     # ------------------------------------------------------------ tensor extensions
 
-    @_fetching
+    @fetching
     def fetch_tensor(self, shape: Optional[Sequence[int]] = None) -> np.ndarray:
         """The remaining rows assembled into one dense array (keys -> leading axes; absent tiles are zeros)."""
         result = self._tensor_result("fetch_tensor")
         canvas, result.canvas = result.canvas, None  # an array placed for the result is the caller's once handed over
         return self._assembled("fetch_tensor()", functools.partial(assemble, canvas=canvas), result, shape)
 
-    @_fetching
+    @fetching
     def fetch_sparse(self, shape: Optional[Sequence[int]] = None):
         """The remaining rows of a 2-d result as a scipy.sparse CSR matrix (`shape` as in fetch_tensor)."""
         result = self._tensor_result("fetch_sparse")
         return self._assembled("fetch_sparse()", result_to_sparse, result, shape)
 
-    @_fetching
+    @fetching
     def fetch_arrow(self):
         """The remaining rows as a pyarrow Table: key columns and a fixed_shape_tensor column; the rows are
         read a bounded batch at a time, so the Arrow table is the only whole copy."""
@@ -268,7 +206,7 @@ class Cursor:
 
     fetch_record_batch = arrow
 
-    @_fetching
+    @fetching
     def df(self):
         """The remaining rows as a pandas DataFrame (tiles larger than 0-d as an object column of arrays)."""
         result = self._require_result("df")
@@ -276,7 +214,7 @@ class Cursor:
 
     fetchdf = fetch_df = df
 
-    @_fetching
+    @fetching
     def fetch_long(self):
         """The remaining rows of a tensor result in long form: a pyarrow Table of (index, ..., value) rows,
         one per element of each present tile (CSR tiles: their stored non-zeros), indices in the whole tensor."""
@@ -287,7 +225,7 @@ class Cursor:
         batches = list(long_batches(layout, self._batches(keep_sparse=True), schema))
         return pa.Table.from_batches(batches, schema=schema)
 
-    @_fetching
+    @fetching
     def fetchnumpy(self) -> dict[str, np.ndarray]:
         """The remaining rows as numpy columns: keys as int64 arrays, tiles stacked when they share a shape."""
         result = self._require_result("fetchnumpy")
@@ -355,7 +293,7 @@ class Cursor:
             if not rows:
                 return
             yield rows
-            row_bytes = max(1, sum(_nbytes(v) for v in rows[0]))
+            row_bytes = max(1, sum(nbytes(v) for v in rows[0]))
             size = max(1, min(ARROW_BATCH_ROWS, CURSOR_BATCH_BYTES // row_bytes))
 
     def _take(self, count: Optional[int], keep_sparse: bool = False) -> list[tuple]:
@@ -367,25 +305,7 @@ class Cursor:
         rows = self._reader.take(None if count is None else max(count, 0))
         if keep_sparse:
             return [tuple(to_host(v, True) for v in row) for row in rows]
-        return [tuple(_user_value(v) for v in row) for row in rows]
-
-
-def _nbytes(value: Any) -> int:
-    """About how many bytes a fetched value holds (a CSR tile: its stored values and indices)."""
-    data = getattr(value, "data", None)
-    if hasattr(value, "nnz") and data is not None:
-        return int(data.nbytes) * 2
-    size = getattr(value, "nbytes", 8)
-    return size if isinstance(size, int) else 8
-
-
-def _user_value(value: Any) -> Any:
-    """A value as fetchone/fetchall give it: a 0-d tensor is a numpy scalar of its dtype (np.float32(16.0)),
-    which keeps the dtype `description` reports and sits in a pandas column as a number."""
-    value = to_host(value)
-    if isinstance(value, np.ndarray) and value.ndim == 0:
-        return value[()]
-    return value
+        return [tuple(user_value(v) for v in row) for row in rows]
 
 
 class Connection:
