@@ -1,4 +1,5 @@
-"""Every queries/*.sql runs with `trdb DB -f FILE`; its printed results are checked with numpy on the stored data."""
+"""Every queries/*.sql runs with `trdb DB -f FILE`; its printed results are checked with numpy on the stored data,
+and every file runs again, in any order, on a database file the others have used, printing the same."""
 from __future__ import annotations
 
 import subprocess
@@ -13,8 +14,8 @@ import trdb
 QUERIES = Path(__file__).parent.parent / "queries"
 
 
-def run_file(tmp_path: Path, name: str):
-    database = tmp_path / f"{name}.trdb"
+def run_file(tmp_path: Path, name: str, database: Path | None = None):
+    database = database or tmp_path / f"{name}.trdb"
     done = subprocess.run([sys.executable, "-m", "trdb", str(database), "-f", str(QUERIES / f"{name}.sql"),
                            "--mode", "csv"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
@@ -102,3 +103,23 @@ def test_query_file(tmp_path, name):
         CHECKS[name](con, stdout)
     finally:
         con.close()
+
+
+def run_and_check(tmp_path: Path, database: Path, names) -> dict[str, str]:
+    printed = {}
+    for name in names:
+        con, printed[name] = run_file(tmp_path, name, database)
+        try:
+            CHECKS[name](con, printed[name])
+        finally:
+            con.close()
+    return printed
+
+
+def test_query_files_run_again_in_any_order_on_one_database(tmp_path):
+    """The files share names (X, Y, W, loss, ...): each replaces what it makes (CREATE OR REPLACE), so running
+    them all, then all again in the reverse order, on one database file prints the same and checks the same."""
+    database = tmp_path / "shared.trdb"
+    first = run_and_check(tmp_path, database, sorted(CHECKS))
+    again = run_and_check(tmp_path, database, sorted(CHECKS, reverse=True))
+    assert again == first
