@@ -74,7 +74,7 @@ def test_dot_commands_change_the_runner(runner):
     assert run_command(runner, ".maxrows 0") and runner.max_rows is None
     assert not run_command(runner, ".mode xml")
     assert not run_command(runner, ".timer maybe")
-    assert "usage: .mode box|table|line|csv|tsv|json|jsonlines|markdown" in runner.err.getvalue()
+    assert "usage: .mode table|box|duckbox|column|line|list|markdown|html|csv|tsv|json|jsonlines|raw" in runner.err.getvalue()
     with pytest.raises(Quit):
         run_command(runner, ".quit")
 
@@ -91,14 +91,14 @@ def test_schema_tables_and_help(runner):
     assert run_command(runner, ".tables")
     out = runner.out.getvalue()
     assert "| A     | tensor |" in out and "| V     | view   |" in out and "| plain | table  |" in out
-    assert run_command(runner, ".schema A") and "TENSOR(float32)" in runner.out.getvalue()
+    assert run_command(runner, ".schema A") and 'CREATE TENSOR "A" ("i", "j") SHAPE (2, 2)' in runner.out.getvalue()
     assert not run_command(runner, ".schema Nope") and "Nope" in runner.err.getvalue()
     assert run_command(runner, ".help") and ".explain on|off" in runner.out.getvalue()
 
 
 def test_unknown_command_and_errors_are_one_message(runner):
     assert not run_command(runner, ".frobnicate")
-    assert runner.err.getvalue() == 'Error: unknown command ".frobnicate"; .help lists the commands\n'
+    assert runner.err.getvalue() == 'Error: unknown command ".frobnicate"\nHINT: .help lists the commands (\\? too)\n'
 
 
 def _complete(completer: SqlCompleter, text: str) -> list[str]:
@@ -116,7 +116,7 @@ def test_completion_of_names_keywords_functions_and_columns(runner):
     assert _complete(completer, "SELECT W.") == []
     assert _complete(completer, "SELECT w.j FROM Weights AS w WHERE w.") == ["i", "j", "v"]
     assert _complete(completer, "SELECT 'Wei") == []
-    assert _complete(completer, ".ti") == [".timer"] and _complete(completer, ".mode c") == ["csv"]
+    assert _complete(completer, ".ti") == [".timer"] and _complete(completer, ".mode cs") == ["csv"]
     assert _complete(completer, ".schema We") == ["Weights"]
     runner.run_script("CREATE TENSOR Weights2 SHAPE (2, 2) TILE (1, 2) FILL ONES;")
     assert "Weights2" in _complete(completer, "SELECT * FROM Wei")  # names refresh after statements

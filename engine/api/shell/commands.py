@@ -1,12 +1,15 @@
 """The shell's dot commands, named and behaving as the duckdb CLI's: settings of the shell and the registry."""
 from __future__ import annotations
 
+import difflib
 import shlex
 from typing import TYPE_CHECKING, Callable, Optional
 
 from trdb.api.shell import dot_files, pictures
 from trdb.api.shell.formatting import MODES
-from trdb.api.shell.registry import CommandError, Quit, relation_names
+from trdb.api.shell.registry import CommandError, Quit, known_relation, relation_names
+from trdb.api.shell.schema_ddl import schema_statements
+from trdb.storage.sql_text import quote_identifier
 
 if TYPE_CHECKING:
     from trdb.api.shell.runner import Runner
@@ -14,10 +17,10 @@ if TYPE_CHECKING:
 HELP = [
     (".help", "show this list"),
     (".tables", "list the tensors, views and tables"),
-    (".schema [NAME]", "describe NAME (DESCRIBE NAME), or every tensor and view"),
+    (".schema [NAME]", "the CREATE statements of NAME, or of every table, tensor and view (runnable as printed)"),
     (".show", "show the shell's settings"),
     (".mode [MODE]", "print results as " + ", ".join(MODES) + " (no MODE: the current one)"),
-    (".headers on|off", "print the column names (table, box, csv, tsv)"),
+    (".headers on|off", "print the column names (every mode but json, jsonlines, line and raw)"),
     (".maxrows [N]", "show at most N rows of a table, first and last (0: all; no N: the current value)"),
     (".timer on|off", "print the time each statement takes"),
     (".echo on|off", "print each statement and dot command before running it"),
@@ -32,8 +35,8 @@ HELP = [
     (".shell CMD ...", "run a command of the operating system (also .system)"),
     (".print TEXT ...", "print the text"),
     (".spy TENSOR", "draw which tiles of a 2-d tensor are stored, and how dense each is"),
-    (".plot spy TENSOR FILE.png", "write a PNG of a tensor's non-zeros (needs trdb[plot])"),
-    (".plot loss FILE.png", "write a PNG of the last MINIMIZE's loss curve (needs trdb[plot])"),
+    (".plot spy TENSOR FILE.png", "write a PNG of a tensor's non-zeros (needs matplotlib: the plot extra)"),
+    (".plot loss FILE.png", "write a PNG of the last MINIMIZE's loss curve (needs matplotlib: the plot extra)"),
     (".databases", "show the database file this shell has open"),
     (".quit", "leave the shell (also .q, .exit, \\q, quit, exit and Ctrl-D)"),
     ("\\d [NAME]", "psql's: list the relations, or describe NAME (also \\dt; \\l lists databases)"),
@@ -55,13 +58,13 @@ def _tables(runner: "Runner", args: list[str]) -> bool:
 
 
 def _schema(runner: "Runner", args: list[str]) -> bool:
-    from trdb.storage.sql_text import quote_identifier
-
+    """sqlite3's .schema: the statements that make the schema again, to read into an empty database."""
     if len(args) > 1:
         raise CommandError("usage: .schema [NAME]")
-    if args:
-        return runner.run_sql(f"DESCRIBE {quote_identifier(args[0])}")
-    return runner.run_sql("SHOW TENSORS") and runner.run_sql("SHOW VIEWS")
+    statements = schema_statements(runner.con, args[0] if args else None)
+    if statements:
+        runner.message("\n".join(statements))
+    return True
 
 
 def switch(args: list[str], usage: str) -> bool:
@@ -99,8 +102,12 @@ def _databases(runner: "Runner", args: list[str]) -> bool:
 
 
 def _describe(runner: "Runner", args: list[str]) -> bool:
-    """psql's backslash-d: the relations, or with a NAME what it holds."""
-    return _schema(runner, args) if args else _tables(runner, args)
+    """psql's backslash-d: the relations, or with a NAME its columns (DESCRIBE NAME)."""
+    if len(args) > 1:
+        raise CommandError("usage: \\d [NAME]")
+    if not args:
+        return _tables(runner, args)
+    return runner.run_sql(f"DESCRIBE {quote_identifier(known_relation(runner.con, args[0]))}")
 
 
 def _mode(runner: "Runner", args: list[str]) -> bool:
@@ -108,7 +115,8 @@ def _mode(runner: "Runner", args: list[str]) -> bool:
         runner.message(f"current output mode: {runner.mode}")
         return True
     if len(args) != 1 or args[0].lower() not in MODES:
-        raise CommandError(f"usage: .mode {'|'.join(MODES)}")
+        hint = close_word(args[0], MODES) if args else None
+        raise CommandError(f"usage: .mode {'|'.join(MODES)}" + (f'\nHINT: did you mean "{hint}"?' if hint else ""))
     runner.mode = args[0].lower()
     return True
 
@@ -159,6 +167,19 @@ def _commands() -> dict[str, Callable[["Runner", list[str]], bool]]:
     }
 
 
+def _unknown(name: str, commands: dict) -> CommandError:
+    """An unknown dot or backslash command: the closest known one of its kind as a hint, else .help."""
+    close = close_word(name, [known for known in commands if known[0] == name[:1]])
+    hint = f'did you mean "{close}"?' if close else ".help lists the commands (\\? too)"
+    return CommandError(f'unknown command "{name}"\nHINT: {hint}')
+
+
+def close_word(word: str, words) -> Optional[str]:
+    """The known word a typo most likely meant (a letter or two off), or None."""
+    close = difflib.get_close_matches(word.lower(), list(words), n=1, cutoff=0.7)
+    return close[0] if close else None
+
+
 COMMAND_NAMES = tuple(sorted({name.split()[0] for name, _ in HELP} | {".exit", ".system"}))
 
 
@@ -172,10 +193,10 @@ def run_command(runner: "Runner", line: str, where: Optional[str] = None) -> boo
     except ValueError as exc:
         runner.error(CommandError(f"{line}: {exc}"), where)
         return False
-    handler = _commands().get(words[0].lower()) if words else None
+    commands = _commands()
+    handler = commands.get(words[0].lower()) if words else None
     if handler is None:
-        runner.error(CommandError(f'unknown command "{words[0] if words else line}"; .help lists the '
-                                  "commands"), where)
+        runner.error(_unknown(words[0] if words else line.strip(), commands), where)
         return False
     try:
         return handler(runner, words[1:])

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 
 from trdb.api.dbapi import Connection, connect
-from trdb.api.shell.registry import CommandError, relation_names
+from trdb.api.shell.registry import CommandError, no_such_relation, relation_names
+from trdb.api.shell.schema_ddl import duckdb_tables, duckdb_views, quote_literal, trdb_views
 from trdb.errors import Error
 from trdb.kernels.sparse import dense
 from trdb.storage.sql_text import quote_identifier
@@ -99,17 +100,13 @@ def dump(runner: "Runner", args: list[str]) -> bool:
     if args:
         names = [(n, kind) for n, kind in names if n.lower() == args[0].lower()]
         if not names:
-            raise CommandError(f'no tensor, view or table is named "{args[0]}"')
+            raise no_such_relation(runner.con, args[0])
     order = {"table": 0, "tensor": 1, "view": 2}  # a tensor may come from a table, a view reads both
     lines = []
     for name, kind in sorted(names, key=lambda item: order[item[1]]):
         lines += list({"table": _table, "tensor": _tensor, "view": _view}[kind](runner.con, name))
     runner.message("\n".join(lines))
     return True
-
-
-def quote_literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _literal(value) -> str:
@@ -123,17 +120,14 @@ def _literal(value) -> str:
 
 
 def _table(con: Connection, name: str) -> Iterator[str]:
-    ddl = con.execute("SELECT sql FROM duckdb_tables() WHERE table_name = ? AND schema_name = 'main'",
-                      [name]).fetchone()
+    ddl = [sql for table, sql in duckdb_tables(con) if table.lower() == name.lower()]
     yield ddl[0] if ddl else f"-- table {name}: no definition found"
     for row in con.execute(f"SELECT * FROM {quote_identifier(name)}").fetchall():
         yield f"INSERT INTO {quote_identifier(name)} VALUES ({', '.join(_literal(v) for v in row)});"
 
 
 def _view(con: Connection, name: str) -> Iterator[str]:
-    for view, query in con.execute("SHOW VIEWS").fetchall():
-        if view.lower() == name.lower():
-            yield f"CREATE VIEW {quote_identifier(view)} AS {query.strip().rstrip(';')};"
+    yield from (sql for view, sql in trdb_views(con) + duckdb_views(con) if view.lower() == name.lower())
 
 
 def _tensor(con: Connection, name: str) -> Iterator[str]:

@@ -1,13 +1,14 @@
-"""The output modes that print every value for other programs to read (csv, tsv, json, jsonlines): each value
-at its dtype's precision, nothing more."""
+"""The output modes that print every value for other programs to read (csv, tsv, json, jsonlines, list, html,
+raw): each value at its dtype's precision, nothing more."""
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import math
 from decimal import Decimal
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -41,10 +42,10 @@ def _nest(texts: np.ndarray) -> str:
     return "[" + ", ".join(_nest(part) for part in texts) + "]"
 
 
-def csv_text(value: Any) -> str:
-    """A value in a csv or tsv field: empty for NULL, a tile as a nested list."""
+def csv_text(value: Any, null: str = "") -> str:
+    """A value in a csv or tsv field: empty for NULL (or `null`), a tile as a nested list."""
     if value is None:
-        return ""
+        return null
     if is_tile(value):
         return tile_text(value)
     if isinstance(value, (bool, np.bool_)):
@@ -96,3 +97,35 @@ def json_array(names: Sequence[str], rows: Sequence[tuple]) -> str:
 def json_lines(names: Sequence[str], rows: Sequence[tuple]) -> str:
     """One JSON object per row, a row a line (JSON Lines)."""
     return "\n".join(_object(names, row) for row in rows)
+
+
+def list_mode(names: Sequence[str], rows: Sequence[tuple], headers: bool = True) -> str:
+    """sqlite3's and the duckdb CLI's list mode: values as they are, `|` between them, no quoting."""
+    lines = ["|".join(names)] if headers else []
+    return "\n".join(lines + ["|".join(csv_text(v, "NULL") for v in row) for row in rows])
+
+
+def raw(names: Sequence[str], rows: Sequence[tuple], headers: bool = False) -> str:
+    """Values exactly as they are, for a pipe (`-raw -c "EXPLAIN (FORMAT dot) ..." | dot`): no column names,
+    no quoting, a tab between columns, NULL empty; a value's own final newline is not doubled."""
+    return "\n".join("\t".join(csv_text(v).removesuffix("\n") for v in row) for row in rows)
+
+
+def html_table(names: Sequence[str], rows: Sequence[tuple], headers: bool = True) -> str:
+    """An HTML table, a row a line (as the duckdb CLI's html mode), every text escaped."""
+    cell = lambda tag, value: f"<{tag}>{html.escape(value)}</{tag}>"
+    lines = ["<table>"]
+    if headers:
+        lines.append("<tr>" + "".join(cell("th", n) for n in names) + "</tr>")
+    lines += ["<tr>" + "".join(cell("td", csv_text(v, "NULL")) for v in row) + "</tr>" for row in rows]
+    return "\n".join(lines + ["</table>"])
+
+
+# mode -> writer(names, rows, headers): the modes printed without the table layout of formatting.py
+WRITERS: dict[str, Callable[[Sequence[str], Sequence[tuple], bool], str]] = {
+    "csv": lambda names, rows, headers: delimited(names, rows, ",", headers),
+    "tsv": lambda names, rows, headers: delimited(names, rows, "\t", headers),
+    "json": lambda names, rows, headers: json_array(names, rows),
+    "jsonlines": lambda names, rows, headers: json_lines(names, rows),
+    "list": list_mode, "raw": raw, "html": html_table,
+}

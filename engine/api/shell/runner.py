@@ -133,7 +133,13 @@ class Runner:
             self.error(exc, where, sql)
             return False
         self._keep_losses(steps)
-        self.show(outcome, sql)
+        try:
+            self.show(outcome, sql)
+        except BrokenPipeError:
+            raise  # the reader of a pipe left: main stops writing
+        except Exception as exc:  # noqa: BLE001 - a bug in printing the result: one message, never a traceback
+            self.error(exc, where, sql)
+            return False
         return True
 
     def _keep_losses(self, steps: "progress.StepReport") -> None:
@@ -154,7 +160,7 @@ class Runner:
     def show(self, outcome: progress.Outcome, sql: str = "") -> None:
         """The rows; for a statement without rows its status line (in the shell, or with .echo on)."""
         if outcome.names is not None and not _no_rows(outcome, sql):
-            self.print_rows(outcome.names, _at_dtype(outcome.rows, outcome.types))
+            self.print_rows(outcome.names, _at_dtype(outcome.rows, outcome.types), outcome.types)
         elif (self.interactive or self.echo) and not QUIET.match(sql):
             status = outcome.status or _count_status(outcome, sql)
             if status:
@@ -164,9 +170,9 @@ class Runner:
         self.out.flush()
         self._end_once()
 
-    def print_rows(self, names: list[str], rows: list[tuple]) -> None:
-        text = format_rows(names, rows, self.mode, self.max_rows, self.width(), self.headers)
-        if text or self.mode not in ("jsonlines",):
+    def print_rows(self, names: list[str], rows: list[tuple], types: Optional[list] = None) -> None:
+        text = format_rows(names, rows, self.mode, self.max_rows, self.width(), self.headers, types)
+        if text or self.mode not in ("jsonlines", "raw"):
             print(text, file=self.out)
 
     def width(self) -> Optional[int]:
