@@ -8,10 +8,18 @@ def adam_step(grad: np.ndarray, m: np.ndarray, v: np.ndarray, step: int, beta1: 
               epsilon: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Adam (as torch.optim.Adam): the new moments from the old ones and this gradient, and the bias-corrected
     direction of step `step` (counted from 1); stacked tiles of one shape at once, elementwise."""
-    m = beta1 * m + (1 - beta1) * grad
-    v = beta2 * v + (1 - beta2) * grad * grad
-    direction = (m / (1 - beta1 ** step)) / (np.sqrt(v / (1 - beta2 ** step)) + epsilon)
-    return m, v, direction
+    # the values of `beta1 * m + (1 - beta1) * grad` and so on, with three arrays made instead of a dozen
+    new_m = np.multiply(grad, 1 - beta1)
+    new_m += beta1 * m
+    new_v = np.multiply(grad, 1 - beta2)
+    new_v *= grad
+    new_v += beta2 * v
+    denominator = np.divide(new_v, 1 - beta2 ** step)
+    np.sqrt(denominator, out=denominator)
+    denominator += epsilon
+    direction = np.divide(new_m, 1 - beta1 ** step)
+    direction /= denominator
+    return new_m, new_v, direction
 
 
 def sgd_stepped(tiles: list[np.ndarray], rate: float, directions: list[np.ndarray]) -> list[np.ndarray]:

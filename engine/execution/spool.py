@@ -14,6 +14,8 @@ from __future__ import annotations
 import weakref
 from typing import Callable, Iterable, Iterator, Optional, Union
 
+import numpy as np
+
 from trdb.errors import InternalError
 from trdb.execution.column_batch import is_columns
 from trdb.execution.exchange.channel import batch_bytes
@@ -96,6 +98,23 @@ class RowSpool:
                 yield held[start:start + MEMORY_BATCH]
         if self._files:
             yield from self._files[0].batches(batch_bytes_wanted)
+
+    def distinct_keys(self, positions: list[int]) -> list[int]:
+        """How many distinct values each of the key columns at `positions` holds (NULL one of them): column
+        batches counted as arrays, list batches tuple by tuple."""
+        arrays: list[list[np.ndarray]] = [[] for _ in positions]
+        seen: list[set] = [set() for _ in positions]
+        for batch in self.batches():
+            for values, found, position in zip(arrays, seen, positions):
+                if is_columns(batch):
+                    values.append(np.unique(batch.columns[position]))
+                else:
+                    found.update(row[position] for row in batch)
+        counts = []
+        for values, found in zip(arrays, seen):
+            distinct = np.unique(np.concatenate(values)) if values else np.zeros(0, np.int64)
+            counts.append(len(distinct) if not found else len(found | set(distinct.tolist())))
+        return counts
 
     def __iter__(self) -> Iterator[tuple]:
         return (row for batch in self.batches() for row in batch)

@@ -97,12 +97,15 @@ def distinct_keys_of_rows(plan: lp.RowsScan) -> tuple:
     known = _DISTINCT.get(plan.rows) if not isinstance(plan.rows, list) else None
     if known is None:
         keys = [i for i, c in enumerate(plan.schema) if c.is_key]
-        seen: list[set] = [set() for _ in keys]
-        for row in plan.rows:
-            for values, i in zip(seen, keys):
-                values.add(row[i])
-        counts = dict(zip(keys, seen))
-        known = tuple(float(len(counts[i])) if i in counts else None for i in range(len(plan.schema)))
+        if isinstance(plan.rows, list):
+            seen: list[set] = [set() for _ in keys]
+            for row in plan.rows:
+                for values, i in zip(seen, keys):
+                    values.add(row[i])
+            counts = dict(zip(keys, map(len, seen)))
+        else:  # a spool counts its column batches' keys as arrays
+            counts = dict(zip(keys, plan.rows.distinct_keys(keys)))
+        known = tuple(float(counts[i]) if i in counts else None for i in range(len(plan.schema)))
         if not isinstance(plan.rows, list):
             _DISTINCT[plan.rows] = known
     return known

@@ -30,6 +30,7 @@ from trdb.pipeline.plan_memo import PlanMemo
 from trdb.plan import logical as lp
 from trdb.plan.types import Column, ScalarType
 from trdb.statements.context import StatementContext
+from trdb.statements.parameter_stacks import full_gradient, gradient_stack, positions_in, same_keys, stored_stack
 from trdb.storage import tile_store
 from trdb.storage.adam_state import drop_adam_step, read_adam_step, rename_adam_step, write_adam_step
 from trdb.storage.tensor_meta import TensorMeta
@@ -120,6 +121,25 @@ class AdamState:
         writes.append(_replace_tiles(self.sc, v_meta, keys, vs, set(v_old) <= set(keys)))
         write_adam_step(self.sc.db, self.param_name, self.step)
         return out
+
+    def stacked_direction(self, keys: np.ndarray, grad: np.ndarray, options: Options,
+                          writes: list["_Written"]) -> Optional[np.ndarray]:
+        """`direction` for a whole parameter as one stack (`grad` float64 `(n, *tile)` under `keys`, in key
+        order): None, with nothing changed, where the stored moments are not under those keys (tile by tile
+        then)."""
+        reads = [self.sc.catalog.tiles(self.sc.catalog.require_tensor(m.name)) for m in self.moments]
+        fresh = all(len(read[0]) == 0 for read in reads)  # no moment yet: zeros
+        stored = [stored_stack(*read) for read in reads]
+        if not fresh and not same_keys(stored, keys):
+            return None
+        self.step += 1
+        m_meta, v_meta = self.moments
+        old = [np.zeros(grad.shape, meta.dtype) if fresh else s.tiles for s, meta in zip(stored, self.moments)]
+        m, v, direction = adam_step(grad, old[0], old[1], self.step, options.beta1, options.beta2, options.epsilon)
+        writes.append(_replace_stack(self.sc, m_meta, keys, m))
+        writes.append(_replace_stack(self.sc, v_meta, keys, v))
+        write_adam_step(self.sc.db, self.param_name, self.step)
+        return direction
 
 
 def _by_shape(tiles: list[np.ndarray]) -> list[list[int]]:
@@ -227,6 +247,18 @@ def _replace_tiles(sc: StatementContext, meta: TensorMeta, keys: list[tuple], ti
     return _Written(meta, written.as_tuple() if whole else None, key_array, kept)
 
 
+def _replace_stack(sc: StatementContext, meta: TensorMeta, keys: np.ndarray, stack: np.ndarray) -> _Written:
+    """`_replace_tiles` of every tile, as one stack `(n, *tile)` (cast to the tensor's dtype) under `keys`."""
+    meta = sc.catalog.require_tensor(meta.name)
+    tile_store.delete_tiles(sc.db, meta, None)
+    stack = np.ascontiguousarray(stack, dtype=meta.dtype)
+    with TileWriter(sc.db, meta, CHUNK_BYTES) as writer:
+        writer.add_stack(keys, stack)
+    written = writer.statistics
+    keep = sc.catalog.pool.would_keep(stack.nbytes) and written.tuples == len(stack) and not written.csr_tuples
+    return _Written(meta, written.as_tuple(), keys, stack if keep else None)
+
+
 def _finish(sc: StatementContext, writes: list[_Written]) -> None:
     """The step's written tensors get their statistics and new data versions, whole ones in one UPDATE; the
     buffer pool keeps what they wrote where it can."""
@@ -242,6 +274,9 @@ def _finish(sc: StatementContext, writes: list[_Written]) -> None:
 
 def _update(sc: StatementContext, param: TensorMeta, rows: list[tuple], options: Options,
             adam: AdamState | None) -> list[_Written]:
+    stacked = _stacked_update(sc, param, rows, options, adam)
+    if stacked is not None:
+        return stacked
     keys = [tuple(row[:-1]) for row in rows]
     grads = [dense(to_host(row[-1])) for row in rows]
     current = _tiles_by_key(sc, param)
@@ -260,6 +295,32 @@ def _update(sc: StatementContext, param: TensorMeta, rows: list[tuple], options:
     stepped = sorted(((key, d) for key, d in zip(keys, directions) if key in current), key=lambda kd: kd[0])
     new = sgd_stepped([current[key] for key, _ in stepped], options.learning_rate, [d for _, d in stepped])
     writes.append(_replace_tiles(sc, param, [key for key, _ in stepped], new, set(current) <= set(keys)))
+    return writes
+
+
+def _stacked_update(sc: StatementContext, param: TensorMeta, rows, options: Options,
+                    adam: AdamState | None) -> Optional[list[_Written]]:
+    """`_update` of a parameter whose tiles are one stack and whose gradient is one under its keys
+    (statements/parameter_stacks.py): whole-array arithmetic and stacked writes; None where it is not so."""
+    current = stored_stack(*sc.catalog.tiles(param))
+    gradient = gradient_stack(rows, len(param.keys)) if current is not None else None
+    if gradient is None or gradient.tiles.shape[1:] != current.tiles.shape[1:]:
+        return None
+    positions = positions_in(gradient, current, param)
+    if positions is None:
+        return None
+    writes: list[_Written] = []
+    if adam is not None:
+        direction = adam.stacked_direction(current.keys, full_gradient(gradient, positions, len(current.keys),
+                                                                      np.float64), options, writes)
+        if direction is None:
+            return None
+    else:  # in the parameter's precision where the gradient has it, as `sgd_direction`
+        dtype = sgd_direction(gradient.tiles[:0], param.dtype).dtype
+        direction = full_gradient(gradient, positions, len(current.keys), dtype)
+    new = np.multiply(direction, -options.learning_rate)  # the same values as `sgd_stepped`
+    new += current.tiles
+    writes.append(_replace_stack(sc, param, current.keys, new))
     return writes
 
 

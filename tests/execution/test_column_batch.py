@@ -246,3 +246,28 @@ def test_a_column_join_of_keys_far_apart_matches_a_dict_join():
     narrow = build_table([ColumnBatch([np.array([-5, 7], np.int64)], (False,))], (0,))
     probe = ColumnBatch([np.array([2 ** 63 - 1, -2 ** 63, 7], np.int64)], (False,))
     assert [row for part in narrow.probe(probe, (0,)) for row in part] == [(7, 7)]
+
+
+@pytest.mark.parametrize("groups", [1, 3, 200, 5000], ids=["one", "few-long", "mixed", "mostly-single"])
+@pytest.mark.parametrize("tile", [(), (1, 4), (2, 3)], ids=["0-d", "row", "block"])
+def test_segment_sums_add_each_group_in_order_as_reduceat_does(groups, tile):
+    from trdb.execution.tile_math.column_groups import _segment_sums
+    rng = np.random.default_rng(groups)
+    values = rng.standard_normal((6000, *tile))
+    order = np.argsort(rng.integers(0, groups, 6000), kind="stable")
+    keys = rng.integers(0, groups, 6000)[order]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    expected = np.add.reduceat(values[order], starts, axis=0)
+    for positions in (order, None):
+        taken = values[order] if positions is None else values
+        assert np.allclose(_segment_sums(taken, positions, starts), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_a_spool_counts_distinct_keys_of_column_and_list_batches():
+    from trdb.execution.spool import RowSpool
+    from trdb.storage.memory import MemoryManager
+    spool = RowSpool(MemoryManager(1 << 30).reservation("test"), lambda: None)  # nothing spills
+    spool.append_batch(ColumnBatch([np.array([1, 2, 2, 5]), np.array([0, 0, 1, 1]), np.zeros((4, 2))],
+                                   [False, False, True]))
+    spool.append_batch([(5, None, np.zeros(2)), (7, 1, np.zeros(2))])
+    assert spool.distinct_keys([0, 1]) == [4, 3]  # {1, 2, 5, 7}; {0, 1, NULL}

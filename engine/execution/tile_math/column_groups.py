@@ -19,6 +19,8 @@ from trdb.execution.work import charge
 
 Part = tuple[np.ndarray, np.ndarray, list]  # keys (n x m), counts (n,), each call's sums (n, *tile) or None
 COMPACT_ROWS = 1 << 16  # parts are merged once they hold this many groups more than the last merge left
+SHORT_SEGMENT = 32  # segments up to this long are added k-th rows at once ...
+SEGMENT_PASSES = 8  # ... while (longest x segments) is at most this many times the rows
 
 
 class ColumnGroups:
@@ -110,8 +112,26 @@ def _reduced(keys: np.ndarray, counts: np.ndarray, values: list) -> Part:
             sums.append(None)
             continue
         charge(value.size, 3 * value.nbytes)  # as the additions one by one
-        sums.append(np.add.reduceat(take(value), starts, axis=0, dtype=value.dtype))
+        sums.append(_segment_sums(value, order, starts))
     return take(keys)[starts], np.add.reduceat(take(counts), starts), sums
+
+
+def _segment_sums(value: np.ndarray, order: Optional[np.ndarray], starts: np.ndarray) -> np.ndarray:
+    """The rows of `value` taken in `order` (None: as they are), added up in order within each segment that
+    begins at `starts`. Where segments are short (a gradient's groups of one or a few embeddings) the k-th
+    rows of all segments longer than k are added at once: `np.add.reduceat` takes about 300 ns a segment
+    (a stack of 65,536 tiles of 64 in 48,049 groups: 48 ms, against 6.6 ms so)."""
+    lengths = np.diff(starts, append=len(value))
+    longest = int(lengths.max()) if len(lengths) else 0
+    if longest > SHORT_SEGMENT or longest * len(starts) > SEGMENT_PASSES * len(value):  # reduceat's loop is faster
+        ordered = value if order is None else value[order]
+        return np.add.reduceat(ordered, starts, axis=0, dtype=value.dtype)
+    place = (lambda at: at) if order is None else (lambda at: order[at])
+    sums = value[place(starts)]
+    for k in range(1, longest):
+        longer = np.flatnonzero(lengths > k)
+        sums[longer] += value[place(starts[longer] + k)]
+    return sums
 
 
 def _bytes(part: Part) -> int:

@@ -1,0 +1,93 @@
+"""A MINIMIZE step on stacks: a parameter, its gradient and Adam's moments as arrays `(n, *tile)` in key order.
+
+Where every stored tile of a parameter is dense and of one shape (an embedding of one row a tile, a
+weight in one tile) and its gradient's tuples are small dense tiles of that shape under its keys, a
+step is a few whole-array operations and one stacked write per tensor, with no Python step per tile.
+Anything else (edge tiles, CSR tiles, a gradient reaching tiles the parameter lacks, moments under
+other keys) returns None, and the step goes tile by tile (statements/minimize.py): the same values.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+import numpy as np
+
+from trdb.execution.column_batch import to_columns
+from trdb.execution.spool import row_batches
+from trdb.storage.tensor_meta import TensorMeta
+from trdb.storage.tile_runs import TileRuns
+from trdb.storage.tile_store import key_order
+
+
+@dataclass(frozen=True)
+class Stack:
+    """Tiles of one shape: `keys` n x m int64 in key order, `tiles` `(n, *tile)` (row i under keys[i])."""
+    keys: np.ndarray
+    tiles: np.ndarray
+
+
+def stored_stack(keys: np.ndarray, tiles: list) -> Optional[Stack]:
+    """A read's tiles (keys n x m, tiles as `catalog.tiles` gives them) as one stack in key order, where they
+    are all dense of one shape and dtype and lie in one run (no copy then); else None."""
+    runs = tiles.runs if isinstance(tiles, TileRuns) else ()
+    if len(tiles) == 0 or len(runs) != 1 or runs[0][0] != 0 or len(runs[0][1]) != len(tiles):
+        return None
+    stack = runs[0][1]
+    order = key_order(keys)
+    return Stack(keys, stack) if order is None else Stack(keys[order], stack[order])
+
+
+def gradient_stack(rows, key_count: int) -> Optional[Stack]:
+    """A gradient's tuples (keys then one tile, a list or a spool) as one stack in key order, where every tile
+    is a small dense array of one shape and dtype (a column batch's stack, else stacked); else None."""
+    keys, tiles = [], []
+    for batch in row_batches(rows):
+        columns = to_columns(batch)
+        if columns is None or len(columns.columns) != key_count + 1 or not columns.is_tile[-1] \
+                or any(columns.is_tile[:-1]):
+            return None
+        keys.append(np.stack(columns.keys(), axis=1) if key_count else np.zeros((len(columns), 0), np.int64))
+        tiles.append(columns.columns[-1])
+    if not tiles or len({(t.shape[1:], t.dtype) for t in tiles}) != 1:
+        return None
+    stack = Stack(np.concatenate(keys), np.concatenate(tiles))
+    order = key_order(stack.keys)
+    return stack if order is None else Stack(stack.keys[order], stack.tiles[order])
+
+
+def positions_in(stack: Stack, among: Stack, meta: TensorMeta) -> Optional[np.ndarray]:
+    """Where each of `stack`'s keys is among `among`'s (both in key order, keys unique): None where one is
+    not there, or a key repeats."""
+    if not len(stack.keys):
+        return np.zeros(0, dtype=np.int64)
+    wanted, present = _linear(stack.keys, meta), _linear(among.keys, meta)
+    if len(np.unique(wanted)) != len(wanted):
+        return None
+    positions = np.searchsorted(present, wanted)
+    inside = positions < len(present)
+    if not inside.all() or not np.array_equal(present[positions], wanted):
+        return None
+    return positions
+
+
+def _linear(keys: np.ndarray, meta: TensorMeta) -> np.ndarray:
+    """Key rows as one number each (ascending with key order): their place in the tensor's grid."""
+    if keys.shape[1] == 0:
+        return np.zeros(len(keys), dtype=np.int64)
+    return np.ravel_multi_index(tuple(keys.T), tuple(meta.grid))
+
+
+def full_gradient(gradient: Stack, positions: np.ndarray, count: int, dtype: np.dtype) -> np.ndarray:
+    """The gradient at every one of `count` tiles, as `dtype`: zero where the loss does not reach a tile (a
+    zero gradient still moves it under Adam, as PyTorch steps a whole parameter)."""
+    if len(positions) == count:
+        return np.asarray(gradient.tiles, dtype=dtype)
+    full = np.zeros((count, *gradient.tiles.shape[1:]), dtype=dtype)
+    full[positions] = gradient.tiles
+    return full
+
+
+def same_keys(stacks: Iterable[Optional[Stack]], keys: np.ndarray) -> bool:
+    """Every stack is there and holds exactly `keys`' tiles, in order, of one shape."""
+    return all(s is not None and np.array_equal(s.keys, keys) for s in stacks)

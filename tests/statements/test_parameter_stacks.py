@@ -1,0 +1,89 @@
+"""MINIMIZE's step on stacks (statements/parameter_stacks.py) gives the values of the tile-by-tile step.
+
+Each model runs twice from the same data: once as it runs, once with the stacked step turned off; the
+losses and the parameters (and Adam's moments) after several steps, across statements, must agree to the
+last bits. The
+models cover embeddings a gradient reaches only in part (the rest step with a zero gradient), a
+parameter of one tile, a parameter with edge tiles (no stack: tile by tile), and SGD in float32.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import trdb
+from trdb.statements import minimize
+
+
+def embedding_model(con, rng, entities=40, pairs=25, tile=(1, 8)) -> None:
+    """Rows of E paired by a table; with tiles of several rows, a tile is paired with itself (edge tiles of
+    two shapes never meet)."""
+    con.execute(f"CREATE TENSOR E FROM ? TILE {tile} DTYPE float64", [rng.standard_normal((entities, 8)) * 0.1])
+    con.execute("CREATE TABLE pairs (h BIGINT, t BIGINT)")
+    # entities past 30 never appear: their gradient tiles are absent, and under Adam they still step
+    for h, t in zip(rng.integers(0, 30, pairs).tolist(), rng.integers(0, 30, pairs).tolist()):
+        con.execute("INSERT INTO pairs VALUES (?, ?)", [h, t])
+    con.execute("CREATE TENSOR w FROM ? TILE (1, 8) DTYPE float64", [rng.standard_normal((1, 8))])
+    con.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(H.v * w.v - U.v)) AS v FROM pairs AS P "
+                f"JOIN E AS H ON H.i = P.h JOIN E AS U ON U.i = P.{'t' if tile[0] == 1 else 'h'} JOIN w ON w.i = 0")
+
+
+def trained(monkeypatch, stacked: bool, options: str, tile=(1, 8), statements: int = 3) -> dict:
+    taken = []
+    original = minimize._stacked_update
+    monkeypatch.setattr(minimize, "_stacked_update",
+                        lambda *args: taken.append(original(*args)) or taken[-1] if stacked else None)
+    con = trdb.connect()
+    embedding_model(con, np.random.default_rng(3), tile=tile)
+    losses = [con.execute(f"MINIMIZE loss WRT (E, w) WITH ({options}, steps = 2)").fetchall()
+              for _ in range(statements)]
+    out = {"losses": losses, "E": con.execute("SELECT * FROM E").fetch_tensor((40, 8)),
+           "w": con.execute("SELECT * FROM w").fetch_tensor((1, 8))}
+    if "adam" in options:
+        for name in ("__trdb_adam_m__e", "__trdb_adam_v__e"):
+            out[name] = con.execute(f"SELECT * FROM {name}").fetch_tensor((40, 8))
+    out["stacked"] = sum(t is not None for t in taken)
+    con.close()
+    monkeypatch.undo()
+    return out
+
+
+@pytest.mark.parametrize("options", ["optimizer = 'adam', learning_rate = 0.05", "optimizer = 'sgd'"])
+@pytest.mark.parametrize("tile", [(1, 8), (3, 8)], ids=["one-row-tiles", "edge-tiles"])
+def test_stacked_steps_equal_tile_by_tile_steps(monkeypatch, options, tile):
+    fast = trained(monkeypatch, True, options, tile)
+    slow = trained(monkeypatch, False, options, tile)
+    # 3 statements of 2 steps, 2 parameters: one-row tiles stack, edge tiles go tile by tile (w, one tile, stacks)
+    assert (fast.pop("stacked"), slow.pop("stacked")) == ((12, 0) if tile[0] == 1 else (6, 0))
+    assert fast.keys() == slow.keys()
+    for name in fast:  # up to the last bits: parallel plans add a group's tuples in the order workers hand them on
+        np.testing.assert_allclose(np.asarray(fast[name], dtype=float), np.asarray(slow[name], dtype=float),
+                                   rtol=1e-12, atol=1e-15, err_msg=name)
+    assert fast["losses"][-1][-1][1] < fast["losses"][0][0][1]  # it trains
+
+
+def test_untouched_embeddings_move_under_adam_and_stay_under_sgd(monkeypatch):
+    con = trdb.connect()
+    embedding_model(con, np.random.default_rng(3))
+    before = con.execute("SELECT * FROM E").fetch_tensor((40, 8))
+    con.execute("MINIMIZE loss WRT (E) WITH (optimizer = 'sgd', steps = 1)")
+    after_sgd = con.execute("SELECT * FROM E").fetch_tensor((40, 8))
+    assert np.array_equal(after_sgd[30:], before[30:])  # a zero gradient: SGD leaves them
+    assert not np.array_equal(after_sgd[:30], before[:30])
+    con.close()
+
+
+def test_a_float32_parameter_steps_in_float32_under_sgd(monkeypatch):
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((64, 4)).astype(np.float32)
+    con = trdb.connect()
+    con.execute("CREATE TENSOR X FROM ? TILE (1, 4)", [X])
+    con.execute("CREATE TENSOR Y FROM ? TILE (1, 4)", [np.zeros((64, 4), np.float32)])
+    con.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(X.v - Y.v)) AS v FROM X JOIN Y ON X.i = Y.i")
+    con.execute("MINIMIZE loss WRT (X) WITH (optimizer = 'sgd', learning_rate = 0.25, steps = 1)")
+    stepped = con.execute("SELECT * FROM X").fetch_tensor((64, 4))
+    expected = X.copy()
+    expected -= np.float32(0.25) * (2 * X)  # numpy's W -= rate * g in float32
+    assert stepped.dtype == np.float32
+    assert np.array_equal(stepped, expected)
+    con.close()
