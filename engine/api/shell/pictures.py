@@ -1,9 +1,9 @@
 """Pictures: `.spy TENSOR` draws which tiles are stored and how dense (as matplotlib's spy, in Unicode blocks);
-`.plot` writes a PNG of a sparsity pattern or of the last MINIMIZE's loss curve (matplotlib, the trdb[plot] extra)."""
+`.plot` writes a PNG of a sparsity pattern or of the last MINIMIZE's loss curve (matplotlib, the plot extra)."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 SHADES = [(0.75, "█"), (0.5, "▓"), (0.25, "▒"), (0.0, "░")]  # density at least this: this block
 ZERO = "·"              # tiles stored whose values are all zero
 LEGEND = "█ ≥75%  ▓ ≥50%  ▒ ≥25%  ░ >0  · stored, all zero  (blank) no tile"
+DPI = 100               # the PNG's pixels per inch
+POINTS_PER_INCH = 72    # matplotlib sizes markers in points
+INSTALL_PLOT = ("pip install -e '.[plot]' in trdb's clone (pip install 'trdb[plot]' where trdb came from a "
+                "package index, or pip install matplotlib)")
 
 
 def _tensor_info(con: "Connection", name: str) -> tuple[str, list[int], list[int]]:
@@ -118,7 +122,7 @@ def _pyplot():
         matplotlib.use("Agg")  # files only: no window
         import matplotlib.pyplot as plt
     except ImportError:
-        raise CommandError(".plot needs matplotlib: pip install 'trdb[plot]'") from None
+        raise CommandError(f".plot needs matplotlib, the plot extra\nHINT: {INSTALL_PLOT}") from None
     return plt
 
 
@@ -132,7 +136,7 @@ def plot_command(runner: "Runner", args: list[str]) -> bool:
         raise CommandError("usage: .plot spy TENSOR FILE.png | .plot loss FILE.png")
     path = args[-1]
     try:
-        figure.savefig(path, dpi=100)
+        figure.savefig(path, dpi=DPI)
     except OSError as exc:
         raise CommandError(f"cannot write {path}: {exc.strerror}") from None
     finally:
@@ -147,14 +151,21 @@ def _spy_figure(runner: "Runner", tensor: str):
         raise CommandError(f".plot spy draws 2-d tensors; {name} has {len(shape)} dimensions")
     matrix = runner.con.execute(f"SELECT * FROM {quote_identifier(name)}").fetch_sparse()
     plt = _pyplot()
-    figure, axes = plt.subplots(figsize=(6, 6 * min(3.0, max(1 / 3, shape[0] / shape[1]))))
-    axes.spy(matrix, markersize=_marker(matrix.nnz), aspect="auto")
+    figure, axes = plt.subplots(figsize=(6, 6 * min(3.0, max(1 / 3, shape[0] / shape[1]))), dpi=DPI)
+    box = axes.get_position()  # the axes' share of the figure
+    width, height = figure.get_size_inches() * DPI
+    size = spy_marker_size(shape, (box.height * height, box.width * width))
+    axes.spy(matrix, markersize=size, markeredgewidth=0, aspect="auto")
     axes.set_title(f"{name}: {matrix.nnz} non-zeros of {shape[0]} x {shape[1]}")
     return figure
 
 
-def _marker(nnz: int) -> Optional[float]:
-    return max(0.1, min(4.0, 400 / math.sqrt(max(nnz, 1))))
+def spy_marker_size(shape: list[int], axes_pixels: tuple[float, float]) -> float:
+    """A spy marker's size in points: one entry's share of the axes (pixels per row or per column, the
+    smaller), and never under one pixel: a small matrix shows its cells, a large sparse one single dots
+    (a marker sized to the count of non-zeros drew 0.075% density as solid stripes)."""
+    per_entry = min(axes_pixels[0] / max(shape[0], 1), axes_pixels[1] / max(shape[1], 1))
+    return max(1.0, per_entry) * POINTS_PER_INCH / DPI
 
 
 def _loss_figure(runner: "Runner"):

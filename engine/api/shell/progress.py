@@ -20,6 +20,7 @@ TICK = 0.1              # how often the waiting thread wakes up (spinner frames,
 FRAMES = "|/-\\"
 SPARKS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 16        # the sparkline shows the loss of the last this many steps
+FLAT = 1e-3             # the sparkline's height stands for at least this fraction of the largest loss shown
 
 
 @dataclass
@@ -35,12 +36,15 @@ class Outcome:
 
 
 def sparkline(values: list[float]) -> str:
-    """The values as a line of block characters, lowest ▁ to highest █ (non-finite ones as a space)."""
+    """The values as a line of block characters, lowest ▁ to highest █ (non-finite ones as a space). The
+    height stands for at least FLAT of the values' size, so a loss that changes in its fifth digit
+    draws a flat line, not the noise of that digit stretched to full height."""
     finite = [v for v in values if v == v and abs(v) != float("inf")]
     if not finite:
         return ""
     low, high = min(finite), max(finite)
-    scale = (len(SPARKS) - 1) / (high - low) if high > low else 0.0
+    span = max(high - low, FLAT * max(abs(v) for v in finite))
+    scale = (len(SPARKS) - 1) / span if span > 0 else 0.0
     return "".join(SPARKS[round((v - low) * scale)] if v in finite else " " for v in values)
 
 
