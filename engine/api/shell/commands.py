@@ -20,7 +20,7 @@ HELP = [
     (".schema [NAME]", "the CREATE statements of NAME, or of every table, tensor and view (runnable as printed)"),
     (".show", "show the shell's settings"),
     (".mode [MODE]", "print results as " + ", ".join(MODES) + " (no MODE: the current one)"),
-    (".headers on|off", "print the column names (every mode but json, jsonlines, line and raw)"),
+    (".headers on|off", "print the column names (table, box, duckbox, column, list, html, csv, tsv)"),
     (".maxrows [N]", "show at most N rows of a table, first and last (0: all; no N: the current value)"),
     (".timer on|off", "print the time each statement takes"),
     (".echo on|off", "print each statement and dot command before running it"),
@@ -38,7 +38,7 @@ HELP = [
     (".plot spy TENSOR FILE.png", "write a PNG of a tensor's non-zeros (needs matplotlib: the plot extra)"),
     (".plot loss FILE.png", "write a PNG of the last MINIMIZE's loss curve (needs matplotlib: the plot extra)"),
     (".databases", "show the database file this shell has open"),
-    (".quit", "leave the shell (also .q, .exit, \\q, quit, exit and Ctrl-D)"),
+    (".quit", "leave the shell (also .q, .exit, \\q, quit, exit, quit(), exit() and Ctrl-D)"),
     ("\\d [NAME]", "psql's: list the relations, or describe NAME (also \\dt; \\l lists databases)"),
     ("\\timing, \\x", "psql's: toggle the timer, toggle expanded display (one line per column)"),
 ]
