@@ -240,3 +240,27 @@ def result_to_pandas(schema: Optional[Schema], description, rows: Sequence[tuple
             type_code = schema[position].type if schema is not None else description[position][1]
             data[name] = _arrow_column(values, arrow_type(type_code)).to_pandas()
     return pd.DataFrame(data, columns=_column_names(schema, description))
+
+
+def polars_module():
+    """polars, which only pl() needs and trdb does not require; an InterfaceError that says how to install it."""
+    try:
+        import polars
+    except ImportError:
+        raise InterfaceError("pl() needs polars, which is not installed",
+                             hint="pip install polars (or fetch a pandas DataFrame with df(), Arrow with "
+                                  "to_arrow_table())") from None
+    return polars
+
+
+def arrow_to_polars(table: pa.Table):
+    """A polars DataFrame of an Arrow table (as fetch_arrow() gives it): a tensor column becomes a polars Array
+    column of the tile's shape, the other columns keep their Arrow types."""
+    pl = polars_module()
+    columns = []
+    for name, column in zip(table.column_names, table.columns):
+        if isinstance(column.type, pa.FixedShapeTensorType):
+            columns.append(pl.Series(name, column.combine_chunks().to_numpy_ndarray()))
+        else:
+            columns.append(pl.from_arrow(column).alias(name))
+    return pl.DataFrame(columns)

@@ -9,9 +9,18 @@ import numpy as np
 import pyarrow as pa
 
 from trdb import errors
-from trdb.api.conversions import result_to_arrow, result_to_numpy, result_to_pandas, result_to_sparse
+from trdb.api.conversions import (
+    arrow_to_polars,
+    polars_module,
+    result_to_arrow,
+    result_to_numpy,
+    result_to_pandas,
+    result_to_sparse,
+)
 from trdb.api.ctrl_c import DeferredCtrlC
+from trdb.api.named_parameters import colon_placeholders
 from trdb.api.relation import Relation
+from trdb.api.relation_sources import file_relation, frame_relation, table_relation
 from trdb.api.replacement_scans import python_scans, user_frame
 from trdb.api.result_sets import without_row_count
 from trdb.api.row_reader import CURSOR_BATCH_BYTES, RowReader, fetching, nbytes, user_value
@@ -79,28 +88,40 @@ class Cursor:
         """What the last statement changed ("UPDATE A: 12 tiles"), as psycopg's cursor says; None after a query."""
         return self._result.status if self._result is not None else None
 
-    def execute(self, operation: str, parameters: Optional[Sequence[Any]] = None) -> "Cursor":
+    def execute(self, operation: str, parameters: Optional[Union[Sequence[Any], Mapping[str, Any]]] = None
+                ) -> "Cursor":
+        """Run a statement; `parameters`: a sequence for `?` and `$1`, a mapping for `$name` and `:name`."""
         self._check_open()
         if not isinstance(operation, str):
             raise errors.ProgrammingError(f"execute() takes a statement string, got {type(operation).__name__}")
         _check_utf8(operation)
         if parameters is not None and (isinstance(parameters, (str, bytes)) or
                                        not isinstance(parameters, (Sequence, Mapping))):
-            raise errors.ProgrammingError("parameters must be a sequence (for ? and $1) or a mapping (for $name)")
+            raise errors.ProgrammingError("parameters must be a sequence (for ? and $1) or a mapping (for $name "
+                                          f"and :name), got {type(parameters).__name__}")
         self._forget_result()
         del self.messages[:]
-        self._running = True
-        try:
-            bound = parameters if isinstance(parameters, Mapping) else tuple(parameters or ())
-            session = self.connection._session()
-            scans = python_scans(operation, user_frame(), session.known_relation)
-            with DeferredCtrlC(session.cancel):
-                result = without_row_count(session.execute(operation, bound, scans), operation)
-        finally:
-            self._running = False
+        bound = parameters if isinstance(parameters, Mapping) else tuple(parameters or ())
+        text = colon_placeholders(operation, bound) if isinstance(bound, Mapping) else operation
+        result = self._run(text, bound, operation)
         self._result, self._reader = result, RowReader(result.rows)
         self._rowcount = result.rowcount
         return self
+
+    def _run(self, text: str, bound: Union[tuple, Mapping[str, Any]], written: str) -> Result:
+        """Run `text` (the statement as `written`, `:name` placeholders as `$name`); errors quote it as written."""
+        self._running = True
+        try:
+            session = self.connection._session()
+            scans = python_scans(text, user_frame(), session.known_relation)
+            with DeferredCtrlC(session.cancel):
+                return without_row_count(session.execute(text, bound, scans), text)
+        except errors.Error as exc:
+            if exc.statement == text and text != written:
+                exc.statement = written
+            raise
+        finally:
+            self._running = False
 
     def executemany(self, operation: str, seq_of_parameters: Sequence[Sequence[Any]]) -> "Cursor":
         total = 0
@@ -148,6 +169,22 @@ class Cursor:
 
     def nextset(self) -> None:
         return None
+
+    def scroll(self, value: int, mode: str = "relative") -> None:
+        """PEP 249's optional extension: move to another row of the result, `value` rows on (`relative`) or to
+        row `value` (`absolute`, 0-based); IndexError where that row would lie outside the result."""
+        result = self._require_result("scroll")
+        if mode not in ("relative", "absolute"):
+            raise errors.ProgrammingError(f"scroll(): unknown mode {mode!r}", hint="'relative' or 'absolute'")
+        if result.schema is None and result.description is None:
+            raise errors.InterfaceError("scroll(): the last statement produced no result set")
+        target = self._reader.position + value if mode == "relative" else value
+        if not 0 <= target <= len(result.rows):
+            raise IndexError(f"scroll(): row {target} is outside the result's {len(result.rows)} rows")
+        if target < self._reader.position:
+            self._reader.rewind(target)
+        else:
+            self._reader.skip(target - self._reader.position)
 
     def __next__(self) -> tuple:
         row = self.fetchone()
@@ -213,6 +250,13 @@ class Cursor:
         return result_to_pandas(result.schema, result.description, self._take(None))
 
     fetchdf = fetch_df = df
+
+    @fetching
+    def pl(self):
+        """The remaining rows as a polars DataFrame (tiles as polars Array columns); polars must be installed."""
+        self._require_result("pl")
+        polars_module()  # before any row is fetched: without polars the rows stay to be fetched
+        return arrow_to_polars(self.fetch_arrow())
 
     @fetching
     def fetch_long(self):
@@ -337,9 +381,14 @@ class Connection:
         self._cursors.add(cursor)
         return cursor
 
-    def execute(self, operation: str, parameters: Optional[Sequence[Any]] = None) -> Cursor:
+    def execute(self, operation: str, parameters: Optional[Union[Sequence[Any], Mapping[str, Any]]] = None
+                ) -> Cursor:
         """A shortcut, as in sqlite3 and DuckDB: a new cursor that has run the statement."""
         return self.cursor().execute(operation, parameters)
+
+    def executemany(self, operation: str, seq_of_parameters: Sequence[Any]) -> Cursor:
+        """A shortcut, as in sqlite3 and DuckDB: a new cursor that has run the statement once per parameters."""
+        return self.cursor().executemany(operation, seq_of_parameters)
 
     def sql(self, query: str, params: Optional[Union[Sequence[Any], Mapping[str, Any]]] = None):
         """As DuckDB's con.sql: run the statement; a query gives a Relation (fetchall, df, arrow, tensor...),
@@ -351,6 +400,29 @@ class Connection:
         return Relation(self, query, params, cursor)
 
     query = sql
+
+    def table(self, name: str) -> Relation:
+        """As DuckDB's con.table: a relation of a tensor's, view's or table's rows."""
+        return table_relation(self, name)
+
+    def read_parquet(self, file_glob: Union[str, Sequence[str]], **options: Any) -> Relation:
+        """As DuckDB's con.read_parquet: a relation of Parquet files (a path, a glob or a list of them);
+        `options` are read_parquet's named parameters (hive_partitioning=True, union_by_name=True...)."""
+        return file_relation(self, "read_parquet", file_glob, options)
+
+    from_parquet = read_parquet
+
+    def read_csv(self, path: Union[str, Sequence[str]], **options: Any) -> Relation:
+        """As DuckDB's con.read_csv: a relation of CSV files; `options` are read_csv's named parameters."""
+        return file_relation(self, "read_csv", path, options)
+
+    def from_df(self, df: Any) -> Relation:
+        """As DuckDB's con.from_df: a relation of a pandas (or polars) DataFrame's rows."""
+        return frame_relation(self, df, "from_df")
+
+    def from_arrow(self, data: Any) -> Relation:
+        """As DuckDB's con.from_arrow: a relation of an Arrow table, record batch or reader."""
+        return frame_relation(self, data, "from_arrow")
 
     def register(self, name: str, data: Any) -> "Connection":
         """Make a pandas/polars DataFrame or Arrow table readable under `name` (plain SQL, FROM COO name)."""

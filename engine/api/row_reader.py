@@ -45,6 +45,14 @@ class RowReader:
             taken.extend(part)
         return taken
 
+    def skip(self, count: int) -> None:
+        """Pass over `count` rows without handing them over (a spilled result's are read back a batch at a time)."""
+        if isinstance(self.rows, RowSpool):
+            while count > 0 and (taken := len(self.take(min(count, 256)))):
+                count -= taken
+        else:
+            self.position = min(len(self.rows), self.position + count)
+
     def rewind(self, position: int) -> None:
         """Back to `position` (a fetch that failed leaves its rows to be fetched). A spooled result is read
         again from its start: the read that failed may have ended its batches (an error ends a generator)."""
