@@ -6,27 +6,18 @@ import weakref
 from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
-import pyarrow as pa
 
 from trdb import errors
-from trdb.api.conversions import (
-    arrow_to_polars,
-    polars_module,
-    result_to_arrow,
-    result_to_numpy,
-    result_to_pandas,
-    result_to_sparse,
-)
+from trdb.api.conversions import result_to_sparse
 from trdb.api.ctrl_c import DeferredCtrlC
+from trdb.api.duckdb_conveniences import DuckDBConveniences
 from trdb.api.named_parameters import colon_placeholders
-from trdb.api.relation import Relation
-from trdb.api.relation_sources import file_relation, frame_relation, table_relation
 from trdb.api.replacement_scans import python_scans, user_frame
+from trdb.api.result_formats import ResultFormats
 from trdb.api.result_sets import without_row_count
-from trdb.api.row_reader import CURSOR_BATCH_BYTES, RowReader, fetching, nbytes, user_value
+from trdb.api.row_reader import RowReader, fetching, user_value
 from trdb.config.settings import physical_memory
-from trdb.execution.long_form import long_batches, long_names, long_schema
-from trdb.execution.result import Result, assemble, check_result_fits, layout_of
+from trdb.execution.result import Result, assemble, check_result_fits
 from trdb.kernels.backend import to_host
 from trdb.plan.types import Column
 
@@ -48,8 +39,7 @@ def _describe(column: Column) -> tuple:
     return (column.name, str(column.type), None, None, None, None, column.is_key)
 
 
-ARROW_BATCH_ROWS = 256  # tuples converted at a time by fetch_arrow, fetch_long and COPY
-class Cursor:
+class Cursor(ResultFormats):
     """A PEP 249 cursor; rows are tuples of Python ints (keys) and numpy arrays (tiles)."""
 
     def __init__(self, connection: "Connection"):
@@ -101,6 +91,7 @@ class Cursor:
                                           f"and :name), got {type(parameters).__name__}")
         self._forget_result()
         del self.messages[:]
+        self.connection.unregister_released()
         bound = parameters if isinstance(parameters, Mapping) else tuple(parameters or ())
         text = colon_placeholders(operation, bound) if isinstance(bound, Mapping) else operation
         result = self._run(text, bound, operation)
@@ -224,57 +215,6 @@ class Cursor:
         result = self._tensor_result("fetch_sparse")
         return self._assembled("fetch_sparse()", result_to_sparse, result, shape)
 
-    @fetching
-    def fetch_arrow(self):
-        """The remaining rows as a pyarrow Table: key columns and a fixed_shape_tensor column; the rows are
-        read a bounded batch at a time, so the Arrow table is the only whole copy."""
-        result = self._require_result("fetch_arrow")
-        # results without tiles (plain SQL, DESCRIBE) are small and converted at once: each column's type is
-        # inferred from all its values
-        tiled = result.schema is not None and any(c.is_tensor for c in result.schema)
-        batches = self._batches() if tiled else iter([self._take(None)])
-        return result_to_arrow(result.schema, result.description, batches)
-
-    fetch_arrow_table = to_arrow_table = fetch_arrow
-
-    def arrow(self, batch_size: int = ARROW_BATCH_ROWS):
-        """As DuckDB 2.x: a pyarrow RecordBatchReader over the remaining rows (fetch_arrow() gives a Table)."""
-        return self.fetch_arrow().to_reader(max_chunksize=batch_size)
-
-    fetch_record_batch = arrow
-
-    @fetching
-    def df(self):
-        """The remaining rows as a pandas DataFrame (tiles larger than 0-d as an object column of arrays)."""
-        result = self._require_result("df")
-        return result_to_pandas(result.schema, result.description, self._take(None))
-
-    fetchdf = fetch_df = df
-
-    @fetching
-    def pl(self):
-        """The remaining rows as a polars DataFrame (tiles as polars Array columns); polars must be installed."""
-        self._require_result("pl")
-        polars_module()  # before any row is fetched: without polars the rows stay to be fetched
-        return arrow_to_polars(self.fetch_arrow())
-
-    @fetching
-    def fetch_long(self):
-        """The remaining rows of a tensor result in long form: a pyarrow Table of (index, ..., value) rows,
-        one per element of each present tile (CSR tiles: their stored non-zeros), indices in the whole tensor."""
-        result = self._tensor_result("fetch_long")
-        layout = layout_of(result.schema, [])
-        schema = long_schema(long_names(result.schema, layout), result.schema[layout.value_position].name,
-                             layout.dtype)
-        batches = list(long_batches(layout, self._batches(keep_sparse=True), schema))
-        return pa.Table.from_batches(batches, schema=schema)
-
-    @fetching
-    def fetchnumpy(self) -> dict[str, np.ndarray]:
-        """The remaining rows as numpy columns: keys as int64 arrays, tiles stacked when they share a shape."""
-        result = self._require_result("fetchnumpy")
-        return result_to_numpy(result.schema, result.description, self._take(None))
-
     # ------------------------------------------------------------ internals
 
     def _forget_result(self) -> None:
@@ -329,17 +269,6 @@ class Cursor:
                                           "process can allocate now", hint="fetchall() returns it tile by tile"
                                           ) from None
 
-    def _batches(self, keep_sparse: bool = False) -> Iterator[list[tuple]]:
-        """The remaining rows, a batch of about CURSOR_BATCH_BYTES (at most ARROW_BATCH_ROWS rows) at a time."""
-        size = 1
-        while True:
-            rows = self._take(size, keep_sparse)
-            if not rows:
-                return
-            yield rows
-            row_bytes = max(1, sum(nbytes(v) for v in rows[0]))
-            size = max(1, min(ARROW_BATCH_ROWS, CURSOR_BATCH_BYTES // row_bytes))
-
     def _take(self, count: Optional[int], keep_sparse: bool = False) -> list[tuple]:
         """The next rows with host values; CSR tiles stay CSR (scipy) with `keep_sparse`, else become numpy."""
         result = self._require_result("fetch")
@@ -352,7 +281,7 @@ class Cursor:
         return [tuple(user_value(v) for v in row) for row in rows]
 
 
-class Connection:
+class Connection(DuckDBConveniences):
     """A PEP 249 connection to one trdb database (in memory, or a file)."""
 
     Warning, Error, InterfaceError, DatabaseError = errors.Warning, errors.Error, errors.InterfaceError, \
@@ -369,6 +298,7 @@ class Connection:
         self._live = Session(database, settings, read_only)
         self._cursors: weakref.WeakSet = weakref.WeakSet()  # their results are forgotten when the connection closes
         self.messages: list = []  # PEP 249's optional extension, as on the cursor: trdb sends no warnings this way
+        self.released_frames: list[str] = []  # registered for relations now gone (relation_sources.py)
 
     def _session(self):
         if self._live is None:
@@ -389,51 +319,6 @@ class Connection:
     def executemany(self, operation: str, seq_of_parameters: Sequence[Any]) -> Cursor:
         """A shortcut, as in sqlite3 and DuckDB: a new cursor that has run the statement once per parameters."""
         return self.cursor().executemany(operation, seq_of_parameters)
-
-    def sql(self, query: str, params: Optional[Union[Sequence[Any], Mapping[str, Any]]] = None):
-        """As DuckDB's con.sql: run the statement; a query gives a Relation (fetchall, df, arrow, tensor...),
-        a statement without a result set gives None."""
-        cursor = self.cursor().execute(query, params)
-        if cursor.description is None:
-            cursor.close()
-            return None
-        return Relation(self, query, params, cursor)
-
-    query = sql
-
-    def table(self, name: str) -> Relation:
-        """As DuckDB's con.table: a relation of a tensor's, view's or table's rows."""
-        return table_relation(self, name)
-
-    def read_parquet(self, file_glob: Union[str, Sequence[str]], **options: Any) -> Relation:
-        """As DuckDB's con.read_parquet: a relation of Parquet files (a path, a glob or a list of them);
-        `options` are read_parquet's named parameters (hive_partitioning=True, union_by_name=True...)."""
-        return file_relation(self, "read_parquet", file_glob, options)
-
-    from_parquet = read_parquet
-
-    def read_csv(self, path: Union[str, Sequence[str]], **options: Any) -> Relation:
-        """As DuckDB's con.read_csv: a relation of CSV files; `options` are read_csv's named parameters."""
-        return file_relation(self, "read_csv", path, options)
-
-    def from_df(self, df: Any) -> Relation:
-        """As DuckDB's con.from_df: a relation of a pandas (or polars) DataFrame's rows."""
-        return frame_relation(self, df, "from_df")
-
-    def from_arrow(self, data: Any) -> Relation:
-        """As DuckDB's con.from_arrow: a relation of an Arrow table, record batch or reader."""
-        return frame_relation(self, data, "from_arrow")
-
-    def register(self, name: str, data: Any) -> "Connection":
-        """Make a pandas/polars DataFrame or Arrow table readable under `name` (plain SQL, FROM COO name)."""
-        if not isinstance(name, str) or not name:
-            raise errors.ProgrammingError("register() takes a view name and a data frame")
-        self._session().register(name, data)
-        return self
-
-    def unregister(self, name: str) -> "Connection":
-        self._session().unregister(name)
-        return self
 
     def commit(self) -> None:
         self._session().commit()

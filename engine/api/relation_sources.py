@@ -55,17 +55,18 @@ def lazy_relation(connection, query: str, keep: Any = None) -> Relation:
 
 
 class _Registration:
-    """A registered data frame, unregistered when the relation that reads it is gone."""
+    """A registered data frame; once the relation that reads it is gone, the connection unregisters it
+    before its next statement."""
 
     def __init__(self, connection, name: str):
         self.name = name
-        weakref.finalize(self, _unregister, weakref.ref(connection), name)
+        weakref.finalize(self, _release, weakref.ref(connection), name)
 
 
-def _unregister(connection_ref, name: str) -> None:
+def _release(connection_ref, name: str) -> None:
     connection = connection_ref()
-    if connection is not None and not connection.closed:
-        connection.unregister(name)
+    if connection is not None:
+        connection.released_frames.append(name)
 
 
 def _paths(function: str, paths: Any) -> str:

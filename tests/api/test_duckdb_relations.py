@@ -2,6 +2,7 @@
 default connection, a relation's explain(), shape, pl(), printing, and a tensor result as numpy and DLPack."""
 from __future__ import annotations
 
+import gc
 import sys
 
 import numpy as np
@@ -73,6 +74,16 @@ def test_from_df_and_from_arrow_read_the_frame_while_the_relation_lives(con):
     assert trdb.from_df(frame).shape == (3, 2)
     with pytest.raises(trdb.ProgrammingError, match="DataFrame or Arrow data, got list"):
         con.from_df([1, 2])
+
+
+def test_the_frame_of_a_relation_gone_is_unregistered_before_the_next_statement(con):
+    frames = "SELECT count(*) FROM duckdb_views() WHERE view_name LIKE 'trdb_frame_%'"
+    rel = con.from_df(pd.DataFrame({"a": [1]}))
+    assert con.execute(frames).fetchall() == [(1,)]
+    del rel
+    con.execute("SELECT 1")  # (a replacement scan read this frame's locals: Python 3.11 kept them until now)
+    gc.collect()
+    assert con.execute(frames).fetchall() == [(0,)]
 
 
 def test_module_level_sql_uses_one_default_connection():
