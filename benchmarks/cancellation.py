@@ -11,7 +11,7 @@ import numpy as np
 import trdb
 
 STATEMENTS = [
-    ("FILL of 1M tiles of 2 x 1", "CREATE TENSOR f0 SHAPE (1, 1000000) TILE (2, 1) FILL RANDOM_UNIFORM(-1, 1, 0)", None),
+    ("FILL of 1M tiles of 1 x 1", "CREATE TENSOR f0 SHAPE (1, 1000000) TILE (1, 1) FILL RANDOM_UNIFORM(-1, 1, 0)", None),
     ("FROM ? of 1M tiles of 1 x 1", "CREATE TENSOR f0 FROM ? TILE (1, 1)", (1, 1000000)),
     ("FROM ? of 250K tiles of 4 x 4", "CREATE TENSOR f0 FROM ? TILE (4, 4)", (1000, 4000)),
     ("FILL of 100K tiles of 64 x 64", "CREATE TENSOR f0 SHAPE (6400, 6400) TILE (64, 64) FILL RANDOM_NORMAL(0, 1, 1)",

@@ -285,11 +285,12 @@ class CreateTensorFrom:
 
 @dataclass(frozen=True)
 class CreateTensorFromCoo:
-    """FROM COO source (index_col, ..., value_col): source is a file path str, a Param or a TableRef."""
+    """FROM COO source (index_col, ..., value_col): source is a file path str, a Param, a TableRef or a
+    SubqueryRef (a query over ordinary tables, which DuckDB runs as written)."""
 
     name: str
     keys: Optional[tuple[str, ...]]
-    source: Union[str, Param, TableRef]
+    source: Union[str, Param, TableRef, SubqueryRef]
     columns: tuple[str, ...]
     shape: tuple[int, ...]
     tile: tuple[int, ...]

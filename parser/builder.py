@@ -24,6 +24,16 @@ def span_of(meta) -> ast.Span:
     return ast.Span(meta.line, meta.column, meta.start_pos, meta.end_pos)
 
 
+class _Sizes(tuple):
+    """A parenthesized list of integers as written: the ints, and each one's token (for a caret under it)."""
+
+    def __new__(cls, tokens):
+        tokens = [c for c in tokens if c is not None]
+        sizes = super().__new__(cls, (int(c) for c in tokens))
+        sizes.tokens = tokens
+        return sizes
+
+
 def unquote(token: Token) -> str:
     """The value of a '...' string or "..." identifier token, doubled quotes undone."""
     quote = token[0]
@@ -132,7 +142,7 @@ class Builder:
     name_list = key_list
 
     def int_tuple(self, meta, children):
-        return tuple(int(c) for c in children if c is not None)
+        return _Sizes(children)
 
     def dtype(self, meta, children):
         return children[0].lower()
@@ -295,7 +305,7 @@ class Builder:
         return ast.GradRef(children[0], children[1], children[2], span_of(meta))
 
     def retile_ref(self, meta, children):
-        return ast.RetileRef(children[0], children[1], children[2], span_of(meta))
+        return ast.RetileRef(children[0], tuple(children[1]), children[2], span_of(meta))
 
     # ------------------------------------------------------------ create
 
@@ -308,6 +318,7 @@ class Builder:
 
     def create_tensor(self, meta, children):
         head, name, keys, shape, tile, *options = children
+        shape, tile = self.fitting_tile(shape, tile)
         chosen = {}
         for kind, value, where in options:
             if kind in chosen:
@@ -317,6 +328,16 @@ class Builder:
             raise self.error("an external tensor (LOCATION) has no FILL: its tiles are the dataset's", meta)
         return ast.CreateTensor(name, keys, shape, tile, chosen.get("DTYPE"), chosen.get("FILL"),
                                 span=span_of(meta), location=chosen.get("LOCATION"), **head)
+
+    def fitting_tile(self, shape: "_Sizes", tile: "_Sizes") -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """SHAPE and TILE as plain tuples; a TILE size past its SHAPE size is an error under that size (it was
+        silently cut to the shape, which hid a swapped or mistyped pair)."""
+        for axis, (size, cut) in enumerate(zip(shape, tile)):
+            if cut > size > 0:
+                fitted = ", ".join(str(min(s, c)) for s, c in zip(shape, tile))
+                raise self.error(f"TILE {tuple(tile)} does not fit SHAPE {tuple(shape)}: {cut} > {size} on axis {axis}",
+                                 tile.tokens[axis], hint=f"TILE ({fitted}) covers that axis with one tile")
+        return tuple(shape), tuple(tile)
 
     def dtype_option(self, meta, children):
         return "DTYPE", children[0].lower(), meta
@@ -344,10 +365,11 @@ class Builder:
         return ast.CreateTensorFrom(name, keys, self.source(source), tile, dtype, span=span_of(meta), **head)
 
     def tile_clause(self, meta, children):
-        return children[0]
+        return tuple(children[0])
 
     def create_coo(self, meta, children):
         head, name, keys, source, columns, shape, tile, dtype = children
+        shape, tile = self.fitting_tile(shape, tile)
         if len(columns) < 2:
             raise self.error("FROM COO needs index columns and a value column", meta)
         return ast.CreateTensorFromCoo(name, keys, self.source(source), columns, shape, tile,
@@ -355,6 +377,9 @@ class Builder:
 
     def coo_table(self, meta, children):
         return ast.TableRef(children[0], None, span_of(meta))
+
+    def coo_query(self, meta, children):
+        return ast.SubqueryRef(children[0], None, span_of(meta))
 
     def create_tensor_as(self, meta, children):
         head, name, keys, query = children

@@ -11,6 +11,7 @@ from trdb.parser import ast
 from trdb.plan import expressions as bx
 from trdb.plan import logical as lp
 from trdb.plan.types import KEY, Column, TensorType, type_of_sql_column
+from trdb.planner.conditions import bind_condition
 from trdb.planner.einsum_binding import bind_einsum
 from trdb.planner.expression_binder import BindContext, ExpressionBinder
 from trdb.planner.gradient_binding import bind_gradient
@@ -142,7 +143,7 @@ class Binder:
             raise self.ctx.fail(select, "a tensor query needs a FROM clause", error=NotSupportedError)
         source, where = self.bind_from(select.from_items, select.where)
         if where is not None:
-            source = lp.Filter(source, ExpressionBinder(self.ctx, source.schema).bind(where))
+            source = lp.Filter(source, bind_condition(self.ctx, source.schema, where))
         if select.group_by or any(contains_aggregate(item.expr) for item in select.items):
             plan, origins = bind_grouped_select(self.ctx, source, select)
         else:

@@ -11,6 +11,7 @@ from trdb.parser import ast
 from trdb.plan import expressions as bx
 from trdb.plan import logical as lp
 from trdb.plan.types import KEY, Column, KeyType, ScalarType, TensorType
+from trdb.planner.edge_tiles import check_edge_tiles
 from trdb.planner.expression_binder import BindContext, ExpressionBinder, is_key_like
 from trdb.planner.naming import output_names
 
@@ -49,6 +50,7 @@ class GroupedBinder(ExpressionBinder):
     def __init__(self, ctx: BindContext, source: lp.Plan, group_by: list[bx.Bound]):
         super().__init__(ctx, source.schema)
         self.inner = ExpressionBinder(ctx, source.schema)
+        self.source = source
         self.group_by = group_by
         self.calls: list[lp.AggregateCall] = []
 
@@ -80,6 +82,7 @@ class GroupedBinder(ExpressionBinder):
             arg = self.inner.bind(node.args[0])
             self.inner.check_number(node.args[0], arg, node.name)
             call = lp.AggregateCall(node.name, arg)
+            check_edge_tiles(self.ctx, node, call, self.source, self.group_by)
         if call not in self.calls:
             self.calls.append(call)
         return bx.ColumnIndex(len(self.group_by) + self.calls.index(call), aggregate_type(call.function, call.arg,

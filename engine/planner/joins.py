@@ -7,6 +7,7 @@ from trdb.errors import NotSupportedError, ProgrammingError
 from trdb.parser import ast
 from trdb.plan import expressions as bx
 from trdb.plan import logical as lp
+from trdb.planner.conditions import bind_condition
 from trdb.planner.expression_binder import BindContext, ExpressionBinder
 
 
@@ -44,7 +45,12 @@ def bind_join(ctx: BindContext, item: ast.JoinRef, left: lp.Plan, right: lp.Plan
         exprs = tuple(bx.ColumnIndex(i, swapped.schema[i].type) for i in order)
         return lp.Project(swapped, exprs, tuple(swapped.schema[i] for i in order))
     schema = left.schema + right.schema
-    conditions = bx.conjuncts(ExpressionBinder(ctx, schema).bind(item.condition)) if item.condition else []
+    if item.condition is None:
+        conditions = []
+    elif item.kind in ("INNER", "CROSS"):  # anything but key equalities filters the pairs: one truth value each
+        conditions = bx.conjuncts(bind_condition(ctx, schema, item.condition, "ON"))
+    else:  # an outer join takes key equalities only, as the error below says
+        conditions = bx.conjuncts(ExpressionBinder(ctx, schema).bind(item.condition))
     left_keys, right_keys, residual = _split_keys(conditions, len(left.schema))
     kind = "INNER" if item.kind in ("INNER", "CROSS") else item.kind
     if kind != "INNER" and (residual or not left_keys):

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, Iterator, Optional, Union
 
 from trdb.catalog.catalog import Catalog
 from trdb.config.settings import Settings
+from trdb.errors import DataError
 from trdb.execution.executor import Execution
 from trdb.execution.result import Result
 from trdb.execution.spool import RowSpool
@@ -21,6 +23,7 @@ from trdb.plan import expressions as bx
 from trdb.plan import logical as lp
 from trdb.plan.physical import PhysicalNode
 from trdb.planner.binder import Binder, BoundQuery
+from trdb.planner.edge_tiles import EDGE_TILES_HINT
 from trdb.planner.expression_binder import BindContext, ExpressionBinder
 from trdb.storage.database import Database
 
@@ -69,13 +72,15 @@ class StatementContext:
 
     def execute_physical(self, node: PhysicalNode) -> tuple[Union[list, RowSpool], Execution]:
         """The tuples of a physical plan (a list, or a spool when they spilled) and its execution."""
-        spool, execution = self.pipeline.execute(node)
+        with run_time_hints():
+            spool, execution = self.pipeline.execute(node)
         return spool.contents(), execution
 
     def run_plan(self, plan: lp.Plan, shared: Optional[SharedWork] = None,
                  keep_zero_tuples: bool = False) -> Result:
         """Run a logical plan; subplans it repeats (or that `shared` already computed) run once."""
-        run = self.pipeline.run(plan, shared, keep_zero_tuples)
+        with run_time_hints():
+            run = self.pipeline.run(plan, shared, keep_zero_tuples)
         return Result(rows=run.rows, schema=plan.schema, rowcount=len(run.rows), spool=run.spool)
 
     def shared_work(self) -> SharedWork:
@@ -86,6 +91,10 @@ class StatementContext:
 
     def run_query_statement(self, query: ast.Query) -> Result:
         """Run the query of a SELECT statement, through the plan cache when the session has one."""
+        with run_time_hints():
+            return self._run_query_statement(query)
+
+    def _run_query_statement(self, query: ast.Query) -> Result:
         key = self._plan_key()
         cached = self.plans.get(key) if self.plans else None
         if cached is None:
@@ -115,3 +124,16 @@ class StatementContext:
         if self.plans is None:
             return None
         return PlanCache.key(self.text, self.bind.params, self.settings.snapshot(), self.catalog.version)
+
+
+@contextmanager
+def run_time_hints() -> Iterator[None]:
+    """Hints for errors the operators raise without one, where the binder could not have known: an aggregate
+    that met tiles of two shapes in one group (a stored tensor's edge tiles; edge_tiles.py catches the cases it
+    can be sure of before anything runs)."""
+    try:
+        yield
+    except DataError as exc:
+        if exc.hint is None and "tiles of one group have shapes" in exc.message:
+            exc.hint = EDGE_TILES_HINT
+        raise

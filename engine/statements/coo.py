@@ -42,7 +42,8 @@ class Source:
     label: str  # how messages name it: 'edges.parquet', table "edges", parameter 1
     entries: EntrySource
     positional: bool = False  # a scipy.sparse matrix: the statement's names label (row, col, data) in order
-    is_file: bool = False
+    is_file: bool = False  # DuckDB's errors reading it are about the source (a file, or a query as written)
+    where: Any = None  # the node a caret goes under for them (else the statement)
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,8 @@ def _source(sc: StatementContext, node: ast.CreateTensorFromCoo) -> Source:
         return _param_source(sc, node, sc.param(node.source))
     if isinstance(node.source, ast.TableRef):
         return _table_source(sc, node.source)
+    if isinstance(node.source, ast.SubqueryRef):
+        return _query_source(sc, node.source)
     return _file_source(sc, node, node.source)
 
 
@@ -109,7 +112,9 @@ def _reading(sc: StatementContext, node: ast.CreateTensorFromCoo, source: Source
         if not source.is_file or exc.statement is not None:  # ours already, or not about a file
             raise
         error = OperationalError if isinstance(exc, OperationalError) else DataError
-        raise sc.bind.fail(node, f"cannot read {source.label}: {exc.message.splitlines()[0]}",
+        if source.where is not None and isinstance(exc, ProgrammingError):
+            error = ProgrammingError  # a query that DuckDB cannot bind is a mistake in it, not in data
+        raise sc.bind.fail(source.where or node, f"cannot read {source.label}: {exc.message.splitlines()[0]}",
                            error=error) from None
 
 
@@ -135,6 +140,27 @@ def _table_source(sc: StatementContext, ref: ast.TableRef) -> Source:
         raise sc.bind.fail(ref, f'table "{ref.name}" does not exist',
                            hint=did_you_mean(ref.name, sc.catalog.ordinary_tables()))
     return Source(f'table "{found[0]}"', coo_staging.table_entries(found[0]))
+
+
+def _query_source(sc: StatementContext, ref: ast.SubqueryRef) -> Source:
+    """A query over ordinary tables, as written (DuckDB runs it: its SQL, its functions); a query that reads a tensor
+    relation or a trdb view gives tiles, not entries, and names no table DuckDB knows."""
+    ctes = {fold(c.name) for n in ast.walk(ref.query) if isinstance(n, ast.Query) for c in n.ctes}
+    for node in ast.walk(ref.query):
+        if isinstance(node, ast.Param):
+            raise sc.bind.fail(node, "FROM COO (query) takes no parameters",
+                               hint="bind the entries themselves: FROM COO ? with a pyarrow Table or DataFrame")
+        if not isinstance(node, ast.TableRef) or fold(node.name) in ctes:
+            continue
+        if sc.catalog.tensor(node.name) or sc.catalog.view(node.name):
+            raise sc.bind.fail(node, f'"{node.name}" is a tensor relation or a trdb view; FROM COO (query) reads '
+                                     "ordinary tables",
+                               hint="COPY a tensor TO 'file.parquet' (LAYOUT long) for its entries")
+        if sc.catalog.ordinary_table(node.name) is None:
+            raise sc.bind.fail(node, f'table "{node.name}" does not exist',
+                               hint=did_you_mean(node.name, sc.catalog.ordinary_tables()))
+    text = sc.text[ref.span.start:ref.span.end]
+    return Source("the query", EntrySource(text), is_file=True, where=ref)
 
 
 def _param_source(sc: StatementContext, node: ast.CreateTensorFromCoo, value: Any) -> Source:

@@ -178,7 +178,7 @@ def test_the_gradient_of_a_loss_that_does_not_depend_on_the_tensor_is_zero(cur):
 
 
 @pytest.mark.parametrize("statement,params", [
-    ("CREATE TENSOR f0 SHAPE (1, 1000000) TILE (2, 1) FILL RANDOM_UNIFORM(-1, 1, 0)", ()),
+    ("CREATE TENSOR f0 SHAPE (1, 1000000) TILE (1, 1) FILL RANDOM_UNIFORM(-1, 1, 0)", ()),
     ("CREATE TENSOR f0 FROM ? TILE (1, 1)", (np.ones((1, 1000000), np.float32),)),
 ])
 def test_closing_the_cursor_cancels_a_long_fill_and_leaves_no_tensor(con, monkeypatch, statement, params):
@@ -332,7 +332,7 @@ def test_an_allocation_the_process_cannot_make_fails_the_statement_and_changes_n
 def test_a_null_number_in_a_tensor_expression_is_a_data_error(gcur):
     """SUM of a number over no tuples is NULL; added to a fresh tile in place it was an InternalError (numpy cast
     an object result); multiplied, a DataError quoting Python's TypeError."""
-    gcur.execute("CREATE TENSOR E SHAPE (1, 1, 8) TILE (8, 4, 4)")  # no tiles
+    gcur.execute("CREATE TENSOR E SHAPE (1, 1, 8) TILE (1, 1, 4)")  # no tiles
     for query in ("SELECT G.v * 2.5 + A1.v AS v FROM G CROSS JOIN (SELECT SUM(POWER(2.5, -1)) AS v FROM E) AS A1",
                   "SELECT G.v * A1.v AS v FROM G CROSS JOIN (SELECT SUM(2.5) AS v FROM E) AS A1"):
         with pytest.raises(trdb.DataError, match="an operand is NULL") as caught:

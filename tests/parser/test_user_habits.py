@@ -1,4 +1,5 @@
-"""What numpy, PyTorch, PostgreSQL and DuckDB users write: `a @ b` is MATMUL, and a JOIN without ON is an error."""
+"""What numpy, PyTorch, PostgreSQL and DuckDB users write: `a @ b` is MATMUL (numpy's precedence), a JOIN without ON
+is an error, a TILE past its SHAPE is an error under the size, and FROM COO takes a query."""
 from __future__ import annotations
 
 import numpy as np
@@ -35,3 +36,41 @@ def test_a_join_without_on_is_an_error_with_a_caret_and_a_hint(con, join):
 def test_cross_join_and_comma_still_pair_every_tuple(con):
     assert con.execute("SELECT COUNT(*) FROM A CROSS JOIN B").fetchone() == (16,)
     assert con.execute("SELECT COUNT(*) FROM A, B").fetchone() == (16,)
+
+
+def test_the_at_operator_has_numpys_precedence():
+    """`a @ b * c` is `(a @ b) * c` and `a + b @ c` is `a + (b @ c)`: @ binds as * does, left to right."""
+    from trdb.parser import parse_expression
+    from trdb.parser.ast import BinaryOp, FuncCall
+
+    product = parse_expression("A.v @ B.v * 2")
+    assert isinstance(product, BinaryOp) and product.op == "*" and isinstance(product.left, FuncCall)
+    assert product.left.name == "MATMUL"
+    total = parse_expression("A.v + B.v @ C.v")
+    assert isinstance(total, BinaryOp) and total.op == "+" and total.right.name == "MATMUL"
+    chained = parse_expression("A.v @ B.v @ C.v")
+    assert chained.name == "MATMUL" and chained.args[0].name == "MATMUL"
+
+
+@pytest.mark.parametrize("statement,size", [
+    ("CREATE TENSOR T SHAPE (10, 10) TILE (20, 20) FILL ZEROS", "20, 20"),
+    ("CREATE TENSOR T SHAPE (10, 10) TILE (5, 11)", "11)"),
+    ("CREATE TENSOR T FROM COO e (i, j, x) SHAPE (4, 4) TILE (8, 2)", "8, 2"),
+])
+def test_a_tile_past_its_shape_is_a_syntax_level_error_under_the_size(statement, size):
+    from trdb.parser import ParseError, parse
+
+    with pytest.raises(ParseError) as failure:
+        parse(statement)
+    assert "does not fit SHAPE" in failure.value.message and failure.value.column == statement.index(size) + 1
+    assert failure.value.hint.startswith("TILE (")
+
+
+def test_from_coo_takes_a_query_as_written():
+    from trdb.parser import parse
+    from trdb.parser.ast import SubqueryRef
+
+    text = "CREATE TENSOR G FROM COO (SELECT dst, src, w FROM edges WHERE w > 0) (dst, src, w) SHAPE (8, 8) TILE (4, 4)"
+    node = parse(text)
+    assert isinstance(node.source, SubqueryRef) and node.columns == ("dst", "src", "w")
+    assert text[node.source.span.start:node.source.span.end] == "(SELECT dst, src, w FROM edges WHERE w > 0)"

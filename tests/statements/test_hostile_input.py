@@ -46,8 +46,27 @@ def test_key_literals_and_arithmetic_stay_in_bigint(cur) -> None:
         cur.execute("SELECT A.i FROM A WHERE A.i * 9223372036854775807 * 4 > 0")
 
 
-def test_a_tile_larger_than_the_shape_is_clamped(cur) -> None:
-    cur.execute("CREATE TENSOR T SHAPE (4, 4) TILE (8, 8) FILL ONES")
+def test_a_tile_larger_than_the_shape_is_an_error_under_it(cur) -> None:
+    """SHAPE and TILE are written side by side: a TILE past the SHAPE is a mistake to point at, not to cut."""
+    for statement in ("CREATE TENSOR T SHAPE (4, 4) TILE (2, 8) FILL ONES",
+                      "CREATE TABLE e (i INT, j INT, x DOUBLE); CREATE TENSOR T FROM COO e (i, j, x) SHAPE (4, 4) "
+                      "TILE (2, 8)"):
+        *setup, create = statement.split("; ")
+        for text in setup:
+            cur.execute(text)
+        with pytest.raises(trdb.ProgrammingError) as failure:
+            cur.execute(create)
+        message = str(failure.value)
+        assert "TILE (2, 8) does not fit SHAPE (4, 4): 8 > 4 on axis 1" in message
+        assert message.splitlines()[2].index("^") == len("LINE 1: ") + create.index("8)")
+        assert "HINT: TILE (2, 4)" in message
+    with pytest.raises(trdb.ProgrammingError, match='"T" does not exist'):
+        cur.execute("SELECT * FROM T")
+
+
+def test_a_tile_larger_than_an_array_is_clamped(cur) -> None:
+    """FROM ? TILE (...) names no shape: one TILE for arrays of any size stores a small one as one tile."""
+    cur.execute("CREATE TENSOR T FROM ? TILE (8, 8)", [np.ones((4, 4), np.float32)])
     cur.execute("DESCRIBE T")
     assert cur.fetchall()[-1][4] == "[4, 4]"
     cur.execute("SELECT * FROM EINSUM('ij,ij,ij->ij', T, T, T)")
