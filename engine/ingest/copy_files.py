@@ -10,13 +10,16 @@ through a memory map, so only a batch of tiles is in memory at a time.
 from __future__ import annotations
 
 import errno
+import json
 import mmap
 import os
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
@@ -26,6 +29,15 @@ from trdb.execution.result import TensorLayout, tile_slices
 from trdb.kernels.backend import to_host
 from trdb.kernels.sparse import is_sparse
 
+# The Parquet metadata key of the tensor's layout: {"shape": [...], "tile": [...]} as JSON, so that
+# CREATE TENSOR name FROM 'file.parquet' knows the whole shape, absent tiles and all
+LAYOUT_KEY = b"trdb.layout"
+
+
+def with_layout(schema: pa.Schema, layout: TensorLayout) -> pa.Schema:
+    text = json.dumps({"shape": [int(n) for n in layout.shape], "tile": [int(n) for n in layout.tile]})
+    return schema.with_metadata({**(schema.metadata or {}), LAYOUT_KEY: text.encode()})
+
 
 def tile_schema(key_names: Sequence[str], value_name: str, layout: TensorLayout, ragged: bool) -> pa.Schema:
     fields = [pa.field(n, pa.int64()) for n in key_names]
@@ -33,7 +45,7 @@ def tile_schema(key_names: Sequence[str], value_name: str, layout: TensorLayout,
                            if layout.tile else pa.from_numpy_dtype(layout.dtype)))
     if ragged:
         fields.append(pa.field(f"{value_name}_shape", pa.list_(pa.int64())))
-    return pa.schema(fields)
+    return with_layout(pa.schema(fields), layout)
 
 
 def _dense(tile, dtype: np.dtype) -> np.ndarray:
@@ -146,7 +158,7 @@ def _drop_pages(array: np.memmap) -> None:
 
 def long_form_batches(layout: TensorLayout, names: Sequence[str], value_name: str,
                       batches: Iterable[Sequence[tuple]]) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
-    schema = long_schema(names, value_name, layout.dtype)
+    schema = with_layout(long_schema(names, value_name, layout.dtype), layout)
     return schema, (long_batch(layout, rows, schema) for rows in batches if rows)
 
 
@@ -244,3 +256,80 @@ def long_columns(path: str, file_format: str) -> list[str]:
         return pq.read_schema(path).names
     with pa_csv.open_csv(path) as reader:
         return reader.schema.names
+
+
+@dataclass(frozen=True)
+class TileForm:
+    """What a tile-form Parquet file says of its tensor: key and value columns, tile, dtype, and the shape its
+    layout metadata records (None: a file without it, written before COPY recorded it or by another tool)."""
+
+    key_names: tuple[str, ...]
+    value_name: str
+    tile: tuple[int, ...]
+    dtype: np.dtype
+    shape: Optional[tuple[int, ...]]
+
+
+def recorded_layout(path: str) -> Optional[dict]:
+    """The {"shape", "tile"} COPY recorded in a Parquet file's metadata, if it did (and they are lists of ints)."""
+    text = (pq.read_schema(path).metadata or {}).get(LAYOUT_KEY)
+    try:
+        layout = json.loads(text) if text else None
+    except ValueError:
+        return None
+    if not isinstance(layout, dict) or not all(isinstance(layout.get(k), list) and all(
+            isinstance(n, int) and n >= 0 for n in layout[k]) for k in ("shape", "tile")):
+        return None
+    return layout
+
+
+def tile_form(path: str) -> TileForm:
+    """The columns and layout of a tile-form Parquet file: integer keys, then the fixed_shape_tensor tile column."""
+    schema = pq.read_schema(path)
+    value = next(f for f in schema if isinstance(f.type, pa.FixedShapeTensorType))
+    keys = tuple(f.name for f in schema if pa.types.is_integer(f.type))
+    _check_tile_columns(path, schema, keys, value.name, None)
+    tile = tuple(int(n) for n in value.type.shape)
+    layout = recorded_layout(path)
+    shape = tuple(layout["shape"]) if layout and len(layout["shape"]) == len(tile) else None
+    return TileForm(keys, value.name, tile, np.dtype(value.type.value_type.to_pandas_dtype()), shape)
+
+
+def tile_extent(path: str, form: TileForm) -> tuple[int, ...]:
+    """The smallest shape that holds every tile of the file (where each ends along each axis); the tile's own
+    size along axes no key cuts. A pass over the keys and edge shapes only."""
+    extent = [0] * len(form.key_names)
+    shape_name = f"{form.value_name}_shape"
+    has_shapes = shape_name in pq.read_schema(path).names
+    columns = list(form.key_names) + ([shape_name] if has_shapes else [])
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=1 << 16, columns=columns or None):
+        for axis, name in enumerate(form.key_names):
+            keys = _key_column(path, batch.column(name))
+            if not len(keys):
+                continue
+            if keys.min() < 0:
+                raise DataError(f"'{path}' has the negative key {int(keys.min())} in column {name!r}")
+            last = int(keys.max())  # a tile's end grows with its key: the last key's tiles end furthest
+            size = form.tile[axis]
+            if has_shapes:
+                shapes = batch.column(shape_name).to_pylist()
+                size = max(s[axis] if s and len(s) > axis else size for s, k in zip(shapes, keys.tolist()) if k == last)
+            extent[axis] = max(extent[axis], last * form.tile[axis] + int(size))  # Python ints: no wrap-around
+    return tuple(extent) + form.tile[len(form.key_names):]
+
+
+def index_extent(path: str, file_format: str, indices: Sequence[str]) -> Optional[tuple[int, ...]]:
+    """1 + the largest value of each index column of a long-form file, read batch by batch (None when a column is
+    not all whole numbers at least 0, or the file cannot be read: the caller is making a hint)."""
+    largest = [-1] * len(indices)
+    try:
+        for batch in read_long_batches(path, file_format):
+            for axis, name in enumerate(indices):
+                column = batch.column(name)
+                if not (pa.types.is_integer(column.type) and column.null_count == 0):
+                    return None
+                if len(column):
+                    largest[axis] = max(largest[axis], int(pc.max(column).as_py()))
+    except (pa.ArrowException, OSError, KeyError):
+        return None
+    return tuple(n + 1 for n in largest) if all(n >= 0 for n in largest) else None

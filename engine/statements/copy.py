@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Iterable, Iterator, Optional
 
-from trdb.errors import DataError, IntegrityError, NotSupportedError, OperationalError
+from trdb.errors import DataError, IntegrityError, NotSupportedError, OperationalError, QueryCancelled
 from trdb.execution.result import Result, TensorLayout
 from trdb.execution.spool import row_batches
 from trdb.ingest import copy_files
@@ -181,12 +181,17 @@ def copy_from(sc: StatementContext, node: ast.CopyFrom) -> Result:
     return _count(count)
 
 
-def read_tiles_into(sc: StatementContext, meta: TensorMeta, path: str) -> int:
-    """Tiles of a tile-form Parquet file into `meta`, batch by batch; a key already stored is an IntegrityError."""
-    what, seen, count = f"COPY {meta.name} FROM '{path}'", set(), 0
+def read_tiles_into(sc: StatementContext, meta: TensorMeta, path: str, columns: Optional[tuple] = None,
+                    what: Optional[str] = None) -> int:
+    """Tiles of a tile-form Parquet file into `meta`, batch by batch; a key already stored is an IntegrityError.
+    `columns`: the file's (key names, value name), where they are not the tensor's."""
+    what, seen, count = what or f"COPY {meta.name} FROM '{path}'", set(), 0
+    key_names, value_name = columns or (meta.keys, meta.value_name)
     path = file_sandbox.checked(sc.db, path)  # IMPORT's files come here unchecked
     with TileWriter(sc.db, meta, CHUNK_BYTES) as writer:
-        for keys, tiles in copy_files.read_tile_batches(path, meta.keys, meta.value_name):
+        for keys, tiles in copy_files.read_tile_batches(path, key_names, value_name):
+            if sc.interrupted.is_set():
+                raise QueryCancelled(f"the statement was cancelled while it read '{path}'")
             tiles = check_tiles(meta, keys, tiles, what, seen)
             clashes = tile_store.existing_keys(sc.db, meta, keys) if len(keys) else []
             if clashes:

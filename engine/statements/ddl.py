@@ -5,7 +5,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from trdb.errors import ProgrammingError
+from trdb.errors import Error, ProgrammingError
 from trdb.execution.result import Result
 from trdb.ingest.array_inputs import array_from_param, is_sparse_matrix
 from trdb.ingest.coo_tiles import write_sparse_matrix
@@ -17,6 +17,7 @@ from trdb.optimizer.tile_choice import TILE_ELEMENTS, default_tile
 from trdb.parser import ast
 from trdb.pipeline.limits import check_stored, check_tile
 from trdb.statements.context import StatementContext
+from trdb.statements.file_tensors import create_tensor_from_table_file, file_format
 from trdb.statements.materialize import store_rows
 from trdb.statements.minimize import drop_optimizer_state, rename_optimizer_state
 from trdb.statements.names import does_not_exist, require_kind, wrong_kind
@@ -59,13 +60,23 @@ def create_tensor(sc: StatementContext, node: ast.CreateTensor) -> Result:
         sc.catalog.create_external_tensor(meta, node.location)
         return Result(rowcount=0)
     # no FILL: an empty tensor, every tile absent (sparse, for INSERT to fill); any FILL, ZEROS too, is dense
-    maker = None if node.fill is None else fill_maker(meta, node.fill.kind, [sc.constant(a) for a in node.fill.args])
+    maker = None if node.fill is None else _fill_maker(sc, meta, node.fill)
     check_stored(sc.settings, meta, sc.db.room()) if maker is not None else check_tile(sc.settings, meta)
     meta = sc.catalog.create_tensor(meta)
     if maker is not None:
         write_generated(sc.db, meta, maker, sc.interrupted)
     sc.catalog.refresh_statistics(meta)
     return Result(rowcount=0)
+
+
+def _fill_maker(sc: StatementContext, meta: TensorMeta, fill: ast.Fill):
+    """FILL's tile maker; an argument it refuses gets the caret (else the FILL clause does)."""
+    try:
+        return fill_maker(meta, fill.kind, [sc.constant(a) for a in fill.args], sc.interrupted)
+    except Error as exc:
+        position = getattr(exc, "fill_argument", None)
+        where = fill.args[position].span if position is not None and position < len(fill.args) else fill.span
+        raise exc.at(sc.text, where.line or None, where.column or None) from None
 
 
 def _chosen_tile(sc: StatementContext, array, dtype: np.dtype) -> tuple[int, ...]:
@@ -77,6 +88,9 @@ def _chosen_tile(sc: StatementContext, array, dtype: np.dtype) -> tuple[int, ...
 
 
 def create_tensor_from(sc: StatementContext, node: ast.CreateTensorFrom) -> Result:
+    kind = file_format(sc.db, node.source) if isinstance(node.source, str) else None
+    if kind is not None:  # a Parquet or CSV file COPY ... TO wrote
+        return create_tensor_from_table_file(sc, node, kind)
     if isinstance(node.source, ast.Param):
         array = array_from_param(sc.param(node.source))
         check_storable(array.dtype, "the array given for ?", "pass np.real(a) or np.abs(a) instead")
