@@ -3,6 +3,7 @@ default connection, a relation's explain(), shape, pl(), printing, and a tensor 
 from __future__ import annotations
 
 import gc
+import os
 import sys
 
 import numpy as np
@@ -181,3 +182,23 @@ def test_scroll(con):
         cur.scroll(5)
     with pytest.raises(trdb.ProgrammingError, match="unknown mode"):
         cur.scroll(0, "sideways")
+
+
+@pytest.mark.on_cpu  # of host memory_limit (conftest.py)
+def test_a_spilled_result_prints_and_scrolls_without_holding_its_rows(tmp_path):
+    con = trdb.connect(workers=1)
+    big = np.arange(96 * 96, dtype=np.float64).reshape(96, 96)  # 72 KB of tiles: more than memory_limit
+    con.execute("CREATE TENSOR B FROM ? TILE (4, 4)", [big])
+    con.execute("SET memory_limit = '64KB'")
+    con.execute(f"SET temp_directory = '{tmp_path / 'spill'}'")
+    text = repr(con.sql("SELECT B.i, B.j, B.v FROM B ORDER BY B.i, B.j"))
+    firsts = [line.split("│")[1].strip() for line in text.splitlines() if line.startswith("│") and "│" in line[1:]]
+    assert "(576 rows, 20 shown)" in text and firsts[0] == "i" and "23" in firsts and "..." in firsts
+    cur = con.execute("SELECT B.i, B.j, B.v FROM B ORDER BY B.i, B.j")
+    assert [f for d, _, files in os.walk(tmp_path / "spill") if "duckdb" not in d for f in files]  # spilled
+    cur.scroll(575, "absolute")
+    i, j, tile = cur.fetchone()
+    assert (i, j) == (23, 23) and tile.tolist() == big[92:, 92:].tolist()
+    cur.scroll(-570)
+    assert cur.fetchone()[:2] == (0, 6)
+    con.close()
