@@ -142,5 +142,5 @@ def test_links_that_stay_inside_are_followed(places):
     con = _sandboxed(ok)
     con.execute(f"COPY A TO '{ok / 'a.parquet'}'")
     os.symlink(ok / "a.parquet", ok / "same.parquet")
-    assert con.execute(f"COPY E FROM '{ok / 'same.parquet'}'").fetchall() == [(4,)]
+    assert con.execute(f"COPY E FROM '{ok / 'same.parquet'}'").rowcount == 4
     con.close()
