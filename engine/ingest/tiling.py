@@ -12,7 +12,7 @@ from trdb.errors import DataError, QueryCancelled
 from trdb.ingest.value_fit import cast_checked
 from trdb.storage.database import Database
 from trdb.storage.tensor_meta import TensorMeta
-from trdb.storage.tile_writer import BATCH_BYTES, TileWriter
+from trdb.storage.tile_writer import BATCH_BYTES, BATCH_TILES, TileWriter
 
 CHUNK_BYTES = BATCH_BYTES  # the bytes of one write batch (tests make it tiny to get many batches)
 SLAB_RUN = 4096  # tiles of one slab made and handed to the writer at a time
@@ -48,15 +48,20 @@ def write_array(db: Database, meta: TensorMeta, array: np.ndarray,
     """Tile a dense array of the tensor's shape and store every tile (zeros are values); a value the tensor's dtype
     cannot hold (overflow to inf, an integer out of range) is a DataError. A memory-mapped array is read
     a slab at a time and its pages are let go after each batch, so it is never resident whole."""
+    def check() -> None:
+        if interrupted is not None and interrupted.is_set():
+            raise QueryCancelled(f"the statement was cancelled while it wrote the tiles of {meta.name}")
     with TileWriter(db, meta, CHUNK_BYTES, _page_dropper(array)) as writer:
         for keys, tiles in _array_tiles(meta, array, writer.batch_bytes):
-            if interrupted is not None and interrupted.is_set():
-                raise QueryCancelled(f"the statement was cancelled while it wrote the tiles of {meta.name}")
+            check()
             keys = np.asarray(keys, dtype=np.int64).reshape(len(keys), len(meta.keys))
-            if isinstance(tiles, np.ndarray):
-                writer.add_stack(keys, tiles)
-            else:
+            if not isinstance(tiles, np.ndarray):
                 writer.add_all(keys, tiles)
+                continue
+            for start in range(0, len(tiles), BATCH_TILES):  # a stack of a million small tiles: a batch at a time
+                if start:
+                    check()
+                writer.add_stack(keys[start:start + BATCH_TILES], tiles[start:start + BATCH_TILES])
     return writer.written
 
 

@@ -68,3 +68,23 @@ def test_a_value_that_does_not_fit_names_its_place_as_tile_by_tile_did(cur):
         cur.execute("CREATE TENSOR T FROM ? TILE (4, 2) DTYPE float32", [a])
     with pytest.raises(trdb.ProgrammingError):
         cur.execute("SELECT * FROM T")  # the failed statement left nothing behind
+
+
+def test_a_cancelled_load_stops_within_a_stack_of_small_tiles(cur, monkeypatch):
+    """One stack can hold a million 1 x 1 tiles: it goes to the writer a batch at a time, and a cancelled statement
+    stops at the next batch instead of after the whole stack (and leaves no tensor)."""
+    from trdb.storage.tile_writer import TileWriter
+    session, calls = cur.connection._session(), []
+    add_stack = TileWriter.add_stack
+
+    def first_batch_cancels(self, keys, stack):
+        calls.append(len(stack))
+        session.cancel()  # as Cursor.close() from another thread does, while the first batch is written
+        return add_stack(self, keys, stack)
+    monkeypatch.setattr(TileWriter, "add_stack", first_batch_cancels)
+    with pytest.raises(trdb.OperationalError, match="cancelled"):
+        cur.execute("CREATE TENSOR T FROM ? TILE (1, 1)", [np.ones((1, 100_000), np.float32)])
+    assert calls == [tiling.BATCH_TILES]
+    monkeypatch.setattr(TileWriter, "add_stack", add_stack)
+    with pytest.raises(trdb.ProgrammingError, match='"T" does not exist'):
+        cur.execute("SELECT * FROM T")
