@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from trdb.errors import DataError
 from trdb.parser import ast
 from trdb.plan import expressions as bx
 from trdb.plan import logical as lp
@@ -40,10 +41,12 @@ def check_edge_tiles(ctx: BindContext, node: ast.FuncCall, call: lp.AggregateCal
             continue
         edge = list(meta.tile)
         edge[axis] = meta.shape[axis] % meta.tile[axis]
-        raise ctx.fail(node, f"{_written(ctx, node, call.function)} {_VERBS[call.function]} the tiles of {meta.name} "
-                             f"along its key {key}, and they have two shapes there: SHAPE {meta.shape} in TILE "
-                             f"{meta.tile} leaves edge tiles of {tuple(edge)} beside {meta.tile}",
-                       hint=_hint(ctx, node, call.function, _key_name(source, scan, axis), meta.name))
+        # the run-time error's words and class: the same mistake reads the same, found early or late
+        raise ctx.fail(node, f"{call.function}: tiles of one group have shapes {meta.tile} and {tuple(edge)}: "
+                             f"{_written(ctx, node, call.function)} {_VERBS[call.function]} the tiles of {meta.name} "
+                             f"along its key {key}, where SHAPE {meta.shape} in TILE {meta.tile} leaves smaller "
+                             "edge tiles",
+                       hint=_hint(ctx, node, call.function, _key_name(source, scan, axis), meta.name), error=DataError)
 
 
 def _written(ctx: BindContext, node, default: str) -> str:
