@@ -136,8 +136,8 @@ def _parse_endpoint(value: Any) -> str:
 
 # The optimizer's rules in the order its driver runs them (optimizer/driver.py checks it runs these).
 OPTIMIZER_RULES = ("constant_folding", "predicate_pushdown", "outer_join_elimination", "join_ordering",
-                   "redundant_rekey_removal", "single_row_groups", "kernel_fusion", "aggregate_pushdown",
-                   "projection_pruning", "dense_products")
+                   "redundant_rekey_removal", "single_row_groups", "nested_sums", "kernel_fusion",
+                   "aggregate_pushdown", "projection_pruning", "dense_products")
 # exchange placement, skippable the same way (optimizer/physical_rules/)
 PHYSICAL_RULES = ("co_partitioned_join", "co_partitioned_by_right_join", "broadcast_right_join", "broadcast_left_join",
                   "two_phase_aggregate", "banded_aggregate")

@@ -11,7 +11,7 @@ from trdb.plan import logical as lp
 from trdb.plan.estimates import Estimate
 from trdb.plan.types import Schema, TensorType
 from trdb.planner.expression_binder import to_arg
-from trdb.storage.ordinary_tables import estimated_rows
+from trdb.storage.ordinary_tables import estimated_rows, integer_ranges
 
 KEY_BYTES = 8
 CSR_BYTES_PER_NONZERO = 8  # a float32 value and its int32 column index (row pointers left out)
@@ -90,6 +90,19 @@ def _distinct_of(expr: bx.Bound, distinct: tuple) -> Optional[float]:
 
 
 _DISTINCT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # per spool: a spilled one is read once
+
+
+_RANGES: dict = {}  # (database, table, estimated rows, columns) -> integer_ranges: planning asks once per size
+
+
+def _key_ranges(db, plan: lp.TableScan, rows: int) -> dict:
+    columns = tuple(name for name, c in zip(plan.columns, plan.schema) if c.is_key)
+    key = (id(db), plan.table, rows, columns)
+    if key not in _RANGES:
+        if len(_RANGES) > 256:
+            _RANGES.clear()
+        _RANGES[key] = integer_ranges(db, plan.table, columns)
+    return _RANGES[key]
 
 
 def distinct_keys_of_rows(plan: lp.RowsScan) -> tuple:
@@ -192,11 +205,15 @@ class Estimator:
 
     def _TableScan(self, plan: lp.TableScan) -> Estimate:
         rows = DEFAULT_TABLE_ROWS
+        ranges: dict = {}
         if self.catalog is not None:
             estimated = estimated_rows(self.catalog.db, plan.table)
             if estimated is not None:
                 rows = float(estimated)
-        distinct = tuple(rows if c.is_key else None for c in plan.schema)
+            ranges = _key_ranges(self.catalog.db, plan, int(rows))
+        # a key column holds at most as many values as lie between its least and greatest
+        distinct = tuple(min(rows, float(ranges.get(name, rows))) if c.is_key else None
+                         for name, c in zip(plan.columns, plan.schema))
         return Estimate(rows, row_bytes(plan.schema), distinct)
 
     def _Filter(self, plan: lp.Filter) -> Estimate:

@@ -13,6 +13,7 @@ from trdb.optimizer.rules.constant_folding import constant_folding
 from trdb.optimizer.rules.dense_products import dense_products
 from trdb.optimizer.rules.join_ordering import join_ordering
 from trdb.optimizer.rules.kernel_fusion import kernel_fusion
+from trdb.optimizer.rules.nested_sums import nested_sums
 from trdb.optimizer.rules.outer_join_elimination import outer_join_elimination
 from trdb.optimizer.rules.predicate_pushdown import predicate_pushdown
 from trdb.optimizer.rules.projection_pruning import projection_pruning
@@ -29,11 +30,12 @@ Rule = Callable[[lp.Plan, "RuleContext"], lp.Plan]
 # join ordering (which reorders inner joins only) and before fusion (it reads the projection right
 # above the join, and a fused one may hide kernels that do not vanish),
 # so that filters land under the projections that fusion merges; pruning last, after aggregate
-# pushdown has decided which columns the new aggregates read; dense products after all of them, on the
+# pushdown has decided which columns the new aggregates read; nested sums after single-row groups (an inner
+# aggregate that became a projection is looked through); dense products after all of them, on the
 # joins and aggregates as they will run.
 RULES: tuple[Rule, ...] = (constant_folding, predicate_pushdown, outer_join_elimination, join_ordering,
-                           redundant_rekey_removal, single_row_groups, kernel_fusion, aggregate_pushdown,
-                           projection_pruning, dense_products)
+                           redundant_rekey_removal, single_row_groups, nested_sums, kernel_fusion,
+                           aggregate_pushdown, projection_pruning, dense_products)
 RULE_NAMES: tuple[str, ...] = tuple(rule.__name__ for rule in RULES)
 if RULE_NAMES != OPTIMIZER_RULES:  # the names SET disabled_rules accepts are declared with the settings
     raise ImportError(f"optimizer rules {RULE_NAMES} differ from config.settings.OPTIMIZER_RULES")

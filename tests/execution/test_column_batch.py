@@ -271,3 +271,50 @@ def test_a_spool_counts_distinct_keys_of_column_and_list_batches():
                                    [False, False, True]))
     spool.append_batch([(5, None, np.zeros(2)), (7, 1, np.zeros(2))])
     assert spool.distinct_keys([0, 1]) == [4, 3]  # {1, 2, 5, 7}; {0, 1, NULL}
+
+
+@pytest.mark.parametrize("arrival", ["random", "ascending", "far-apart", "two-columns"])
+def test_column_groups_in_a_box_or_in_parts_sum_as_a_dict_does(arrival, monkeypatch):
+    from trdb.execution.tile_math import column_groups
+    monkeypatch.setattr(column_groups, "COMPACT_ROWS", 64)  # parts merge often
+    rng = np.random.default_rng(11)
+    batches = []
+    for b in range(40):
+        n = 300
+        if arrival == "random":
+            keys = rng.integers(0, 2000, (n, 1))
+        elif arrival == "ascending":  # each batch past the box the last one made: the box is made again
+            keys = np.sort(rng.integers(b * 250, b * 250 + 400, (n, 1)), axis=0)
+        elif arrival == "far-apart":  # a key far outside any box: parts
+            keys = rng.integers(0, 2000, (n, 1))
+            keys[0, 0] = 10 ** 15 if b == 20 else keys[0, 0]
+        else:
+            keys = np.stack([rng.integers(0, 40, n), rng.integers(-5, 5, n)], axis=1)
+        batches.append((keys.astype(np.int64), rng.standard_normal((n, 2, 3))))
+    groups = column_groups.ColumnGroups(["SUM", "COUNT"])
+    expected: dict = {}
+    boxed = False
+    for keys, values in batches:
+        groups.add(keys, [values, None])
+        boxed |= groups.box is not None
+        for key, value in zip(map(tuple, keys.tolist()), values):
+            count, total = expected.get(key, (0, 0))
+            expected[key] = (count + 1, total + value)
+    assert boxed  # each made a box at some point; the far key sends its groups back into parts
+    assert (groups.box is None) == (arrival == "far-apart")
+    keys, counts, (sums, _) = groups.groups()
+    assert [tuple(k) for k in keys.tolist()] == sorted(expected)  # key order
+    assert counts.tolist() == [expected[tuple(k)][0] for k in keys.tolist()]
+    np.testing.assert_allclose(sums, np.stack([expected[tuple(k)][1] for k in keys.tolist()]), rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_a_group_whose_sum_is_zero_is_a_group_in_the_box():
+    from trdb.execution.tile_math.column_groups import ColumnGroups
+    groups = ColumnGroups(["SUM"])
+    keys = np.array([[0], [2], [2], [3]], dtype=np.int64)
+    groups.add(keys, [np.array([1.0, 5.0, -5.0, 0.0])])
+    assert groups.box is not None
+    out_keys, counts, (sums,) = groups.groups()
+    assert out_keys.ravel().tolist() == [0, 2, 3] and counts.tolist() == [1, 2, 1]
+    assert sums.tolist() == [1.0, 0.0, 0.0]

@@ -46,7 +46,7 @@ def settings(disabled: str = "") -> Settings:
 def test_rule_modules_functions_and_names_agree() -> None:
     for rule in driver.RULES:
         assert rule.__module__ == f"trdb.optimizer.rules.{rule.__name__}"
-    assert len(set(RULE_NAMES)) == len(RULE_NAMES) == 10
+    assert len(set(RULE_NAMES)) == len(RULE_NAMES) == 11
 
 
 def test_unknown_rule_names_are_rejected_with_the_valid_ones(cur) -> None:

@@ -173,7 +173,7 @@ class HashAggregateExec(BlockingOperator):
     def _output(self) -> Iterator[Batch]:
         groups: dict[tuple, list[Accumulator]] = {}
         partitions = yield from self._read(groups)
-        if partitions is None and self._columns is not None and self._columns.rows:
+        if partitions is None and self._columns is not None and self._columns.tuples:
             yield from self._columns.batches(len(self.group_by))  # every batch went into the arrays
             self._columns = None
             self._memory.release_all()

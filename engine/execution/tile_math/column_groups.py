@@ -5,8 +5,10 @@ A hash aggregate keeps a Python dict entry and an accumulator object per group: 
 100,000 groups of one or two tuples each (one embedding a key) that is most of its time. Where every
 batch is a column batch, the groups are key columns and every call is a SUM, AVG or COUNT(*) that
 tile_math/stacked_sums.py evaluates stacked, each batch is reduced to its groups at once (the keys
-sorted, each group's values added by `np.add.reduceat`) and kept as arrays; the parts are merged the same
-way when they grow, and at the end. The sums are those of the tuple-by-tuple addition up to rounding.
+sorted, each group's values added in order) and kept as arrays; the parts are merged the same way when
+they grow (each merge at least doubling what the last left), and at the end. Where the keys fill much of
+the box between their bounds, the groups move into arrays over that box (tile_math/group_box.py) and each
+batch is added at its keys' places. The sums are those of the tuple-by-tuple addition up to rounding.
 """
 from __future__ import annotations
 
@@ -15,53 +17,110 @@ from typing import Iterator, Optional
 import numpy as np
 
 from trdb.execution.column_batch import COLUMN_BATCH_ROWS, ColumnBatch
+from trdb.execution.tile_math.group_box import GroupBox, box_size
 from trdb.execution.work import charge
 
 Part = tuple[np.ndarray, np.ndarray, list]  # keys (n x m), counts (n,), each call's sums (n, *tile) or None
 COMPACT_ROWS = 1 << 16  # parts are merged once they hold this many groups more than the last merge left
+DENSE_SHARE = 4  # the groups go into a box over their keys once it holds at most this many keys a tuple added
 SHORT_SEGMENT = 32  # segments up to this long are added k-th rows at once ...
 SEGMENT_PASSES = 8  # ... while (longest x segments) is at most this many times the rows
 
 
 class ColumnGroups:
-    """The groups of one aggregate, as parts of arrays."""
+    """The groups of one aggregate, as parts of arrays, or in a box over their keys (tile_math/group_box.py)
+    once that box holds at most DENSE_SHARE keys for each tuple added."""
 
     def __init__(self, functions: list[str]):
         self.functions = functions
         self.parts: list[Part] = []
-        self.rows = 0
+        self.rows = 0  # groups held in parts
+        self._parts_bytes = 0
+        self.tuples = 0  # tuples added
+        self.box: Optional[GroupBox] = None
         self._merged_rows = 0
+        self._like: Optional[list] = None  # the first batch's values, empty: the shape and dtype of each call's
+        self._low: Optional[np.ndarray] = None  # the least and greatest value of each key column added
+        self._high: Optional[np.ndarray] = None
 
     def accepts(self, values: list) -> bool:
         """Whether a batch's values stack with those held: one tile shape and dtype per call (the groups of
         edge tiles, smaller, go on as a dict, where each group holds its own shape)."""
-        if not self.parts:
+        if self._like is None:
             return True
         return all((a is None) == (b is None) and (a is None or (a.shape[1:] == b.shape[1:] and a.dtype == b.dtype))
-                   for a, b in zip(values, self.parts[0][2]))
+                   for a, b in zip(values, self._like))
 
     def add(self, keys: np.ndarray, values: list) -> int:
         """Add a batch's tuples (their group keys, each call's values); returns the bytes the groups grew by."""
+        if self._like is None:
+            self._like = [None if v is None else v[:0] for v in values]
+        self.tuples += len(keys)
+        self._bound(keys)
         part = _reduced(keys, np.ones(len(keys), dtype=np.int64), values)
+        if self.box is not None and self.box.holds(part[0]):
+            self.box.add(part)
+            return 0
+        before = self.nbytes
+        if self.box is not None:  # a key outside the box: its groups go back into parts (a larger box may follow)
+            self._set_parts([self.box.as_part()])
+            self.box, self._merged_rows = None, self.rows
         self.parts.append(part)
         self.rows += len(part[0])
-        grown = _bytes(part)
-        if self.rows - self._merged_rows > COMPACT_ROWS:
-            before = sum(_bytes(p) for p in self.parts)
+        self._parts_bytes += _bytes(part)
+        if (high := self._box_high()) is not None:
+            self.box = GroupBox(self._low, high, self._like)
+            for held in self.parts:
+                self.box.add(held)
+            self._set_parts([])
+            self._merged_rows = 0
+        elif self.rows - self._merged_rows > max(COMPACT_ROWS, self._merged_rows):  # merges cost O(n log n) in all
             self._merge()
-            grown -= before - _bytes(self.parts[0])
-        return grown
+        return self.nbytes - before
+
+    def _bound(self, keys: np.ndarray) -> None:
+        if not len(keys) or not keys.shape[1]:
+            return
+        low, high = keys.min(axis=0), keys.max(axis=0)
+        self._low = low if self._low is None else np.minimum(self._low, low)
+        self._high = high if self._high is None else np.maximum(self._high, high)
+
+    def _box_high(self) -> Optional[np.ndarray]:
+        """The upper corner of a box for the keys added, if one fits DENSE_SHARE (the first key column's range
+        doubled where that fits too, so that keys that grow as they come make a new box only now and then)."""
+        if self._low is None or not _within_int64(self._low, self._high):
+            return None
+        size = box_size(self._low, self._high)
+        if size is None or size > DENSE_SHARE * self.tuples:
+            return None
+        padded = self._high.copy()
+        room = int(self._high[0]) - int(self._low[0]) + 1
+        if size * 2 <= DENSE_SHARE * self.tuples and int(self._high[0]) + room < 1 << 62:
+            padded[0] += room
+        return padded
+
+    @property
+    def nbytes(self) -> int:
+        return self._parts_bytes + (self.box.nbytes if self.box is not None else 0)
+
+    def _set_parts(self, parts: list[Part]) -> None:
+        self.parts = parts
+        self._parts_bytes = sum(_bytes(p) for p in parts)
+        self.rows = sum(len(p[0]) for p in parts)
 
     def _merge(self) -> None:
         keys = np.concatenate([p[0] for p in self.parts])
         counts = np.concatenate([p[1] for p in self.parts])
         values = [None if self.parts[0][2][c] is None else np.concatenate([p[2][c] for p in self.parts])
                   for c in range(len(self.functions))]
-        self.parts = [_reduced(keys, counts, values)]
-        self.rows = self._merged_rows = len(self.parts[0][0])
+        self._set_parts([_reduced(keys, counts, values)])
+        self._merged_rows = self.rows
 
     def groups(self) -> Part:
-        """Every group: keys, counts, sums (merged)."""
+        """Every group: keys, counts, sums (merged), in key order."""
+        if self.box is not None:
+            self._set_parts([self.box.as_part()])
+            self.box, self._merged_rows = None, self.rows
         if len(self.parts) != 1:
             self._merge()
         return self.parts[0]
@@ -86,7 +145,7 @@ class ColumnGroups:
 
     def parts_as_groups(self) -> Iterator[tuple[tuple, int, list]]:
         """Each group as (key tuple, count, each call's sum): for an aggregate that goes on tuple by tuple."""
-        if not self.parts:
+        if not self.tuples:
             return
         keys, counts, sums = self.groups()
         for position, key in enumerate(map(tuple, keys.tolist())):
@@ -132,6 +191,11 @@ def _segment_sums(value: np.ndarray, order: Optional[np.ndarray], starts: np.nda
         longer = np.flatnonzero(lengths > k)
         sums[longer] += value[place(starts[longer] + k)]
     return sums
+
+
+def _within_int64(low: np.ndarray, high: np.ndarray) -> bool:
+    """Whether every key offset from `low` (and the box's places) can be computed in int64 without wrapping."""
+    return all(int(h) - int(l) < 1 << 62 for l, h in zip(low.tolist(), high.tolist()))
 
 
 def _bytes(part: Part) -> int:

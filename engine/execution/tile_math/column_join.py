@@ -6,7 +6,9 @@ over a million small tuples (one embedding each) is most of a query's time. Wher
 as column batches whose join keys are integer columns, its key rows are numbered by their place in the
 box their values span (one int64 each), sorted once, and a probe batch's numbers are found with
 `searchsorted`: each probe tuple meets the run of build tuples with its key (any number of them), and
-the output columns are the probe's and the build's columns taken at those positions.
+the output columns are the probe's and the build's columns taken at those positions. Unique build keys
+that fill much of their box (a tensor's tiles) are found by one lookup in an array over the box instead,
+and a probe batch whose every tuple meets one keeps its own columns as they are.
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ import numpy as np
 
 from trdb.execution.bounded_ranges import bounded_ranges
 from trdb.execution.column_batch import COLUMN_BATCH_ROWS, ColumnBatch
+
+LOOKUP_SHARE = 4  # build keys that fill at least a quarter of their box are found by one array lookup
 
 
 class ColumnTable:
@@ -37,6 +41,11 @@ class ColumnTable:
         numbers = _numbers(key_columns, self.low, self.spans, len(self))
         self.order = np.argsort(numbers, kind="stable")
         self.sorted = numbers[self.order]
+        self.lookup: Optional[np.ndarray] = None  # each number's build row (-1: none), where keys are unique
+        box = math.prod(spans)
+        if box <= LOOKUP_SHARE * max(len(self), 1) and not (self.sorted[1:] == self.sorted[:-1]).any():
+            self.lookup = np.full(box, -1, dtype=np.int64)
+            self.lookup[numbers] = np.arange(len(self), dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.columns[0]) if self.columns else 0
@@ -53,6 +62,9 @@ class ColumnTable:
             inside &= (column >= low) & (column <= high)  # no subtraction: it could wrap around
         numbers = _numbers([np.where(inside, c, low) for c, low in zip(key_columns, self.low)], self.low, self.spans,
                            len(batch))
+        if self.lookup is not None:  # unique build keys: one build row or none for each probe tuple
+            yield from self._probe_unique(batch, np.where(inside, self.lookup[numbers], -1))
+            return
         start = np.searchsorted(self.sorted, numbers, side="left")
         counts = np.where(inside, np.searchsorted(self.sorted, numbers, side="right") - start, 0)
         for low_row, high_row in _parts(counts):
@@ -65,6 +77,21 @@ class ColumnTable:
             build_rows = self.order[np.repeat(start[low_row:high_row], part_counts) + offsets]
             yield ColumnBatch([c[probe_rows] for c in batch.columns] + [c[build_rows] for c in self.columns],
                               batch.is_tile + self.is_tile)
+
+
+    def _probe_unique(self, batch: ColumnBatch, build_rows: np.ndarray) -> Iterator[ColumnBatch]:
+        """The joined tuples where each probe tuple meets the build row `build_rows` names (-1: none); a probe
+        batch whose every tuple meets one is handed on with its own columns as they are (no copy)."""
+        met = build_rows >= 0
+        if met.all():
+            probe_columns = list(batch.columns)
+        else:
+            probe_rows = np.flatnonzero(met)
+            if not len(probe_rows):
+                return
+            build_rows = build_rows[probe_rows]
+            probe_columns = [c[probe_rows] for c in batch.columns]
+        yield ColumnBatch(probe_columns + [c[build_rows] for c in self.columns], batch.is_tile + self.is_tile)
 
 
 def joinable(batch, keys: tuple[int, ...]) -> bool:

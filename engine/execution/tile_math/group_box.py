@@ -1,0 +1,60 @@
+"""GroupBox: an aggregate's groups as arrays over every key of a box, each group at its key's place in the box.
+
+Where the group keys of an aggregate over column batches fill much of the box between their least and
+greatest values (a gradient's keys: nearly every embedding of a table), the groups are kept as arrays
+of one row per key of the box: a batch, reduced to its groups, is added at its keys' places, with no
+sort of what was added before. A count of zero marks a key with no group (a group whose sums are zero
+is one: zeros are values).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+Part = tuple[np.ndarray, np.ndarray, list]  # keys (n x m), counts (n,), each call's sums (n, *tile) or None
+
+
+class GroupBox:
+    """Counts and sums for every key from `low` to `high` (each key column's least and greatest, inclusive)."""
+
+    def __init__(self, low: np.ndarray, high: np.ndarray, like: list):
+        self.low, self.high = low, high
+        self.extent = tuple(int(n) for n in high - low + 1)
+        size = int(np.prod(self.extent))
+        self.counts = np.zeros(size, dtype=np.int64)
+        self.sums = [None if v is None else np.zeros((size, *v.shape[1:]), dtype=v.dtype) for v in like]
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.counts.nbytes + sum(s.nbytes for s in self.sums if s is not None))
+
+    def holds(self, keys: np.ndarray) -> bool:
+        return bool((keys.min(axis=0) >= self.low).all() and (keys.max(axis=0) <= self.high).all()) \
+            if len(keys) else True
+
+    def add(self, part: Part) -> None:
+        """Add groups of unique keys, all inside the box."""
+        keys, counts, sums = part
+        places = np.ravel_multi_index(tuple((keys - self.low).T), self.extent)
+        self.counts[places] += counts
+        for held, values in zip(self.sums, sums):
+            if held is not None:
+                held[places] += values
+
+    def as_part(self) -> Part:
+        """The groups (keys with a count), in key order."""
+        present = np.flatnonzero(self.counts)
+        keys = np.stack(np.unravel_index(present, self.extent), axis=1).astype(np.int64) + self.low \
+            if len(self.extent) else np.zeros((len(present), 0), np.int64)
+        return keys, self.counts[present], [None if s is None else s[present] for s in self.sums]
+
+
+def box_size(low: np.ndarray, high: np.ndarray) -> Optional[int]:
+    """How many keys lie from `low` to `high`; None past int64 (no box of them can be made)."""
+    size = 1
+    for extent in (high.astype(object) - low.astype(object) + 1).tolist():
+        size *= int(extent)
+        if size >= 1 << 62:
+            return None
+    return size
