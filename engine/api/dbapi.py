@@ -207,7 +207,8 @@ class Cursor(ResultFormats):
         """The remaining rows assembled into one dense array (keys -> leading axes; absent tiles are zeros)."""
         result = self._tensor_result("fetch_tensor")
         canvas, result.canvas = result.canvas, None  # an array placed for the result is the caller's once handed over
-        return self._assembled("fetch_tensor()", functools.partial(assemble, canvas=canvas), result, shape)
+        return self._assembled("fetch_tensor()", functools.partial(assemble, canvas=canvas), result, shape,
+                               columns=canvas is None)
 
     @fetching
     def fetch_sparse(self, shape: Optional[Sequence[int]] = None):
@@ -240,14 +241,16 @@ class Cursor(ResultFormats):
             raise errors.InterfaceError(f"{what}(): the result is not a tensor relation")
         return result
 
-    def _assembled(self, what: str, how, result: Result, shape: Optional[Sequence[int]]):
-        """The remaining rows as one array; on an error (too big to hold) they stay to be fetched."""
+    def _assembled(self, what: str, how, result: Result, shape: Optional[Sequence[int]], columns: bool = False):
+        """The remaining rows as one array; on an error (too big to hold) they stay to be fetched. `columns`: `how`
+        takes them as column batches where they all are (execution/placed_columns.py)."""
         settings = self.connection._session().settings
         check_result_fits(what, result, settings.memory_limit)
         position = self._reader.position
         limits = {"max_bytes": settings.max_bytes, "this machine's memory": physical_memory()}
         try:
-            return how(result.schema, self._host_rows(what), shape, limits)
+            rows = (self._reader.take_column_batches() if columns else None) or self._host_rows(what)
+            return how(result.schema, rows, shape, limits)
         except errors.Error:
             self._reader.rewind(position)
             raise

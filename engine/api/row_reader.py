@@ -7,6 +7,7 @@ from typing import Any, Iterator, Optional, Union
 import numpy as np
 
 from trdb import errors
+from trdb.execution.placed_columns import ColumnBatches, all_column_batches
 from trdb.execution.spool import RowSpool
 from trdb.kernels.backend import to_host
 
@@ -30,6 +31,17 @@ class RowReader:
             taken = self._take_spooled(len(self.rows) - self.position if count is None else count)
         self.position += len(taken)
         return taken
+
+    def take_column_batches(self) -> Optional[ColumnBatches]:
+        """Every row, where none was taken yet and all are in column batches held in memory (fetch_tensor places
+        their stacks at once); else None, nothing taken."""
+        if not isinstance(self.rows, RowSpool) or self.rows.spilled or self.position or self._batches is not None:
+            return None
+        batches = list(self.rows.batches())
+        if not all_column_batches(batches):
+            return None
+        self.position = len(self.rows)
+        return ColumnBatches(batches)
 
     def _take_spooled(self, count: int) -> list:
         if self._batches is None:

@@ -9,6 +9,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from trdb.errors import DataError, InterfaceError, OperationalError
+from trdb.execution.placed_columns import ColumnBatches, placed_columns
 from trdb.execution.result_canvas import ResultCanvas
 from trdb.execution.spool import RowSpool
 from trdb.kernels.sparse import elements, is_sparse, scatter_into
@@ -154,6 +155,11 @@ def assemble(schema: Schema, rows: Sequence[tuple], shape: Optional[Sequence[int
         placed = canvas.assembled(rows, layout.key_positions, layout.value_position, layout.shape)
         if placed is not None:
             return placed
+    if isinstance(rows, ColumnBatches):
+        placed = _placed_columns(schema, rows, shape, limits)
+        if placed is not None:
+            return placed
+        rows = rows.rows()
     layout = layout_of(schema, rows, shape)
     check_unique_keys(rows, layout.key_positions)
     total = math.prod(layout.shape)
@@ -161,18 +167,37 @@ def assemble(schema: Schema, rows: Sequence[tuple], shape: Optional[Sequence[int
     # when dense tiles cover the whole tensor exactly (the keys are unique), zero-filling it first is wasted work
     values = [row[layout.value_position] for row in rows]
     exact = not any(is_sparse(v) for v in values) and sum(elements(np.shape(v)) for v in values) == total
-    try:
-        out = np.empty(layout.shape, dtype=layout.dtype) if exact else np.zeros(layout.shape, dtype=layout.dtype)
-    except MemoryError:  # below the limits, yet more than this process may take now (RLIMIT_AS, other use)
-        raise too_big("fetch_tensor()", total * np.dtype(layout.dtype).itemsize, layout.shape,
-                      "this process can allocate now") from None
-    except ValueError as exc:  # a shape numpy cannot make even empty: (0, 2**62), no tuples along a huge axis
-        raise OperationalError(f"fetch_tensor(): numpy cannot make an array of the result's shape {layout.shape}: "
-                               f"{exc}", hint="fetch_tensor(shape=...) assembles a smaller shape; fetch_sparse() "
-                                              "takes any 2-d shape") from None
+    out = _new_array(layout.shape, layout.dtype, exact)
     for row in rows:  # `or ...`: out[()] of a 0-d array is a scalar, out[...] a view of it
         _place(out[tile_slices(layout, row) or ...], row[layout.value_position], layout, row)
     return out
+
+
+def _new_array(shape: tuple, dtype: np.dtype, exact: bool) -> np.ndarray:
+    """The array a result is assembled in: empty where its tiles cover it (`exact`), else zeros."""
+    try:
+        return np.empty(shape, dtype=dtype) if exact else np.zeros(shape, dtype=dtype)
+    except MemoryError:  # below the limits, yet more than this process may take now (RLIMIT_AS, other use)
+        raise too_big("fetch_tensor()", math.prod(shape) * np.dtype(dtype).itemsize, shape,
+                      "this process can allocate now") from None
+    except ValueError as exc:  # a shape numpy cannot make even empty: (0, 2**62), no tuples along a huge axis
+        raise OperationalError(f"fetch_tensor(): numpy cannot make an array of the result's shape {shape}: "
+                               f"{exc}", hint="fetch_tensor(shape=...) assembles a smaller shape; fetch_sparse() "
+                                              "takes any 2-d shape") from None
+
+
+def _placed_columns(schema: Schema, batches: ColumnBatches, shape: Optional[Sequence[int]],
+                    limits: Optional[dict]) -> Optional[np.ndarray]:
+    """assemble() of column batches of full tiles, by their key arrays (execution/placed_columns.py); None where
+    that does not apply."""
+    layout = layout_of(schema, (), shape)  # without a shape: the result type's extent, which the tiles may pass
+    itemsize = np.dtype(layout.dtype).itemsize
+
+    def make(full: tuple, exact: bool) -> np.ndarray:
+        check_fits("fetch_tensor()", math.prod(full) * itemsize, full, limits)
+        return _new_array(full, layout.dtype, exact)
+    return placed_columns(batches, layout.key_positions, layout.value_position, layout.tile,
+                          shape if shape is not None else None, layout.shape, make)
 
 
 def _place(target: np.ndarray, tile, layout: TensorLayout, row: tuple) -> None:

@@ -318,3 +318,25 @@ def test_a_group_whose_sum_is_zero_is_a_group_in_the_box():
     out_keys, counts, (sums,) = groups.groups()
     assert out_keys.ravel().tolist() == [0, 2, 3] and counts.tolist() == [1, 2, 1]
     assert sums.tolist() == [1.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("rows", [40, 100], ids=["full-tiles", "edge-tiles"])
+def test_fetch_tensor_places_column_batches_as_tuples_would(rows, monkeypatch):
+    from trdb.execution import result
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((rows, 8)).astype(np.float32)
+    con = trdb.connect(workers=1)
+    con.execute(f"CREATE TENSOR A FROM ? TILE ({1 if rows == 40 else 3}, 8)", [a])
+    placed = []
+    original = result.placed_columns
+    monkeypatch.setattr(result, "placed_columns", lambda *args: placed.append(original(*args)) or placed[-1])
+    np.testing.assert_array_equal(con.execute("SELECT * FROM A").fetch_tensor(), a)
+    some = con.execute("SELECT A.i, A.j, A.v * 2 AS v FROM A WHERE A.i >= 4").fetch_tensor((rows + 6, 16))
+    expected = np.zeros((rows + 6, 16), np.float32)
+    first = 4 * (1 if rows == 40 else 3)
+    expected[first:rows, :8] = 2 * a[first:]
+    np.testing.assert_array_equal(some, expected)
+    assert bool(placed and placed[0] is not None) == (rows == 40)  # edge tiles: tuple by tuple
+    with pytest.raises(trdb.DataError, match="tuples under key"):
+        con.execute("SELECT A.i, A.j, A.v FROM A UNION ALL SELECT A.i, A.j, A.v FROM A").fetch_tensor()
+    con.close()
