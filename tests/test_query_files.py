@@ -90,7 +90,24 @@ def check_attention(con, stdout):
     np.testing.assert_allclose(tensor(con, "O"), weights @ (X @ Wv), rtol=1e-4, atol=1e-5)
 
 
-CHECKS = {"attention": check_attention, "block_sparse": check_block_sparse, "pagerank": check_pagerank,
+def check_digits_mlp(con, stdout):
+    X, Y, test_X, test_Y = (tensor(con, n) for n in ("X", "Y", "test_X", "test_Y"))
+    W1, b1, W2, b2 = (tensor(con, n) for n in ("W1", "b1", "W2", "b2"))
+
+    def logits(x):
+        return np.maximum(x @ W1 + b1, 0) @ W2 + b2
+    z = logits(X)
+    z -= z.max(axis=1, keepdims=True)
+    loss = -(Y * (z - np.log(np.exp(z).sum(axis=1, keepdims=True)))).sum() / len(X)
+    lines = stdout.strip().splitlines()
+    steps = [line.split(",") for line in lines if line.split(",")[0].isdigit()]
+    assert len(steps) == 200 and float(steps[-1][1]) < float(steps[0][1]) / 20
+    assert abs(loss - float(steps[-1][1])) < 0.05 * float(steps[-1][1])  # after the last step: a bit lower
+    accuracy = (logits(test_X).argmax(axis=1) == test_Y.argmax(axis=1)).mean()
+    assert accuracy >= 0.85 and abs(accuracy - last_value(stdout)) < 1e-4
+
+
+CHECKS = {"attention": check_attention, "digits_mlp": check_digits_mlp, "block_sparse": check_block_sparse, "pagerank": check_pagerank,
           "tiled_matmul": check_tiled_matmul, "linear_regression": check_linear_regression,
           "logistic_regression": check_logistic_regression, "mlp": check_mlp,
           "graph_convolution": check_graph_convolution}
