@@ -106,6 +106,14 @@ class Between:
 
 
 @dataclass(frozen=True)
+class TupleExpr:
+    """`(a, b, ...)`: a parenthesised list of two or more expressions, or `(a,)`; RESHAPE's new shape."""
+
+    items: tuple["Expr", ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
 class InList:
     operand: "Expr"
     items: tuple["Expr", ...]
@@ -120,7 +128,7 @@ class IsNull:
     span: Span = _span()
 
 
-Expr = Union[Literal, Param, ColumnRef, Star, BinaryOp, UnaryOp, FuncCall, Cast, Between, InList, IsNull]
+Expr = Union[Literal, Param, ColumnRef, Star, BinaryOp, UnaryOp, FuncCall, Cast, Between, InList, IsNull, TupleExpr]
 
 
 # ---------------------------------------------------------------- queries

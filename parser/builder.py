@@ -222,6 +222,10 @@ class Builder:
         distinct, exprs = args if args else (False, ())
         return ast.FuncCall(name, exprs, distinct=distinct, span=span_of(meta))
 
+    def tuple_expr(self, meta, children):
+        first, rest = children
+        return ast.TupleExpr((first, *(rest or ())), span_of(meta))
+
     def cast(self, meta, children):
         return ast.Cast(children[0], children[1].lower(), span_of(meta))
 

@@ -37,6 +37,11 @@ def _sparse_cast(xp, a, dtype):
     return S.cast(xp, a, rules.cast_dtype("CAST", None, dtype))
 
 
+def _first_dtype(args: list[Arg]):
+    """The dtype of the first argument (a tensor without one is float32): RESHAPE keeps it."""
+    return args[0].dtype if args[0].dtype is not None else "float32"
+
+
 def _axis_function(name: str, impl, rule, per_element: int, sparse=None) -> KernelFunction:
     return KernelFunction(name, impl, 1, 2, rule, rules.input_flops(per_element),
                           const_positions={1}, sparse=sparse)
@@ -64,6 +69,12 @@ def _build_functions() -> dict[str, KernelFunction]:
         _elementwise("ONES_LIKE", K.ones_like, 1),
         _elementwise("BCE_WITH_LOGITS", K.bce_with_logits, 2, per_element=7),
         _axis_function("SOFTMAX", K.softmax, rules.along_axis, per_element=5),
+        _axis_function("LOG_SOFTMAX", K.log_softmax, rules.along_axis, per_element=5),
+        KernelFunction("CROSS_ENTROPY", K.cross_entropy, 2, 3, rules.cross_entropy, rules.input_flops(7),
+                       const_positions={2}),
+        _axis_function("ARGMAX", K.argmax, rules.reduction, per_element=1),
+        KernelFunction("RESHAPE", K.reshape, 2, 1 + _MAX_DIMS, rules.reshape, rules.input_flops(1),
+                       const_positions=range(1, 1 + _MAX_DIMS), dtype_rule=_first_dtype),
         _axis_function("REDUCE_SUM", K.reduce_sum, rules.reduction, per_element=1, sparse=S.reduce_sum),
         _axis_function("REDUCE_MAX", K.reduce_max, rules.reduction, per_element=1, sparse=S.reduce_max),
         _axis_function("REDUCE_MEAN", K.reduce_mean, rules.reduction, per_element=1, sparse=S.reduce_mean),

@@ -55,9 +55,10 @@ class Arg:
 class KernelSignatureError(Exception):
     """A static type or shape error of a kernel call; the message names function and shapes."""
 
-    def __init__(self, message: str, *, function: str = "", shapes: Sequence = ()):
+    def __init__(self, message: str, *, function: str = "", shapes: Sequence = (), hint: str | None = None):
         super().__init__(message)
         self.message = message
+        self.hint = hint
         self.function = function
         self.shapes = tuple(shapes)
 
@@ -77,6 +78,6 @@ def describe_shapes(shapes: Sequence[tuple[int, ...] | None]) -> str:
     return "shapes " + ", ".join(texts[:-1]) + " and " + texts[-1]
 
 
-def signature_error(label: str, shapes: Sequence, detail: str) -> KernelSignatureError:
-    """A KernelSignatureError whose message starts with the function's label."""
-    return KernelSignatureError(f"{label}: {detail}", function=label, shapes=shapes)
+def signature_error(label: str, shapes: Sequence, detail: str, hint: str | None = None) -> KernelSignatureError:
+    """A KernelSignatureError whose message starts with the function's label (and a hint for the user)."""
+    return KernelSignatureError(f"{label}: {detail}", function=label, shapes=shapes, hint=hint)

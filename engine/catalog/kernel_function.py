@@ -25,13 +25,14 @@ class KernelFunction:
 
     `max_args` None means any number (EINSUM). `label` is how messages name it: the function name,
     or 'operator +' for an operator. `sparse` is the version that takes CSR tiles
-    (kernels/sparse_functions.py); without one, CSR arguments are densified first.
+    (kernels/sparse_functions.py); without one, CSR arguments are densified first. `dtype_rule` gives
+    the result dtype from the Args where running the kernel on 1-element stand-ins cannot (RESHAPE).
     """
 
     def __init__(self, name: str, impl: Callable, min_args: int, max_args: Optional[int],
                  shape_rule: ShapeRule, flop_rule: FlopRule, *,
                  const_positions: Iterable[int] = (), label: Optional[str] = None,
-                 sparse: Optional[Callable] = None):
+                 sparse: Optional[Callable] = None, dtype_rule: Optional[Callable[[list], numpy.dtype]] = None):
         self.name = name
         self.label = label or name
         self.min_args = min_args
@@ -43,6 +44,7 @@ class KernelFunction:
         self._shape_rule = shape_rule
         self.elementwise = shape_rule is elementwise_rule
         self._flop_rule = flop_rule
+        self._dtype_rule = dtype_rule
         self._dtypes: dict = {}  # probe results: a kernel's dtype depends only on the key below
         self._shapes_seen: dict = {}  # run-time shape rule results by argument shapes and scalars
 
@@ -99,6 +101,8 @@ class KernelFunction:
 
     def _result_dtype(self, args: Sequence[Arg]) -> numpy.dtype:
         """Apply the kernel to 1-element stand-ins of the arguments: numpy's promotion decides."""
+        if self._dtype_rule is not None:
+            return numpy.dtype(self._dtype_rule(list(args)))
         key = tuple(_probe_key(a) for a in args)
         try:
             return self._dtypes[key]
@@ -134,7 +138,7 @@ class KernelFunction:
         try:
             shape = self._shape_rule(self.label, runtime)
         except KernelSignatureError as exc:
-            raise DataError(exc.message) from None
+            raise DataError(exc.message, hint=exc.hint) from None
         if key is not None:
             if len(self._shapes_seen) >= _CACHE_LIMIT:
                 self._shapes_seen.clear()

@@ -76,10 +76,12 @@ def const_axis(label: str, tensor: Arg, axis_arg: Arg) -> int:
     ndim = 0 if shape is None else len(shape)
     if isinstance(axis, (bool, numpy.bool_)) or not isinstance(axis, (int, numpy.integer)):
         raise signature_error(label, [shape], f"axis must be an integer constant, got {axis!r} "
-                              f"({describe_shapes([shape])})")
+                              f"({describe_shapes([shape])})", hint="write the axis as an integer literal, such as -1")
     if not -ndim <= axis < ndim:
         raise signature_error(label, [shape], f"axis {axis} is out of range for "
-                              f"{describe_shapes([shape])} ({ndim} dimensions)")
+                              f"{describe_shapes([shape])} ({ndim} dimensions)",
+                              hint=f"an axis of this tile is 0 to {ndim - 1}, or -{ndim} to -1 from the end"
+                              if ndim else "a 0-d tile has no axis: leave the axis out")
     return int(axis) % ndim
 
 
@@ -114,6 +116,46 @@ def reduction(label: str, args: list[Arg]) -> Shape:
         return ()
     axis = const_axis(label, args[0], args[1])
     return shape[:axis] + shape[axis + 1:]
+
+
+def cross_entropy(label: str, args: list[Arg]) -> Shape:
+    """CROSS_ENTROPY(logits, target [, axis]): a target of the logits' shape (one-hot rows or
+    probabilities); one value per row, the logits' shape without the axis."""
+    logits, target = args[0].shape, args[1].shape
+    shapes = [logits, target]
+    if not logits:
+        raise signature_error(label, shapes, f"the logits need at least 1 dimension, got {describe_shapes(shapes)}")
+    if target != logits:
+        raise signature_error(label, shapes, f"the target must have the logits' shape, got {describe_shapes(shapes)}",
+                              hint="pass one-hot rows or probabilities of the logits' shape (integer class labels "
+                                   "are not taken: make them one-hot first)")
+    axis = const_axis(label, args[0], args[2]) if len(args) > 2 else len(logits) - 1
+    return logits[:axis] + logits[axis + 1:]
+
+
+def reshape(label: str, args: list[Arg]) -> Shape:
+    """RESHAPE(a, (d0, d1, ...)) or RESHAPE(a, d0, d1, ...): the same number of elements, one -1 inferred."""
+    shape = args[0].shape
+    if shape is None:
+        raise signature_error(label, [shape], "needs a tensor, got a scalar")
+    given = args[1].const if len(args) == 2 and isinstance(args[1].const, tuple) else tuple(a.const for a in args[1:])
+    for d in given:
+        if isinstance(d, (bool, numpy.bool_)) or not isinstance(d, (int, numpy.integer)) or d < -1:
+            raise signature_error(label, [shape], f"the new shape {_shape_text(given)} must be sizes >= 0 (one may "
+                                  f"be -1), got {d!r} ({describe_shapes([shape])})",
+                                  hint="write RESHAPE(v, (2, -1)) or RESHAPE(v, 2, -1)")
+    elements, known = math.prod(shape), math.prod(d for d in given if d != -1)
+    unknown = given.count(-1)
+    fits = elements == known if not unknown else unknown == 1 and known > 0 and elements % known == 0
+    if not fits:
+        need = "at most one -1" if unknown > 1 else f"sizes whose product is {elements} (one of them may be -1)"
+        raise signature_error(label, [shape], f"cannot reshape {describe_shapes([shape])} ({elements} elements) "
+                              f"into {_shape_text(given)}", hint=f"the new shape needs {need}")
+    return tuple(elements // known if d == -1 else int(d) for d in given)
+
+
+def _shape_text(dims: tuple) -> str:
+    return "(" + ", ".join(map(repr, dims)) + ("," if len(dims) == 1 else "") + ")"
 
 
 def full_reduction(label: str, args: list[Arg]) -> Shape:

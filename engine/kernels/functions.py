@@ -144,6 +144,31 @@ def softmax(xp, a, axis=-1):
     return e / xp.sum(e, axis=axis, keepdims=True)
 
 
+def log_softmax(xp, a, axis=-1):
+    # x - max - log(sum(exp(x - max))): exp() never overflows and a tiny probability keeps its log
+    # (LOG(SOFTMAX(x)) rounds it to 0 and returns -inf).
+    shifted = a - xp.max(a, axis=axis, keepdims=True)
+    return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
+
+
+def cross_entropy(xp, logits, target, axis=-1):
+    """-sum(target * log_softmax(logits)) along `axis`: the target is one-hot rows or probabilities of
+    the logits' shape; one value per row (the logits' shape without `axis`)."""
+    return -xp.sum(target * log_softmax(xp, logits, axis), axis=axis)
+
+
+def argmax(xp, a, axis=None):
+    # int64 whatever the platform's intp, as numpy's and PyTorch's users read indices
+    return xp.asarray(xp.argmax(a, axis=axis)).astype(np.int64)
+
+
+def reshape(xp, a, *shape):
+    """RESHAPE(a, (d0, d1, ...)) or RESHAPE(a, d0, d1, ...); one -1 is inferred, as in numpy."""
+    if len(shape) == 1 and isinstance(shape[0], tuple):
+        shape = shape[0]
+    return xp.reshape(a, tuple(shape))
+
+
 def reduce_sum(xp, a, axis=None):
     return xp.sum(xp.asarray(a), axis=axis)
 

@@ -248,7 +248,25 @@ class ExpressionBinder:
         if function is None:
             raise self.ctx.fail(node, f'function "{node.name}" does not exist',
                                 hint=did_you_mean(node.name, function_names()))
-        return self.call(node, function, [self.bind(a) for a in node.args], node.args)
+        return self.call(node, function, [self._bind_argument(a) for a in node.args], node.args)
+
+    def _bind_argument(self, node: ast.Expr) -> bx.Bound:
+        """A kernel function's argument; a tuple `(d0, d1, ...)` of integer constants is one constant (a shape)."""
+        if not isinstance(node, ast.TupleExpr):
+            return self.bind(node)
+        values = []
+        for item in node.items:
+            bound = self.bind(item)
+            value = bound.value if isinstance(bound, bx.Const) else None
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise self.ctx.fail(item, "a tuple holds integer constants (a shape such as (2, -1))",
+                                    hint="write the sizes as integer literals or ? parameters")
+            values.append(value)
+        return constant(tuple(values))
+
+    def _bind_TupleExpr(self, node: ast.TupleExpr) -> bx.Bound:
+        raise self.ctx.fail(node, "a tuple (a, b, ...) is only allowed as a kernel function's argument, "
+                                  "such as RESHAPE's new shape", hint="remove the comma, or the parentheses")
 
     # ------------------------------------------------------------ kernels
 
@@ -264,7 +282,7 @@ class ExpressionBinder:
         try:
             result = function.infer([to_arg(a) for a in args])
         except KernelSignatureError as exc:
-            raise self.ctx.fail(node, str(exc), hint=_tiles_hint(function.name, args)) from None
+            raise self.ctx.fail(node, str(exc), hint=exc.hint or _tiles_hint(function.name, args)) from None
         if all(isinstance(a, bx.Const) for a in args) and not any(isinstance(a.type, TensorType) for a in args):
             return self._fold(node, function, args)
         extent = self._checked_extent(node, function, args, result.shape, arg_nodes)
