@@ -40,7 +40,8 @@ from trdb.storage.tile_writer import TileWriter
 STEP_LISTENER: ContextVar[Optional[Callable[[int, int, float], None]]] = ContextVar("minimize_steps", default=None)
 
 _DEFAULTS = {"optimizer": "sgd", "learning_rate": None, "steps": 100, "beta1": 0.9, "beta2": 0.999,
-             "epsilon": 1e-8}
+             "epsilon": 1e-8, "clamp_min": None, "clamp_max": None}
+_CLAMPS = ("clamp_min", "clamp_max")  # a projection of the new values after each step (NNMF's clamp at 0)
 
 
 @dataclass(frozen=True)
@@ -51,15 +52,18 @@ class Options:
     beta1: float
     beta2: float
     epsilon: float
+    clamp_min: Optional[float] = None
+    clamp_max: Optional[float] = None
 
 
 def parse_options(sc: StatementContext, node: ast.Minimize) -> Options:
-    values = dict(_DEFAULTS)
+    values, given = dict(_DEFAULTS), set()
     for name, expr in node.options:
         key = name.lower()
         if key not in _DEFAULTS:
             raise ProgrammingError(f'MINIMIZE: unknown option "{name}"', hint=did_you_mean(key, _DEFAULTS))
         values[key] = sc.constant(expr)
+        given.add(key)
     optimizer = str(values["optimizer"]).lower()
     if optimizer not in ("sgd", "adam"):
         raise ProgrammingError(f"MINIMIZE: optimizer must be 'sgd' or 'adam', got {values['optimizer']!r}")
@@ -73,7 +77,18 @@ def parse_options(sc: StatementContext, node: ast.Minimize) -> Options:
             raise ProgrammingError(f"MINIMIZE: {key} must be at least 0 and below 1, got {numbers[key]!r}")
     if numbers["epsilon"] <= 0:
         raise ProgrammingError(f"MINIMIZE: epsilon must be positive, got {numbers['epsilon']!r}")
-    return Options(optimizer, steps=values["steps"], **numbers)
+    clamps = {k: _number(k, values[k]) for k in _CLAMPS if k in given}  # NULL given is refused, as elsewhere
+    if len(clamps) == 2 and clamps["clamp_min"] > clamps["clamp_max"]:
+        raise ProgrammingError(f"MINIMIZE: clamp_min must be at most clamp_max, got clamp_min = "
+                               f"{clamps['clamp_min']!r} and clamp_max = {clamps['clamp_max']!r}")
+    return Options(optimizer, steps=values["steps"], **numbers, **clamps)
+
+
+def _clamped(new: np.ndarray, options: Options) -> np.ndarray:
+    """The step's new values projected onto [clamp_min, clamp_max] in place (np.clip: NaN stays NaN)."""
+    if options.clamp_min is not None or options.clamp_max is not None:
+        np.clip(new, options.clamp_min, options.clamp_max, out=new)
+    return new
 
 
 def _number(key: str, value) -> float:
@@ -293,7 +308,8 @@ def _update(sc: StatementContext, param: TensorMeta, rows: list[tuple], options:
     # in key order: the new tiles lie so in one buffer, which the next step's product reads as the whole
     # parameter without a copy (storage/whole_tensor.py)
     stepped = sorted(((key, d) for key, d in zip(keys, directions) if key in current), key=lambda kd: kd[0])
-    new = sgd_stepped([current[key] for key, _ in stepped], options.learning_rate, [d for _, d in stepped])
+    new = [_clamped(tile, options) for tile in
+           sgd_stepped([current[key] for key, _ in stepped], options.learning_rate, [d for _, d in stepped])]
     writes.append(_replace_tiles(sc, param, [key for key, _ in stepped], new, set(current) <= set(keys)))
     return writes
 
@@ -320,6 +336,7 @@ def _stacked_update(sc: StatementContext, param: TensorMeta, rows, options: Opti
         direction = full_gradient(gradient, positions, len(current.keys), dtype)
     new = np.multiply(direction, -options.learning_rate)  # the same values as `sgd_stepped`
     new += current.tiles
+    _clamped(new, options)
     writes.append(_replace_stack(sc, param, current.keys, new))
     return writes
 
