@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from trdb.autodiff import internal_kernels as ik
-from trdb.errors import NotSupportedError
+from trdb.errors import NotSupportedError, ProgrammingError
 from trdb.kernels import einsum_spec
 from trdb.plan import expressions as bx
 from trdb.planner.kernel_calls import call, is_tensor
@@ -128,6 +128,32 @@ def _softmax(args, out, u):
     return [call(ik.SOFTMAX_BACKWARD, out, u, axis)] + [None] * (len(args) - 1)
 
 
+def _log_softmax(args, out, u):
+    axis = args[1].value if len(args) > 1 else -1
+    return [call(ik.LOG_SOFTMAX_BACKWARD, out, u, axis)] + [None] * (len(args) - 1)
+
+
+def _cross_entropy(args, out, u):
+    """Fused and stable: softmax * sum(target) - target for the logits, -log_softmax for a float target."""
+    logits, target = args[0], args[1]
+    axis = args[2].value if len(args) > 2 else -1
+    d_target = None
+    if is_tensor(target) and target.type.dtype.kind == "f":
+        d_target = call(ik.CROSS_ENTROPY_TARGET_BACKWARD, logits, u, axis)
+    return [call(ik.CROSS_ENTROPY_BACKWARD, logits, target, u, axis), d_target] + [None] * (len(args) - 2)
+
+
+def _argmax(args, out, u):
+    raise ProgrammingError("GRAD: ARGMAX is not differentiable: its result is an integer index, constant "
+                           "between ties, so no gradient flows through it",
+                           hint="differentiate a loss of the scores themselves (CROSS_ENTROPY(logits, target), "
+                                "SOFTMAX); compute ARGMAX in a view of its own, for accuracy")
+
+
+def _reshape(args, out, u):
+    return [call(ik.RESHAPE_LIKE, u, args[0])] + [None] * (len(args) - 1)
+
+
 def _bce(args, out, u):
     x, y = args
     return [_fit(call("*", u, call("-", call("SIGMOID", x), y)), x), _fit(call("*", u, call("NEG", x)), y)]
@@ -173,6 +199,10 @@ RULES: dict[str, Rule] = {
     "ZEROS_LIKE": lambda args, out, u: [None],
     "ONES_LIKE": lambda args, out, u: [None],
     "BCE_WITH_LOGITS": _bce,
+    "LOG_SOFTMAX": _log_softmax,
+    "CROSS_ENTROPY": _cross_entropy,
+    "ARGMAX": _argmax,
+    "RESHAPE": _reshape,
 }
 NO_GRADIENT = {"=", "<>", "<", "<=", ">", ">="}  # piecewise constant: the gradient is zero (so is a CAST's
 # to bool or an integer dtype, as in JAX; a CAST between float dtypes passes the gradient on)
@@ -187,6 +217,7 @@ OUTPUT_RULES: dict[str, Callable[[bx.Bound, bx.Bound], bx.Bound]] = {
     "TANH": lambda o, u: call("*", u, call("-", 1, call("*", o, o))),
     "EXP": lambda o, u: call("*", u, o),
     "SQRT": lambda o, u: call("/", u, call("*", o, 2)),
+    "LOG_SOFTMAX": lambda o, u: call(ik.LOG_SOFTMAX_BACKWARD, o, u, -1),  # LOG_SOFTMAX(x): the last axis
 }
 
 

@@ -1,9 +1,11 @@
-"""Kernels that only gradient plans use: undoing broadcasts and reductions, softmax and max backward."""
+"""Kernels that only gradient plans use: undoing broadcasts, reductions and reshapes; softmax, log-softmax,
+cross-entropy and max backward."""
 from __future__ import annotations
 
 from trdb.catalog.functions import KernelFunction
 from trdb.catalog.kernel_args import Arg, signature_error
 from trdb.catalog.shape_rules import input_flops
+from trdb.kernels import functions as K
 
 
 def _shape_of(position: int):
@@ -51,6 +53,27 @@ def softmax_backward(xp, s, u, axis):
     return s * (u - (u * s).sum(axis=axis, keepdims=True))
 
 
+def log_softmax_backward(xp, out, u, axis):
+    """u - softmax * sum(u) along the axis; the softmax is exp of the output, computed once."""
+    return u - xp.exp(out) * xp.sum(u, axis=axis, keepdims=True)
+
+
+def cross_entropy_backward(xp, logits, target, u, axis):
+    """d/d logits: (softmax * sum(target) - target) times the row's upstream gradient spread along the axis."""
+    s = K.softmax(xp, logits, axis)
+    return (s * xp.sum(target, axis=axis, keepdims=True) - target) * xp.expand_dims(xp.asarray(u), axis)
+
+
+def cross_entropy_target_backward(xp, logits, u, axis):
+    """d/d target: -log_softmax(logits) times the row's upstream gradient spread along the axis."""
+    return -K.log_softmax(xp, logits, axis) * xp.expand_dims(xp.asarray(u), axis)
+
+
+def reshape_like(xp, u, like):
+    """`u` in the shape of `like` (RESHAPE's gradient: the input's own shape, an edge tile's too)."""
+    return xp.reshape(xp.asarray(u), like.shape)
+
+
 def max_backward(xp, u, a, out, axis):
     """The upstream gradient shared among the elements equal to the maximum (ties split evenly)."""
     keep = xp.asarray(out) if axis is None else xp.expand_dims(xp.asarray(out), axis)
@@ -70,3 +93,10 @@ EXPAND_AXIS = KernelFunction("EXPAND_AXIS", expand_axis, 2, 2, _expand_rule, inp
 SOFTMAX_BACKWARD = KernelFunction("SOFTMAX_BACKWARD", softmax_backward, 3, 3, _shape_of(0), input_flops(4),
                                   const_positions={2})
 MAX_BACKWARD = KernelFunction("MAX_BACKWARD", max_backward, 4, 4, _max_rule, input_flops(4), const_positions={3})
+LOG_SOFTMAX_BACKWARD = KernelFunction("LOG_SOFTMAX_BACKWARD", log_softmax_backward, 3, 3, _shape_of(0),
+                                      input_flops(4), const_positions={2})
+CROSS_ENTROPY_BACKWARD = KernelFunction("CROSS_ENTROPY_BACKWARD", cross_entropy_backward, 4, 4, _shape_of(0),
+                                        input_flops(9), const_positions={3})
+CROSS_ENTROPY_TARGET_BACKWARD = KernelFunction("CROSS_ENTROPY_TARGET_BACKWARD", cross_entropy_target_backward,
+                                               3, 3, _shape_of(0), input_flops(7), const_positions={2})
+RESHAPE_LIKE = KernelFunction("RESHAPE_LIKE", reshape_like, 2, 2, _shape_of(1), input_flops(1))
