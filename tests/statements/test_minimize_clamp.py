@@ -126,3 +126,25 @@ def test_a_misspelt_clamp_gets_a_hint(cur):
     with pytest.raises(ProgrammingError, match='unknown option "clamp_mn"') as raised:
         cur.execute("MINIMIZE loss WRT (W) WITH (clamp_mn = 0)")
     assert "clamp_min" in str(raised.value)
+
+
+@pytest.mark.parametrize("stacked", [True, False], ids=["stacked", "tile_by_tile"])
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_a_float32_parameter_is_clipped_to_the_bound_in_its_dtype(monkeypatch, stacked, optimizer):
+    if not stacked:
+        monkeypatch.setattr(minimize, "_stacked_update", lambda *args: None)
+    con = trdb.connect()
+    cur = con.cursor()
+    rng = np.random.default_rng(7)
+    cur.execute("CREATE TENSOR V FROM ? TILE (4, 3)", [rng.uniform(0, 1, (M, N)).astype(np.float32)])
+    cur.execute("CREATE TENSOR W FROM ? TILE (4, 3)", [rng.uniform(0.3, 1, (M, R)).astype(np.float32)])
+    cur.execute("CREATE TENSOR H FROM ? TILE (3, 3)", [rng.uniform(0.3, 1, (R, N)).astype(np.float32)])
+    cur.execute("CREATE VIEW wh AS SELECT W.i, H.j, SUM(MATMUL(W.v, H.v)) AS v FROM W JOIN H ON W.j = H.i "
+                "GROUP BY W.i, H.j")
+    cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(P.v - V.v)) AS v FROM wh AS P JOIN V ON P.i = V.i AND P.j = V.j")
+    cur.execute(f"MINIMIZE loss WRT (W, H) WITH (optimizer = '{optimizer}', learning_rate = 0.1, steps = 10, "
+                "clamp_min = 0.3)")
+    W = cur.execute("SELECT * FROM W").fetch_tensor()
+    con.close()
+    assert W.dtype == np.float32 and W.min() >= np.float32(0.3)
+    assert (W == np.float32(0.3)).any()  # the bound was reached: values were clipped to it
