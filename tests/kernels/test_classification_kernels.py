@@ -156,6 +156,20 @@ def test_the_new_kernels_run_in_a_query(xcur):
         np.testing.assert_allclose(ce, -(softmax * np_log_softmax(block, 0)).sum(0), rtol=1e-12)
 
 
+def test_arithmetic_on_their_fresh_results_may_run_in_place_and_gives_the_same_values(xcur):
+    X = np.arange(24.0).reshape(6, 4)
+    rows = xcur.execute("SELECT X.i, -LOG_SOFTMAX(X.v, 0) AS nls, CROSS_ENTROPY(X.v, X.v, 1) * 2 AS ce2, "
+                        "ARGMAX(X.v, 1) + 1 AS am1, LOG_SOFTMAX(X.v) / 2 AS half FROM X ORDER BY X.i").fetchall()
+    for key, nls, ce2, am1, half in rows:
+        block = X[3 * key:3 * key + 3]
+        np.testing.assert_allclose(nls, -np_log_softmax(block, 0), rtol=1e-12)
+        np.testing.assert_allclose(ce2, -2 * (block * np_log_softmax(block, 1)).sum(1), rtol=1e-12)
+        np.testing.assert_array_equal(am1, np.argmax(block, 1) + 1)
+        assert am1.dtype == np.int64
+        np.testing.assert_allclose(half, np_log_softmax(block, 1) / 2, rtol=1e-12)
+    np.testing.assert_array_equal(xcur.execute("SELECT * FROM X").fetch_tensor(), X)  # its tiles untouched
+
+
 @pytest.mark.parametrize("call,words,hint,at", [
     ("RESHAPE(X.v, (5, -1))", "RESHAPE: cannot reshape shape (3, 4) (12 elements) into (5, -1)", "product is 12", "RESHAPE"),
     ("RESHAPE(X.v, 5, 3)", "into (5, 3)", "product is 12", "RESHAPE"),

@@ -19,7 +19,7 @@ _UNARY = {"NEG": "negative", "EXP": "exp", "TANH": "tanh", "ABS": "absolute", "S
           "SQUARE": "square"}
 # kernels whose result is always a new array (never a view of an argument, as TRANSPOSE or CAST may be)
 FRESH = set(_BINARY) | set(_UNARY) | {"RELU", "SIGMOID", "MATMUL", "POWER", "GREATEST", "LEAST", "SOFTMAX",
-                                       "BCE_WITH_LOGITS"}
+                                       "BCE_WITH_LOGITS", "LOG_SOFTMAX", "CROSS_ENTROPY", "ARGMAX"}
 
 
 def inplace_kernel(expr: bx.Call, backend: Backend) -> Optional[Callable[[Any, list], Any]]:
