@@ -2,6 +2,8 @@
 cross-entropy and max backward."""
 from __future__ import annotations
 
+import numpy
+
 from trdb.catalog.functions import KernelFunction
 from trdb.catalog.kernel_args import Arg, signature_error
 from trdb.catalog.shape_rules import input_flops
@@ -59,14 +61,27 @@ def log_softmax_backward(xp, out, u, axis):
 
 
 def cross_entropy_backward(xp, logits, target, u, axis):
-    """d/d logits: (softmax * sum(target) - target) times the row's upstream gradient spread along the axis."""
+    """d/d logits: (softmax * sum(target) - target) times the row's upstream gradient spread along the axis;
+    class labels are one-hot rows (their sum is 1)."""
     s = K.softmax(xp, logits, axis)
+    if target.ndim < s.ndim:
+        return (s - K.one_hot_like(xp, target, s, axis)) * xp.expand_dims(xp.asarray(u), axis)
     return (s * xp.sum(target, axis=axis, keepdims=True) - target) * xp.expand_dims(xp.asarray(u), axis)
 
 
 def cross_entropy_target_backward(xp, logits, u, axis):
     """d/d target: -log_softmax(logits) times the row's upstream gradient spread along the axis."""
     return -K.log_softmax(xp, logits, axis) * xp.expand_dims(xp.asarray(u), axis)
+
+
+def _cross_entropy_backward_dtype(args: list[Arg]):
+    """softmax(logits) (a float) promoted with a probability target and the upstream gradient; given, not
+    probed: a probe's class label 1 is out of range of its 1-element logits."""
+    logits, target, u = (numpy.dtype(a.dtype or "float32") for a in args[:3])
+    parts = [logits if logits.kind == "f" else numpy.dtype("float64"), u]
+    if args[1].shape is not None and args[0].shape is not None and len(args[1].shape) == len(args[0].shape):
+        parts.append(target)
+    return numpy.result_type(*parts)
 
 
 def reshape_like(xp, u, like):
@@ -96,7 +111,8 @@ MAX_BACKWARD = KernelFunction("MAX_BACKWARD", max_backward, 4, 4, _max_rule, inp
 LOG_SOFTMAX_BACKWARD = KernelFunction("LOG_SOFTMAX_BACKWARD", log_softmax_backward, 3, 3, _shape_of(0),
                                       input_flops(4), const_positions={2})
 CROSS_ENTROPY_BACKWARD = KernelFunction("CROSS_ENTROPY_BACKWARD", cross_entropy_backward, 4, 4, _shape_of(0),
-                                        input_flops(9), const_positions={3})
+                                        input_flops(9), const_positions={3},
+                                        dtype_rule=_cross_entropy_backward_dtype)
 CROSS_ENTROPY_TARGET_BACKWARD = KernelFunction("CROSS_ENTROPY_TARGET_BACKWARD", cross_entropy_target_backward,
                                                3, 3, _shape_of(0), input_flops(7), const_positions={2})
 RESHAPE_LIKE = KernelFunction("RESHAPE_LIKE", reshape_like, 2, 2, _shape_of(1), input_flops(1))

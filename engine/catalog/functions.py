@@ -71,7 +71,7 @@ def _build_functions() -> dict[str, KernelFunction]:
         _axis_function("SOFTMAX", K.softmax, rules.along_axis, per_element=5),
         _axis_function("LOG_SOFTMAX", K.log_softmax, rules.along_axis, per_element=5),
         KernelFunction("CROSS_ENTROPY", K.cross_entropy, 2, 3, rules.cross_entropy, rules.input_flops(7),
-                       const_positions={2}),
+                       const_positions={2}, dtype_rule=rules.cross_entropy_dtype),
         _axis_function("ARGMAX", K.argmax, rules.reduction, per_element=1),
         KernelFunction("RESHAPE", K.reshape, 2, 1 + _MAX_DIMS, rules.reshape, rules.input_flops(1),
                        const_positions=range(1, 1 + _MAX_DIMS), dtype_rule=_first_dtype),

@@ -119,18 +119,38 @@ def reduction(label: str, args: list[Arg]) -> Shape:
 
 
 def cross_entropy(label: str, args: list[Arg]) -> Shape:
-    """CROSS_ENTROPY(logits, target [, axis]): a target of the logits' shape (one-hot rows or
-    probabilities); one value per row, the logits' shape without the axis."""
+    """CROSS_ENTROPY(logits, target [, axis]): a target of the logits' shape (one-hot rows or probabilities)
+    or of the rows' shape (integer class labels); one value per row, the logits' shape without the axis."""
     logits, target = args[0].shape, args[1].shape
     shapes = [logits, target]
     if not logits:
         raise signature_error(label, shapes, f"the logits need at least 1 dimension, got {describe_shapes(shapes)}")
-    if target != logits:
-        raise signature_error(label, shapes, f"the target must have the logits' shape, got {describe_shapes(shapes)}",
-                              hint="pass one-hot rows or probabilities of the logits' shape (integer class labels "
-                                   "are not taken: make them one-hot first)")
     axis = const_axis(label, args[0], args[2]) if len(args) > 2 else len(logits) - 1
-    return logits[:axis] + logits[axis + 1:]
+    rows = logits[:axis] + logits[axis + 1:]
+    if target == logits:
+        return rows
+    if target != rows:
+        raise signature_error(label, shapes, f"the target must have the logits' shape {format_shape(logits)} (one-hot "
+                              f"rows or probabilities) or the rows' shape {format_shape(rows)} (integer class "
+                              f"labels), got {describe_shapes(shapes)}",
+                              hint="the axis (default -1) is the one of the classes")
+    if args[1].dtype is not None and numpy.dtype(args[1].dtype).kind not in "iu":
+        raise signature_error(label, shapes, f"a target of the rows' shape {format_shape(rows)} holds class labels "
+                              f"and must be an integer tensor, got {numpy.dtype(args[1].dtype).name}",
+                              hint="CAST(target AS bigint), or pass one-hot rows of the logits' shape")
+    return rows
+
+
+def cross_entropy_dtype(args: list[Arg]) -> numpy.dtype:
+    """CROSS_ENTROPY's result: the logits' and a probability target's dtypes promoted (class labels take no
+    part), a float. Given, not probed: a probe's label 1 is out of range of its 1-element logits."""
+    logits = numpy.dtype(args[0].dtype or "float32")
+    if logits.kind not in "iuf":
+        raise signature_error("CROSS_ENTROPY", [a.shape for a in args[:2]],
+                              f"the logits must be numbers, got {logits.name}")
+    labels = args[0].shape is not None and args[1].shape is not None and len(args[1].shape) < len(args[0].shape)
+    dtype = logits if labels else numpy.result_type(logits, numpy.dtype(args[1].dtype or "float32"))
+    return dtype if dtype.kind == "f" else numpy.dtype("float64")
 
 
 def reshape(label: str, args: list[Arg]) -> Shape:

@@ -152,9 +152,33 @@ def log_softmax(xp, a, axis=-1):
 
 
 def cross_entropy(xp, logits, target, axis=-1):
-    """-sum(target * log_softmax(logits)) along `axis`: the target is one-hot rows or probabilities of
-    the logits' shape; one value per row (the logits' shape without `axis`)."""
-    return -xp.sum(target * log_softmax(xp, logits, axis), axis=axis)
+    """-sum(target * log_softmax(logits)) along `axis`, one value per row (the logits' shape without `axis`):
+    the target is one-hot rows or probabilities of the logits' shape, or integer class labels of the rows'."""
+    log_p = log_softmax(xp, logits, axis)
+    if target.ndim == log_p.ndim:
+        return -xp.sum(target * log_p, axis=axis)
+    picked = xp.take_along_axis(log_p, class_indices(xp, target, log_p.shape[axis], axis), axis=axis)
+    return -xp.squeeze(picked, axis=axis)
+
+
+def class_indices(xp, labels, classes: int, axis: int):
+    """Integer class labels as indices along the logits' `axis` (a size-1 axis there); ValueError for labels
+    that are not integers or not in 0..classes-1 (numpy would raise IndexError, CuPy wrap silently)."""
+    labels = xp.asarray(labels)
+    if labels.dtype.kind not in "iu":
+        raise ValueError(f"class labels must be integers, got {labels.dtype}")
+    if labels.size and (int(labels.min()) < 0 or int(labels.max()) >= classes):
+        raise ValueError(f"a class label is outside 0..{classes - 1} (labels {int(labels.min())} to "
+                         f"{int(labels.max())} for {classes} classes)")
+    return xp.expand_dims(labels, axis)
+
+
+def one_hot_like(xp, labels, like, axis: int):
+    """Integer class labels as one-hot rows of `like`'s shape and dtype, the classes along `axis`."""
+    index = class_indices(xp, labels, like.shape[axis], axis)
+    classes = [1] * like.ndim
+    classes[axis] = like.shape[axis]
+    return (xp.arange(like.shape[axis]).reshape(classes) == index).astype(like.dtype)
 
 
 def argmax(xp, a, axis=None):

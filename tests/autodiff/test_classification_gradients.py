@@ -74,6 +74,17 @@ def test_cross_entropy_and_log_softmax_gradients(cur, classifier, loss):
     check(cur, "loss", "W", W.shape, (3, 4), X.T @ ((softmax_rows(X @ W) - T) * weights))
 
 
+def test_cross_entropy_of_integer_class_labels_gradients_as_of_one_hot_rows(cur, classifier):
+    X, W, T = classifier
+    load(cur, "R", np.arange(1.0, 9.0), (4,))
+    cur.execute("CREATE TENSOR Y FROM ? TILE (4)", [np.argmax(T, 1)])  # int64 labels
+    cur.execute("CREATE VIEW loss AS SELECT SUM(REDUCE_SUM(CROSS_ENTROPY(l.v, Y.v) * R.v)) AS v FROM logits AS l "
+                "JOIN Y ON Y.i = l.i JOIN R ON R.i = l.i")
+    check(cur, "loss", "W", W.shape, (3, 4), X.T @ ((softmax_rows(X @ W) - T) * np.arange(1.0, 9.0)[:, None]))
+    with pytest.raises(trdb.ProgrammingError, match="int64"):  # labels are data, not a parameter
+        cur.execute("SELECT * FROM GRAD(loss, Y)")
+
+
 def test_cross_entropy_of_a_probability_target_gradients_for_logits_and_target(cur):
     # rows of the target that do not sum to 1 (weighted rows): the derivative's sum(target) shows
     Z, P = RNG.standard_normal((6, 3)), softmax_rows(RNG.standard_normal((6, 3))) * np.arange(1.0, 7.0)[:, None]
@@ -134,20 +145,22 @@ def test_a_softmax_classifier_trained_with_cross_entropy_matches_log_of_softmax(
     X, W0 = RNG.standard_normal((16, 5)), RNG.standard_normal((5, 3)) * 0.1
     T = np.eye(3)[np.argmax(X[:, :3] + 0.3 * RNG.standard_normal((16, 3)), 1)]
     losses = {}
-    for name, per_row in (("fused", "CROSS_ENTROPY(l.v, T.v, 1)"),
+    for name, per_row in (("fused", "CROSS_ENTROPY(l.v, T.v, 1)"), ("labels", "CROSS_ENTROPY(l.v, Y.v, 1)"),
                           ("composed", "-REDUCE_SUM(T.v * LOG(SOFTMAX(l.v, 1)), 1)")):
         with trdb.connect(str(tmp_path / f"{name}.trdb")) as con:
             cur = con.cursor()
             load(cur, "X", X, (8, 5)); load(cur, "W", W0, (5, 3)); load(cur, "T", T, (8, 3))
+            cur.execute("CREATE TENSOR Y FROM ? TILE (8)", [np.argmax(T, 1)])
             cur.execute("CREATE VIEW logits AS SELECT X.i, W.j, SUM(MATMUL(X.v, W.v)) AS v FROM X JOIN W "
                         "ON X.j = W.i GROUP BY X.i, W.j")
             cur.execute(f"CREATE VIEW loss AS SELECT SUM(REDUCE_SUM({per_row})) / 16 AS v FROM logits AS l "
-                        "JOIN T ON l.i = T.i AND l.j = T.j")
+                        "JOIN T ON l.i = T.i AND l.j = T.j JOIN Y ON Y.i = l.i")
             rows = cur.execute("MINIMIZE loss WRT (W) WITH (optimizer = 'sgd', learning_rate = 0.5, steps = 25)"
                                ).fetchall()
             losses[name] = np.array([loss for _, loss in rows])
             weights = cur.execute("SELECT * FROM W").fetch_tensor()
     np.testing.assert_allclose(losses["fused"], losses["composed"], rtol=1e-10)
+    np.testing.assert_allclose(losses["labels"], losses["composed"], rtol=1e-10)
     assert losses["fused"][-1] < 0.7 * losses["fused"][0]
     # the same steps in numpy
     W = W0.copy()

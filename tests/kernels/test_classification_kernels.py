@@ -72,6 +72,26 @@ def test_cross_entropy_of_one_hot_and_probability_targets_equals_numpy(shape, ax
         np.testing.assert_allclose(got, expected, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-5)
 
 
+@pytest.mark.parametrize("logits_dtype", ["float32", "float64", "int64"])
+@pytest.mark.parametrize("shape,axis", [((7,), 0), ((6, 4), 1), ((6, 4), 0), ((2, 3, 5), -1), ((2, 3, 5), 1)])
+def test_cross_entropy_of_integer_class_labels_equals_the_one_hot_target(shape, axis, logits_dtype):
+    logits = tile(shape, "float64").astype(logits_dtype)
+    n, rows = shape[axis], tuple(np.delete(shape, axis % len(shape)))
+    for label_dtype in ("int64", "int32"):
+        labels = RNG.integers(0, n, rows).astype(label_dtype)
+        one_hot = np.moveaxis(np.eye(n)[labels], -1, axis)
+        got = run("CROSS_ENTROPY", [logits, labels, axis])
+        expected = run("CROSS_ENTROPY", [logits, one_hot.astype(logits.dtype), axis])
+        assert got.shape == rows and got.dtype == expected.dtype
+        np.testing.assert_allclose(got, expected, rtol=1e-6 if logits_dtype == "float32" else 1e-12)
+
+
+@pytest.mark.parametrize("labels", [[0, -1, 2], [4, 0, 0]])
+def test_class_labels_outside_the_classes_are_a_data_error(labels):
+    with pytest.raises(trdb.DataError, match=r"a class label is outside 0\.\.3"):
+        lookup_function("CROSS_ENTROPY").call(NUMPY_BACKEND, [tile((3, 4)), np.array(labels), 1])
+
+
 def test_cross_entropy_of_huge_logits_stays_finite():
     logits = np.array([[2000.0, -2000.0], [-2000.0, 2000.0]])
     got = run("CROSS_ENTROPY", [logits, np.array([[0.0, 1.0], [0.0, 1.0]]), 1])
@@ -105,7 +125,8 @@ def test_reshape_equals_numpy_in_both_spellings(new_shape):
     ("RESHAPE", [(4, 3), (2, -2)], "sizes >= 0"),
     ("LOG_SOFTMAX", [(4, 3), 2], "axis 2 is out of range"),
     ("ARGMAX", [(4, 3), "x"], "axis must be an integer constant"),
-    ("CROSS_ENTROPY", [(4, 3), (4,)], "the target must have the logits' shape"),
+    ("CROSS_ENTROPY", [(4, 3), (3,)], r"the target must have the logits' shape \(4, 3\) .* or the rows' shape \(4,\)"),
+    ("CROSS_ENTROPY", [(4, 3), (4,)], "must be an integer tensor, got float32"),
     ("CROSS_ENTROPY", [(4, 3), (4, 3), -3], "axis -3 is out of range"),
 ])
 def test_bad_arguments_are_refused_statically_with_a_hint(name, args, words):
@@ -131,6 +152,9 @@ def test_the_backward_kernels_equal_their_formulas():
     np.testing.assert_allclose(ik.cross_entropy_backward(np, x, target, rows, 1),
                                (softmax * target.sum(1, keepdims=True) - target) * rows[:, None], rtol=1e-12)
     np.testing.assert_allclose(ik.cross_entropy_target_backward(np, x, rows, 1), -out * rows[:, None], rtol=1e-12)
+    labels = np.array([4, 0, 2, 2])
+    np.testing.assert_allclose(ik.cross_entropy_backward(np, x, labels, rows, 1),
+                               (softmax - np.eye(5)[labels]) * rows[:, None], rtol=1e-12)
     np.testing.assert_array_equal(ik.reshape_like(np, u.reshape(2, 10), x), u)
 
 
@@ -176,7 +200,10 @@ def test_arithmetic_on_their_fresh_results_may_run_in_place_and_gives_the_same_v
     ("RESHAPE(X.v, (2, 'a'))", "a tuple holds integer constants", "integer literals", "'a'"),
     ("LOG_SOFTMAX(X.v, 2)", "LOG_SOFTMAX: axis 2 is out of range for shape (3, 4)", "0 to 1", "LOG_SOFTMAX"),
     ("ARGMAX(X.v, 'rows')", "ARGMAX: axis must be an integer constant, got 'rows'", "integer literal", "ARGMAX"),
-    ("CROSS_ENTROPY(X.v, REDUCE_SUM(X.v, 1), 1)", "the target must have the logits' shape", "one-hot", "CROSS"),
+    ("CROSS_ENTROPY(X.v, REDUCE_SUM(X.v, 1), 1)", "holds class labels and must be an integer tensor, got float64",
+     "CAST(target AS bigint)", "CROSS"),
+    ("CROSS_ENTROPY(X.v, REDUCE_SUM(X.v, 0), 1)", "the target must have the logits' shape (3, 4)", "classes",
+     "CROSS"),
     ("CROSS_ENTROPY(X.v, X.v, 'a')", "axis must be an integer constant", "integer literal", "CROSS"),
 ])
 def test_bad_calls_show_a_caret_and_a_hint(xcur, call, words, hint, at):
