@@ -107,8 +107,8 @@ def check_digits_mlp(con, stdout):
     assert accuracy >= 0.85 and abs(accuracy - last_value(stdout)) < 1e-4
 
 
-CHECKS = {"attention": check_attention, "digits_mlp": check_digits_mlp, "block_sparse": check_block_sparse, "pagerank": check_pagerank,
-          "tiled_matmul": check_tiled_matmul, "linear_regression": check_linear_regression,
+CHECKS = {"attention": check_attention, "digits_mlp": check_digits_mlp, "block_sparse": check_block_sparse,
+          "pagerank": check_pagerank, "tiled_matmul": check_tiled_matmul, "linear_regression": check_linear_regression,
           "logistic_regression": check_logistic_regression, "mlp": check_mlp,
           "graph_convolution": check_graph_convolution}
 

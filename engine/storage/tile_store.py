@@ -58,13 +58,16 @@ def drop_tile_table(db: Database, table: str) -> None:
     tile_parts.forget(db, table)
 
 
+DISTINCT_PARTS = 64  # batches' distinct key values merged into one array once this many are held
+
+
 class WrittenStatistics:
     """`tile_statistics` of the tiles a writer inserted, counted as they go in (no query): those of the
     tensor when the writer wrote all of it."""
 
     def __init__(self, key_count: int):
         self.tuples = self.nnz = self.csr_tuples = self.csr_nnz = 0
-        self._distinct: list[set] = [set() for _ in range(key_count)]
+        self._distinct: list[list[np.ndarray]] = [[] for _ in range(key_count)]  # each batch's distinct values
 
     def add(self, keys: np.ndarray, nonzeros: np.ndarray, formats: np.ndarray) -> None:
         csr = np.asarray(formats) != DENSE
@@ -73,10 +76,13 @@ class WrittenStatistics:
         self.csr_tuples += int(csr.sum())
         self.csr_nnz += int(nonzeros[csr].sum())
         for column, seen in enumerate(self._distinct):
-            seen.update(np.unique(keys[:, column]).tolist())
+            seen.append(np.unique(keys[:, column]))
+            if len(seen) >= DISTINCT_PARTS:  # merged now and then: at most a few arrays of the values seen
+                seen[:] = [np.unique(np.concatenate(seen))]
 
     def as_tuple(self) -> tuple:
-        return self.tuples, self.nnz, self.csr_tuples, self.csr_nnz, tuple(len(seen) for seen in self._distinct)
+        return self.tuples, self.nnz, self.csr_tuples, self.csr_nnz, \
+            tuple(len(np.unique(np.concatenate(seen))) if seen else 0 for seen in self._distinct)
 
 
 def write_tiles(db: Database, meta: TensorMeta, keys: np.ndarray, tiles: Sequence,
