@@ -12,7 +12,7 @@ from typing import Any, Optional
 import numpy as np
 import opt_einsum
 
-from trdb.kernels import einsum_spec
+from trdb.kernels import batched_einsum, einsum_spec
 
 # ---- elementwise operators -------------------------------------------------------------------
 
@@ -242,6 +242,8 @@ def einsum(xp, spec: str, *operands: Any):
     plan = _tensordot_plan(spec) if len(arrays) == 2 else None
     if plan is not None:
         return _tensordot(xp, arrays, *plan)
+    if len(arrays) == 2 and (batched := batched_einsum.blas_einsum(xp, spec, *arrays)) is not None:
+        return batched  # batch letters: one batched GEMM, not numpy's plain einsum loop
     steps = _pairwise_steps(spec, tuple(a.shape for a in arrays)) if len(arrays) > 2 else None
     if steps is not None:
         return _stepwise(xp, arrays, steps)

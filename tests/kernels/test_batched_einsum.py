@@ -117,3 +117,15 @@ def test_cost_model_counts_a_batched_contraction_as_two_flops_per_letter_combina
     args = [Arg(shape=None, dtype=None, const=spec)] + [Arg(shape=s, dtype=np.dtype(np.float32)) for s in shapes]
     letters = dict(zip("".join(spec.split("->")[0].split(",")), [n for s in shapes for n in s]))
     assert einsum_flops(args) == 2 * int(np.prod(list(letters.values())))
+
+
+def test_the_einsum_kernel_runs_batch_letters_as_one_batched_gemm(monkeypatch):
+    from trdb.kernels import batched_einsum, functions
+    calls = []
+    real = batched_einsum.blas_einsum
+    monkeypatch.setattr(batched_einsum, "blas_einsum", lambda *args: calls.append(args[1]) or real(*args))
+    rng = np.random.default_rng(0)
+    q, k = rng.standard_normal((16, 4, 8)), rng.standard_normal((12, 4, 8))
+    np.testing.assert_allclose(functions.einsum(np, "shk,thk->hst", q, k), np.einsum("shk,thk->hst", q, k),
+                               rtol=1e-12)
+    assert calls == ["shk,thk->hst"]
