@@ -32,7 +32,7 @@ from trdb.plan.types import Column, ScalarType
 from trdb.statements.context import StatementContext
 from trdb.statements.parameter_stacks import full_gradient, gradient_stack, positions_in, same_keys, stored_stack
 from trdb.storage import tile_store
-from trdb.storage.adam_state import drop_adam_step, read_adam_step, rename_adam_step, write_adam_step
+from trdb.storage.adam_state import drop_adam_step, read_adam_step, rename_adam_step, write_adam_steps
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_writer import TileWriter
 
@@ -119,7 +119,7 @@ class AdamState:
     def direction(self, keys: list[tuple], grads: list[np.ndarray], options: Options,
                   writes: list["_Written"]) -> list[np.ndarray]:
         """Adam's bias-corrected step direction for these gradient tiles; the moments are written back (into
-        `writes`, which `_finish` completes)."""
+        `writes`, which `_finish` completes), the step count, advanced, by `minimize` with the others'."""
         self.step += 1
         m_meta, v_meta = self.moments
         m_old, v_old = _tiles_by_key(self.sc, m_meta), _tiles_by_key(self.sc, v_meta)
@@ -134,7 +134,6 @@ class AdamState:
                 ms[p], vs[p], out[p] = m[index], v[index], step[index]
         writes.append(_replace_tiles(self.sc, m_meta, keys, ms, set(m_old) <= set(keys)))
         writes.append(_replace_tiles(self.sc, v_meta, keys, vs, set(v_old) <= set(keys)))
-        write_adam_step(self.sc.db, self.param_name, self.step)
         return out
 
     def stacked_direction(self, keys: np.ndarray, grad: np.ndarray, options: Options,
@@ -153,7 +152,6 @@ class AdamState:
         m, v, direction = adam_step(grad, old[0], old[1], self.step, options.beta1, options.beta2, options.epsilon)
         writes.append(_replace_stack(self.sc, m_meta, keys, m))
         writes.append(_replace_stack(self.sc, v_meta, keys, v))
-        write_adam_step(self.sc.db, self.param_name, self.step)
         return direction
 
 
@@ -379,6 +377,7 @@ def minimize(sc: StatementContext, node: ast.Minimize,
             results = [sc.run_plan(plan, shared, keep_zero_tuples=True).rows for plan in gradients]
             writes = [write for param, grad_rows, adam in zip(params, results, adams)
                       for write in _update(sc, sc.catalog.require_tensor(param.name), grad_rows, options, adam)]
+            write_adam_steps(sc.db, {adam.param_name: adam.step for adam in adams if adam is not None})
             _finish(sc, writes)
         shared = None  # this step's forward pass is not read again: its tuples (and Ray workers' copies) go now
         sc.pipeline.end_step()

@@ -18,7 +18,14 @@ def read_adam_step(db: Database, param: str) -> Optional[int]:
 
 def write_adam_step(db: Database, param: str, step: int) -> None:
     """Store a parameter's step count (read_adam_step has created the table)."""
-    db.execute(f"INSERT OR REPLACE INTO {_STEPS} VALUES (?, ?)", [param, step])
+    write_adam_steps(db, {param: step})
+
+
+def write_adam_steps(db: Database, steps: dict[str, int]) -> None:
+    """Store several parameters' step counts in one statement (a MINIMIZE step's, for all its parameters)."""
+    if steps:
+        db.execute(f"INSERT OR REPLACE INTO {_STEPS} VALUES " + ", ".join(["(?, ?)"] * len(steps)),
+                   [value for param, step in steps.items() for value in (param, step)])
 
 
 def all_adam_steps(db: Database) -> dict[str, int]:
