@@ -150,8 +150,8 @@ class AdamState:
         m_meta, v_meta = self.moments
         old = [np.zeros(grad.shape, meta.dtype) if fresh else s.tiles for s, meta in zip(stored, self.moments)]
         m, v, direction = adam_step(grad, old[0], old[1], self.step, options.beta1, options.beta2, options.epsilon)
-        writes.append(_replace_stack(self.sc, m_meta, keys, m))
-        writes.append(_replace_stack(self.sc, v_meta, keys, v))
+        writes.append(_replace_stack(self.sc, m_meta, keys, m, not fresh))
+        writes.append(_replace_stack(self.sc, v_meta, keys, v, not fresh))
         return direction
 
 
@@ -260,14 +260,18 @@ def _replace_tiles(sc: StatementContext, meta: TensorMeta, keys: list[tuple], ti
     return _Written(meta, written.as_tuple() if whole else None, key_array, kept)
 
 
-def _replace_stack(sc: StatementContext, meta: TensorMeta, keys: np.ndarray, stack: np.ndarray) -> _Written:
-    """`_replace_tiles` of every tile, as one stack `(n, *tile)` (cast to the tensor's dtype) under `keys`."""
+def _replace_stack(sc: StatementContext, meta: TensorMeta, keys: np.ndarray, stack: np.ndarray,
+                   stored: bool) -> _Written:
+    """`_replace_tiles` of every tile, as one stack `(n, *tile)` (cast to the tensor's dtype) under `keys`;
+    `stored`: those are the keys stored now (one tile is then written over in place where it can be)."""
     meta = sc.catalog.require_tensor(meta.name)
-    tile_store.delete_tiles(sc.db, meta, None)
     stack = np.ascontiguousarray(stack, dtype=meta.dtype)
-    with TileWriter(sc.db, meta, CHUNK_BYTES) as writer:
-        writer.add_stack(keys, stack)
-    written = writer.statistics
+    written = tile_store.WrittenStatistics(len(meta.keys))
+    if not (stored and tile_store.overwrite_tile(sc.db, meta, keys, stack, written)):
+        tile_store.delete_tiles(sc.db, meta, None)
+        with TileWriter(sc.db, meta, CHUNK_BYTES) as writer:
+            writer.add_stack(keys, stack)
+        written = writer.statistics
     keep = sc.catalog.pool.would_keep(stack.nbytes) and written.tuples == len(stack) and not written.csr_tuples
     return _Written(meta, written.as_tuple(), keys, stack if keep else None)
 
@@ -335,7 +339,7 @@ def _stacked_update(sc: StatementContext, param: TensorMeta, rows, options: Opti
     new = np.multiply(direction, -options.learning_rate)  # the same values as `sgd_stepped`
     new += current.tiles
     _clamped(new, options)
-    writes.append(_replace_stack(sc, param, current.keys, new))
+    writes.append(_replace_stack(sc, param, current.keys, new, True))
     return writes
 
 

@@ -144,6 +144,13 @@ def forget(db: Database, table: str) -> None:
         found.stale = True
 
 
+def rewritten(db: Database, table: str) -> None:
+    """A tile of `table` was overwritten in place: its parts are the same, their sizes may not be."""
+    found = _APPENDERS.get(db, {}).get(table)
+    if found is not None:
+        found.stale = True
+
+
 def created(db: Database, table: str, part: str) -> None:
     """This transaction created `part` of `table` (afresh): it takes appends, whatever DuckDB counts."""
     found = _APPENDERS.get(db, {}).get(table)

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from trdb.errors import InternalError
 from trdb.kernels.sparse import stored_form
 from trdb.storage import tile_parts
 from trdb.storage.catalog_validation import TILE_TABLE
@@ -107,6 +108,33 @@ def write_stack(db: Database, meta: TensorMeta, keys: np.ndarray, stack: np.ndar
     if encoded is None:
         return write_tiles(db, meta, keys, list(stack), statistics)
     return _write_encoded(db, meta, keys, encoded, statistics)
+
+
+def overwrite_tile(db: Database, meta: TensorMeta, key: np.ndarray, stack: np.ndarray,
+                   statistics: Optional[WrittenStatistics] = None) -> bool:
+    """Write a stack of one dense tile `(1, *tile)` over the one tile stored under the same `key` (1 x m), by
+    one UPDATE, where the tensor's tiles lie in one part and the tile is stored dense and small: a MINIMIZE
+    step of a small model writes a dozen tensors of one tile, and replacing each table (CREATE OR REPLACE,
+    then INSERT) cost twice the statements. The caller knows `key` is the only one stored. False (nothing
+    written) where it does not apply."""
+    refuse_write(meta)
+    if len(stack) != 1 or stack.nbytes > SMALL_APPEND_BYTES or tile_parts.parts(db, meta.table) != [meta.table]:
+        return False
+    encoded = encode_stack(stack, meta.dtype)
+    if encoded is None:
+        return False
+    blobs, formats, nonzeros = encoded
+    keys = np.asarray(key, dtype=np.int64).reshape(1, len(meta.keys))
+    where = " AND ".join(f"{name} = ?" for name in key_columns(len(meta.keys))) or "TRUE"
+    changed = db.execute(f"UPDATE {quote_dotted(meta.table)} SET nnz = ?, v = ?, fmt = ? WHERE {where}",
+                         [int(nonzeros[0]), blobs[0].as_py(), int(formats[0]), *keys[0].tolist()])
+    if changed and changed[0][0] != 1:  # DuckDB's count row: anything but the one tile is a broken promise
+        raise InternalError(f"overwrite of one tile of {meta.name} changed {changed[0][0]} rows")
+    tile_parts.rewritten(db, meta.table)
+    count_written(1)
+    if statistics is not None:
+        statistics.add(keys, nonzeros, formats)
+    return True
 
 
 def _write_encoded(db: Database, meta: TensorMeta, keys: np.ndarray,

@@ -87,3 +87,35 @@ def test_a_float32_parameter_steps_in_float32_under_sgd(monkeypatch):
     assert stepped.dtype == np.float32
     assert np.array_equal(stepped, expected)
     con.close()
+
+
+def test_one_tile_parameters_written_over_in_place_read_back_from_the_file(tmp_path, monkeypatch):
+    """A parameter of one tile and its moments are overwritten by one UPDATE each (storage/tile_store.py
+    overwrite_tile): a new connection to the file reads the values the step made, and Adam goes on from its
+    stored moments as if the connection had stayed open."""
+    from trdb.storage import tile_store
+    overwritten = []
+    original = tile_store.overwrite_tile
+    monkeypatch.setattr(tile_store, "overwrite_tile", lambda *args: overwritten.append(original(*args)) or overwritten[-1])
+
+    def model(con):
+        con.execute("CREATE TENSOR X FROM ? TILE (16, 4) DTYPE float64",
+                    [np.random.default_rng(1).standard_normal((16, 4))])
+        con.execute("CREATE TENSOR W SHAPE (4, 2) TILE (4, 2) DTYPE float64 FILL RANDOM_NORMAL(0, 1, 5)")
+        con.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(MATMUL(X.v, W.v) - 1)) AS v FROM X JOIN W ON X.j = W.i")
+    step = "MINIMIZE loss WRT (W) WITH (optimizer = 'adam', learning_rate = 0.1, steps = 3)"
+    path = str(tmp_path / "w.trdb")
+    con = trdb.connect(path)
+    model(con)
+    con.execute(step)
+    con.close()
+    con = trdb.connect(path)
+    reopened = con.execute(step).fetchall()
+    stepped = con.execute("SELECT * FROM W").fetch_tensor()
+    con.close()
+    memory = trdb.connect()
+    model(memory)
+    memory.execute(step)
+    assert memory.execute(step).fetchall() == reopened
+    np.testing.assert_array_equal(memory.execute("SELECT * FROM W").fetch_tensor(), stepped)
+    assert overwritten and all(overwritten)  # every write after the first step's moments went in place
