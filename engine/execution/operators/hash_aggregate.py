@@ -82,9 +82,9 @@ class Accumulator:
         try:
             combined = self._combine(acc, value, xp)
             charge_add(value)
-        except ValueError:
-            raise DataError(f"{self.function}: tiles of one group have shapes "
-                            f"{np.shape(acc)} and {np.shape(value)}") from None
+        except ValueError:  # the larger shape first, whichever tile came first (workers hand them on in any order)
+            larger, smaller = sorted((np.shape(acc), np.shape(value)), reverse=True)
+            raise DataError(f"{self.function}: tiles of one group have shapes {larger} and {smaller}") from None
         if combined is not acc and self.growth is not None and (is_sparse(combined) or is_sparse(acc)):
             self.growth.bytes += nbytes(combined) - nbytes(acc)  # a CSR sum grows; a dense one stays in place
         self.value = combined
