@@ -43,12 +43,21 @@ def check_stack(meta: TensorMeta, keys: np.ndarray, stack: np.ndarray, what: str
     in_range = len(stack) == len(keys) and stack.ndim == len(meta.tile) + 1 and bool(meta.keys_in_range(keys).all())
     positions = key_positions(meta, keys) if in_range else []
     passing = in_range and np.can_cast(stack.dtype, meta.dtype, casting="same_kind") and \
-        bool((meta.tile_shapes_at(keys) == np.asarray(stack.shape[1:], np.int64)).all()) and \
-        len(set(positions)) == len(positions) and seen.isdisjoint(positions)
+        _shapes_fit(meta, keys, stack.shape[1:]) and len(set(positions)) == len(positions) and \
+        seen.isdisjoint(positions)
     if not passing:
         return np.stack(check_tiles(meta, keys, list(stack), what, seen)) if len(stack) else stack
     seen.update(positions)
     return stack if stack.dtype == meta.dtype else stack.astype(meta.dtype)
+
+
+def _shapes_fit(meta: TensorMeta, keys: np.ndarray, shape: tuple) -> bool:
+    """Whether the tile under each key (all in range) has `shape`: for full tiles, that no key lands on the
+    last, smaller tile of a ragged axis (no shape computed per key)."""
+    if tuple(shape) == tuple(meta.tile):
+        return all(bool((keys[:, axis] < meta.grid[axis] - 1).all()) for axis in range(keys.shape[1])
+                   if meta.shape[axis] % meta.tile[axis])
+    return bool((meta.tile_shapes_at(keys) == np.asarray(shape, np.int64)).all())
 
 
 def key_positions(meta: TensorMeta, keys: np.ndarray) -> list:

@@ -266,7 +266,7 @@ def _replace_stack(sc: StatementContext, meta: TensorMeta, keys: np.ndarray, sta
     `stored`: those are the keys stored now (one tile is then written over in place where it can be)."""
     meta = sc.catalog.require_tensor(meta.name)
     stack = np.ascontiguousarray(stack, dtype=meta.dtype)
-    written = tile_store.WrittenStatistics(len(meta.keys))
+    written = tile_store.WrittenStatistics(len(meta.keys), meta.grid)
     if not (stored and tile_store.overwrite_tile(sc.db, meta, keys, stack, written)):
         tile_store.delete_tiles(sc.db, meta, None)
         with TileWriter(sc.db, meta, CHUNK_BYTES) as writer:

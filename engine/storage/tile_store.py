@@ -60,14 +60,18 @@ def drop_tile_table(db: Database, table: str) -> None:
 
 
 DISTINCT_PARTS = 64  # batches' distinct key values merged into one array once this many are held
+MARKED_KEYS = 1 << 24  # a key column of at most this many tiles counts its distinct values by marks, not sorts
 
 
 class WrittenStatistics:
     """`tile_statistics` of the tiles a writer inserted, counted as they go in (no query): those of the
-    tensor when the writer wrote all of it."""
+    tensor when the writer wrote all of it. `grid`: the tensor's tiles along each key, where known (a key
+    column with few enough is counted by marking each value seen)."""
 
-    def __init__(self, key_count: int):
+    def __init__(self, key_count: int, grid: Optional[Sequence[int]] = None):
         self.tuples = self.nnz = self.csr_tuples = self.csr_nnz = 0
+        sizes = list(grid) if grid is not None and len(grid) == key_count else [None] * key_count
+        self._marks = [np.zeros(n, dtype=bool) if n is not None and 0 < n <= MARKED_KEYS else None for n in sizes]
         self._distinct: list[list[np.ndarray]] = [[] for _ in range(key_count)]  # each batch's distinct values
 
     def add(self, keys: np.ndarray, nonzeros: np.ndarray, formats: np.ndarray) -> None:
@@ -76,14 +80,26 @@ class WrittenStatistics:
         self.nnz += int(nonzeros.sum())
         self.csr_tuples += int(csr.sum())
         self.csr_nnz += int(nonzeros[csr].sum())
-        for column, seen in enumerate(self._distinct):
-            seen.append(np.unique(keys[:, column]))
+        for column, (marks, seen) in enumerate(zip(self._marks, self._distinct)):
+            values = keys[:, column]
+            if marks is not None and (not len(values) or (values.min() >= 0 and values.max() < len(marks))):
+                marks[values] = True
+                continue
+            seen.append(np.unique(values))
             if len(seen) >= DISTINCT_PARTS:  # merged now and then: at most a few arrays of the values seen
                 seen[:] = [np.unique(np.concatenate(seen))]
 
     def as_tuple(self) -> tuple:
         return self.tuples, self.nnz, self.csr_tuples, self.csr_nnz, \
-            tuple(len(np.unique(np.concatenate(seen))) if seen else 0 for seen in self._distinct)
+            tuple(self._count(marks, seen) for marks, seen in zip(self._marks, self._distinct))
+
+    @staticmethod
+    def _count(marks: Optional[np.ndarray], seen: list[np.ndarray]) -> int:
+        if marks is None or not marks.any():
+            return len(np.unique(np.concatenate(seen))) if seen else 0
+        if seen:  # values outside the grid too (a writer checks keys first: not met in practice)
+            return len(np.union1d(np.flatnonzero(marks), np.concatenate(seen)))
+        return int(np.count_nonzero(marks))
 
 
 def write_tiles(db: Database, meta: TensorMeta, keys: np.ndarray, tiles: Sequence,

@@ -59,7 +59,7 @@ class TileWriter:
         self.after_batch = after_batch
         self.written = 0
         self.batches = 0
-        self.statistics = tile_store.WrittenStatistics(len(meta.keys))  # of what it inserted
+        self.statistics = tile_store.WrittenStatistics(len(meta.keys), meta.grid)  # of what it inserted
         self.kept: Optional[WrittenTiles] = WrittenTiles() if keep else None
         self._keys: list[tuple[int, ...]] = []
         self._tiles: list = []

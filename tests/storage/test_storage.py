@@ -173,3 +173,16 @@ def test_the_statistics_a_writer_counts_are_those_duckdb_counts(cur):
             writer.add(key, tile)
     assert writer.statistics.as_tuple() == tile_store.tile_statistics(session.catalog.db, meta)
     assert writer.statistics.as_tuple()[:4] == (4, 100 + 2 + 100, 1, 2)  # the zero tile is stored too; one is CSR
+
+
+def test_written_statistics_count_distinct_keys_by_marks_or_sorts_alike():
+    from trdb.storage.tile_store import WrittenStatistics
+    rng = np.random.default_rng(4)
+    batches = [rng.integers(0, 50, (300, 2)) for _ in range(5)] + [np.array([[60, 3]])]  # 60: past the grid
+    for grid in ((50, 50), None):
+        statistics = WrittenStatistics(2, grid)
+        for keys in batches:
+            statistics.add(keys, np.ones(len(keys), np.int64), np.zeros(len(keys), np.int8))
+        everything = np.concatenate(batches)
+        assert statistics.as_tuple() == (len(everything), len(everything), 0, 0,
+                                         tuple(len(np.unique(everything[:, c])) for c in range(2)))
