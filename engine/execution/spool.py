@@ -23,6 +23,7 @@ from trdb.storage.memory import Reservation
 from trdb.storage.spill import READ_BATCH_BYTES, SpillFile
 
 MEMORY_BATCH = 64  # tuples per batch read back from memory
+SAMPLED_KEYS = 1 << 16  # a key column of more column-batch tuples is counted from about this many of its values
 
 
 class RowSpool:
@@ -100,21 +101,23 @@ class RowSpool:
             yield from self._files[0].batches(batch_bytes_wanted)
 
     def distinct_keys(self, positions: list[int]) -> list[int]:
-        """How many distinct values each of the key columns at `positions` holds (NULL one of them): column
-        batches counted as arrays, list batches tuple by tuple."""
+        """How many distinct values each of the key columns at `positions` holds (NULL one of them), for the
+        planner's estimates: list batches counted tuple by tuple; column batches as arrays, from every k-th
+        value where they hold more than SAMPLED_KEYS (the values seen once in the sample stand for as many
+        unseen ones in the rest: all distinct stays all distinct, a few repeated values stay few)."""
+        stride = max(1, -(-len(self) // SAMPLED_KEYS))
         arrays: list[list[np.ndarray]] = [[] for _ in positions]
         seen: list[set] = [set() for _ in positions]
+        in_columns = 0
         for batch in self.batches():
+            if is_columns(batch):
+                in_columns += len(batch)
             for values, found, position in zip(arrays, seen, positions):
                 if is_columns(batch):
-                    values.append(np.unique(batch.columns[position]))
+                    values.append(batch.columns[position][::stride])
                 else:
                     found.update(row[position] for row in batch)
-        counts = []
-        for values, found in zip(arrays, seen):
-            distinct = np.unique(np.concatenate(values)) if values else np.zeros(0, np.int64)
-            counts.append(len(distinct) if not found else len(found | set(distinct.tolist())))
-        return counts
+        return [_distinct(values, found, in_columns) for values, found in zip(arrays, seen)]
 
     def __iter__(self) -> Iterator[tuple]:
         return (row for batch in self.batches() for row in batch)
@@ -135,6 +138,18 @@ def _forget(reservation: Reservation, files: list) -> None:
         spill.remove()
     files.clear()
     reservation.release_all()
+
+
+def _distinct(values: list[np.ndarray], found: set, rows: int) -> int:
+    """Distinct values of a column: `values` sampled from `rows` in column batches, `found` the list batches'."""
+    sample = np.concatenate(values) if values else np.zeros(0, np.int64)
+    distinct, counts = np.unique(sample, return_counts=True)
+    estimate = len(distinct)
+    if len(sample) < rows:
+        estimate = min(rows, round(len(distinct) + int((counts == 1).sum()) * (rows - len(sample)) / len(sample)))
+    if not found:
+        return estimate
+    return estimate + len(found - set(distinct.tolist()))
 
 
 def row_batches(rows: Union[list, RowSpool], size: int = MEMORY_BATCH) -> Iterator[list]:

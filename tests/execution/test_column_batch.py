@@ -340,3 +340,18 @@ def test_fetch_tensor_places_column_batches_as_tuples_would(rows, monkeypatch):
     with pytest.raises(trdb.DataError, match="tuples under key"):
         con.execute("SELECT A.i, A.j, A.v FROM A UNION ALL SELECT A.i, A.j, A.v FROM A").fetch_tensor()
     con.close()
+
+
+def test_a_large_spool_estimates_distinct_keys_from_a_sample():
+    from trdb.execution.spool import SAMPLED_KEYS, RowSpool
+    from trdb.storage.memory import MemoryManager
+    spool = RowSpool(MemoryManager(1 << 32).reservation("test"), lambda: None)
+    rows = 4 * SAMPLED_KEYS
+    rng = np.random.default_rng(1)
+    unique, few = rng.permutation(rows), rng.integers(0, 700, rows)
+    for start in range(0, rows, 4096):
+        part = slice(start, start + 4096)
+        spool.append_batch(ColumnBatch([unique[part], few[part], np.zeros((len(unique[part]), 1))],
+                                       [False, False, True]))
+    every, some = spool.distinct_keys([0, 1])
+    assert every == rows and some == 700  # all distinct stays all; a few values repeated stay few
