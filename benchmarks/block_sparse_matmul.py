@@ -92,7 +92,8 @@ def main() -> None:
     con = trdb.connect()
     cur = con.cursor()
     load_started = time.perf_counter()
-    cur.execute(f"CREATE TENSOR A FROM ? TILE ({t}, {t})", [A])
+    # from a sparse matrix: only its non-zero blocks become tiles (a dense array's zero blocks are values, stored)
+    cur.execute(f"CREATE TENSOR A FROM ? TILE ({t}, {t})", [scipy.sparse.csr_matrix(A)])
     load_a = time.perf_counter() - load_started
     stored = cur.execute("SELECT COUNT(*) FROM A").fetchone()[0]
     assert stored == len(blocks), f"trdb stored {stored} tiles of A, expected {len(blocks)}"
