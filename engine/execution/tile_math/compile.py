@@ -51,11 +51,16 @@ def _call(expr: bx.Call, backend: Backend) -> Compiled:
     function = expr.function
     args = [compile_expr(a, backend) for a in expr.args]
     inplace = inplace_kernel(expr, backend)
+    lined_up = _lined_up_axes(expr)
     if inplace is not None:
         first, rest = args[0], args[1:]
         run = counted(function, lambda values: inplace(values[0], values[1:]))
+        if lined_up:
+            run = _checking(expr, lined_up, run)
         return lambda row: run([first(row), *[arg(row) for arg in rest]])
     call = counted(function, lambda values: function.call(backend, values))
+    if lined_up:
+        call = _checking(expr, lined_up, call)
     if len(args) == 1:
         (a,) = args
         return lambda row: call([a(row)])
@@ -63,6 +68,38 @@ def _call(expr: bx.Call, backend: Backend) -> Compiled:
         a, b = args
         return lambda row: call([a(row), b(row)])
     return lambda row: call([arg(row) for arg in args])
+
+
+def _lined_up_axes(expr: bx.Call) -> list[tuple[int, int, list[int]]]:
+    """For an elementwise kernel of several tiles: (i, j, axes) where arguments i and j must have the same size
+    at run time along each of `axes` (counted from the end): the axes where both their tile types have a size
+    other than 1. numpy would broadcast an edge tile of size 1 against a full tile there, silently."""
+    if not getattr(expr.function, "elementwise", False) or len(expr.args) < 2:
+        return []
+    tiles = [(n, tuple(getattr(a.type, "tile", None) or ())) for n, a in enumerate(expr.args)
+             if getattr(a.type, "tile", None)]
+    out = []
+    for x in range(len(tiles)):
+        for y in range(x + 1, len(tiles)):
+            (i, a), (j, b) = tiles[x], tiles[y]
+            axes = [-k for k in range(1, min(len(a), len(b)) + 1) if a[-k] != 1 and b[-k] != 1]
+            if axes:
+                out.append((i, j, axes))
+    return out
+
+
+def _checking(expr: bx.Call, lined_up: list, call: Callable[[list], Any]) -> Callable[[list], Any]:
+    """`call`, after checking that its tile arguments line up where their types say they do."""
+    def checked(values: list) -> Any:
+        for i, j, axes in lined_up:
+            a, b = np.shape(values[i]), np.shape(values[j])
+            if any(len(a) >= -axis and len(b) >= -axis and a[axis] != b[axis] for axis in axes):
+                raise DataError(f"{expr.function.label}: tiles of shapes {a} and {b} do not line up: an edge "
+                                "tile met a full tile (the keys joined point to tiles of other sizes)",
+                                hint="join the keys of the same tile positions, or store the tensors with a "
+                                     "TILE that divides their SHAPE")
+        return call(values)
+    return checked
 
 
 _INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1

@@ -1,0 +1,40 @@
+"""Compiled elementwise kernels refuse tiles that their types say line up and that do not (tile_math/compile.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import trdb
+
+
+@pytest.fixture
+def con():
+    con = trdb.connect()
+    con.execute("CREATE TENSOR E FROM ? TILE (3, 8) DTYPE float64", [np.arange(320.0).reshape(40, 8)])
+    con.execute("CREATE TABLE p (h BIGINT, t BIGINT)")
+    yield con
+    con.close()
+
+
+@pytest.mark.parametrize("pairs", [[(13, 2)], [(13, 2)] + [(i % 13, (i + 1) % 13) for i in range(40)]],
+                         ids=["one-tuple", "stacked-batch"])
+def test_an_edge_tile_met_by_a_full_tile_is_an_error_not_a_broadcast(con, pairs):
+    """E's last tile (key 13) holds one row: numpy would broadcast it against a full tile of 3 rows."""
+    for h, t in pairs:
+        con.execute("INSERT INTO p VALUES (?, ?)", [h, t])
+    query = "SELECT SUM(SUMSQ(H.v - U.v)) AS v FROM p JOIN E AS H ON H.i = p.h JOIN E AS U ON U.i = p.t"
+    with pytest.raises(trdb.DataError, match=r"tiles of shapes \(1, 8\) and \(3, 8\) do not line up") as failure:
+        con.execute(query).fetchall()
+    assert "TILE that divides their SHAPE" in failure.value.hint
+    with pytest.raises(trdb.DataError, match="do not line up"):
+        con.execute("CREATE VIEW loss AS " + query)
+        con.execute("SELECT * FROM GRAD(loss, E)").fetchall()
+
+
+def test_tiles_under_the_same_keys_and_broadcasts_the_types_allow_still_run(con):
+    con.execute("INSERT INTO p VALUES (13, 13), (1, 1)")
+    con.execute("CREATE TENSOR b FROM ? TILE (8) DTYPE float64", [np.ones(8)])
+    e = np.arange(320.0).reshape(40, 8)
+    rows = con.execute("SELECT SUM(SUMSQ(H.v * 2 - U.v + b.v)) AS v FROM p JOIN E AS H ON H.i = p.h "
+                       "JOIN E AS U ON U.i = p.t JOIN b ON b.i = 0").fetchall()
+    assert rows[0][0] == pytest.approx(((e[39:40] + 1) ** 2).sum() + ((e[3:6] + 1) ** 2).sum())
