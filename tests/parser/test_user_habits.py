@@ -74,3 +74,12 @@ def test_from_coo_takes_a_query_as_written():
     node = parse(text)
     assert isinstance(node.source, SubqueryRef) and node.columns == ("dst", "src", "w")
     assert text[node.source.span.start:node.source.span.end] == "(SELECT dst, src, w FROM edges WHERE w > 0)"
+
+
+def test_a_trailing_comma_in_shape_and_tile_is_python_s_one_tuple():
+    con = trdb.connect()
+    con.execute("CREATE TENSOR v SHAPE (4,) TILE (2,) FILL ONES")
+    assert con.execute("SELECT * FROM v").fetch_tensor().tolist() == [1.0, 1.0, 1.0, 1.0]
+    with pytest.raises(trdb.ProgrammingError, match="syntax error"):
+        con.execute("CREATE TENSOR w SHAPE (,) TILE (2) FILL ONES")
+    con.close()
