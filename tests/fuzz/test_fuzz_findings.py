@@ -400,10 +400,10 @@ def test_an_int_tile_plus_a_float_is_not_written_into_the_int_tile():
 
 def test_tiles_that_do_not_broadcast_in_place_are_a_data_error(cur):
     # seed 31415213: a fresh temporary of an edge tile (8,) plus a (16, 16) tile raised numpy's ValueError
-    # while deciding whether to add in place
+    # while deciding whether to add in place; the tiles' types line up, so the kernel refuses them first
     cur.execute("CREATE TENSOR V SHAPE (40) TILE (16) DTYPE float64 FILL RANDOM_UNIFORM(-1, 1, 3)")
     cur.execute("CREATE TENSOR M SHAPE (48, 32) TILE (16, 16) DTYPE int32 FILL ONES")
-    with pytest.raises(trdb.DataError, match=r"operator \+: shapes \(8,\) and \(16, 16\) do not broadcast"):
+    with pytest.raises(trdb.DataError, match=r"operator \+: tiles of shapes \(8,\) and \(16, 16\) do not line up"):
         cur.execute("SELECT V.i, M.j, MIN(1e-30 + V.v + GREATEST(TRANSPOSE(M.v), CAST(M.v AS float64))) AS v "
                     "FROM V, M GROUP BY V.i, M.j")
     assert cur.execute("SELECT SUM(SUMSQ(v)) FROM M").fetchall() == [(48 * 32,)]
