@@ -235,8 +235,8 @@ class Session(PlainSqlRunner, PythonViews):
 
     def _atomic(self, work: Callable[[], Result]) -> Result:
         """Run a writing statement in its own transaction (or the open one); undo everything on failure. A
-        cancel that came while it ran (during a long call into DuckDB, which trdb's statements do not
-        interrupt) fails it before it commits."""
+        cancel that came while it ran (during a long call into DuckDB, which trdb's statements interrupt only
+        in a tile insert) fails it before it commits."""
         with self._step():
             result = work()
             if self._running is not None and self._running.is_set():
@@ -308,6 +308,8 @@ class Session(PlainSqlRunner, PythonViews):
             interrupted.set()
         if self._in_duckdb:
             self.db.interrupt()  # plain SQL runs inside DuckDB: ask it to stop
+        elif interrupted is not None:
+            self.db.interrupt_tile_insert()  # a long insert of tiles stops too; the rest checks the event
 
     def close(self) -> None:
         self.cancel()

@@ -53,6 +53,7 @@ class Database:
             self.file.release()
             raise
         self._lock = threading.RLock()
+        self._inserting_tiles = False  # an Arrow insert of tiles runs in DuckDB now (a cancel may interrupt it)
         self.explicit_transaction = False
         self._statement_transaction = False
         self.transaction_epoch = 0  # advanced as every transaction begins and ends (what it saw may be gone)
@@ -179,10 +180,14 @@ class Database:
         self.file.note_tile(_largest_value(data))
         with self._lock, self._translated():
             source = self._con.from_arrow(data)
-            if data.num_rows <= RETURNING_ROWS:
-                self._con.execute(f"INSERT INTO {table} {source.sql_query()} RETURNING NULL").fetchall()
-            else:
-                source.insert_into(table)
+            self._inserting_tiles = True
+            try:
+                if data.num_rows <= RETURNING_ROWS:
+                    self._con.execute(f"INSERT INTO {table} {source.sql_query()} RETURNING NULL").fetchall()
+                else:
+                    source.insert_into(table)
+            finally:
+                self._inserting_tiles = False
 
     def register(self, name: str, data: Any) -> None:
         """Make a pandas DataFrame or Arrow table (or reader) readable as a view of this connection."""
@@ -195,6 +200,14 @@ class Database:
 
     def interrupt(self) -> None:
         self._con.interrupt()
+
+    def interrupt_tile_insert(self) -> None:
+        """Stop the tile insert running now, if one is (a cancelled statement: a tile of 256 MB takes half a
+        second to insert); it raises QueryCancelled there. DuckDB forgets an interrupt that comes between
+        queries, so a statement's other work is never hit by one meant for an insert that just ended, unless
+        its next query starts at that very moment: it fails then, as cancelled, which the caller asked for."""
+        if self._inserting_tiles:
+            self._con.interrupt()
 
     @contextmanager
     def _translated(self) -> Iterator[None]:

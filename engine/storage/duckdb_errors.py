@@ -48,6 +48,8 @@ def translate(exc: duckdb.Error, temp_directory: Optional[str] = None) -> errors
         return errors.OperationalError(f"DuckDB ran out of the memory trdb gives it: {text}",
                                        hint="raise memory_limit (DuckDB gets a quarter of it, at least 32 MB), or "
                                             "store the tensor in smaller tiles")
+    if isinstance(exc, duckdb.InterruptException):  # a cancel (Cursor.close(), Ctrl-C) that DuckDB took
+        return errors.QueryCancelled("the statement was cancelled")
     if isinstance(exc, duckdb.TransactionException):
         return _transaction_error(text, lowered)
     if "read-only mode" in text:

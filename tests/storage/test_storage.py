@@ -186,3 +186,51 @@ def test_written_statistics_count_distinct_keys_by_marks_or_sorts_alike():
         everything = np.concatenate(batches)
         assert statistics.as_tuple() == (len(everything), len(everything), 0, 0,
                                          tuple(len(np.unique(everything[:, c])) for c in range(2)))
+
+
+def test_a_cancel_interrupts_only_a_tile_insert_running_now():
+    """Database.interrupt_tile_insert (a cancelled statement's) between queries hits nothing: DuckDB forgets it."""
+    from trdb.storage.database import Database
+    db = Database()
+    db.interrupt_tile_insert()
+    db.interrupt()  # even DuckDB's own interrupt, between queries
+    assert db.execute("SELECT 42") == [(42,)]
+    db.close()
+
+
+def test_a_cancelled_statement_stops_in_its_tile_insert_and_leaves_nothing(monkeypatch):
+    """A cancel that lands while DuckDB inserts tiles interrupts the insert: the statement is cancelled, and no
+    tensor is left. The insert is stood in for by a query that would run for minutes; the cancel is repeated
+    until it has stopped (one that lands between queries is forgotten)."""
+    import threading
+    import time
+
+    from trdb.storage import database
+    con = trdb.connect()
+    real = database.Database.append_arrow
+
+    def cancelled_midway(self, table, data):
+        done = threading.Event()
+
+        def cancel_until_done():
+            while not done.wait(0.05):
+                con._session().cancel()
+        canceller = threading.Thread(target=cancel_until_done)
+        self._inserting_tiles = True  # as inside the real insert
+        canceller.start()
+        try:
+            started = time.perf_counter()
+            with self._translated():  # as the real insert: DuckDB's errors become trdb's
+                self._con.execute("SELECT count(*) FROM range(1000000000000)").fetchall()
+            raise AssertionError(f"not interrupted in {time.perf_counter() - started:.0f} s")
+        finally:
+            self._inserting_tiles = False
+            done.set()
+            canceller.join()
+    monkeypatch.setattr(database.Database, "append_arrow", cancelled_midway)
+    with pytest.raises(trdb.OperationalError, match="cancelled"):
+        con.execute("CREATE TENSOR T FROM ? TILE (1024, 1024)", [np.ones((2048, 1024), np.float32)])
+    monkeypatch.undo()
+    assert con.execute("SHOW TENSORS").fetchall() == []
+    assert real is database.Database.append_arrow
+    con.close()
