@@ -7,16 +7,7 @@ import pyarrow as pa
 import pytest
 
 import trdb
-
-A = np.arange(15, dtype=np.float32).reshape(3, 5)
-
-
-@pytest.fixture
-def con():
-    connection = trdb.connect(workers=1)
-    connection.execute("CREATE TENSOR A FROM ? TILE (2, 2)", [A])
-    yield connection
-    connection.close()
+from helpers.small_tensor import A, connection_with_a  # noqa: F401 (the `con` fixture)
 
 
 def test_sql_relation_fetches_in_every_form_and_runs_again(con, capsys):

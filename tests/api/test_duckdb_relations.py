@@ -12,16 +12,7 @@ import pyarrow as pa
 import pytest
 
 import trdb
-
-A = np.arange(15, dtype=np.float32).reshape(3, 5)
-
-
-@pytest.fixture
-def con():
-    connection = trdb.connect(workers=1)
-    connection.execute("CREATE TENSOR A FROM ? TILE (2, 2)", [A])
-    yield connection
-    connection.close()
+from helpers.small_tensor import A, connection_with_a  # noqa: F401 (the `con` fixture)
 
 
 def test_items_example_of_the_db_api_page(con):

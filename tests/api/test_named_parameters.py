@@ -5,17 +5,8 @@ import numpy as np
 import pytest
 
 import trdb
+from helpers.small_tensor import A, connection_with_a  # noqa: F401 (the `con` fixture)
 from trdb.api.named_parameters import colon_placeholders
-
-A = np.arange(15, dtype=np.float32).reshape(3, 5)
-
-
-@pytest.fixture
-def con():
-    connection = trdb.connect(workers=1)
-    connection.execute("CREATE TENSOR A FROM ? TILE (2, 2)", [A])
-    yield connection
-    connection.close()
 
 
 def test_colon_names_bind_from_a_mapping_in_trql_and_plain_sql(con):

@@ -6,42 +6,17 @@ import numpy as np
 import pytest
 
 import trdb
+from helpers.finite_differences import finite_differences, load
 
 RNG = np.random.default_rng(5)
-
-
-def load(cur, name, array, tile):
-    cur.execute(f"CREATE TENSOR {name} FROM ? TILE ({', '.join(map(str, tile))}) DTYPE float64", [array])
-
-
-def loss_value(cur, view) -> float:
-    return float(cur.execute(f"SELECT * FROM {view}").fetchone()[0])
-
-
-def central_differences(cur, view, param, shape, tile, eps=1e-6) -> np.ndarray:
-    """d loss / d param at every element (the parameters are small), by central differences in float64."""
-    grad = np.zeros(shape)
-    for index in np.ndindex(*shape):
-        key = tuple(i // t for i, t in zip(index, tile))
-        tile_shape = tuple(min(t, n - k * t) for k, t, n in zip(key, tile, shape))
-        delta = np.zeros(tile_shape)
-        delta[tuple(i % t for i, t in zip(index, tile))] = eps
-        where = " AND ".join(f"{param}.{k} = {v}" for k, v in zip("ij", key))
-        update = f"UPDATE {param} SET v = {param}.v + ? WHERE {where}"
-        cur.execute(update, [delta])
-        plus = loss_value(cur, view)
-        cur.execute(update, [-2 * delta])
-        minus = loss_value(cur, view)
-        cur.execute(update, [delta])
-        grad[index] = (plus - minus) / (2 * eps)
-    return grad
 
 
 def check(cur, view, param, shape, tile, expected):
     grad = cur.execute(f"SELECT * FROM GRAD({view}, {param})").fetch_tensor(shape=shape)
     np.testing.assert_allclose(grad, expected, rtol=1e-9, atol=1e-9)
     cur.execute("SET workers = 1")  # many tiny statements
-    np.testing.assert_allclose(grad, central_differences(cur, view, param, shape, tile), rtol=1e-5, atol=1e-6)
+    every = list(np.ndindex(*shape))
+    np.testing.assert_allclose(grad, finite_differences(cur, view, param, shape, tile, every), rtol=1e-5, atol=1e-6)
     cur.execute("RESET workers")
 
 

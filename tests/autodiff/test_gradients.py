@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import trdb
+from helpers.finite_differences import finite_differences, load
 from helpers.mlp_views import create_mlp_views
 
 RNG = np.random.default_rng(42)
@@ -14,14 +15,6 @@ RNG = np.random.default_rng(42)
 
 def rand(*shape):
     return RNG.standard_normal(shape)
-
-
-def load(cur, name, array, tile):
-    cur.execute(f"CREATE TENSOR {name} FROM ? TILE ({', '.join(map(str, tile))}) DTYPE float64", [array])
-
-
-def loss_value(cur, view) -> float:
-    return float(cur.execute(f"SELECT * FROM {view}").fetchone()[0])
 
 
 PROBED = 24  # elements of a larger parameter whose derivative is taken by central differences (5 statements each)
@@ -34,26 +27,6 @@ def probed_indices(shape) -> list[tuple]:
         return indices
     chosen = np.random.default_rng(len(indices)).choice(len(indices), PROBED, replace=False)
     return [indices[i] for i in sorted(chosen.tolist())]
-
-
-def finite_differences(cur, view, param, shape, tile, indices, eps=1e-6) -> np.ndarray:
-    """Central differences of the loss at `indices` of the parameter (the other entries stay 0)."""
-    keys = "ijkl"[:len(shape)]
-    grad = np.zeros(shape)
-    for index in indices:
-        key = tuple(i // t for i, t in zip(index, tile))
-        tile_shape = tuple(min(t, n - k * t) for k, t, n in zip(key, tile, shape))
-        delta = np.zeros(tile_shape)
-        delta[tuple(i % t for i, t in zip(index, tile))] = eps
-        where = " AND ".join(f"{param}.{k} = {v}" for k, v in zip(keys, key))
-        update = f"UPDATE {param} SET v = {param}.v + ? WHERE {where}"
-        cur.execute(update, [delta])
-        plus = loss_value(cur, view)
-        cur.execute(update, [-2 * delta])
-        minus = loss_value(cur, view)
-        cur.execute(update, [delta])
-        grad[index] = (plus - minus) / (2 * eps)
-    return grad
 
 
 def check(cur, view, param, array, tile, expected=None):

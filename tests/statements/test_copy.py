@@ -8,16 +8,7 @@ import pytest
 import scipy.sparse
 
 import trdb
-
-A = np.arange(15, dtype=np.float32).reshape(3, 5)
-
-
-@pytest.fixture
-def con():
-    connection = trdb.connect(workers=1)
-    connection.execute("CREATE TENSOR A FROM ? TILE (2, 2)", [A])
-    yield connection
-    connection.close()
+from helpers.small_tensor import A, connection_with_a  # noqa: F401 (the `con` fixture)
 
 
 def _long_dense(frame: pd.DataFrame, shape) -> np.ndarray:
