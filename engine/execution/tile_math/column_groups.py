@@ -58,7 +58,7 @@ class ColumnGroups:
         self.tuples += len(keys)
         self._bound(keys)
         part = _reduced(keys, np.ones(len(keys), dtype=np.int64), values)
-        if self.box is not None and self.box.holds(part[0]):
+        if self.box is not None and self.box.holds(self._low, self._high):  # the bounds of every key added
             self.box.add(part)
             return 0
         before = self.nbytes

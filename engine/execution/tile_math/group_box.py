@@ -29,9 +29,9 @@ class GroupBox:
     def nbytes(self) -> int:
         return int(self.counts.nbytes + sum(s.nbytes for s in self.sums if s is not None))
 
-    def holds(self, keys: np.ndarray) -> bool:
-        return bool((keys.min(axis=0) >= self.low).all() and (keys.max(axis=0) <= self.high).all()) \
-            if len(keys) else True
+    def holds(self, low: np.ndarray, high: np.ndarray) -> bool:
+        """Whether keys from `low` to `high` (each key column's least and greatest) lie inside the box."""
+        return bool((low >= self.low).all() and (high <= self.high).all())
 
     def add(self, part: Part) -> None:
         """Add groups of unique keys, all inside the box."""
