@@ -2,7 +2,7 @@
 
 Each step evaluates the loss and every parameter's gradient plan at the same parameter values,
 then updates the stored tiles; each step commits on its own (outside an explicit transaction), so
-an interrupted run keeps its completed steps. Adam's moments are tensors `__trdb_adam_m__<param>` and
+an interrupted run keeps its completed steps (`commit_every = n`: every n steps commit together). Adam's moments are tensors `__trdb_adam_m__<param>` and
 `__trdb_adam_v__<param>` in the database (catalog/optimizer_state.py: a namespace users cannot create
 in), and its step count is in `_trdb.adam_steps`.
 """
@@ -40,7 +40,7 @@ from trdb.storage.tile_writer import TileWriter
 STEP_LISTENER: ContextVar[Optional[Callable[[int, int, float], None]]] = ContextVar("minimize_steps", default=None)
 
 _DEFAULTS = {"optimizer": "sgd", "learning_rate": None, "steps": 100, "beta1": 0.9, "beta2": 0.999,
-             "epsilon": 1e-8, "clamp_min": None, "clamp_max": None}
+             "epsilon": 1e-8, "clamp_min": None, "clamp_max": None, "commit_every": 1}
 _CLAMPS = ("clamp_min", "clamp_max")  # a projection of the new values after each step (NNMF's clamp at 0)
 
 
@@ -54,6 +54,7 @@ class Options:
     epsilon: float
     clamp_min: Optional[float] = None
     clamp_max: Optional[float] = None
+    commit_every: int = 1  # steps a transaction holds (the last one holds the steps that are left)
 
 
 def parse_options(sc: StatementContext, node: ast.Minimize) -> Options:
@@ -69,8 +70,9 @@ def parse_options(sc: StatementContext, node: ast.Minimize) -> Options:
         raise ProgrammingError(f"MINIMIZE: optimizer must be 'sgd' or 'adam', got {values['optimizer']!r}")
     if values["learning_rate"] is None:
         values["learning_rate"] = 0.01 if optimizer == "sgd" else 0.001
-    if not isinstance(values["steps"], int) or isinstance(values["steps"], bool) or values["steps"] < 1:
-        raise ProgrammingError(f"MINIMIZE: steps must be a positive integer, got {values['steps']!r}")
+    for key in ("steps", "commit_every"):
+        if not isinstance(values[key], int) or isinstance(values[key], bool) or values[key] < 1:
+            raise ProgrammingError(f"MINIMIZE: {key} must be a positive integer, got {values[key]!r}")
     numbers = {k: _number(k, values[k]) for k in ("learning_rate", "beta1", "beta2", "epsilon")}
     for key in ("beta1", "beta2"):
         if not 0 <= numbers[key] < 1:
@@ -81,7 +83,7 @@ def parse_options(sc: StatementContext, node: ast.Minimize) -> Options:
     if len(clamps) == 2 and clamps["clamp_min"] > clamps["clamp_max"]:
         raise ProgrammingError(f"MINIMIZE: clamp_min must be at most clamp_max, got clamp_min = "
                                f"{clamps['clamp_min']!r} and clamp_max = {clamps['clamp_max']!r}")
-    return Options(optimizer, steps=values["steps"], **numbers, **clamps)
+    return Options(optimizer, steps=values["steps"], commit_every=values["commit_every"], **numbers, **clamps)
 
 
 def _clamped(new: np.ndarray, options: Options) -> np.ndarray:
@@ -370,23 +372,33 @@ def minimize(sc: StatementContext, node: ast.Minimize,
     sc.pipeline.memo = sc.plan_memo if sc.plan_memo is not None else PlanMemo()
     adams: list = [None] * len(params)
     rows = []
-    for step in range(1, options.steps + 1):
-        with step_transaction():
+    for first in range(1, options.steps + 1, options.commit_every):
+        last = min(first + options.commit_every, options.steps + 1)
+        with step_transaction():  # `commit_every` steps, committed together
             if options.optimizer == "adam" and adams[0] is None:
                 adams = [AdamState(sc, p) for p in params]
-            shared = sc.shared_work()  # the forward pass is computed once for the loss and every gradient
-            shared.expect([loss_plan, *gradients])
-            loss = sc.run_plan(loss_plan, shared).rows
-            # at the same parameter values; a zero gradient still moves Adam's moments, so none is dropped
-            results = [sc.run_plan(plan, shared, keep_zero_tuples=True).rows for plan in gradients]
-            writes = [write for param, grad_rows, adam in zip(params, results, adams)
-                      for write in _update(sc, sc.catalog.require_tensor(param.name), grad_rows, options, adam)]
-            write_adam_steps(sc.db, {adam.param_name: adam.step for adam in adams if adam is not None})
-            _finish(sc, writes)
-        shared = None  # this step's forward pass is not read again: its tuples (and Ray workers' copies) go now
-        sc.pipeline.end_step()
-        rows.append((step, float(np.sum([np.asarray(to_host(r[-1]), dtype=np.float64) for r in loss]))))
-        if (listener := STEP_LISTENER.get()) is not None:
-            listener(step, options.steps, rows[-1][1])
+            losses = [_step(sc, loss_plan, params, gradients, options, adams) for _ in range(first, last)]
+        for step, loss in zip(range(first, last), losses):
+            rows.append((step, loss))
+            if (listener := STEP_LISTENER.get()) is not None:
+                listener(step, options.steps, loss)
     schema = (Column("step", ScalarType(int)), Column("loss", ScalarType(float)))
     return Result(rows=rows, schema=schema, rowcount=len(rows))
+
+
+def _step(sc: StatementContext, loss_plan: lp.Plan, params: list[TensorMeta], gradients: list[lp.Plan],
+          options: Options, adams: list) -> float:
+    """One step: the loss and every gradient at the same parameter values, then the parameters (and Adam's
+    state) written; the loss before the step."""
+    shared = sc.shared_work()  # the forward pass is computed once for the loss and every gradient
+    shared.expect([loss_plan, *gradients])
+    loss = sc.run_plan(loss_plan, shared).rows
+    # at the same parameter values; a zero gradient still moves Adam's moments, so none is dropped
+    results = [sc.run_plan(plan, shared, keep_zero_tuples=True).rows for plan in gradients]
+    writes = [write for param, grad_rows, adam in zip(params, results, adams)
+              for write in _update(sc, sc.catalog.require_tensor(param.name), grad_rows, options, adam)]
+    write_adam_steps(sc.db, {adam.param_name: adam.step for adam in adams if adam is not None})
+    _finish(sc, writes)
+    del shared  # this step's forward pass is not read again: its tuples (and Ray workers' copies) go now
+    sc.pipeline.end_step()
+    return float(np.sum([np.asarray(to_host(r[-1]), dtype=np.float64) for r in loss]))

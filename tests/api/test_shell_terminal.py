@@ -67,7 +67,7 @@ def test_progress_shows_minimize_steps_and_loss_and_the_tiles_a_query_read(shell
     shown = int(child.match.group(1))
     assert shown >= 1 and float(child.match.group(2)) > 0
     child.sendintr()
-    child.expect(r"Cancelled\. MINIMIZE kept (\d+) of 100000 steps \(each step commits on its own\)")
+    child.expect(r"Cancelled\. MINIMIZE kept (\d+) of 100000 steps \(the steps it had committed\)")
     kept = int(child.match.group(1))
     assert kept >= shown
     _prompt(child)

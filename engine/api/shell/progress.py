@@ -63,8 +63,8 @@ class StepReport:
         if not self.losses:
             return ""
         n = len(self.losses)
-        return (f" MINIMIZE kept {n} of {self.total} step{'s' if self.total != 1 else ''} (each step commits on"
-                f" its own); the loss after step {n} was {self.losses[-1]:.6g}.")
+        return (f" MINIMIZE kept {n} of {self.total} step{'s' if self.total != 1 else ''} (the steps it had"
+                f" committed); the loss after step {n} was {self.losses[-1]:.6g}.")
 
 
 def _work(cursor: Cursor, sql: str, box: dict, done: Finished, steps: Optional[StepReport],
