@@ -2,7 +2,7 @@
 
 An EINSUM becomes joins and aggregates (the optimizer's decomposition, which chooses tiles and a
 contraction order for the workers it will run on), or one DenseEinsum when its operands are small
-dense stored tensors (optimizer/dense_einsum.py); a GRAD becomes the plan of its gradient
+dense stored tensors (as optimizer/whole_products.py decides); a GRAD becomes the plan of its gradient
 (autodiff), built over its loss once the loss's own EINSUMs are decomposed (never into a
 DenseEinsum: autodiff differentiates joins and aggregates).
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from trdb.autodiff.gradient import gradient_plan
 from trdb.errors import Error, InternalError
-from trdb.optimizer.dense_einsum import dense_einsum, multiplies_tiles, plan_nodes
 from trdb.optimizer.driver import check_plan_size
 from trdb.optimizer.einsum_decomposition import decompose
+from trdb.optimizer.whole_products import beside_tile_products, whole_product
 from trdb.plan import logical as lp
 
 # Operators a GRAD's loss may hold, each subplan counted once per reader: autodiff builds the backward pass
@@ -25,11 +25,9 @@ def expand(plan: lp.Plan, workers: int, dense_limit: int = 0) -> lp.Plan:
     """The plan with no `Einsum` or `Gradient` left (the plan itself when it has none); `dense_limit`:
     the most bytes a DenseEinsum may hold (0: every EINSUM is decomposed). Not beside tile products: when
     the plan would also multiply tiles, every EINSUM is decomposed (a whole product slows the tile products
-    after it: `multiplies_tiles`; an EINSUM on whole arrays then joined with a tiled product took 1.4x as
-    long as both tiled)."""
+    after it: optimizer/whole_products.py's `beside_tile_products`)."""
     expanded = _Expander(workers, dense_limit).expand(plan, dense_limit > 0)
-    if dense_limit > 0 and any(isinstance(n, lp.DenseEinsum) for n in plan_nodes(expanded)) \
-            and multiplies_tiles(expanded):
+    if dense_limit > 0 and beside_tile_products(expanded):
         return _Expander(workers, 0).expand(plan, False)
     return expanded
 
@@ -55,7 +53,7 @@ class _Expander:
     def _expanded(self, node, dense: bool) -> lp.Plan:
         try:
             if isinstance(node, lp.Einsum):
-                whole = dense_einsum(node, self.dense_limit) if dense else None
+                whole = whole_product(node.operands, node.spec.spec, node.schema, self.dense_limit) if dense else None
                 expanded = whole or decompose(node, self.workers)
             else:
                 check_plan_size(node.input, MAX_LOSS_OPERATORS, "differentiate")

@@ -25,9 +25,9 @@ from trdb.execution.spool import RowSpool
 from trdb.execution.state import ExecutionState
 from trdb.execution.workers import one_blas_thread
 from trdb.kernels.backend import Backend
-from trdb.optimizer.dense_einsum import dense_limit
 from trdb.optimizer.driver import RuleContext, disabled_rules, optimize
 from trdb.optimizer.physical_planner import plan_physical
+from trdb.optimizer.whole_products import dense_limit
 from trdb.parser import ast
 from trdb.pipeline.expansions import expand
 from trdb.pipeline.limits import check_plan
@@ -93,7 +93,7 @@ class Pipeline:
         """EINSUM decomposed (for this statement's workers) and GRAD built into relational plans. `dense`:
         an EINSUM of small dense stored tensors may run on whole arrays (not where another plan of the
         caller shares its forward pass: MINIMIZE's loss and gradients)."""
-        limit = dense_limit(self.settings, self.catalog.db.file.memory.budget) if dense else 0
+        limit = dense_limit(self.settings, self.catalog) if dense else 0
         with nesting_guard():
             how = (self.settings.workers, limit)
             expanded = partial(expand, plan, *how)

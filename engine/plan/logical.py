@@ -232,7 +232,7 @@ class Einsum(Node):
 class DenseEinsum(Node):
     """An EINSUM of whole stored tensors, each read as one array, computed by one kernel call and cut
     into the result's tiles: the optimizer's choice for small dense operands, where joining and
-    summing tiles costs more than it spreads (optimizer/dense_einsum.py). Output as the Einsum's.
+    summing tiles costs more than it spreads (optimizer/whole_products.py). Output as the Einsum's.
     `kernel` is EINSUM(spec, ...) over column i = the whole array of tensor i. `split`: a matrix product
     run in row blocks taken in turn by the workers' threads, one BLAS thread each, beside tile products; `epilogue`: elementwise
     kernels of column 0 = a tile of the product, giving each result tile (a RELU the projection above

@@ -7,7 +7,7 @@ tiles (where `SELECT EINSUM('spec', T0.v, ...)` is checked too), split tiles wit
 tilings (a letter cut differently in different operands, so the plan re-cuts), half the tiles absent,
 CSR tiles (cases of matrices and vectors, sizes tripled so tiles are sparse enough to be CSR) and two
 workers. These run decomposed into joins and sums of tiles; split and mixed tilings run once more as
-one call on whole arrays (optimizer/dense_einsum.py: every tile present). Every case numpy refuses is
+one call on whole arrays (optimizer/whole_products.py: every tile present). Every case numpy refuses is
 a ProgrammingError, in FROM and in the per-tuple kernel alike.
 """
 from __future__ import annotations

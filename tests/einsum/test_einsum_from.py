@@ -73,7 +73,7 @@ FORMS = [
 @pytest.mark.parametrize("spec, shapes, tiles", FORMS, ids=[f[0] for f in FORMS])
 def test_form_matches_numpy(cur, spec, shapes, tiles, plan):
     """Decomposed into joins and sums of tiles, and (operands of two or more tiles, all present) as one
-    call on whole arrays (optimizer/dense_einsum.py)."""
+    call on whole arrays (optimizer/whole_products.py)."""
     if plan == "tiles":
         cur.execute("SET dense_einsum_bytes = 0")
     check(cur, spec, [RNG.standard_normal(s) for s in shapes], tiles)

@@ -14,7 +14,7 @@ RNG = np.random.default_rng(11)
 
 @pytest.fixture
 def cur(con):
-    """These tests are of the decomposition's tiles: no EINSUM runs on whole arrays (optimizer/dense_einsum.py);
+    """These tests are of the decomposition's tiles: no EINSUM runs on whole arrays (optimizer/whole_products.py);
     at two workers, as on CI's machine (how many tiles pay depends on how many workers share them)."""
     cursor = con.cursor()
     cursor.execute("SET dense_einsum_bytes = 0")

@@ -5,9 +5,10 @@ DenseEinsum.
 A, B) in A's row tiles and B's column tiles. Tile by tile, each worker multiplies its tiles on one BLAS thread
 and the aggregate adds the products up: 8192 x 1024 times 1024 x 1024 in 1024 x 512 and 512 x 512 tiles took
 68-70 ms against numpy's 58-61 on the whole arrays (one large product on BLAS's two threads, which share its
-packed panels). Under the conditions of an EINSUM's DenseEinsum (optimizer/dense_einsum.py: every tile present
-and dense, the arrays within dense_einsum_bytes, the local executor) it runs on the whole matrices instead, kept
-per data version in the buffer pool, and is cut into the same tiles under the same keys.
+packed panels). Where optimizer/whole_products.py chooses a whole product for the two scans (as for an EINSUM's
+DenseEinsum: every tile present and dense, the arrays within dense_einsum_bytes, the local executor) it runs on
+the whole matrices instead, kept per data version in the buffer pool, and is cut into the same tiles under the
+same keys.
 
 The tiles must line up as the products need them (A's column tile is B's row tile, A's columns B's rows), so
 that what runs whole is what would have run tile by tile; the sums may round differently, as any other
@@ -30,11 +31,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
-from trdb.optimizer.dense_einsum import dense_limit, multiplies_tiles, whole_einsum
 from trdb.optimizer.plan_rewrite import transform_up
+from trdb.optimizer.whole_products import beside_tile_products, dense_limit, whole_product
 from trdb.plan import expressions as bx
 from trdb.plan import logical as lp
-from trdb.storage.tensor_meta import TensorMeta
 
 PRODUCT = "ij,jk->ik"
 
@@ -44,11 +44,11 @@ def dense_products(plan: lp.Plan, context) -> lp.Plan:
     call alone, row blocks on the workers beside tile products or for other plans (see above)."""
     if context.catalog is None or context.settings is None:
         return plan
-    limit = dense_limit(context.settings, context.catalog.db.file.memory.budget)
+    limit = dense_limit(context.settings, context.catalog)
     if limit <= 0:
         return plan
     dense = transform_up(plan, lambda node: _as_dense(node, limit, split=False))
-    if dense is plan or not (context.keep_zero_tuples or multiplies_tiles(dense)):
+    if dense is plan or not (context.keep_zero_tuples or beside_tile_products(dense)):
         return dense
     if context.settings.workers < 2:
         return plan
@@ -59,12 +59,12 @@ def _as_dense(node: lp.Plan, limit: int, split: bool) -> lp.Plan:
     operands = _product_operands(node)
     if operands is None:
         return node
-    first, second = operands
+    first, second = (scan.tensor for scan in operands)
     if first.tile[1] != second.tile[0] or first.shape[1] != second.shape[0]:
         return node  # tile products that would not fit: the tiled plan reports them
     if tuple(node.schema[-1].type.tile) != (first.tile[0], second.tile[1]):
         return node
-    dense = whole_einsum((first, second), PRODUCT, node.schema, limit)
+    dense = whole_product(operands, PRODUCT, node.schema, limit)
     if dense is None or (split and dense.grid[0] < 2):
         return node  # split needs two row tiles at least: one would run on one BLAS thread alone
     return replace(dense, split=split)
@@ -88,9 +88,9 @@ def _with_epilogue(node: lp.Plan) -> lp.Plan:
     return lp.Project(folded, exprs, node.schema)
 
 
-def _product_operands(node: lp.Plan) -> Optional[tuple[TensorMeta, TensorMeta]]:
-    """(A, B) when `node` is SUM(MATMUL(A.v, B.v)) grouped by A's row key and B's column key over an inner
-    join of scans of the stored matrices A and B (either side) on A's column key = B's row key; else None."""
+def _product_operands(node: lp.Plan) -> Optional[tuple[lp.TensorScan, lp.TensorScan]]:
+    """The scans (A, B) when `node` is SUM(MATMUL(A.v, B.v)) grouped by A's row key and B's column key over an
+    inner join of scans of the stored matrices A and B (either side) on A's column key = B's row key; else None."""
     if not isinstance(node, lp.Aggregate) or len(node.group_by) != 2 or len(node.calls) != 1:
         return None
     join, (total,) = node.input, node.calls
@@ -103,7 +103,7 @@ def _product_operands(node: lp.Plan) -> Optional[tuple[TensorMeta, TensorMeta]]:
     columns = [*product.args, *node.group_by]
     if not all(isinstance(c, bx.ColumnIndex) for c in columns):
         return None
-    sides = {_value_column(scan, offset): (scan.tensor, offset, key)
+    sides = {_value_column(scan, offset): (scan, offset, key)
              for scan, offset, key in ((join.left, 0, join.left_keys[0]),
                                        (join.right, len(join.left.schema), join.right_keys[0]))}
     first, second = (sides.get(arg.index) for arg in product.args)

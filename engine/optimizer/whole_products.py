@@ -1,26 +1,29 @@
-"""An EINSUM of small dense stored tensors run as one kernel call on whole arrays (a DenseEinsum).
+"""Whether a product of stored tensors runs as one whole-array product (a DenseEinsum): decided here alone.
 
 Decomposed, an EINSUM pays for every tuple it joins and sums (a hash probe, a kernel call, an
 accumulator): at a few MB of operands that is as much as the arithmetic (the chain 'ij,jk,kl->il'
 of 4096 x 64 float32 operands in 1024-row tiles spent 0.49 of its 0.9 ms outside its kernels).
 When every operand is a stored tensor scanned whole, with all of its tiles present (so no tile
 can be skipped as zero), and the operands, the largest intermediate and the result together fit
-in `dense_limit` bytes (the setting dense_einsum_bytes), the EINSUM of two or more operands runs
+in `dense_limit` bytes (the setting dense_einsum_bytes), the product of two or more operands runs
 once on each operand as one array (kept per data version in the buffer pool beside its tiles; an
 operand of one tile is that tile), in opt_einsum's order, and its result is cut into the result's
 tiles. BLAS's threads are then its parallelism, as in numpy. (One operand, a transpose or a sum,
 is one kernel call per tile already.)
 
-Not chosen under a GRAD or for MINIMIZE (autodiff differentiates the decomposed plan, whose forward
-pass it shares with the loss), nor for the Ray executor (its actors read partitions, not whole tensors),
-nor in a statement that also multiplies tiles (`multiplies_tiles`: pipeline/expansions.py then
-decomposes every EINSUM).
+`whole_product` is that choice, for both of its callers: the pipeline's expansion of an EINSUM
+(pipeline/expansions.py) and the rule that finds a matrix product written as a join and a SUM of tile
+products (optimizer/rules/dense_products.py). Neither chooses it under a GRAD or for MINIMIZE (autodiff
+differentiates the decomposed plan, whose forward pass it shares with the loss), nor for the Ray
+executor (`dense_limit` is 0: its actors read partitions, not whole tensors). Beside tile products
+(`beside_tile_products`) a whole product slows them, so the expansion then decomposes every EINSUM
+and the rule runs its matrix product in row blocks.
 """
 from __future__ import annotations
 
 import functools
 import math
-from typing import Optional
+from typing import Optional, Sequence
 
 import opt_einsum
 
@@ -34,29 +37,23 @@ _BLAS_KERNELS = ("MATMUL", "EINSUM")
 BUDGET_SHARE = 8  # at most this part of the memory budget (the whole arrays are copies of the tiles)
 
 
-def dense_limit(settings, memory_budget: int) -> int:
+def dense_limit(settings, catalog) -> int:
     """The most bytes a DenseEinsum may hold for a statement under `settings` (0: none is chosen).
     The setting dense_einsum_bytes (512 MB): one product on BLAS's threads stays ahead of tile products on
     the workers well past where per-tuple costs stop mattering (64 MB): n = 4096 (256 MB held) 1.06x numpy
     tiled, 1.00x whole."""
     if settings.executor != "local":
         return 0
-    return min(settings.dense_einsum_bytes, memory_budget // BUDGET_SHARE)
+    return min(settings.dense_einsum_bytes, catalog.db.file.memory.budget // BUDGET_SHARE)
 
 
-def dense_einsum(node: lp.Einsum, limit: int) -> Optional[lp.DenseEinsum]:
-    """`node` as one DenseEinsum, when its operands qualify (see the module's docstring); else None."""
-    if limit <= 0 or not all(isinstance(p, lp.TensorScan) for p in node.operands):
+def whole_product(operands: Sequence[lp.Plan], spec: str, schema, limit: int) -> Optional[lp.DenseEinsum]:
+    """EINSUM(spec) of `operands`, output `schema`, as one DenseEinsum; None where it runs as tile products:
+    fewer than two operands, one that is not a stored tensor scanned whole, with every tile present and
+    dense, a kernel whose result is not the whole of the schema's value, or more than `limit` bytes held."""
+    if limit <= 0 or len(operands) < 2 or not all(isinstance(p, lp.TensorScan) for p in operands):
         return None
-    tensors = tuple(p.tensor for p in node.operands)
-    if len(tensors) < 2:
-        return None  # one operand (a transpose, a sum): one kernel call per tile already
-    return whole_einsum(tensors, node.spec.spec, node.schema, limit)
-
-
-def whole_einsum(tensors: tuple[TensorMeta, ...], spec: str, schema, limit: int) -> Optional[lp.DenseEinsum]:
-    """EINSUM(spec) of the stored `tensors`, output `schema`, as one DenseEinsum: when each has every tile
-    present and dense, the kernel's result is the whole of the schema's value, and what it holds fits `limit`."""
+    tensors = tuple(p.tensor for p in operands)
     if not all(_whole_and_dense(t) for t in tensors):
         return None
     value = schema[-1].type
@@ -86,14 +83,20 @@ def _largest_intermediate(spec: str, shapes: tuple) -> int:
     return int(info.largest_intermediate)
 
 
-def multiplies_tiles(plan: lp.Plan) -> bool:
+def beside_tile_products(plan: lp.Plan) -> bool:
+    """Whether `plan` holds a DenseEinsum and a node that calls a BLAS kernel on tiles (`_multiplies_tiles`)."""
+    return any(isinstance(node, lp.DenseEinsum) for node in _plan_nodes(plan)) and _multiplies_tiles(plan)
+
+
+def _multiplies_tiles(plan: lp.Plan) -> bool:
     """Whether a node of `plan` calls a BLAS kernel on tiles (a DenseEinsum's whole arrays aside). A whole
     product beside such calls slows them: OpenBLAS's threads spin for ~0.1 s after it, and tile products on
-    the workers' single BLAS threads meanwhile run ~1.5x slower (optimizer/rules/dense_products.py)."""
-    return any(any(_calls_blas(expr) for expr in _expressions(node)) for node in plan_nodes(plan))
+    the workers' single BLAS threads meanwhile run ~1.5x slower (optimizer/rules/dense_products.py); an
+    EINSUM on whole arrays then joined with a tiled product took 1.4x as long as both tiled."""
+    return any(any(_calls_blas(expr) for expr in _expressions(node)) for node in _plan_nodes(plan))
 
 
-def plan_nodes(plan: lp.Plan) -> list[lp.Plan]:
+def _plan_nodes(plan: lp.Plan) -> list[lp.Plan]:
     """Every node of `plan` once (a subplan read twice, as before sharing, is one node)."""
     seen, stack, nodes = set(), [plan], []
     while stack:
