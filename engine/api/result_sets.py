@@ -24,9 +24,29 @@ def is_row_count(result: Result, text: str) -> bool:
 
 
 def _last_first_word(text: str) -> str:
+    """The verb of the last statement of `text`; for `WITH ... INSERT` the verb after its common table expressions."""
     pieces = split_statements(text)
     first = _FIRST_WORD.match(pieces[-1].text) if pieces else None
-    return first.group(1).upper() if first else ""
+    word = first.group(1).upper() if first else ""
+    return _verb_after_ctes(pieces[-1].text[first.end():]) if word == "WITH" else word
+
+
+# what the outermost level of a WITH statement holds: quoted text, comments, parentheses and words
+_TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|[()]|\w+", re.S)
+_MAIN_VERBS = {"SELECT", "VALUES", "FROM", "TABLE"} | _WRITES
+
+
+def _verb_after_ctes(text: str) -> str:
+    """The first statement verb at the outermost level of `text` (after WITH's name AS (...) list)."""
+    depth = 0
+    for token in _TOKENS.findall(text):
+        if token == "(":
+            depth += 1
+        elif token == ")":
+            depth -= 1
+        elif depth == 0 and token.upper() in _MAIN_VERBS:
+            return token.upper()
+    return "WITH"
 
 
 def without_row_count(result: Result, text: str) -> Result:

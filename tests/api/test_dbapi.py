@@ -141,3 +141,24 @@ def test_fetch_arrow_with_zero_dimensional_tiles(cur):
     cur.execute("CREATE TENSOR A SHAPE (4, 4) TILE (2, 2) FILL ONES")
     table = cur.execute("SELECT A.i, A.j, SUMSQ(A.v) AS s FROM A ORDER BY i, j").fetch_arrow()
     assert table.column("s").to_pylist() == [4.0] * 4
+
+
+@pytest.mark.parametrize("sql,count", [
+    ("WITH x AS (SELECT 1 AS a UNION ALL SELECT 2) INSERT INTO w SELECT a FROM x", 2),
+    ('WITH "insert"(b) AS (SELECT 5), y AS (SELECT (1) AS c) INSERT INTO w SELECT b FROM "insert"', 1),
+    ("WITH x AS (SELECT 1 AS a) DELETE FROM w WHERE a IN (SELECT a FROM x)", 1),
+    ("WITH x AS (SELECT 2 AS a) UPDATE w SET a = 3 WHERE a IN (SELECT a FROM x)", 1)])
+def test_a_write_after_with_is_a_row_count_not_a_result_set(cur, sql, count):
+    cur.execute("CREATE TABLE w (a INTEGER)")
+    cur.execute("INSERT INTO w VALUES (1), (2)")
+    cur.execute(sql)
+    assert cur.description is None and cur.rowcount == count
+    with pytest.raises(trdb.InterfaceError):
+        cur.fetchall()
+
+
+@pytest.mark.parametrize("sql", ["WITH x AS (SELECT 'insert' AS a) SELECT * FROM x",
+                                 "WITH x AS (SELECT 1 AS a) INSERT INTO w SELECT a FROM x RETURNING a"])
+def test_a_query_after_with_keeps_its_rows(cur, sql):
+    cur.execute("CREATE TABLE w (a VARCHAR)")
+    assert len(cur.execute(sql).fetchall()) == 1 and cur.description is not None
