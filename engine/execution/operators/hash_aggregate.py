@@ -12,6 +12,7 @@ from trdb.execution.operators.operator import Batch, BlockingOperator, PhysicalO
 from trdb.execution.tile_math.column_groups import ColumnGroups, group_keys
 from trdb.execution.tile_math.compile import compile_expr
 from trdb.execution.tile_math.inplace import FRESH
+from trdb.execution.tile_math.key_columns import key_function
 from trdb.execution.tile_math.product_sharing import ProductShare, SharedProducts
 from trdb.execution.tile_math.product_sum import product_sum_feed
 from trdb.execution.tile_math.stacked_sums import stacked_sums
@@ -257,12 +258,13 @@ class HashAggregateExec(BlockingOperator):
         (no tile products, so none shared with sibling instances), groups by key columns, no result placed
         in a canvas."""
         self._columns_refused, self._column_bytes = False, 0
-        if stacked is None or self.canvas is not None or \
-                not all(isinstance(g, bx.ColumnIndex) for g in self.group_by):
+        self._key_columns = [key_function(g) for g in self.group_by]
+        if stacked is None or self.canvas is not None or any(f is None for f in self._key_columns):
             return None
         return ColumnGroups([c.function for c in self.calls])
 
     _columns_refused = False  # the budget refused the arrays room: the groups go on as a dict
+    _key_columns: list = []   # each group key's function over a column batch's arrays (None: per tuple)
     _column_bytes = 0         # what the arrays hold, reserved
 
     def _add_columns(self, batch: Batch, stacked) -> bool:
@@ -270,7 +272,7 @@ class HashAggregateExec(BlockingOperator):
         not stack. A batch the budget refuses room for is added (it is held) and `_columns_refused` set."""
         if not is_columns(batch):
             return False
-        keys = group_keys(batch, [g.index for g in self.group_by])
+        keys = group_keys(batch, self._key_columns)
         values = stacked.per_tuple(batch) if keys is not None else None
         if values is None or not self._columns.accepts(values):
             return False
@@ -294,12 +296,15 @@ class HashAggregateExec(BlockingOperator):
         self._column_bytes = 0
 
     def _group_keys(self, batch: Batch, keys: list) -> list[tuple]:
-        """Each tuple's group key; a column batch's from its key arrays where the groups are key columns."""
+        """Each tuple's group key; a column batch's from its key arrays where the group keys are key expressions
+        (tile_math/key_columns.py)."""
         if is_columns(batch):
             if not self.group_by:
                 return [()] * len(batch)
-            if all(isinstance(g, bx.ColumnIndex) and not batch.is_tile[g.index] for g in self.group_by):
-                return list(zip(*(batch.columns[g.index].tolist() for g in self.group_by)))
+            if all(f is not None for f in self._key_columns):
+                arrays = group_keys(batch, self._key_columns)
+                if arrays is not None:
+                    return list(map(tuple, arrays.tolist()))
         return [tuple(k(row) for k in keys) for row in batch]
 
     def _group(self, groups: dict, key: tuple, completed: set) -> list[Accumulator]:

@@ -1,5 +1,5 @@
-"""An aggregate's groups as arrays: SUM, AVG and COUNT by key columns over column batches, with no Python step
-per group until the result is handed on as column batches.
+"""An aggregate's groups as arrays: SUM, AVG, MIN, MAX and COUNT by key columns over column batches, with no Python
+step per group until the result is handed on as column batches.
 
 A hash aggregate keeps a Python dict entry and an accumulator object per group: over a gradient's
 100,000 groups of one or two tuples each (one embedding a key) that is most of its time. Where every
@@ -8,7 +8,8 @@ tile_math/stacked_sums.py evaluates stacked, each batch is reduced to its groups
 sorted, each group's values added in order) and kept as arrays; the parts are merged the same way when
 they grow (each merge at least doubling what the last left), and at the end. Where the keys fill much of
 the box between their bounds, the groups move into arrays over that box (tile_math/group_box.py) and each
-batch is added at its keys' places. The sums are those of the tuple-by-tuple addition up to rounding.
+batch is added at its keys' places. The sums are those of the tuple-by-tuple addition up to rounding;
+minima and maxima are the same.
 """
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ import numpy as np
 
 from trdb.execution.column_batch import COLUMN_BATCH_ROWS, ColumnBatch
 from trdb.execution.tile_math.group_box import GroupBox, box_size
+from trdb.execution.tile_math.stacked_sums import COMBINE
 from trdb.execution.work import charge
 
-Part = tuple[np.ndarray, np.ndarray, list]  # keys (n x m), counts (n,), each call's sums (n, *tile) or None
+Part = tuple[np.ndarray, np.ndarray, list]  # keys (n x m), counts (n,), each call's result (n, *tile) or None
 COMPACT_ROWS = 1 << 16  # parts are merged once they hold this many groups more than the last merge left
 DENSE_SHARE = 4  # the groups go into a box over their keys once it holds at most this many keys a tuple added
 SHORT_SEGMENT = 32  # segments up to this long are added k-th rows at once ...
@@ -33,6 +35,7 @@ class ColumnGroups:
 
     def __init__(self, functions: list[str]):
         self.functions = functions
+        self.combine = [COMBINE.get(f) for f in functions]  # each call's ufunc (None: COUNT)
         self.parts: list[Part] = []
         self.rows = 0  # groups held in parts
         self._parts_bytes = 0
@@ -57,7 +60,7 @@ class ColumnGroups:
             self._like = [None if v is None else v[:0] for v in values]
         self.tuples += len(keys)
         self._bound(keys)
-        part = _reduced(keys, np.ones(len(keys), dtype=np.int64), values)
+        part = _reduced(keys, np.ones(len(keys), dtype=np.int64), values, self.combine)
         if self.box is not None and self.box.holds(self._low, self._high):  # the bounds of every key added
             self.box.add(part)
             return 0
@@ -69,7 +72,7 @@ class ColumnGroups:
         self.rows += len(part[0])
         self._parts_bytes += _bytes(part)
         if (high := self._box_high()) is not None:
-            self.box = GroupBox(self._low, high, self._like)
+            self.box = GroupBox(self._low, high, self._like, self.combine)
             for held in self.parts:
                 self.box.add(held)
             self._set_parts([])
@@ -113,7 +116,7 @@ class ColumnGroups:
         counts = np.concatenate([p[1] for p in self.parts])
         values = [None if self.parts[0][2][c] is None else np.concatenate([p[2][c] for p in self.parts])
                   for c in range(len(self.functions))]
-        self._set_parts([_reduced(keys, counts, values)])
+        self._set_parts([_reduced(keys, counts, values, self.combine)])
         self._merged_rows = self.rows
 
     def groups(self) -> Part:
@@ -127,7 +130,7 @@ class ColumnGroups:
 
     def batches(self, width: int) -> Iterator[ColumnBatch]:
         """The result as column batches: the group keys, then each call's result (COUNT an int column,
-        SUM a stack, AVG a stack of the sums over the counts, in the sums' dtype)."""
+        SUM, MIN and MAX a stack, AVG a stack of the sums over the counts, in the sums' dtype)."""
         keys, counts, sums = self.groups()
         columns = [keys[:, k] for k in range(width)]
         is_tile = [False] * width
@@ -152,8 +155,9 @@ class ColumnGroups:
             yield key, int(counts[position]), [None if s is None else s[position].copy() for s in sums]
 
 
-def _reduced(keys: np.ndarray, counts: np.ndarray, values: list) -> Part:
-    """The rows of `keys` merged by key: counts and values added up within each key (keys in order)."""
+def _reduced(keys: np.ndarray, counts: np.ndarray, values: list, combine: list) -> Part:
+    """The rows of `keys` merged by key: counts added, and each call's values combined by its ufunc (`combine`:
+    added, or their elementwise minimum or maximum taken) within each key (keys in order)."""
     if keys.shape[1] == 0:
         starts, order = np.zeros(1 if len(keys) else 0, dtype=np.int64), None
     else:
@@ -166,30 +170,31 @@ def _reduced(keys: np.ndarray, counts: np.ndarray, values: list) -> Part:
         return keys[order], counts[order], [None if v is None else v[order] for v in values]
     take = (lambda a: a) if order is None else (lambda a: a[order])
     sums = []
-    for value in values:
+    for value, ufunc in zip(values, combine):
         if value is None:
             sums.append(None)
             continue
         charge(value.size, 3 * value.nbytes)  # as the additions one by one
-        sums.append(_segment_sums(value, order, starts))
+        sums.append(_segment_sums(value, order, starts, ufunc))
     return take(keys)[starts], np.add.reduceat(take(counts), starts), sums
 
 
-def _segment_sums(value: np.ndarray, order: Optional[np.ndarray], starts: np.ndarray) -> np.ndarray:
-    """The rows of `value` taken in `order` (None: as they are), added up in order within each segment that
-    begins at `starts`. Where segments are short (a gradient's groups of one or a few embeddings) the k-th
-    rows of all segments longer than k are added at once: `np.add.reduceat` takes about 300 ns a segment
-    (a stack of 65,536 tiles of 64 in 48,049 groups: 48 ms, against 6.6 ms so)."""
+def _segment_sums(value: np.ndarray, order: Optional[np.ndarray], starts: np.ndarray, ufunc=np.add) -> np.ndarray:
+    """The rows of `value` taken in `order` (None: as they are), combined by `ufunc` (added, or the elementwise
+    minimum or maximum) in order within each segment that begins at `starts`. Where segments are short (a
+    gradient's groups of one or a few embeddings) the k-th rows of all segments longer than k are combined at
+    once: `np.add.reduceat` takes about 300 ns a segment (a stack of 65,536 tiles of 64 in 48,049 groups:
+    48 ms, against 6.6 ms so)."""
     lengths = np.diff(starts, append=len(value))
     longest = int(lengths.max()) if len(lengths) else 0
     if longest > SHORT_SEGMENT or longest * len(starts) > SEGMENT_PASSES * len(value):  # reduceat's loop is faster
         ordered = value if order is None else value[order]
-        return np.add.reduceat(ordered, starts, axis=0, dtype=value.dtype)
+        return ufunc.reduceat(ordered, starts, axis=0, dtype=value.dtype)
     place = (lambda at: at) if order is None else (lambda at: order[at])
     sums = value[place(starts)]
     for k in range(1, longest):
         longer = np.flatnonzero(lengths > k)
-        sums[longer] += value[place(starts[longer] + k)]
+        sums[longer] = ufunc(sums[longer], value[place(starts[longer] + k)])
     return sums
 
 
@@ -203,10 +208,12 @@ def _bytes(part: Part) -> int:
     return int(keys.nbytes + counts.nbytes + sum(s.nbytes for s in sums if s is not None))
 
 
-def group_keys(batch: ColumnBatch, positions: list[int]) -> Optional[np.ndarray]:
-    """The group key columns of a column batch as an n x m int64 array, where they are int key columns."""
-    if any(batch.is_tile[p] or batch.columns[p].dtype.kind not in "iu" for p in positions):
-        return None
-    if not positions:
+def group_keys(batch: ColumnBatch, functions: list) -> Optional[np.ndarray]:
+    """The group keys of a column batch as an n x m int64 array, each column one key function's values
+    (tile_math/key_columns.py), or None where one cannot be evaluated on the arrays or is NULL somewhere."""
+    if not functions:
         return np.zeros((len(batch), 0), dtype=np.int64)
-    return np.stack([batch.columns[p].astype(np.int64, copy=False) for p in positions], axis=1)
+    columns = [f(batch) for f in functions]
+    if any(c is None or isinstance(c, np.ma.MaskedArray) for c in columns):
+        return None
+    return np.stack(columns, axis=1)

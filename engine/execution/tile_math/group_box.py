@@ -2,9 +2,9 @@
 
 Where the group keys of an aggregate over column batches fill much of the box between their least and
 greatest values (a gradient's keys: nearly every embedding of a table), the groups are kept as arrays
-of one row per key of the box: a batch, reduced to its groups, is added at its keys' places, with no
-sort of what was added before. A count of zero marks a key with no group (a group whose sums are zero
-is one: zeros are values).
+of one row per key of the box: a batch, reduced to its groups, is added at its keys' places (or its
+elementwise minimum or maximum taken with what is there), with no sort of what was added before. A count
+of zero marks a key with no group (a group whose sums are zero is one: zeros are values).
 """
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ Part = tuple[np.ndarray, np.ndarray, list]  # keys (n x m), counts (n,), each ca
 class GroupBox:
     """Counts and sums for every key from `low` to `high` (each key column's least and greatest, inclusive)."""
 
-    def __init__(self, low: np.ndarray, high: np.ndarray, like: list):
-        self.low, self.high = low, high
+    def __init__(self, low: np.ndarray, high: np.ndarray, like: list, combine: list):
+        self.low, self.high, self.combine = low, high, combine
         self.extent = tuple(int(n) for n in high - low + 1)
         size = int(np.prod(self.extent))
         self.counts = np.zeros(size, dtype=np.int64)
-        self.sums = [None if v is None else np.zeros((size, *v.shape[1:]), dtype=v.dtype) for v in like]
+        self.sums = [None if v is None else _identity((size, *v.shape[1:]), v.dtype, f) for v, f in zip(like, combine)]
 
     @property
     def nbytes(self) -> int:
@@ -38,9 +38,13 @@ class GroupBox:
         keys, counts, sums = part
         places = np.ravel_multi_index(tuple((keys - self.low).T), self.extent)
         self.counts[places] += counts
-        for held, values in zip(self.sums, sums):
-            if held is not None:
+        for held, values, ufunc in zip(self.sums, sums, self.combine):
+            if held is None:
+                continue
+            if ufunc is np.add:
                 held[places] += values
+            else:  # a key's first values meet the identity (+-inf or the dtype's bounds) there
+                held[places] = ufunc(held[places], values)
 
     def as_part(self) -> Part:
         """The groups (keys with a count), in key order."""
@@ -48,6 +52,14 @@ class GroupBox:
         keys = np.stack(np.unravel_index(present, self.extent), axis=1).astype(np.int64) + self.low \
             if len(self.extent) else np.zeros((len(present), 0), np.int64)
         return keys, self.counts[present], [None if s is None else s[present] for s in self.sums]
+
+
+def _identity(shape: tuple, dtype: np.dtype, ufunc) -> np.ndarray:
+    """An array of `ufunc`'s identity: 0 for a sum, the greatest value for a minimum, the least for a maximum."""
+    if ufunc is np.add:
+        return np.zeros(shape, dtype=dtype)
+    low, high = (-np.inf, np.inf) if np.dtype(dtype).kind == "f" else (np.iinfo(dtype).min, np.iinfo(dtype).max)
+    return np.full(shape, high if ufunc is np.minimum else low, dtype=dtype)
 
 
 def box_size(low: np.ndarray, high: np.ndarray) -> Optional[int]:

@@ -1,13 +1,15 @@
-"""SUM, AVG and COUNT of many small tiles at once: a batch's tiles stacked, the argument's kernels called once, the
-group sums taken by one reduction per group instead of one addition per tuple.
+"""SUM, AVG, MIN, MAX and COUNT of many small tiles at once: a batch's tiles stacked, the argument's kernels called
+once, the group results taken by one reduction per group instead of one addition (or minimum) per tuple.
 
 An aggregate over tuples of a few dozen elements spends nearly all its time in Python, a kernel call and
-an addition per tuple (12 us a tuple over 8 x 8 tiles). Where every call is SUM, AVG or COUNT(*) over
-float tiles and each argument is a column, elementwise kernels of columns (as tile_math/stacked_tiles.py
-evaluates them stacked), or SUMSQ / REDUCE_SUM (all axes) of such, a batch whose input tiles are dense
-and of one shape and dtype is evaluated stacked along a new first axis, and each group's part of it is
-summed along that axis. The sums are the same as the tuple-by-tuple ones up to rounding (numpy sums a
-stack pairwise). Any other batch, and any other aggregate, goes tuple by tuple.
+an addition per tuple (12 us a tuple over 8 x 8 tiles). Where every call is SUM, AVG, MIN, MAX or
+COUNT(*) over float tiles and each argument is a column, elementwise kernels of columns (as
+tile_math/stacked_tiles.py evaluates them stacked), or SUMSQ / REDUCE_SUM (all axes) of such, a batch
+whose input tiles are dense and of one shape and dtype is evaluated stacked along a new first axis, and
+each group's part of it is reduced along that axis (elementwise: MIN and MAX are numpy's minimum and
+maximum, which the tuple-by-tuple fold uses too). The sums are the same as the tuple-by-tuple ones up to
+rounding (numpy sums a stack pairwise); minima and maxima are the same. Any other batch, and any other
+aggregate, goes tuple by tuple.
 """
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ Row = tuple
 GroupSums = dict[tuple, tuple[int, list]]
 _REDUCTIONS = {"SUMSQ": lambda stack: np.einsum("ij,ij->i", stack, stack),
                "REDUCE_SUM": lambda stack: stack.sum(axis=1)}
+# how each call's values of one group are combined, elementwise (COUNT has none)
+COMBINE = {"SUM": np.add, "AVG": np.add, "MIN": np.minimum, "MAX": np.maximum}
 
 
 class _Argument:
@@ -62,13 +66,14 @@ def stacked_sums(calls: Sequence[AggregateCall],
         if call.function == "COUNT" and call.arg is None:
             arguments.append(None)
             continue
-        found = _argument(call, backend, columns) if call.function in ("SUM", "AVG") else None
+        found = _argument(call, backend, columns) if call.function in COMBINE else None
         if found is None:
             return None
         arguments.append(found)
     if not columns:
         return None
     inputs = sorted(columns)
+    combine = [COMBINE.get(call.function) for call in calls]
 
     def per_tuple(batch: ColumnBatch) -> Optional[list]:
         """Each call's value for each tuple of a column batch along the first axis (None for COUNT), or None
@@ -83,7 +88,7 @@ def stacked_sums(calls: Sequence[AggregateCall],
         if is_columns(batch):  # its tiles are stacked already
             evaluated = per_tuple(batch)
             if evaluated is not None:
-                for key, (positions, values) in _group_sums(keys, evaluated).items():
+                for key, (positions, values) in _group_sums(keys, evaluated, combine).items():
                     out[key] = (len(positions), values)
                 return out, []
         for rows in _by_shape(batch, inputs):
@@ -93,8 +98,8 @@ def stacked_sums(calls: Sequence[AggregateCall],
             if evaluated is None:
                 left.extend(rows)
                 continue
-            for key, (positions, values) in _group_sums([keys[r] for r in rows], evaluated).items():
-                if not _merged(out, key, len(positions), values):
+            for key, (positions, values) in _group_sums([keys[r] for r in rows], evaluated, combine).items():
+                if not _merged(out, key, len(positions), values, combine):
                     left.extend(rows[p] for p in positions)  # the accumulator reports tiles of two shapes
         return out, sorted(left)
     sums.per_tuple = per_tuple  # type: ignore[attr-defined]
@@ -121,16 +126,16 @@ def _by_shape(batch: list[Row], inputs: list[int]) -> list[list[int]]:
     return list(groups.values())
 
 
-def _merged(out: GroupSums, key: tuple, count: int, values: list) -> bool:
-    """Add one shape group's sums of a group key into the batch's; False where the key's sums so far have another
-    shape (tiles of two shapes in one group: an error the tuple-by-tuple addition reports)."""
+def _merged(out: GroupSums, key: tuple, count: int, values: list, combine: list) -> bool:
+    """Combine one shape group's results of a group key with the batch's; False where the key's results so far have
+    another shape (tiles of two shapes in one group: an error the tuple-by-tuple addition reports)."""
     if key not in out:
         out[key] = (count, values)
         return True
     before, sums = out[key]
     if any(a is not None and np.shape(a) != np.shape(b) for a, b in zip(sums, values)):
         return False
-    out[key] = (before + count, [None if a is None else a + b for a, b in zip(sums, values)])
+    out[key] = (before + count, [None if a is None else f(a, b) for a, b, f in zip(sums, values, combine)])
     return True
 
 
@@ -179,22 +184,28 @@ def _column_stacks(batch: ColumnBatch, inputs: list[int]) -> Optional[Row]:
     return tuple(batch.columns)
 
 
-def _group_sums(keys: list[tuple], evaluated: list[Optional[np.ndarray]]) -> dict[tuple, tuple[list[int], list]]:
-    """Each group's positions among `keys` and, per call, the sum of its tuples' values along the first axis."""
+def _group_sums(keys: list[tuple], evaluated: list[Optional[np.ndarray]],
+                combine: list) -> dict[tuple, tuple[list[int], list]]:
+    """Each group's positions among `keys` and, per call, its tuples' values reduced along the first axis by
+    the call's ufunc (`combine`)."""
     if keys and keys[0] == () and len(keys[-1]) == 0:  # no GROUP BY: the one group of every tuple
-        return {(): (range(len(keys)), [None if values is None else _summed(values) for values in evaluated])}
+        return {(): (range(len(keys)), [None if values is None else _summed(values, f)
+                                        for values, f in zip(evaluated, combine)])}
     positions: dict[tuple, list[int]] = {}
     for position, key in enumerate(keys):
         positions.setdefault(key, []).append(position)
     out = {}
     for key, rows in positions.items():
         whole = len(rows) == len(keys)
-        out[key] = (rows, [None if values is None else _summed(values if whole else values[rows])
-                           for values in evaluated])
+        out[key] = (rows, [None if values is None else _summed(values if whole else values[rows], f)
+                           for values, f in zip(evaluated, combine)])
     return out
 
 
-def _summed(values: np.ndarray) -> Any:
-    """The tuples' values added along the first axis, in their dtype (charged as the additions one by one)."""
+def _summed(values: np.ndarray, combine=np.add) -> Any:
+    """The tuples' values reduced along the first axis by `combine` (added, or their elementwise minimum or
+    maximum), in their dtype (charged as the additions one by one)."""
     charge(values.size, 3 * values.nbytes)
-    return values.sum(axis=0, dtype=values.dtype)
+    if combine is np.add:
+        return values.sum(axis=0, dtype=values.dtype)
+    return combine.reduce(values, axis=0)
