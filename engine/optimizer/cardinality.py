@@ -92,17 +92,20 @@ def _distinct_of(expr: bx.Bound, distinct: tuple) -> Optional[float]:
 _DISTINCT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # per spool: a spilled one is read once
 
 
-_RANGES: dict = {}  # (database, table, estimated rows, columns) -> integer_ranges: planning asks once per size
+# database -> {(table, estimated rows, columns, file generation): integer_ranges}: planning asks once per
+# size and commit (a write of the same row count, or another database, reads them again)
+_RANGES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _key_ranges(db, plan: lp.TableScan, rows: int) -> dict:
     columns = tuple(name for name, c in zip(plan.columns, plan.schema) if c.is_key)
-    key = (id(db), plan.table, rows, columns)
-    if key not in _RANGES:
-        if len(_RANGES) > 256:
-            _RANGES.clear()
-        _RANGES[key] = integer_ranges(db, plan.table, columns)
-    return _RANGES[key]
+    key = (plan.table, rows, columns, db.file.generation)
+    known = _RANGES.setdefault(db, {})
+    if key not in known:
+        if len(known) > 256:
+            known.clear()
+        known[key] = integer_ranges(db, plan.table, columns)
+    return known[key]
 
 
 def distinct_keys_of_rows(plan: lp.RowsScan) -> tuple:
