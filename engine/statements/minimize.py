@@ -2,9 +2,10 @@
 
 Each step evaluates the loss and every parameter's gradient plan at the same parameter values,
 then updates the stored tiles; each step commits on its own (outside an explicit transaction), so
-an interrupted run keeps its completed steps (`commit_every = n`: every n steps commit together). Adam's moments are tensors `__trdb_adam_m__<param>` and
-`__trdb_adam_v__<param>` in the database (catalog/optimizer_state.py: a namespace users cannot create
-in), and its step count is in `_trdb.adam_steps`.
+an interrupted run keeps its completed steps (`commit_every = n`: every n steps commit together).
+Adam's moments are tensors `__trdb_adam_m__<param>` and `__trdb_adam_v__<param>` in the database
+(catalog/optimizer_state.py: a namespace users cannot create in), and its step count is in
+`_trdb.adam_steps`.
 """
 from __future__ import annotations
 
@@ -377,7 +378,7 @@ def minimize(sc: StatementContext, node: ast.Minimize,
         with step_transaction():  # `commit_every` steps, committed together
             if options.optimizer == "adam" and adams[0] is None:
                 adams = [AdamState(sc, p) for p in params]
-            losses = [_step(sc, loss_plan, params, gradients, options, adams) for _ in range(first, last)]
+            losses = [_step(sc, loss_plan, params, gradients, options, adams, step > 1) for step in range(first, last)]
         for step, loss in zip(range(first, last), losses):
             rows.append((step, loss))
             if (listener := STEP_LISTENER.get()) is not None:
@@ -387,9 +388,10 @@ def minimize(sc: StatementContext, node: ast.Minimize,
 
 
 def _step(sc: StatementContext, loss_plan: lp.Plan, params: list[TensorMeta], gradients: list[lp.Plan],
-          options: Options, adams: list) -> float:
+          options: Options, adams: list, steps_stored: bool) -> float:
     """One step: the loss and every gradient at the same parameter values, then the parameters (and Adam's
-    state) written; the loss before the step."""
+    state) written; the loss before the step. `steps_stored`: an earlier step of this statement stored the step
+    counts."""
     shared = sc.shared_work()  # the forward pass is computed once for the loss and every gradient
     shared.expect([loss_plan, *gradients])
     loss = sc.run_plan(loss_plan, shared).rows
@@ -397,7 +399,8 @@ def _step(sc: StatementContext, loss_plan: lp.Plan, params: list[TensorMeta], gr
     results = [sc.run_plan(plan, shared, keep_zero_tuples=True).rows for plan in gradients]
     writes = [write for param, grad_rows, adam in zip(params, results, adams)
               for write in _update(sc, sc.catalog.require_tensor(param.name), grad_rows, options, adam)]
-    write_adam_steps(sc.db, {adam.param_name: adam.step for adam in adams if adam is not None})
+    write_adam_steps(sc.db, {adam.param_name: adam.step for adam in adams if adam is not None},
+                     stored=steps_stored)
     _finish(sc, writes)
     del shared  # this step's forward pass is not read again: its tuples (and Ray workers' copies) go now
     sc.pipeline.end_step()

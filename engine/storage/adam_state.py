@@ -21,11 +21,21 @@ def write_adam_step(db: Database, param: str, step: int) -> None:
     write_adam_steps(db, {param: step})
 
 
-def write_adam_steps(db: Database, steps: dict[str, int]) -> None:
-    """Store several parameters' step counts in one statement (a MINIMIZE step's, for all its parameters)."""
-    if steps:
-        db.execute(f"INSERT OR REPLACE INTO {_STEPS} VALUES " + ", ".join(["(?, ?)"] * len(steps)),
-                   [value for param, step in steps.items() for value in (param, step)])
+def write_adam_steps(db: Database, steps: dict[str, int], stored: bool = False) -> None:
+    """Store several parameters' step counts in one statement (a MINIMIZE step's, for all its parameters);
+    `stored`: each has its row already (a step after the first), which one UPDATE sets: about half the cost
+    of INSERT OR REPLACE, which deletes and inserts each row in the key's index."""
+    if not steps:
+        return
+    if stored:
+        cases = "WHEN ? THEN ? " * len(steps)
+        changed = db.execute(f"UPDATE {_STEPS} SET step = CASE param {cases}END WHERE param IN "
+                             f"({', '.join('?' * len(steps))})",
+                             [value for param, step in steps.items() for value in (param, step)] + list(steps))
+        if changed and changed[0][0] == len(steps):
+            return
+    db.execute(f"INSERT OR REPLACE INTO {_STEPS} VALUES " + ", ".join(["(?, ?)"] * len(steps)),
+               [value for param, step in steps.items() for value in (param, step)])
 
 
 def all_adam_steps(db: Database) -> dict[str, int]:
