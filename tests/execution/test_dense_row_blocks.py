@@ -10,7 +10,7 @@ import pytest
 from trdb.execution import work
 from trdb.execution.operators.dense_einsum import in_turns, row_blocks
 from trdb.execution.workers import _BLAS
-from trdb.optimizer.physical_planner import block_rows_of
+from trdb.optimizer.physical.scans import block_rows_of
 
 
 @pytest.mark.parametrize("row_tiles, tile, blocks, expected", [
