@@ -9,7 +9,7 @@ memory_limit DuckDB sorts in one thread in its own small part of the budget; 40M
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -22,13 +22,16 @@ from trdb.storage.tensor_meta import TensorMeta
 
 MAX_BUCKETS = 256          # spill files open at once; past this a bucket holds more than `per_bucket` entries
 READ_ROWS = 1 << 20        # entries per batch streamed out of DuckDB (at most, and at most a bucket's worth)
+LOOKUP_PLACES = 1 << 20    # grids up to this many tiles find an entry's bucket in a table by place (2 MB)
 
 
 def sorted_entry_batches(db: Database, meta: TensorMeta, exact: bool, per_bucket: int,
-                         cancelled: Callable[[], bool]) -> Iterator[pa.Table]:
+                         cancelled: Callable[[], bool],
+                         counts: Optional[tuple[np.ndarray, np.ndarray]] = None) -> Iterator[pa.Table]:
     """The staged entries as tables (k0.., p, v) sorted by tile and offset, each a range of whole tiles of
-    about `per_bucket` entries (a tile with more is a bucket alone)."""
-    places, counts = coo_staging.staged_tile_counts(db, meta)
+    about `per_bucket` entries (a tile with more is a bucket alone); `counts`: staged_tile_counts, when
+    the caller has them."""
+    places, counts = counts if counts is not None else coo_staging.staged_tile_counts(db, meta)
     if not len(places):
         return
     firsts = _bucket_firsts(places, counts, per_bucket)
@@ -37,9 +40,10 @@ def sorted_entry_batches(db: Database, meta: TensorMeta, exact: bool, per_bucket
         yield _sorted(meta, list(_checked(coo_staging.staged_entry_batches(db, meta, exact, rows), cancelled)))
         return
     files = [db.file.spill.new_file("coo") for _ in firsts]
+    lookup = _bucket_lookup(meta, firsts)
     try:
         for batch in _checked(coo_staging.staged_entry_batches(db, meta, exact, rows), cancelled):
-            _scatter(batch, firsts, files)
+            _scatter(batch, firsts, files, lookup)
         for file in files:
             if cancelled():
                 raise QueryCancelled(f"the statement was cancelled while it wrote the tiles of {meta.name}")
@@ -71,16 +75,28 @@ def _checked(batches: Iterator[pa.RecordBatch], cancelled: Callable[[], bool]) -
         yield batch
 
 
-def _scatter(batch: pa.RecordBatch, firsts: np.ndarray, files: list[SpillFile]) -> None:
+def _bucket_lookup(meta: TensorMeta, firsts: np.ndarray) -> Optional[np.ndarray]:
+    """Each tile place's bucket, indexed by place, where the grid is small enough (LOOKUP_PLACES): a gather
+    is about 40x faster than a binary search of every entry. None otherwise."""
+    if meta.max_tuples > LOOKUP_PLACES:
+        return None
+    return (np.searchsorted(firsts, np.arange(meta.max_tuples), side="right") - 1).astype(np.int16)
+
+
+def _scatter(batch: pa.RecordBatch, firsts: np.ndarray, files: list[SpillFile],
+             lookup: Optional[np.ndarray] = None) -> None:
     """Append each entry of the batch to its bucket's file, as one row of column arrays per bucket."""
     columns = [column.to_numpy() for column in batch.columns]
-    bucket = np.searchsorted(firsts, columns[0], side="right") - 1
+    if lookup is not None:
+        bucket = lookup[columns[0]]
+    else:  # int16 (MAX_BUCKETS fits): numpy's stable sort of 16-bit integers is a radix sort, 8x faster
+        bucket = (np.searchsorted(firsts, columns[0], side="right") - 1).astype(np.int16)
     order = np.argsort(bucket, kind="stable")
     bucket = bucket[order]
+    columns = [column[order] for column in columns]  # one gather a column; each bucket's rows are then slices
     edges = np.flatnonzero(np.diff(bucket)) + 1
     for lo, hi in zip(np.concatenate(([0], edges)), np.concatenate((edges, [len(bucket)]))):
-        picked = order[lo:hi]
-        files[bucket[lo]].write([tuple(column[picked] for column in columns)])
+        files[bucket[lo]].write([tuple(column[lo:hi] for column in columns)])
 
 
 def _columns_batch(meta: TensorMeta, row: tuple) -> pa.RecordBatch:

@@ -48,8 +48,9 @@ def write_entries(db: Database, meta: TensorMeta, entries: pa.Table) -> int:
     return len(starts)
 
 
-def write_sparse_matrix(db: Database, meta: TensorMeta, matrix: Any) -> int:
-    """Store a 2-d scipy.sparse matrix without densifying it: its entries bucketed into tiles in numpy."""
+def sparse_matrix_entries(meta: TensorMeta, matrix: Any) -> pa.Table:
+    """A 2-d scipy.sparse matrix's entries as (k0.., p, v), sorted by tile key and offset (write_entries' input):
+    the matrix is stored without being densified."""
     coo = scipy.sparse.coo_array(matrix)
     keys, position = [], np.zeros(coo.nnz, dtype=np.int64)
     for axis, (index, tile, size) in enumerate(zip(coo.coords, meta.tile, meta.shape)):
@@ -60,10 +61,38 @@ def write_sparse_matrix(db: Database, meta: TensorMeta, matrix: Any) -> int:
         else:
             width, local = tile, index
         position = position * width + local
-    order = np.lexsort([position, *reversed(keys)])
-    columns = {f"k{d}": key[order] for d, key in enumerate(keys)}
-    columns.update(p=position[order], v=coo.data[order])
-    return write_entries(db, meta, pa.table(columns))
+    order = _entry_order(meta, keys, position)
+    if order is None:  # in order already (a canonical CSR matrix in one column of tiles)
+        columns = {f"k{d}": key for d, key in enumerate(keys)}
+        columns.update(p=position, v=coo.data)
+    else:
+        columns = {f"k{d}": key[order] for d, key in enumerate(keys)}
+        columns.update(p=position[order], v=coo.data[order])
+    return pa.table(columns)
+
+
+def _entry_order(meta: TensorMeta, keys: list[np.ndarray], position: np.ndarray):
+    """The order that sorts entries by tile key, then offset; None when they are sorted. One int64 key (the
+    tile's place in the grid, then the offset) where it cannot overflow: argsort of it is about five times
+    faster than lexsort (as coo_buckets sorts a bucket)."""
+    if len(position) < 2:
+        return None
+    place = np.zeros(len(position), dtype=np.int64)
+    for key, size in zip(keys, meta.grid):
+        place = place * size + key
+    if math.prod(meta.grid) * math.prod(meta.tile) < 1 << 62:
+        combined = place * math.prod(meta.tile) + position
+        return None if (combined[1:] >= combined[:-1]).all() else np.argsort(combined)
+    return np.lexsort([position, place])
+
+
+def entry_tile_counts(meta: TensorMeta, entries: pa.Table) -> np.ndarray:
+    """Entries in each tile the sorted entries fall in: the non-zeros each will hold at most (duplicates are
+    summed and zeros dropped when they are written)."""
+    if entries.num_rows == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = _run_starts([entries.column(f"k{d}").to_numpy() for d in range(len(meta.keys))])
+    return np.diff(np.append(starts, entries.num_rows))
 
 
 def _merged(keys: list[np.ndarray], position: np.ndarray, values: np.ndarray, dtype: np.dtype):

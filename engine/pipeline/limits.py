@@ -4,9 +4,13 @@ from __future__ import annotations
 import math
 from typing import Any, Iterator, Optional
 
+import numpy as np
+
+from trdb.config.unit_costs import CSR_MAX_DENSITY
 from trdb.errors import OperationalError
 from trdb.plan.physical import PhysicalNode
 from trdb.storage.tensor_meta import TensorMeta
+from trdb.storage.tile_codec import csr_sections
 
 
 def _size(count: float) -> str:
@@ -23,35 +27,77 @@ def _refuse(what: str, estimate: str, setting: str, limit: str) -> OperationalEr
                                  f"or raise the limit with SET {setting}")
 
 
-def check_tile(settings: Any, meta: TensorMeta) -> None:
-    """One tile is held in memory whole: it must fit in memory_limit."""
-    tile_bytes = math.prod(meta.tile) * meta.dtype.itemsize
+def may_be_sparse(meta: TensorMeta) -> bool:
+    """Whether a tile of `meta` may be stored as CSR (2-d, not float16: kernels/sparse.wants_csr), so that its
+    size follows its non-zeros rather than its TILE."""
+    return len(meta.tile) == 2 and np.dtype(meta.dtype) != np.float16
+
+
+def stored_tile_bytes(meta: TensorMeta, nonzeros: np.ndarray) -> np.ndarray:
+    """The bytes each tile holding `nonzeros` takes held whole, as trdb stores it: CSR where the density rule
+    (kernels/sparse.wants_csr) makes it so, else dense. Tiles are taken at full TILE: an upper bound for edge
+    tiles, and for counts of entries that duplicates or zeros will still shrink. In float64: a TILE's dense
+    size may pass int64."""
+    nonzeros = np.asarray(nonzeros, dtype=np.float64)
+    elements, itemsize = math.prod(meta.tile), np.dtype(meta.dtype).itemsize
+    dense = np.full(nonzeros.shape, float(elements * itemsize))
+    if not may_be_sparse(meta):
+        return dense
+    rows = float(meta.tile[0])
+    width = np.where(np.maximum(nonzeros, max(meta.tile[1], rows + 1)) < 2 ** 31, 4.0, 8.0)  # CSR32 or CSR64
+    csr = sum(csr_sections(nonzeros, rows, itemsize, width))
+    return np.where(nonzeros <= CSR_MAX_DENSITY * elements, csr, dense)
+
+
+def check_tile(settings: Any, meta: TensorMeta, nonzeros: Optional[int] = None) -> None:
+    """One tile is held in memory whole: it must fit in memory_limit. `nonzeros`: the most any tile of a
+    sparse tensor holds (None: the tiles are dense), so that a CSR tile is judged by its non-zeros."""
+    if nonzeros is None:
+        tile_bytes = math.prod(meta.tile) * meta.dtype.itemsize
+        what = f"one tile of TILE {tuple(meta.tile)} ({meta.dtype})"
+    else:
+        tile_bytes = float(stored_tile_bytes(meta, np.array([nonzeros]))[0])
+        what = f"one tile of TILE {tuple(meta.tile)} ({meta.dtype}) holding {nonzeros:,} non-zeros"
     if tile_bytes > settings.memory_limit:
-        raise _refuse(f"one tile of TILE {tuple(meta.tile)} ({meta.dtype})", _size(tile_bytes),
-                      "memory_limit", _size(settings.memory_limit))
+        raise _refuse(what, _size(tile_bytes), "memory_limit", _size(settings.memory_limit))
 
 
-def check_stored(settings: Any, meta: TensorMeta, room: Optional[tuple[int, Optional[int]]] = None) -> None:
-    """A tensor about to be written densely (FILL, FROM array): its tuples and bytes within the limits,
-    and within the database's `room` (Database.room: disk, and memory for a database in memory)."""
-    check_tile(settings, meta)
-    tuples = meta.max_tuples
+def check_stored(settings: Any, meta: TensorMeta, room: Optional[tuple[int, Optional[int]]] = None,
+                 tile_nonzeros: Optional[np.ndarray] = None) -> None:
+    """A tensor about to be written (FILL, FROM array, FROM COO): its tuples and bytes within the limits,
+    and within the database's `room` (Database.room: disk, and memory for a database in memory).
+    `tile_nonzeros`: a sparse tensor's non-zeros in each tile it will store (an upper bound); None when every
+    tile of the grid is stored dense. A sparse tensor is judged by those tiles, each at its stored size."""
+    if tile_nonzeros is None:
+        check_tile(settings, meta)
+        tuples, total = meta.max_tuples, math.prod(meta.shape) * meta.dtype.itemsize
+        sized = f"tensor {meta.name} of SHAPE {tuple(meta.shape)} ({meta.dtype})"
+    else:
+        tile_nonzeros = np.asarray(tile_nonzeros, dtype=np.int64)
+        if math.prod(meta.tile) >= 1 << 63:  # a dense TILE this large is refused by its size above
+            raise OperationalError(f"TILE {tuple(meta.tile)} holds {math.prod(meta.tile):.3g} elements, and offsets "
+                                   "inside a tile are BIGINT: a tile must hold fewer than 2**63",
+                                   hint="give a smaller TILE")
+        check_tile(settings, meta, int(tile_nonzeros.max(initial=0)))
+        tuples, total = len(tile_nonzeros), float(stored_tile_bytes(meta, tile_nonzeros).sum())
+        sized = (f"tensor {meta.name} of SHAPE {tuple(meta.shape)} ({meta.dtype}) with {int(tile_nonzeros.sum()):,} "
+                 f"non-zeros in {tuples:,} tiles")
     if tuples > settings.max_tuples:
         raise _refuse(f"tensor {meta.name} of SHAPE {tuple(meta.shape)} TILE {tuple(meta.tile)}",
                       f"{tuples:,} tuples", "max_tuples", f"{settings.max_tuples:,}")
-    total = math.prod(meta.shape) * meta.dtype.itemsize
     if total > settings.max_bytes:
-        raise _refuse(f"tensor {meta.name} of SHAPE {tuple(meta.shape)} ({meta.dtype})", _size(total),
-                      "max_bytes", _size(settings.max_bytes))
-    if room is None:
-        return
+        raise _refuse(sized, _size(total), "max_bytes", _size(settings.max_bytes))
+    if room is not None:
+        _check_room(sized, total, room)
+
+
+def _check_room(sized: str, total: int, room: tuple[int, Optional[int]]) -> None:
     disk, memory = room
     if total > disk + (memory or 0):
         where = (f"the {_size(disk)} free on the database's disk" if memory is None else
                  f"the {_size(disk + memory)} a database in memory can hold ({_size(memory)} of memory_limit "
                  f"for DuckDB, {_size(disk)} it may spill to temp_directory)")
-        raise OperationalError(f"tensor {meta.name} of SHAPE {tuple(meta.shape)} ({meta.dtype}) is estimated at "
-                               f"{_size(total)}, more than {where}",
+        raise OperationalError(f"{sized} is estimated at {_size(total)}, more than {where}",
                                hint="free disk space, or make the tensor smaller" if memory is None else
                                "connect to a database file, SET temp_directory to a larger disk, "
                                "or make the tensor smaller")

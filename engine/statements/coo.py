@@ -18,7 +18,7 @@ from trdb.ingest.coo_tiles import write_entries
 from trdb.ingest.npy_files import check_storable
 from trdb.kernels.sparse_input import checked_sparse
 from trdb.parser import ast
-from trdb.pipeline.limits import check_tile
+from trdb.pipeline.limits import check_stored, check_tile, may_be_sparse
 from trdb.statements.context import StatementContext
 from trdb.storage import coo_staging
 from trdb.storage.coo_staging import FLOAT_TYPES as _FLOAT_TYPES
@@ -56,7 +56,9 @@ def create_tensor_from_coo(sc: StatementContext, node: ast.CreateTensorFromCoo) 
     tile = clamp_tile(node.shape, node.tile)
     keys = validate_layout(node.shape, tile, node.keys)
     dtype = parse_dtype(node.dtype)
-    check_tile(sc.settings, TensorMeta(node.name, keys, "v", dtype, tuple(node.shape), tile, ""))
+    meta = TensorMeta(node.name, keys, "v", dtype, tuple(node.shape), tile, "")
+    if not may_be_sparse(meta):  # its tiles are dense however few entries they hold: refused before reading
+        check_tile(sc.settings, meta)
     _check_rank(sc, node)
     sc.catalog.check_new_name(node.name)
     source = _source(sc, node)
@@ -64,21 +66,23 @@ def create_tensor_from_coo(sc: StatementContext, node: ast.CreateTensorFromCoo) 
         columns = _resolve_columns(sc, node, source)
         coo_staging.stage_entries(sc.db, source.entries, [c.name for c in columns])
     _validate(sc, node, columns)
-    meta = sc.catalog.create_tensor(TensorMeta(node.name, keys, "v", dtype, tuple(node.shape), tile, ""))
+    counts = coo_staging.staged_tile_counts(sc.db, meta)  # tiles judged by their entries, not TILE's dense size
+    check_stored(sc.settings, meta, sc.db.room(), counts[1])
+    meta = sc.catalog.create_tensor(meta)
     exact = columns[-1].type in _INTEGER_TYPES | {"BOOLEAN"} and dtype.kind in "biu"
     # not in a `finally`: after a failure the statement's transaction is rolled back, the temporary table
     # with it, and dropping it in the aborted transaction would fail and hide the error that counts
-    _write_sorted(sc, meta, exact)
+    _write_sorted(sc, meta, exact, counts)
     coo_staging.drop_staged_entries(sc.db)
     sc.catalog.refresh_statistics(meta)
     return Result(rowcount=0)
 
 
-def _write_sorted(sc: StatementContext, meta: TensorMeta, exact: bool) -> None:
+def _write_sorted(sc: StatementContext, meta: TensorMeta, exact: bool, counts: tuple) -> None:
     """Build and write the tiles from the entries sorted a bucket of whole tiles at a time (duplicates of one
-    coordinate are in one tile, so each bucket sums its own)."""
+    coordinate are in one tile, so each bucket sums its own); `counts`: staged_tile_counts."""
     per_bucket = max(1, min(ENTRY_BATCH_BYTES, sc.db.file.memory.budget // 8) // _ENTRY_BYTES)
-    for entries in sorted_entry_batches(sc.db, meta, exact, per_bucket, sc.interrupted.is_set):
+    for entries in sorted_entry_batches(sc.db, meta, exact, per_bucket, sc.interrupted.is_set, counts):
         write_entries(sc.db, meta, entries)
 
 

@@ -8,7 +8,7 @@ import numpy as np
 from trdb.errors import Error, ProgrammingError
 from trdb.execution.result import Result
 from trdb.ingest.array_inputs import array_from_param, is_sparse_matrix
-from trdb.ingest.coo_tiles import write_sparse_matrix
+from trdb.ingest.coo_tiles import entry_tile_counts, sparse_matrix_entries, write_entries
 from trdb.ingest.fill import fill_maker
 from trdb.ingest.npy_files import check_storable, load_npy
 from trdb.ingest.tiling import write_array, write_generated
@@ -102,13 +102,16 @@ def create_tensor_from(sc: StatementContext, node: ast.CreateTensorFrom) -> Resu
     tile = clamp_tile(array.shape, node.tile if node.tile is not None else _chosen_tile(sc, array, np.dtype(dtype)))
     keys = validate_layout(array.shape, tile, node.keys)
     meta = TensorMeta(node.name, keys, "v", np.dtype(dtype), tuple(array.shape), tile, "")
-    check_stored(sc.settings, meta, sc.db.room())
-    meta = sc.catalog.create_tensor(meta)
-    if is_sparse_matrix(array):
-        check_sparse(array, meta.dtype, meta.name)
-        write_sparse_matrix(sc.db, meta, array)
-    else:
+    if not is_sparse_matrix(array):
+        check_stored(sc.settings, meta, sc.db.room())
+        meta = sc.catalog.create_tensor(meta)
         write_array(sc.db, meta, array, sc.interrupted)
+    else:  # judged by the non-zeros of its tiles, not its dense size
+        check_sparse(array, meta.dtype, meta.name)
+        entries = sparse_matrix_entries(meta, array)
+        check_stored(sc.settings, meta, sc.db.room(), entry_tile_counts(meta, entries))
+        meta = sc.catalog.create_tensor(meta)
+        write_entries(sc.db, meta, entries)
     sc.catalog.refresh_statistics(meta)
     return Result(rowcount=0)
 
