@@ -5,7 +5,8 @@ Case `csr`: `CREATE TENSOR A FROM ? TILE (21168, 21168)` of a float32 scipy CSR 
 for n = 21168 (one tile) and n = 169343 (ogbn-arxiv's node count: an 8 x 8 grid whose dense size is
 107 GiB), each with a uniformly random and a banded pattern (every non-zero within 64 of the diagonal,
 as a graph with local edges). The peer is scipy building the same CSR matrix from its (row, col, value)
-arrays. The result is checked: A·x in trdb against scipy's A @ x.
+arrays. trdb loads under memory_limit = '256MB' (one dense tile is 1.67 GiB). The result is checked: A·x in
+trdb against scipy's A @ x.
 
 Case `coo`: 40M uniformly random (r, c, w) entries in a Parquet file (written a chunk at a time; LANGUAGE.md
 documents `FROM COO 'file.parquet'`, and a file keeps the 800 MB of input arrays out of the loading
@@ -52,7 +53,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--entries", type=int, default=40_000_000, help="COO entries; default 40M")
     parser.add_argument("--n", type=int, default=1_000_000, help="COO matrix size n (n x n); default 1000000")
     parser.add_argument("--tile", type=int, default=50_000, help="COO tile size t (TILE (t, t)); default 50000")
-    parser.add_argument("--limit", default="256MB", help="memory_limit of the COO load; default 256MB")
+    parser.add_argument("--limit", default="256MB", help="memory_limit of trdb's loads; default 256MB")
     parser.add_argument("--keep", default=None, help="a folder for the Parquet file (kept); default a temporary one")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     return parser.parse_args()
@@ -139,6 +140,7 @@ def child(spec: dict) -> dict:
         matrix = scipy.sparse.csr_matrix((values, (rows, cols)), shape=(n, n))
         del rows, cols, values
         cur = connected()
+        cur.execute(f"SET memory_limit = '{spec['limit']}'")  # 21168^2 is 1.67 GiB a dense tile: refused here before
         out["base"] = max_rss()
         out["seconds"] = best(lambda: cur.execute(f"CREATE OR REPLACE TENSOR A FROM ? TILE ({CSR_TILE}, {CSR_TILE})",
                                                   [matrix]))
@@ -191,14 +193,15 @@ def mib(nbytes: float) -> str:
     return f"{nbytes / MB:,.0f} MiB"
 
 
-def csr_case() -> bool:
-    print(f"\n# FROM ? of a scipy CSR matrix, TILE ({CSR_TILE}, {CSR_TILE}), {CSR_NNZ:,} non-zeros, float32")
+def csr_case(limit: str) -> bool:
+    print(f"\n# FROM ? of a scipy CSR matrix, TILE ({CSR_TILE}, {CSR_TILE}), {CSR_NNZ:,} non-zeros, float32, "
+          f"memory_limit = '{limit}' (scipy: no limit)")
     print(f"{'n':>8} {'pattern':>8} {'trdb s':>8} {'scipy s':>8} {'ratio':>6} {'trdb peak RSS':>14} "
           f"{'(before)':>10} {'A·x error':>10}")
     fine = True
     for n in (CSR_TILE, 169_343):
         for pattern in ("random", "banded"):
-            spec = {"n": n, "pattern": pattern}
+            spec = {"n": n, "pattern": pattern, "limit": limit}
             ours, peer = run_child({**spec, "case": "csr_trdb"}), run_child({**spec, "case": "csr_scipy"})
             if "failed" in ours or "failed" in peer:
                 print(f"{n:>8} {pattern:>8} FAILED: {ours.get('failed') or peer.get('failed')}")
@@ -256,7 +259,7 @@ def main() -> None:
         return
     cases, fine = args.cases.split(","), True
     if "csr" in cases:
-        fine &= csr_case()
+        fine &= csr_case(args.limit)
     if "coo" in cases:
         if args.keep:
             os.makedirs(args.keep, exist_ok=True)
