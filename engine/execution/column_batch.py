@@ -5,6 +5,11 @@ Operators that work on columns (a scan of stored tiles, the stacked aggregates a
 writers) take the arrays as they are: one kernel call, one reduction or one insert a batch, with no
 Python step per tuple. Every other operator sees what a list batch gives: tuples of Python ints and
 tile arrays (views of the stacks, 0-d for 0-d tiles), built once when first asked for.
+
+An outer join's missing side has NULL keys: those columns are numpy masked arrays (masked where NULL; the
+tuples read None there), its tiles zeros as a tuple's are. A batch holding one is a MaskedBatch, which
+`is_columns` does not take for a column batch: an operator that reads columns without minding masks sees
+its tuples; those that mind them ask `is_columns(batch, nulls=True)`.
 """
 from __future__ import annotations
 
@@ -24,17 +29,21 @@ class ColumnBatch(Sequence):
 
     __slots__ = ("columns", "is_tile", "_rows")
 
+    def __new__(cls, columns: Sequence[np.ndarray] = (), is_tile: Sequence[bool] = ()):
+        """A MaskedBatch where a column is NULL somewhere (a masked array), else a ColumnBatch."""
+        nulls = any(type(c) is np.ma.MaskedArray and np.ma.getmask(c) is not np.ma.nomask and c.mask.any()
+                    for c in columns)
+        return object.__new__(MaskedBatch if nulls else ColumnBatch)
+
     def __init__(self, columns: Sequence[np.ndarray], is_tile: Sequence[bool]):
-        self.columns = tuple(columns)
+        # a masked array that is NULL nowhere is its plain data: only a MaskedBatch holds masks
+        self.columns = tuple(c.data if type(c) is np.ma.MaskedArray and type(self) is ColumnBatch else c
+                             for c in columns)
         self.is_tile = tuple(is_tile)
         self._rows: Optional[list[tuple]] = None
 
-    def __getstate__(self) -> tuple:  # pickled (to a Ray actor, a spill file) without the tuples built from it
-        return self.columns, self.is_tile
-
-    def __setstate__(self, state: tuple) -> None:
-        self.columns, self.is_tile = state
-        self._rows = None
+    def __reduce__(self) -> tuple:  # pickled (to a Ray actor, a spill file) without the tuples built from it
+        return ColumnBatch, (self.columns, self.is_tile)
 
     def __len__(self) -> int:
         return len(self.columns[0]) if self.columns else 0
@@ -74,15 +83,22 @@ class ColumnBatch(Sequence):
         return f"ColumnBatch({len(self)} tuples: {shapes})"
 
 
+class MaskedBatch(ColumnBatch):
+    """A column batch some of whose non-tile columns are NULL somewhere: masked arrays (an outer join's keys)."""
+
+    __slots__ = ()
+
+
 def _values(column: np.ndarray, tile: bool) -> list:
-    return tile_views(column) if tile else column.tolist()
+    return tile_views(column) if tile else column.tolist()  # a masked array's list holds None where it is NULL
 
 
-def to_columns(batch: Any) -> Optional[ColumnBatch]:
+def to_columns(batch: Any, nulls: bool = False) -> Optional[ColumnBatch]:
     """A list batch as a column batch, where every tuple holds ints and small dense numpy tiles (up to
     SMALL_TILE_BYTES: larger ones gain nothing and would be copied) at the same places, the tiles of each
-    column of one shape and dtype; else None."""
-    if type(batch) is ColumnBatch:
+    column of one shape and dtype; else None. A MaskedBatch is taken as it is where `nulls` says masks are
+    minded."""
+    if type(batch) is ColumnBatch or (nulls and type(batch) is MaskedBatch):
         return batch
     if not batch:
         return None
@@ -109,5 +125,6 @@ def to_columns(batch: Any) -> Optional[ColumnBatch]:
     return ColumnBatch(columns, is_tile)
 
 
-def is_columns(batch: Any) -> bool:
-    return type(batch) is ColumnBatch
+def is_columns(batch: Any, nulls: bool = False) -> bool:
+    """Whether a batch is a column batch; a MaskedBatch only where `nulls` (the caller minds masks)."""
+    return type(batch) is ColumnBatch or (nulls and type(batch) is MaskedBatch)

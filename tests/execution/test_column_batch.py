@@ -159,9 +159,9 @@ def test_a_transe_loss_over_an_ordinary_table_of_triples_matches_numpy(embedding
     from trdb.execution.tile_math import column_join
     real = column_join.ColumnTable.probe
 
-    def watched(self, batch, keys):
+    def watched(self, batch, keys, *fill):
         probes.append(len(batch))
-        yield from real(self, batch, keys)
+        yield from real(self, batch, keys, *fill)
     monkeypatch.setattr(column_join.ColumnTable, "probe", watched)
     got = cur.execute("SELECT SUM(SUMSQ(H.v + Q.v - U.v)) AS v FROM triples AS X JOIN E AS H ON H.i = X.h "
                       "JOIN R AS Q ON Q.i = X.r JOIN E AS U ON U.i = X.t").fetchone()[0]

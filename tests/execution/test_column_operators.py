@@ -178,3 +178,126 @@ def test_key_expressions_the_arrays_cannot_answer_go_tuple_by_tuple(cur):
     cur.execute("CREATE TENSOR A FROM ? TILE (1, 2)", [np.ones((40, 2), np.float32)])
     with pytest.raises(trdb.DataError, match="division by zero"):
         cur.execute("SELECT A.i // A.j AS g, MAX(A.v) AS v FROM A GROUP BY A.i // A.j").fetchall()
+
+
+# ------------------------------------------------------------ outer joins
+
+def _same_rows(got: list, expected: list) -> None:
+    """The same tuples in the same order: keys (None included) equal, tiles of equal shape, dtype and values."""
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            if isinstance(y, np.ndarray):
+                assert type(x) is np.ndarray and x.shape == y.shape and x.dtype == y.dtype, (a, b)
+                np.testing.assert_array_equal(x, y)
+            else:
+                assert x == y and type(x) is type(y), (a, b)
+
+
+def _as_tuples_too(cur, monkeypatch, sql: str) -> tuple[list, list, list]:
+    """A query's rows joined as columns, and as a dict join gives them (no column table); and each probe
+    batch's size that went as columns."""
+    from trdb.execution.tile_math import column_join
+    probes, real = [], column_join.ColumnTable.probe
+
+    def watched(self, batch, keys, *fill):
+        probes.append(len(batch))
+        yield from real(self, batch, keys, *fill)
+    monkeypatch.setattr(column_join.ColumnTable, "probe", watched)
+    as_columns = cur.execute(sql).fetchall()
+    with monkeypatch.context() as patched:
+        patched.setattr("trdb.execution.operators.hash_join.build_table", lambda batches, keys: None)
+        as_tuples = cur.execute(sql).fetchall()
+    return as_columns, as_tuples, probes
+
+
+@pytest.fixture
+def pairs(cur):
+    """T: 11 x 5 tiles of 4 x 4 of a 42 x 20 array (row i = 10: edge tiles of 2 x 4) but its row i = 8; S: the
+    full tiles of the array's even rows, times 3. T's odd rows and edge row meet nothing, S's row 8 no T."""
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((42, 20)).astype(np.float32)
+    cur.execute("SET workers = 1")  # one order of tuples, whatever path they take
+    cur.execute("CREATE TENSOR A FROM ? TILE (4, 4)", [a])
+    cur.execute("CREATE TENSOR T AS SELECT A.i, A.j, A.v FROM A WHERE A.i <> 8")
+    cur.execute("CREATE TENSOR S AS SELECT A.i, A.j, A.v * 3 AS v FROM A WHERE A.i % 2 = 0 AND A.i < 10")
+    return cur, a
+
+
+@pytest.mark.parametrize("kind", ["LEFT", "FULL"])
+def test_outer_joins_of_column_batches_give_the_dict_joins_tuples(pairs, monkeypatch, kind, every_run_stacked):
+    cur, t = pairs
+    sql = f"SELECT T.i, T.j, S.i AS si, S.j AS sj, T.v, S.v AS w FROM T {kind} JOIN S ON T.i = S.i AND T.j = S.j"
+    as_columns, as_tuples, probes = _as_tuples_too(cur, monkeypatch, sql)
+    assert probes
+    _same_rows(as_columns, as_tuples)
+    keys = {(r[0], r[1], r[2], r[3]) for r in as_columns}
+    assert (10, 0, None, None) in keys and (3, 1, None, None) in keys and (2, 1, 2, 1) in keys
+    assert ((None, None, 8, 4) in keys) == (kind == "FULL")
+    edge = next(r for r in as_columns if r[:2] == (10, 0))
+    assert edge[5].shape == (2, 4) and not edge[5].any()  # the missing tile is shaped as its partner
+    assert len(as_columns) == 10 * 5 + (5 if kind == "FULL" else 0)
+
+
+def test_sparse_addition_by_a_full_join_of_column_batches(pairs, every_run_stacked):
+    cur, a = pairs
+    got = cur.execute("SELECT COALESCE(T.i, S.i) AS i, COALESCE(T.j, S.j) AS j, T.v + S.v AS v "
+                      "FROM T FULL JOIN S ON T.i = S.i AND T.j = S.j").fetch_tensor()
+    rows = np.arange(42) // 4
+    expected = np.where((rows != 8)[:, None], a, 0) + np.where(((rows % 2 == 0) & (rows < 10))[:, None], 3 * a, 0)
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["LEFT", "FULL", "INNER"])
+def test_a_join_with_no_build_tuple_and_one_probe_tuple(pairs, monkeypatch, kind, every_run_stacked):
+    cur, _ = pairs
+    sql = (f"SELECT T.i, T.j, S.i AS si, T.v, S.v AS w FROM T {kind} JOIN (SELECT S.i, S.j, S.v FROM S WHERE S.i > 100) "
+           "AS S ON T.i = S.i AND T.j = S.j")
+    as_columns, as_tuples, _ = _as_tuples_too(cur, monkeypatch, sql)
+    _same_rows(as_columns, as_tuples)
+    assert len(as_columns) == (0 if kind == "INNER" else 10 * 5)
+    one = (f"SELECT T.i, T.j, S.i AS si, T.v, S.v AS w FROM T {kind} JOIN S ON T.i = S.i AND T.j = S.j "
+           "WHERE T.i = 4 AND T.j = 1")
+    as_columns, as_tuples, _ = _as_tuples_too(cur, monkeypatch, one)
+    _same_rows(as_columns, as_tuples)
+    assert [r[:3] for r in as_columns] == [(4, 1, 4)]
+
+
+def test_null_probe_keys_meet_nothing_and_null_build_keys_join_as_a_dict(pairs, monkeypatch, every_run_stacked):
+    cur, _ = pairs
+    cur.execute("CREATE TENSOR U AS SELECT T.i, T.j, T.v FROM T WHERE T.i < 6")
+    inner = "(SELECT T.i AS a, T.j AS b, S.i AS c, S.j AS d, T.v + S.v AS v FROM T LEFT JOIN S ON T.i = S.i AND T.j = S.j)"
+    for sql in (f"SELECT X.a, X.c, U.i, X.v, U.v AS w FROM {inner} AS X LEFT JOIN U ON X.c = U.i AND X.d = U.j",
+                f"SELECT U.i, X.a, X.c, U.v, X.v AS w FROM U FULL JOIN {inner} AS X ON U.i = X.c AND U.j = X.d"):
+        as_columns, as_tuples, _ = _as_tuples_too(cur, monkeypatch, sql)
+        _same_rows(sorted(as_columns, key=repr), sorted(as_tuples, key=repr))
+        assert any(None in r[:3] for r in as_columns)
+
+
+def test_outer_joins_of_sparse_tiles_go_tuple_by_tuple_with_the_same_answers(cur):
+    from scipy import sparse
+    a = sparse.random(64, 64, density=0.02, format="csr", dtype=np.float32, random_state=3)
+    dense = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
+    cur.execute("CREATE TENSOR A FROM ? TILE (8, 8)", [a])
+    cur.execute("CREATE TENSOR D FROM ? TILE (8, 8)", [dense])
+    got = cur.execute("SELECT D.i, D.j, D.v + A.v AS v FROM D LEFT JOIN A ON D.i = A.i AND D.j = A.j").fetch_tensor()
+    np.testing.assert_allclose(got, dense + a.toarray())
+    full = cur.execute("SELECT COALESCE(A.i, D.i) AS i, COALESCE(A.j, D.j) AS j, A.v * 2 + D.v AS v "
+                       "FROM A FULL JOIN D ON A.i = D.i AND A.j = D.j").fetch_tensor()
+    np.testing.assert_allclose(full, 2 * a.toarray() + dense)
+
+
+def test_column_tables_hand_on_missing_tuples_as_masks_and_zeros():
+    from trdb.execution.tile_math.column_join import build_table
+    build = ColumnBatch([np.array([5, 3, 5], np.int64), np.arange(6, dtype=np.float32).reshape(3, 2)], (False, True))
+    table = build_table([build], (0,))
+    table.mark_matches()
+    probe = ColumnBatch([np.ma.MaskedArray(np.array([5, 4, 9, 5], np.int64), [False, False, False, True])],
+                        (False,))
+    fill = [None, np.zeros(2, np.float32)]
+    out = [row for part in table.probe(probe, (0,), fill) for row in part]
+    assert [(r[0], r[1], r[2].tolist()) for r in out] == [
+        (5, 5, [0.0, 1.0]), (5, 5, [4.0, 5.0]), (4, None, [0.0, 0.0]), (9, None, [0.0, 0.0]), (None, None, [0.0, 0.0])]
+    rest = [row for part in table.unmatched([None]) for row in part]
+    assert [(r[0], r[1], r[2].tolist()) for r in rest] == [(None, 3, [2.0, 3.0])]

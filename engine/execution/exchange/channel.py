@@ -48,7 +48,7 @@ def row_bytes(row: tuple) -> int:
 
 def batch_bytes(batch: Batch) -> int:
     """The bytes a batch moves."""
-    if is_columns(batch):
+    if is_columns(batch, nulls=True):
         return batch.nbytes
     return sum(row_bytes(row) for row in batch)
 

@@ -6,11 +6,12 @@ from typing import Callable, Iterator, Optional
 
 import numpy as np
 
-from trdb.execution.column_batch import to_columns
+from trdb.execution.column_batch import ColumnBatch, to_columns
 from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.operators.operator import BATCH_SIZE, Batch, PhysicalOperator, batches
 from trdb.execution.tile_math.column_join import ColumnTable, build_table, joinable
 from trdb.execution.tile_math.compile import compile_predicate
+from trdb.execution.tile_math.outer_columns import MissingColumns, missing_columns
 from trdb.kernels.sparse import empty_csr, is_sparse
 from trdb.plan.expressions import Bound
 from trdb.plan.types import Schema, TensorType
@@ -95,6 +96,8 @@ class HashJoinExec(PhysicalOperator):
         self._residual = compile_predicate(self.residual, self.ctx.backend) if self.residual is not None else None
         self._missing_left = MissingSide(self.left_schema, self.right_schema, self.ctx.backend)
         self._missing_right = MissingSide(self.right_schema, self.left_schema, self.ctx.backend)
+        self._missing_left_columns = MissingColumns(self.left_schema, self.right_schema)
+        self._missing_right_columns = MissingColumns(self.right_schema, self.left_schema)
         self._left_key, self._right_key = _key_function(self.left_keys), _key_function(self.right_keys)
         self._memory = self.reservation(_row_minimum(self.right_schema))
         table = self._build()
@@ -113,25 +116,33 @@ class HashJoinExec(PhysicalOperator):
 
     def _build(self) -> Optional[dict]:
         """The build side's hash table, or None when the budget refused it (its tuples went to partition files).
-        An inner join whose build side comes as column batches keeps them as columns instead
-        (tile_math/column_join.py): `_columns`, probed by whole arrays; the table is then empty."""
+        A join with no residual condition whose build side comes as column batches keeps them as columns
+        instead (tile_math/column_join.py): `_columns`, probed by whole arrays; the table is then empty."""
         table: dict[tuple, list[tuple]] = {}
         child = self.children[1]
-        columns: Optional[list] = [] if self.kind == "INNER" and self._residual is None else None
+        columns: Optional[list] = [] if self._residual is None else None
+        self._no_build = True  # no build tuple came
         while (batch := child.next_batch()) is not None:
+            self._no_build = False
             if not self._memory.try_grow(batch_bytes(batch)):
                 self._add_rows(table, columns or [])
                 self._partition_build(table, batch)
                 return None
-            as_columns = to_columns(batch) if columns is not None else None
+            as_columns = to_columns(batch, nulls=True) if columns is not None else None
             if as_columns is not None and joinable(as_columns, self.right_keys):
                 columns.append(as_columns)
                 continue
             self._add_rows(table, (columns or []) + [batch])
             columns = None
         self._columns = build_table(columns, self.right_keys) if columns else None
+        if self._columns is not None and self.kind != "INNER" and \
+                not self._missing_right_columns.matches(self._columns.is_tile):
+            self._columns = None  # a tensor column not stacked: the missing tuples as MissingSide makes them
         if columns and self._columns is None:
             self._add_rows(table, columns)
+        elif self._columns is not None and self.kind == "FULL":
+            self._columns.mark_matches()
+        self._no_build = self._no_build and columns is not None
         return table
 
     def _add_rows(self, table: dict, batches: list) -> None:
@@ -143,24 +154,57 @@ class HashJoinExec(PhysicalOperator):
                     table.setdefault(key, []).append(row)
 
     _columns: Optional[ColumnTable] = None
+    _no_build = False       # the build side gave no tuple (and would have been columns): probes need no table
+    _table_rows: list = []  # the column table's tuples, where a probe batch of tuples needed them as a dict
 
     def _in_memory(self, table: dict) -> Iterator[Batch]:
         matched: set[int] = set()
         child = self.children[0]
         while (batch := child.next_batch()) is not None:
-            if self._columns is not None:
-                columns = to_columns(batch)  # a few tuples of a small tensor come as a list
-                if columns is not None and joinable(columns, self.left_keys):
-                    yield from self._columns.probe(columns, self.left_keys)
+            if self._columns is not None or self._no_build:
+                joined = self._column_probe(batch)
+                if joined is not None:
+                    yield from joined
                     continue
-                if not table:  # a probe batch of tuples: the build side as a dict too, once
-                    self._add_rows(table, [self._columns.rows()])
+                if not table and self._columns is not None:  # a probe batch of tuples: the build side as a dict too
+                    self._table_rows = self._columns.rows()
+                    self._add_rows(table, [self._table_rows])
             for part in _probe_parts(batch):
                 out = self._probe(part, table, matched)
                 if out:
                     yield out
         if self.kind == "FULL":
+            yield from self._full_rest(table, matched)
+
+    def _column_probe(self, batch: Batch) -> Optional[Iterator[Batch]]:
+        """A probe batch joined by whole arrays (tile_math/column_join.py), or None where it goes tuple by tuple:
+        a batch of tuples, or one beside which a missing build tuple's zero tiles would not stack."""
+        columns = to_columns(batch, nulls=True)  # a few tuples of a small tensor come as a list
+        if columns is None or not joinable(columns, self.left_keys, null_keys=True):
+            return None
+        fill = None
+        if self.kind != "INNER":
+            missing = self._missing_right_columns
+            like = self._columns.columns if self._columns is not None else None
+            fill = missing.fill(columns.columns, like) if missing.matches(columns.is_tile, partner=True) else None
+            if fill is None:
+                return None
+        if self._columns is not None:
+            return self._columns.probe(columns, self.left_keys, fill)
+        if fill is None:  # an inner join with no build tuple
+            return iter(())
+        return iter([ColumnBatch(list(columns.columns) + missing_columns(len(columns), fill),
+                                 columns.is_tile + tuple(zero is not None for zero in fill))])
+
+    def _full_rest(self, table: dict, matched: set) -> Iterator[Batch]:
+        """A FULL join's build tuples no probe tuple met, beside the probe side's missing tuple."""
+        if self._columns is None:
             yield from batches(self._unmatched_right(table, matched))
+            return
+        if table:  # some probe batches met the tuples of the dict
+            self._columns.matched |= np.fromiter((id(row) in matched for row in self._table_rows), bool,
+                                                 len(self._table_rows))
+        yield from self._columns.unmatched(self._missing_left_columns.fill(self._columns.columns))
 
     def _probe(self, batch: Batch, table: dict, matched: set) -> Batch:
         out = []

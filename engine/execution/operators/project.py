@@ -44,7 +44,7 @@ class ProjectExec(PhysicalOperator):
         batch = self.children[0].next_batch()
         if batch is None:
             return None
-        if self._columns is not None and is_columns(batch):
+        if self._columns is not None and is_columns(batch, nulls=True):  # NULL keys pass through as masks
             projected = self._columns(batch)
             if projected is not None:
                 return projected

@@ -9,6 +9,11 @@ box their values span (one int64 each), sorted once, and a probe batch's numbers
 the output columns are the probe's and the build's columns taken at those positions. Unique build keys
 that fill much of their box (a tensor's tiles) are found by one lookup in an array over the box instead,
 and a probe batch whose every tuple meets one keeps its own columns as they are.
+
+A LEFT or FULL join hands on each probe tuple that meets none once, with the build side's missing tuple
+(tile_math/outer_columns.py: NULL columns masked, zero tiles); a FULL join marks the build rows met and
+hands on the others at the end, in the order the dict join does (keys by first appearance). A NULL probe
+key (masked) meets nothing; a build side with NULL join keys is joined as a dict.
 """
 from __future__ import annotations
 
@@ -18,7 +23,8 @@ from typing import Iterator, Optional
 import numpy as np
 
 from trdb.execution.bounded_ranges import bounded_ranges
-from trdb.execution.column_batch import COLUMN_BATCH_ROWS, ColumnBatch
+from trdb.execution.column_batch import COLUMN_BATCH_ROWS, ColumnBatch, is_columns
+from trdb.execution.tile_math.outer_columns import Fill, missing_columns, take_or_missing
 
 LOOKUP_SHARE = 4  # build keys that fill at least a quarter of their box are found by one array lookup
 
@@ -29,7 +35,8 @@ class ColumnTable:
     def __init__(self, batches: list[ColumnBatch], keys: tuple[int, ...]):
         first = batches[0]
         self.is_tile = first.is_tile
-        self.columns = [np.concatenate([b.columns[c] for b in batches]) for c in range(len(first.columns))]
+        self.columns = [_concatenated([b.columns[c] for b in batches]) for c in range(len(first.columns))]
+        self.matched: Optional[np.ndarray] = None  # the build rows met, where a FULL join asks (`mark_matches`)
         key_columns = [self.columns[k] for k in keys]
         low = [int(c.min()) if len(c) else 0 for c in key_columns]
         spans = [int(c.max()) - first + 1 if len(c) else 1 for c, first in zip(key_columns, low)]  # Python ints
@@ -53,37 +60,43 @@ class ColumnTable:
     def rows(self) -> list[tuple]:
         return ColumnBatch(self.columns, self.is_tile).rows()
 
-    def probe(self, batch: ColumnBatch, keys: tuple[int, ...]) -> Iterator[ColumnBatch]:
+    def mark_matches(self) -> None:
+        """Keep which build rows probes meet, for `unmatched` (a FULL join)."""
+        self.matched = np.zeros(len(self), dtype=bool)
+
+    def probe(self, batch: ColumnBatch, keys: tuple[int, ...], fill: Optional[Fill] = None) -> Iterator[ColumnBatch]:
         """The joined tuples (probe columns, then build columns) of a probe batch, in parts of about
-        COLUMN_BATCH_ROWS tuples (a probe tuple may meet many build tuples)."""
-        key_columns = [batch.columns[k] for k in keys]
+        COLUMN_BATCH_ROWS tuples (a probe tuple may meet many build tuples). `fill`: a LEFT or FULL join's
+        missing build tuple (MissingColumns.fill), with which each probe tuple that meets none is handed on."""
+        key_columns = [np.ma.getdata(batch.columns[k]) for k in keys]
         inside = np.ones(len(batch), dtype=bool)
-        for column, low, high in zip(key_columns, self.low, self.high):
+        for k, column, low, high in zip(keys, key_columns, self.low, self.high):
             inside &= (column >= low) & (column <= high)  # no subtraction: it could wrap around
+            inside &= ~np.ma.getmaskarray(batch.columns[k])  # a NULL key meets nothing
         numbers = _numbers([np.where(inside, c, low) for c, low in zip(key_columns, self.low)], self.low, self.spans,
                            len(batch))
         if self.lookup is not None:  # unique build keys: one build row or none for each probe tuple
-            yield from self._probe_unique(batch, np.where(inside, self.lookup[numbers], -1))
+            yield from self._probe_unique(batch, np.where(inside, self.lookup[numbers], -1), fill)
             return
         start = np.searchsorted(self.sorted, numbers, side="left")
         counts = np.where(inside, np.searchsorted(self.sorted, numbers, side="right") - start, 0)
-        for low_row, high_row in _parts(counts):
-            part_counts = counts[low_row:high_row]
-            total = int(part_counts.sum())
+        widths = counts if fill is None else np.maximum(counts, 1)  # a tuple that meets none: once, with `fill`
+        for low_row, high_row in _parts(widths):
+            part_widths = widths[low_row:high_row]
+            total = int(part_widths.sum())
             if total == 0:
                 continue
-            probe_rows = low_row + np.repeat(np.arange(high_row - low_row), part_counts)
-            offsets = np.arange(total) - np.repeat(np.cumsum(part_counts) - part_counts, part_counts)
-            build_rows = self.order[np.repeat(start[low_row:high_row], part_counts) + offsets]
-            yield ColumnBatch([c[probe_rows] for c in batch.columns] + [c[build_rows] for c in self.columns],
-                              batch.is_tile + self.is_tile)
+            probe_rows = low_row + np.repeat(np.arange(high_row - low_row), part_widths)
+            offsets = np.arange(total) - np.repeat(np.cumsum(part_widths) - part_widths, part_widths)
+            at = np.minimum(np.repeat(start[low_row:high_row], part_widths) + offsets, len(self) - 1)
+            build_rows = np.where(np.repeat(counts[low_row:high_row] > 0, part_widths), self.order[at], -1)
+            yield self._joined([c[probe_rows] for c in batch.columns], batch.is_tile, build_rows, fill)
 
-
-    def _probe_unique(self, batch: ColumnBatch, build_rows: np.ndarray) -> Iterator[ColumnBatch]:
+    def _probe_unique(self, batch: ColumnBatch, build_rows: np.ndarray, fill: Optional[Fill]) -> Iterator[ColumnBatch]:
         """The joined tuples where each probe tuple meets the build row `build_rows` names (-1: none); a probe
-        batch whose every tuple meets one is handed on with its own columns as they are (no copy)."""
+        batch whose every tuple meets one (or, `fill`, any batch) is handed on with its own columns as they are."""
         met = build_rows >= 0
-        if met.all():
+        if fill is not None or met.all():
             probe_columns = list(batch.columns)
         else:
             probe_rows = np.flatnonzero(met)
@@ -91,13 +104,46 @@ class ColumnTable:
                 return
             build_rows = build_rows[probe_rows]
             probe_columns = [c[probe_rows] for c in batch.columns]
-        yield ColumnBatch(probe_columns + [c[build_rows] for c in self.columns], batch.is_tile + self.is_tile)
+        yield self._joined(probe_columns, batch.is_tile, build_rows, fill)
+
+    def _joined(self, probe_columns: list, probe_is_tile: tuple, build_rows: np.ndarray,
+                fill: Optional[Fill]) -> ColumnBatch:
+        """Probe columns beside the build columns at `build_rows` (-1: the missing tuple `fill`)."""
+        if self.matched is not None:
+            self.matched[build_rows[build_rows >= 0]] = True
+        if fill is None:
+            build_columns = [c[build_rows] for c in self.columns]
+        else:
+            build_columns = [take_or_missing(c, build_rows, zero) for c, zero in zip(self.columns, fill)]
+        return ColumnBatch(probe_columns + build_columns, probe_is_tile + self.is_tile)
+
+    def unmatched(self, probe_fill: Fill) -> Iterator[ColumnBatch]:
+        """A FULL join's build tuples that no probe met, beside the probe side's missing tuple `probe_fill`, in
+        the dict join's order: keys by their first appearance, each key's tuples in order."""
+        rows = np.flatnonzero(~self.matched)
+        first = np.empty(len(self), dtype=np.int64)  # each build row's key's first row
+        starts = np.flatnonzero(np.r_[True, self.sorted[1:] != self.sorted[:-1]])
+        first[self.order] = np.repeat(self.order[starts], np.diff(np.r_[starts, len(self)]))
+        rows = rows[np.lexsort((rows, first[rows]))]
+        for start in range(0, len(rows), COLUMN_BATCH_ROWS):
+            part = rows[start:start + COLUMN_BATCH_ROWS]
+            yield ColumnBatch(missing_columns(len(part), probe_fill) + [c[part] for c in self.columns],
+                              tuple(zero is not None for zero in probe_fill) + self.is_tile)
 
 
-def joinable(batch, keys: tuple[int, ...]) -> bool:
-    """Whether a batch can take part in a column join on `keys`: a column batch whose keys are int columns."""
-    return type(batch) is ColumnBatch and not any(batch.is_tile[k] for k in keys) and \
-        all(batch.columns[k].dtype.kind in "iu" for k in keys)
+def joinable(batch, keys: tuple[int, ...], null_keys: bool = False) -> bool:
+    """Whether a batch can take part in a column join on `keys`: a column batch whose keys are int columns,
+    NULL (masked) only where `null_keys` (a probe side: a NULL key meets nothing)."""
+    return is_columns(batch, nulls=True) and not any(batch.is_tile[k] for k in keys) and \
+        all(batch.columns[k].dtype.kind in "iu" and (null_keys or type(batch.columns[k]) is not np.ma.MaskedArray)
+            for k in keys)
+
+
+def _concatenated(arrays: list[np.ndarray]) -> np.ndarray:
+    """One column of the build side's batches (masked where one of them is: NULL non-join columns)."""
+    if any(type(a) is np.ma.MaskedArray for a in arrays):
+        return np.ma.concatenate(arrays)
+    return np.concatenate(arrays)
 
 
 def _numbers(columns: list[np.ndarray], low: np.ndarray, spans: np.ndarray, rows: int) -> np.ndarray:
