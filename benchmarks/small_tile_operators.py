@@ -56,6 +56,12 @@ def cases(n: int) -> dict:
             "SELECT t.i, s.i AS k, t.v, s.v AS w FROM t FULL JOIN s ON t.i = s.i AND t.j = s.j",
             lambda a: (a, _with_zeros(a, half)),
             lambda cur, a: _count(cur, n)),
+        "COALESCE keys, T.v + S.v, FULL": (
+            "SELECT COALESCE(T.i, S.i) AS i, COALESCE(T.j, S.j) AS j, T.v + S.v AS v "
+            "FROM T FULL JOIN S ON T.i = S.i AND T.j = S.j",
+            None,
+            lambda a: a + _with_zeros(a, half),
+            lambda cur, a: _tensor(cur, a + _with_zeros(a, half))),
         "ORDER BY i DESC": (
             "SELECT T.i AS i, T.j AS j, T.v AS v FROM T ORDER BY i DESC",
             "SELECT i, j, v FROM t ORDER BY i DESC",

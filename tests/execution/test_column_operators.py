@@ -301,3 +301,27 @@ def test_column_tables_hand_on_missing_tuples_as_masks_and_zeros():
         (5, 5, [0.0, 1.0]), (5, 5, [4.0, 5.0]), (4, None, [0.0, 0.0]), (9, None, [0.0, 0.0]), (None, None, [0.0, 0.0])]
     rest = [row for part in table.unmatched([None]) for row in part]
     assert [(r[0], r[1], r[2].tolist()) for r in rest] == [(None, 3, [2.0, 3.0])]
+
+
+def test_rekeys_and_coalesce_of_keys_project_column_batches(pairs, monkeypatch, every_run_stacked):
+    from trdb.execution.tile_math import stacked_tiles
+    projected, real = [], stacked_tiles.column_projection
+
+    def watched(*args):
+        function = real(*args)
+        if function is None:
+            return None
+
+        def project(batch):
+            out = function(batch)
+            projected.append(out is not None)
+            return out
+        return project
+    monkeypatch.setattr(stacked_tiles, "column_projection", watched)
+    cur, _ = pairs
+    sql = ("SELECT COALESCE(S.i, T.i) AS i, T.j * 2 + 1 AS j, S.i // 2 AS h, T.v + S.v AS v "
+           "FROM T FULL JOIN S ON T.i = S.i AND T.j = S.j")
+    as_columns, as_tuples, _ = _as_tuples_too(cur, monkeypatch, sql)
+    _same_rows(as_columns, as_tuples)
+    assert projected and all(projected)
+    assert (8, None, 4) in {r[:3] for r in as_columns} and (3, 3, None) in {r[:3] for r in as_columns}

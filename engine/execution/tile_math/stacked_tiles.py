@@ -18,9 +18,11 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from trdb.execution.column_batch import ColumnBatch
+from trdb.execution.tile_math.key_columns import key_function
 from trdb.kernels.backend import Backend
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.plan import expressions as bx
+from trdb.plan.types import TensorType
 
 MIN_STACKED = 16  # fewer tuples of one shape are evaluated one by one (stacking costs more than it saves)
 MAX_STACKED_ELEMENTS = 4096  # larger tiles gain nothing from stacking: their kernels' work outweighs the call
@@ -63,15 +65,20 @@ def stacked_projection(exprs: Sequence[bx.Bound], compiled: Sequence[Compiled],
 
 def column_projection(exprs: Sequence[bx.Bound], compiled: Sequence[Compiled],
                       backend: Backend) -> Optional[Callable[[ColumnBatch], Optional[ColumnBatch]]]:
-    """A function projecting a column batch into a column batch (columns passed on as they are, elementwise
-    kernels of tile columns called once on their stacks), or None where some output column is neither (or
-    off the host). The function gives None for a batch it cannot project so: the tuples go one by one."""
+    """A function projecting a column batch into a column batch (columns passed on as they are, rekeys and
+    COALESCE of keys on the key arrays, elementwise kernels of tile columns called once on their stacks), or
+    None where some output column is none of these (or off the host). The function gives None for a batch it
+    cannot project so: the tuples go one by one."""
     if backend is not NUMPY_BACKEND:
         return None
     steps: list[tuple[Optional[int], Optional[frozenset], Compiled]] = []
     for expr, function in zip(exprs, compiled):
         if isinstance(expr, bx.ColumnIndex):
             steps.append((expr.index, None, function))
+            continue
+        keyed = key_function(expr) if not isinstance(expr.type, TensorType) else None
+        if keyed is not None:  # a rekey or COALESCE of keys, on the key arrays (tile_math/key_columns.py)
+            steps.append((None, None, keyed))
             continue
         used = bx.elementwise_columns(expr)
         if not used or _tile_elements(expr) > MAX_STACKED_ELEMENTS:
@@ -84,6 +91,13 @@ def column_projection(exprs: Sequence[bx.Bound], compiled: Sequence[Compiled],
             if index is not None:
                 columns.append(batch.columns[index])
                 is_tile.append(batch.is_tile[index])
+                continue
+            if used is None:
+                keys = function(batch)
+                if keys is None:
+                    return None
+                columns.append(keys)
+                is_tile.append(False)
                 continue
             if not all(batch.is_tile[c] for c in used):
                 return None
