@@ -57,6 +57,7 @@ def make_data(folder: Path, size: dict, seed: int) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
     import scipy.sparse
+
     from load_graph import power_law_graph
     n, rng = size["nodes"], np.random.default_rng(seed)
     pairs = power_law_graph(n, size["edges"], 0.8, seed)
