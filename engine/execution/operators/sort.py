@@ -3,7 +3,8 @@
 Tuples are held while the operator's reservation grows; when it is refused, what is held is sorted
 and written to a spill file (a run), and the rows that follow start a new run. At the end the runs
 are merged (heapq.merge: stable, so equal keys keep their input order, as the in-memory sort
-does), at most MERGE_FAN_IN at a time, and the merged rows stream out.
+does), at most MERGE_FAN_IN at a time, and the merged rows stream out. Column batches held in memory
+are sorted as columns (tile_math/column_sort.py: one lexsort, the same order) and handed on as such.
 """
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
+from trdb.execution.column_batch import is_columns
 from trdb.execution.exchange.channel import batch_bytes
-from trdb.execution.operators.operator import BlockingOperator, PhysicalOperator
+from trdb.execution.operators.operator import Batch, BlockingOperator, PhysicalOperator, batches
+from trdb.execution.tile_math.column_sort import sorted_batches
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.kernels.sparse import is_sparse
 from trdb.storage.memory import Reservation
@@ -46,26 +49,41 @@ class SortExec(BlockingOperator):
         self.positions = positions
         self.descending = descending
 
-    def _compute(self) -> Iterable[tuple]:
+    def _output(self) -> Iterator[Batch]:
+        held, runs, memory = self._read()
+        ordered = sorted_batches(held, self.positions, self.descending) if not runs else None
+        if ordered is not None:
+            held = []  # the sorted columns hold the tuples now
+            yield from ordered
+            return
+        rows = _tuples(held)
+        self._sort(rows)
+        if not runs:
+            yield from batches(rows)
+            return
+        runs.append(write_run(self.spill_file, memory, rows))
+        memory.release_all()
+        yield from self._streamed(on_backend(self.ctx.backend,
+                                             merge_runs(runs, self.merge_key(), self.spill_file, memory)))
+
+    def _read(self) -> tuple[list, list, Reservation]:
+        """The input: the batches held in memory (the last run's), the sorted runs written to spill files."""
         memory = self.reservation()
-        rows, runs = [], []
+        held: list = []
+        runs: list[SpillFile] = []
         child = self.children[0]
         while (batch := child.next_batch()) is not None:
             size = _estimated_bytes(batch)
             if not memory.try_grow(size):
-                if rows:
+                if held:
+                    rows = _tuples(held)
                     self._sort(rows)
                     runs.append(write_run(self.spill_file, memory, rows))
-                    rows = []
+                    held = []
                 memory.release_all()
                 memory.grow(size)  # one batch is always held: progress beats the limit
-            rows.extend(batch)
-        self._sort(rows)
-        if not runs:
-            return rows
-        runs.append(write_run(self.spill_file, memory, rows))
-        memory.release_all()
-        return on_backend(self.ctx.backend, merge_runs(runs, self.merge_key(), self.spill_file, memory))
+            held.append(batch)
+        return held, runs, memory
 
     def _sort(self, rows: list) -> None:
         # stable sorts from the last key to the first give the full ordering
@@ -88,9 +106,16 @@ class SortExec(BlockingOperator):
 
 
 def _estimated_bytes(batch: list) -> int:
-    """About the bytes a batch holds, from its first and last rows (counting every row would cost the
-    in-memory sort a third of its time; the rows of one batch are alike)."""
+    """About the bytes a batch holds: a column batch's own count, else from its first and last rows (counting
+    every row would cost the in-memory sort a third of its time; the rows of one batch are alike)."""
+    if is_columns(batch, nulls=True):
+        return batch.nbytes
     return len(batch) * batch_bytes([batch[0], batch[-1]]) // 2
+
+
+def _tuples(held: list) -> list:
+    """The tuples of the batches held, in one list."""
+    return [row for batch in held for row in batch]
 
 
 def write_run(new_file: Callable[[str], SpillFile], memory: Reservation, rows: Iterable[tuple]) -> SpillFile:
