@@ -8,7 +8,11 @@ import numpy as np
 
 from trdb.config.unit_costs import CSR_MAX_DENSITY
 from trdb.errors import OperationalError
+from trdb.optimizer.cardinality import padded
+from trdb.plan import expressions as bx
+from trdb.plan import physical_operators as po
 from trdb.plan.physical import PhysicalNode
+from trdb.plan.types import TensorType
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_codec import csr_sections
 
@@ -114,8 +118,10 @@ def _nodes(node: PhysicalNode) -> Iterator[PhysicalNode]:
 
 
 def check_plan(settings: Any, root: PhysicalNode) -> None:
-    """Every operator's estimated output within max_tuples and max_bytes, before the plan runs."""
+    """Every operator's estimated output within max_tuples and max_bytes, and every tile its kernels compute
+    within memory_limit, before the plan runs."""
     for node in _nodes(root):
+        _check_computed_tiles(settings, node)
         rows, nbytes = node.estimate.rows, node.estimate.bytes
         if rows > settings.max_tuples:
             raise _refuse(f"the output of {node.operator}", f"{rows:.3g} tuples", "max_tuples",
@@ -123,3 +129,128 @@ def check_plan(settings: Any, root: PhysicalNode) -> None:
         if nbytes > settings.max_bytes:
             raise _refuse(f"the output of {node.operator}", _size(nbytes), "max_bytes",
                           _size(settings.max_bytes))
+
+
+def _check_computed_tiles(settings: Any, node: PhysicalNode) -> None:
+    """A kernel that makes a sparse tile dense (EXP of a CSR tile, a CSR tile plus 1, a group's sum of CSR
+    tiles) holds the whole dense tile: where that is more than memory_limit, the statement is refused here,
+    not after it allocated. (A dense tile computed from dense ones is as large as the tiles the user chose,
+    each of which fit the limit when stored: operators may hold one tile past their budget.)"""
+    largest = _largest_densified_tile(node)
+    if largest is not None and largest[2] > settings.memory_limit:
+        name, tile_type, nbytes = largest
+        raise _refuse(f"a tile of {name} (TILE {tuple(tile_type.tile)}, {tile_type.dtype}) in {node.operator}, "
+                      "made dense from sparse tiles,", _size(nbytes), "memory_limit", _size(settings.memory_limit))
+
+
+_PRODUCTS = ("MATMUL", "EINSUM")
+_LARGEST: dict[int, tuple] = {}  # id(spec) -> (spec, input fill, result): a step's plans are checked once
+
+
+def _largest_densified_tile(node: PhysicalNode) -> Optional[tuple[str, TensorType, float]]:
+    """(kernel or aggregate, tile type, bytes) of the largest tile `node` computes fuller than the tiles it is
+    computed from; None when it computes none."""
+    fill = _input_fill(node)
+    known = _LARGEST.get(id(node.spec))
+    if known is not None and known[0] is node.spec and known[1] == fill:
+        return known[2]
+    largest = None
+    for expr in _expressions(node.spec):
+        for call in _calls(expr):
+            if call.function.name in _PRODUCTS:
+                continue  # as large as the tiles multiplied make them; a product of CSR tiles stays CSR if sparse
+            made = _tile_fill(call, fill)
+            if made > _fullest_input(call, fill):
+                largest = _larger(largest, (call.function.name, call.type, _dense_bytes(call.type) * made))
+    for call in _summed(node.spec):  # a group's sum is a dense tile, whatever its terms are
+        if _fullest_input(call.arg, fill) < 1.0:
+            largest = _larger(largest, (call.function, call.arg.type, _dense_bytes(call.arg.type)))
+    if len(_LARGEST) > 4096:
+        _LARGEST.clear()
+    _LARGEST[id(node.spec)] = (node.spec, fill, largest)
+    return largest
+
+
+def _larger(largest: Optional[tuple], candidate: tuple) -> tuple:
+    return candidate if largest is None or candidate[2] > largest[2] else largest
+
+
+def _dense_bytes(tile_type: TensorType) -> float:
+    return float(math.prod(tile_type.tile)) * tile_type.dtype.itemsize
+
+
+def _fullest_input(expr, fill: tuple[float, ...]) -> float:
+    """The largest fill of the tile columns `expr` reads (1.0: dense, or unknown)."""
+    found = [fill[c.index] if c.index < len(fill) else 1.0 for c in _tile_columns(expr)]
+    return max(found, default=1.0)
+
+
+def _tile_columns(expr) -> Iterator[bx.ColumnIndex]:
+    stack = [expr]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, bx.ColumnIndex) and isinstance(current.type, TensorType):
+            yield current
+        stack.extend(bx.children(current))
+
+
+def _tile_fill(expr, fill: tuple[float, ...]) -> Optional[float]:
+    """How much of a dense tile a computed value holds, through nested kernels: a sum as full as its fullest
+    term (a CSR tile plus a scalar, or plus a dense tile, is dense), a kernel with a sparse version as its
+    sparsest argument (a scalar factor leaves it), any other kernel dense. None for a scalar that is no sum's term."""
+    if isinstance(expr, bx.ColumnIndex):
+        return (fill[expr.index] if expr.index < len(fill) else 1.0) if isinstance(expr.type, TensorType) else None
+    if not isinstance(expr, bx.Call):
+        return None
+    parts = [_tile_fill(arg, fill) for arg in expr.args]
+    if expr.function.name in ("+", "-"):
+        return max((_scalar_fill(arg) if part is None else part for arg, part in zip(expr.args, parts)), default=1.0)
+    if expr.function.keeps_sparse and expr.function.name not in _PRODUCTS:
+        return min((part for part in parts if part is not None), default=1.0)
+    return 1.0
+
+
+def _scalar_fill(expr) -> float:
+    """A sum's scalar term: zero (or NULL) adds nothing; another number, or an array, fills the tile."""
+    value = getattr(expr, "value", 1.0) if isinstance(expr, bx.Const) else 1.0
+    return 0.0 if value is None or (isinstance(value, (int, float, np.number)) and value == 0) else 1.0
+
+
+def _input_fill(node: PhysicalNode) -> tuple[float, ...]:
+    """What the stored tiles of the columns the node's expressions read cost against dense ones."""
+    spec = node.spec
+    if isinstance(spec, po.HashJoin) and len(node.children) == 2:
+        left, right = node.children
+        return padded(left.estimate.fill, len(spec.left_schema)) + padded(right.estimate.fill, len(spec.right_schema))
+    return node.children[0].estimate.fill if len(node.children) == 1 else ()
+
+
+def _expressions(spec: po.OperatorSpec) -> list:
+    if isinstance(spec, po.Project):
+        return list(spec.exprs)
+    if isinstance(spec, po.Filter):
+        return [spec.predicate]
+    if isinstance(spec, po.HashJoin):
+        return [spec.residual] if spec.residual is not None else []
+    if isinstance(spec, po.HashAggregate):
+        return [call.arg for call in spec.calls if call.arg is not None]
+    return []
+
+
+def _summed(spec: po.OperatorSpec) -> list:
+    """A hash aggregate's SUM, AVG, MIN and MAX calls over tiles of known shape (COUNT keeps a number)."""
+    if not isinstance(spec, po.HashAggregate):
+        return []
+    return [call for call in spec.calls if call.function in ("SUM", "AVG", "MIN", "MAX") and call.arg is not None
+            and isinstance(call.arg.type, TensorType) and all(isinstance(d, int) for d in call.arg.type.tile)]
+
+
+def _calls(expr) -> Iterator[bx.Call]:
+    """The kernel calls in `expr` whose result is a tile of known shape."""
+    stack = [expr]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, bx.Call) and isinstance(current.type, TensorType) and \
+                all(isinstance(d, int) for d in current.type.tile):
+            yield current
+        stack.extend(bx.children(current))
