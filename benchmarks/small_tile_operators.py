@@ -62,6 +62,11 @@ def cases(n: int) -> dict:
             None,
             lambda a: a + _with_zeros(a, half),
             lambda cur, a: _tensor(cur, a + _with_zeros(a, half))),
+        "T JOIN S, residual j >= j": (
+            "SELECT T.i AS i, T.j AS j, T.v AS v, S.v AS w FROM T JOIN S ON T.i = S.i AND T.j >= S.j",
+            "SELECT t.i, t.j, t.v, s.v AS w FROM t JOIN s ON t.i = s.i AND t.j >= s.j",
+            lambda a: (a[half], a[half]),
+            lambda cur, a: _count(cur, len(half))),
         "ORDER BY i DESC": (
             "SELECT T.i AS i, T.j AS j, T.v AS v FROM T ORDER BY i DESC",
             "SELECT i, j, v FROM t ORDER BY i DESC",

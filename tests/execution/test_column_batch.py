@@ -214,9 +214,10 @@ def test_an_aggregate_goes_on_as_a_dict_when_a_batch_of_tuples_comes(cur, monkey
     a = np.arange(64 * 8, dtype=np.float32).reshape(64, 8)
     cur.execute("CREATE TENSOR A FROM ? TILE (1, 8)", [a])
     cur.execute("CREATE TENSOR B FROM ? TILE (1, 8)", [a[:5] + 1])  # few tiles: a list batch
-    # a join with a residual condition goes tuple by tuple: its batches are lists
+    # a join with a residual condition the key arrays cannot evaluate (a float) goes tuple by tuple: list batches
     rows = cur.execute("SELECT U.i AS i, SUM(U.v) AS v FROM (SELECT A.i, A.j, A.v FROM A UNION ALL "
-                       "SELECT A.i, A.j, A.v FROM A JOIN B ON A.i = B.i AND A.j >= B.j) AS U GROUP BY U.i").fetchall()
+                       "SELECT A.i, A.j, A.v FROM A JOIN B ON A.i = B.i AND A.j + B.j >= 0.5 - 0.5) AS U "
+                       "GROUP BY U.i").fetchall()
     got = np.concatenate([v for _, v in sorted(rows, key=lambda row: row[0])])
     expected = a.copy()
     expected[:5] += a[:5]

@@ -397,3 +397,36 @@ def test_column_sort_orders_as_python_sort_does():
             rows.sort(key=lambda r: (r[position] is None, r[position] if r[position] is not None else 0), reverse=down)
         got = [row for part in sorted_batches(batches, (0, 1), descending) for row in part]
         assert [(r[0], r[1], float(r[2])) for r in got] == [(r[0], r[1], float(r[2])) for r in rows]
+
+
+# ------------------------------------------------------------ residual join conditions
+
+@pytest.mark.parametrize("on", ["T.i = S.i AND T.j >= S.j", "T.i = S.i AND T.j + S.j <> 4 AND NOT S.j = 1",
+                                "T.j = S.j AND T.i < S.i"], ids=["unique", "unique-and-not", "many"])
+def test_residual_conditions_on_keys_as_the_dict_join(pairs, monkeypatch, on, every_run_stacked):
+    """(LEFT and FULL joins take key equalities only: their residual path is tested on kept_pairs below.)"""
+    cur, _ = pairs
+    sql = f"SELECT T.i, T.j, S.i AS si, S.j AS sj, T.v, S.v AS w FROM T JOIN S ON {on}"
+    as_columns, as_tuples, probes = _as_tuples_too(cur, monkeypatch, sql)
+    assert probes and as_columns
+    _same_rows(as_columns, as_tuples)
+
+
+def test_a_residual_condition_the_arrays_cannot_answer_raises_as_the_dict_join(pairs, every_run_stacked):
+    cur, _ = pairs
+    with pytest.raises(trdb.DataError, match="division by zero"):
+        cur.execute("SELECT T.i, S.j, T.v FROM T JOIN S ON T.i = S.i AND T.j // (S.j - S.j) = 0").fetchall()
+
+
+def test_kept_pairs_hand_on_a_missing_pair_where_the_condition_drops_all():
+    from trdb.execution.tile_math.join_residual import Residual, kept_pairs
+    probe = ColumnBatch([np.array([1, 2, 3], np.int64)], (False,))
+    build = [np.array([10, 20, 30], np.int64)]
+    residual = Residual(lambda batch: batch.columns[1] > 15, lambda row: row[1] > 15)
+    probe_rows, build_rows = np.array([0, 0, 1, 2, 2]), np.array([0, 1, -1, 0, 2])
+    got = kept_pairs(probe, build, (False,), probe_rows, build_rows, residual, outer=True)
+    assert [a.tolist() for a in got] == [[0, 1, 2], [1, -1, 2]]
+    inner = kept_pairs(probe, build, (False,), np.array([0, 2]), np.array([0, 0]), residual, outer=True)
+    assert [a.tolist() for a in inner] == [[0, 2], [-1, -1]]
+    assert [a.tolist() for a in kept_pairs(probe, build, (False,), np.array([0, 2]), np.array([0, 2]), residual,
+                                           outer=False)] == [[2], [2]]

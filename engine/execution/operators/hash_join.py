@@ -11,6 +11,8 @@ from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.operators.operator import BATCH_SIZE, Batch, PhysicalOperator, batches
 from trdb.execution.tile_math.column_join import ColumnTable, build_table, joinable
 from trdb.execution.tile_math.compile import compile_predicate
+from trdb.execution.tile_math.join_residual import Residual
+from trdb.execution.tile_math.key_columns import predicate_function
 from trdb.execution.tile_math.outer_columns import MissingColumns, missing_columns
 from trdb.kernels.sparse import empty_csr, is_sparse
 from trdb.plan.expressions import Bound
@@ -94,6 +96,8 @@ class HashJoinExec(PhysicalOperator):
 
     def _open(self) -> None:
         self._residual = compile_predicate(self.residual, self.ctx.backend) if self.residual is not None else None
+        arrays = predicate_function(self.residual) if self.residual is not None else None
+        self._column_residual = Residual(arrays, self._residual) if arrays is not None else None
         self._missing_left = MissingSide(self.left_schema, self.right_schema, self.ctx.backend)
         self._missing_right = MissingSide(self.right_schema, self.left_schema, self.ctx.backend)
         self._missing_left_columns = MissingColumns(self.left_schema, self.right_schema)
@@ -116,11 +120,12 @@ class HashJoinExec(PhysicalOperator):
 
     def _build(self) -> Optional[dict]:
         """The build side's hash table, or None when the budget refused it (its tuples went to partition files).
-        A join with no residual condition whose build side comes as column batches keeps them as columns
-        instead (tile_math/column_join.py): `_columns`, probed by whole arrays; the table is then empty."""
+        A join whose build side comes as column batches keeps them as columns instead (tile_math/column_join.py):
+        `_columns`, probed by whole arrays (a residual condition on keys evaluated on them too); the table is
+        then empty."""
         table: dict[tuple, list[tuple]] = {}
         child = self.children[1]
-        columns: Optional[list] = [] if self._residual is None else None
+        columns: Optional[list] = [] if self._residual is None or self._column_residual is not None else None
         self._no_build = True  # no build tuple came
         while (batch := child.next_batch()) is not None:
             self._no_build = False
@@ -190,7 +195,7 @@ class HashJoinExec(PhysicalOperator):
             if fill is None:
                 return None
         if self._columns is not None:
-            return self._columns.probe(columns, self.left_keys, fill)
+            return self._columns.probe(columns, self.left_keys, fill, self._column_residual)
         if fill is None:  # an inner join with no build tuple
             return iter(())
         return iter([ColumnBatch(list(columns.columns) + missing_columns(len(columns), fill),

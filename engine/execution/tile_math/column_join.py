@@ -13,7 +13,8 @@ and a probe batch whose every tuple meets one keeps its own columns as they are.
 A LEFT or FULL join hands on each probe tuple that meets none once, with the build side's missing tuple
 (tile_math/outer_columns.py: NULL columns masked, zero tiles); a FULL join marks the build rows met and
 hands on the others at the end, in the order the dict join does (keys by first appearance). A NULL probe
-key (masked) meets nothing; a build side with NULL join keys is joined as a dict.
+key (masked) meets nothing; a build side with NULL join keys is joined as a dict. A residual condition on
+keys is evaluated over the pairs met (tile_math/join_residual.py).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import numpy as np
 
 from trdb.execution.bounded_ranges import bounded_ranges
 from trdb.execution.column_batch import COLUMN_BATCH_ROWS, ColumnBatch, is_columns
+from trdb.execution.tile_math.join_residual import Residual, kept_pairs
 from trdb.execution.tile_math.outer_columns import Fill, missing_columns, take_or_missing
 
 LOOKUP_SHARE = 4  # build keys that fill at least a quarter of their box are found by one array lookup
@@ -64,10 +66,12 @@ class ColumnTable:
         """Keep which build rows probes meet, for `unmatched` (a FULL join)."""
         self.matched = np.zeros(len(self), dtype=bool)
 
-    def probe(self, batch: ColumnBatch, keys: tuple[int, ...], fill: Optional[Fill] = None) -> Iterator[ColumnBatch]:
+    def probe(self, batch: ColumnBatch, keys: tuple[int, ...], fill: Optional[Fill] = None,
+              residual: Optional[Residual] = None) -> Iterator[ColumnBatch]:
         """The joined tuples (probe columns, then build columns) of a probe batch, in parts of about
         COLUMN_BATCH_ROWS tuples (a probe tuple may meet many build tuples). `fill`: a LEFT or FULL join's
-        missing build tuple (MissingColumns.fill), with which each probe tuple that meets none is handed on."""
+        missing build tuple (MissingColumns.fill), with which each probe tuple that meets none is handed on;
+        `residual`: a condition on keys the joined tuples must meet besides the keys (tile_math/join_residual.py)."""
         key_columns = [np.ma.getdata(batch.columns[k]) for k in keys]
         inside = np.ones(len(batch), dtype=bool)
         for k, column, low, high in zip(keys, key_columns, self.low, self.high):
@@ -76,11 +80,21 @@ class ColumnTable:
         numbers = _numbers([np.where(inside, c, low) for c, low in zip(key_columns, self.low)], self.low, self.spans,
                            len(batch))
         if self.lookup is not None:  # unique build keys: one build row or none for each probe tuple
-            yield from self._probe_unique(batch, np.where(inside, self.lookup[numbers], -1), fill)
-            return
+            build_rows = np.where(inside, self.lookup[numbers], -1)
+            probe_rows = None if fill is not None or (build_rows >= 0).all() else np.flatnonzero(build_rows >= 0)
+            pairs = [(probe_rows, build_rows if probe_rows is None else build_rows[probe_rows])]
+        else:
+            pairs = self._pairs(inside, numbers, fill is not None)
+        for probe_rows, build_rows in pairs:
+            joined = self._joined(batch, probe_rows, build_rows, fill, residual)
+            if joined is not None:
+                yield joined
+
+    def _pairs(self, inside: np.ndarray, numbers: np.ndarray, outer: bool) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Each part's probe rows and the build rows they meet by key (-1: none, where `outer`)."""
         start = np.searchsorted(self.sorted, numbers, side="left")
         counts = np.where(inside, np.searchsorted(self.sorted, numbers, side="right") - start, 0)
-        widths = counts if fill is None else np.maximum(counts, 1)  # a tuple that meets none: once, with `fill`
+        widths = np.maximum(counts, 1) if outer else counts  # a tuple that meets none: once, with the fill
         for low_row, high_row in _parts(widths):
             part_widths = widths[low_row:high_row]
             total = int(part_widths.sum())
@@ -89,33 +103,26 @@ class ColumnTable:
             probe_rows = low_row + np.repeat(np.arange(high_row - low_row), part_widths)
             offsets = np.arange(total) - np.repeat(np.cumsum(part_widths) - part_widths, part_widths)
             at = np.minimum(np.repeat(start[low_row:high_row], part_widths) + offsets, len(self) - 1)
-            build_rows = np.where(np.repeat(counts[low_row:high_row] > 0, part_widths), self.order[at], -1)
-            yield self._joined([c[probe_rows] for c in batch.columns], batch.is_tile, build_rows, fill)
+            yield probe_rows, np.where(np.repeat(counts[low_row:high_row] > 0, part_widths), self.order[at], -1)
 
-    def _probe_unique(self, batch: ColumnBatch, build_rows: np.ndarray, fill: Optional[Fill]) -> Iterator[ColumnBatch]:
-        """The joined tuples where each probe tuple meets the build row `build_rows` names (-1: none); a probe
-        batch whose every tuple meets one (or, `fill`, any batch) is handed on with its own columns as they are."""
-        met = build_rows >= 0
-        if fill is not None or met.all():
-            probe_columns = list(batch.columns)
-        else:
-            probe_rows = np.flatnonzero(met)
-            if not len(probe_rows):
-                return
-            build_rows = build_rows[probe_rows]
-            probe_columns = [c[probe_rows] for c in batch.columns]
-        yield self._joined(probe_columns, batch.is_tile, build_rows, fill)
-
-    def _joined(self, probe_columns: list, probe_is_tile: tuple, build_rows: np.ndarray,
-                fill: Optional[Fill]) -> ColumnBatch:
-        """Probe columns beside the build columns at `build_rows` (-1: the missing tuple `fill`)."""
-        if self.matched is not None:
+    def _joined(self, batch: ColumnBatch, probe_rows: Optional[np.ndarray], build_rows: np.ndarray,
+                fill: Optional[Fill], residual: Optional[Residual]) -> Optional[ColumnBatch]:
+        """The probe tuples at `probe_rows` (None: all, as they are) beside the build tuples at `build_rows` (-1:
+        the missing tuple `fill`), those the residual condition keeps; None where no tuple is left."""
+        if self.matched is not None:  # a partner met by key counts as matched, as in the dict join
             self.matched[build_rows[build_rows >= 0]] = True
+        if residual is not None:
+            probe_rows = np.arange(len(batch)) if probe_rows is None else probe_rows
+            probe_rows, build_rows = kept_pairs(batch, self.columns, self.is_tile, probe_rows, build_rows, residual,
+                                                fill is not None)
+        if not len(build_rows):
+            return None
+        probe_columns = list(batch.columns) if probe_rows is None else [c[probe_rows] for c in batch.columns]
         if fill is None:
             build_columns = [c[build_rows] for c in self.columns]
         else:
             build_columns = [take_or_missing(c, build_rows, zero) for c, zero in zip(self.columns, fill)]
-        return ColumnBatch(probe_columns + build_columns, probe_is_tile + self.is_tile)
+        return ColumnBatch(probe_columns + build_columns, batch.is_tile + self.is_tile)
 
     def unmatched(self, probe_fill: Fill) -> Iterator[ColumnBatch]:
         """A FULL join's build tuples that no probe met, beside the probe side's missing tuple `probe_fill`, in
