@@ -430,3 +430,23 @@ def test_kept_pairs_hand_on_a_missing_pair_where_the_condition_drops_all():
     assert [a.tolist() for a in inner] == [[0, 2], [-1, -1]]
     assert [a.tolist() for a in kept_pairs(probe, build, (False,), np.array([0, 2]), np.array([0, 2]), residual,
                                            outer=False)] == [[2], [2]]
+
+
+# ------------------------------------------------------------ filters
+
+@pytest.mark.parametrize("where", ["S.i IS NULL", "NOT T.i = S.i", "T.i IN (1, 3, 10) OR S.j >= 3",
+                                   "COALESCE(S.i, T.i + 100) > 8", "T.i > 100"])
+def test_filters_on_keys_keep_column_batches_as_the_tuple_test(pairs, monkeypatch, where, every_run_stacked):
+    from trdb.execution.operators import filter as filter_module
+    kept, real = [], filter_module.predicate_function
+
+    def watched(expr):
+        function = real(expr)
+        return None if function is None else (lambda batch: kept.append(len(batch)) or function(batch))
+    monkeypatch.setattr(filter_module, "predicate_function", watched)
+    cur, _ = pairs
+    sql = f"SELECT T.i, T.j, S.i AS si, T.v, S.v AS w FROM T FULL JOIN S ON T.i = S.i AND T.j = S.j WHERE {where}"
+    as_columns = cur.execute(sql).fetchall()
+    assert kept
+    monkeypatch.setattr(filter_module, "predicate_function", lambda expr: None)
+    _same_rows(as_columns, cur.execute(sql).fetchall())
