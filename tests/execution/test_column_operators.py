@@ -1,5 +1,6 @@
-"""MIN / MAX by group, outer joins and ORDER BY over column batches: against numpy and the tuple-by-tuple path, over
-batches of edge tiles, sparse tiles, NULL keys, no tuples and one tuple."""
+"""Operators over column batches: the logic files and random queries with every run of tiles read as column batches;
+MIN / MAX by group against numpy (edge tiles, NaN, no tuples, one-tuple groups); key expressions and filters on key
+arrays against the tuple closures (NULL keys). Joins: test_column_joins.py; ORDER BY: test_column_sort.py."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,20 +9,12 @@ import numpy as np
 import pytest
 
 import trdb
+from helpers.column_paths import same_rows
 from helpers.logic_runner import logic_files, run_file
 from test_random_queries import REGRESSION_SEEDS, SEEDS, build_case, check_dense, check_rows, run_case
 from trdb.execution.column_batch import ColumnBatch
-from trdb.storage import tile_codec, tile_runs
 
 SQL_ROOT = Path(__file__).parent.parent / "sql"
-
-
-@pytest.fixture
-def every_run_stacked(monkeypatch):
-    """Every run of dense tiles of one shape read as column batches, however short: small tensors of the logic
-    files and random queries go through the operators' column paths, edge tiles in batches of their own."""
-    monkeypatch.setattr(tile_runs, "MIN_RUN", 1)
-    monkeypatch.setattr(tile_codec, "MIN_RUN", 1)
 
 
 @pytest.mark.parametrize("seed", SEEDS + list(REGRESSION_SEEDS), ids=lambda s: f"seed{s:03d}")
@@ -179,259 +172,6 @@ def test_key_expressions_the_arrays_cannot_answer_go_tuple_by_tuple(cur):
     with pytest.raises(trdb.DataError, match="division by zero"):
         cur.execute("SELECT A.i // A.j AS g, MAX(A.v) AS v FROM A GROUP BY A.i // A.j").fetchall()
 
-
-# ------------------------------------------------------------ outer joins
-
-def _same_rows(got: list, expected: list) -> None:
-    """The same tuples in the same order: keys (None included) equal, tiles of equal shape, dtype and values."""
-    assert len(got) == len(expected)
-    for a, b in zip(got, expected):
-        assert len(a) == len(b)
-        for x, y in zip(a, b):
-            if isinstance(y, np.ndarray):
-                assert type(x) is np.ndarray and x.shape == y.shape and x.dtype == y.dtype, (a, b)
-                np.testing.assert_array_equal(x, y)
-            else:
-                assert x == y and type(x) is type(y), (a, b)
-
-
-def _as_tuples_too(cur, monkeypatch, sql: str) -> tuple[list, list, list]:
-    """A query's rows joined as columns, and as a dict join gives them (no column table); and each probe
-    batch's size that went as columns."""
-    from trdb.execution.tile_math import column_join
-    probes, real = [], column_join.ColumnTable.probe
-
-    def watched(self, batch, keys, *fill):
-        probes.append(len(batch))
-        yield from real(self, batch, keys, *fill)
-    monkeypatch.setattr(column_join.ColumnTable, "probe", watched)
-    as_columns = cur.execute(sql).fetchall()
-    with monkeypatch.context() as patched:
-        patched.setattr("trdb.execution.operators.hash_join.build_table", lambda batches, keys: None)
-        as_tuples = cur.execute(sql).fetchall()
-    return as_columns, as_tuples, probes
-
-
-@pytest.fixture
-def pairs(cur):
-    """T: 11 x 5 tiles of 4 x 4 of a 42 x 20 array (row i = 10: edge tiles of 2 x 4) but its row i = 8; S: the
-    full tiles of the array's even rows, times 3. T's odd rows and edge row meet nothing, S's row 8 no T."""
-    rng = np.random.default_rng(12)
-    a = rng.standard_normal((42, 20)).astype(np.float32)
-    cur.execute("SET workers = 1")  # one order of tuples, whatever path they take
-    cur.execute("CREATE TENSOR A FROM ? TILE (4, 4)", [a])
-    cur.execute("CREATE TENSOR T AS SELECT A.i, A.j, A.v FROM A WHERE A.i <> 8")
-    cur.execute("CREATE TENSOR S AS SELECT A.i, A.j, A.v * 3 AS v FROM A WHERE A.i % 2 = 0 AND A.i < 10")
-    return cur, a
-
-
-@pytest.mark.parametrize("kind", ["LEFT", "FULL"])
-def test_outer_joins_of_column_batches_give_the_dict_joins_tuples(pairs, monkeypatch, kind, every_run_stacked):
-    cur, t = pairs
-    sql = f"SELECT T.i, T.j, S.i AS si, S.j AS sj, T.v, S.v AS w FROM T {kind} JOIN S ON T.i = S.i AND T.j = S.j"
-    as_columns, as_tuples, probes = _as_tuples_too(cur, monkeypatch, sql)
-    assert probes
-    _same_rows(as_columns, as_tuples)
-    keys = {(r[0], r[1], r[2], r[3]) for r in as_columns}
-    assert (10, 0, None, None) in keys and (3, 1, None, None) in keys and (2, 1, 2, 1) in keys
-    assert ((None, None, 8, 4) in keys) == (kind == "FULL")
-    edge = next(r for r in as_columns if r[:2] == (10, 0))
-    assert edge[5].shape == (2, 4) and not edge[5].any()  # the missing tile is shaped as its partner
-    assert len(as_columns) == 10 * 5 + (5 if kind == "FULL" else 0)
-
-
-def test_sparse_addition_by_a_full_join_of_column_batches(pairs, every_run_stacked):
-    cur, a = pairs
-    got = cur.execute("SELECT COALESCE(T.i, S.i) AS i, COALESCE(T.j, S.j) AS j, T.v + S.v AS v "
-                      "FROM T FULL JOIN S ON T.i = S.i AND T.j = S.j").fetch_tensor()
-    rows = np.arange(42) // 4
-    expected = np.where((rows != 8)[:, None], a, 0) + np.where(((rows % 2 == 0) & (rows < 10))[:, None], 3 * a, 0)
-    np.testing.assert_allclose(got, expected, rtol=1e-6)
-
-
-@pytest.mark.parametrize("kind", ["LEFT", "FULL", "INNER"])
-def test_a_join_with_no_build_tuple_and_one_probe_tuple(pairs, monkeypatch, kind, every_run_stacked):
-    cur, _ = pairs
-    sql = (f"SELECT T.i, T.j, S.i AS si, T.v, S.v AS w FROM T {kind} JOIN (SELECT S.i, S.j, S.v FROM S WHERE S.i > 100) "
-           "AS S ON T.i = S.i AND T.j = S.j")
-    as_columns, as_tuples, _ = _as_tuples_too(cur, monkeypatch, sql)
-    _same_rows(as_columns, as_tuples)
-    assert len(as_columns) == (0 if kind == "INNER" else 10 * 5)
-    one = (f"SELECT T.i, T.j, S.i AS si, T.v, S.v AS w FROM T {kind} JOIN S ON T.i = S.i AND T.j = S.j "
-           "WHERE T.i = 4 AND T.j = 1")
-    as_columns, as_tuples, _ = _as_tuples_too(cur, monkeypatch, one)
-    _same_rows(as_columns, as_tuples)
-    assert [r[:3] for r in as_columns] == [(4, 1, 4)]
-
-
-def test_null_probe_keys_meet_nothing_and_null_build_keys_join_as_a_dict(pairs, monkeypatch, every_run_stacked):
-    cur, _ = pairs
-    cur.execute("CREATE TENSOR U AS SELECT T.i, T.j, T.v FROM T WHERE T.i < 6")
-    inner = "(SELECT T.i AS a, T.j AS b, S.i AS c, S.j AS d, T.v + S.v AS v FROM T LEFT JOIN S ON T.i = S.i AND T.j = S.j)"
-    for sql in (f"SELECT X.a, X.c, U.i, X.v, U.v AS w FROM {inner} AS X LEFT JOIN U ON X.c = U.i AND X.d = U.j",
-                f"SELECT U.i, X.a, X.c, U.v, X.v AS w FROM U FULL JOIN {inner} AS X ON U.i = X.c AND U.j = X.d"):
-        as_columns, as_tuples, _ = _as_tuples_too(cur, monkeypatch, sql)
-        _same_rows(sorted(as_columns, key=repr), sorted(as_tuples, key=repr))
-        assert any(None in r[:3] for r in as_columns)
-
-
-def test_outer_joins_of_sparse_tiles_go_tuple_by_tuple_with_the_same_answers(cur):
-    from scipy import sparse
-    a = sparse.random(64, 64, density=0.02, format="csr", dtype=np.float32, random_state=3)
-    dense = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
-    cur.execute("CREATE TENSOR A FROM ? TILE (8, 8)", [a])
-    cur.execute("CREATE TENSOR D FROM ? TILE (8, 8)", [dense])
-    got = cur.execute("SELECT D.i, D.j, D.v + A.v AS v FROM D LEFT JOIN A ON D.i = A.i AND D.j = A.j").fetch_tensor()
-    np.testing.assert_allclose(got, dense + a.toarray())
-    full = cur.execute("SELECT COALESCE(A.i, D.i) AS i, COALESCE(A.j, D.j) AS j, A.v * 2 + D.v AS v "
-                       "FROM A FULL JOIN D ON A.i = D.i AND A.j = D.j").fetch_tensor()
-    np.testing.assert_allclose(full, 2 * a.toarray() + dense)
-
-
-def test_column_tables_hand_on_missing_tuples_as_masks_and_zeros():
-    from trdb.execution.tile_math.column_join import build_table
-    build = ColumnBatch([np.array([5, 3, 5], np.int64), np.arange(6, dtype=np.float32).reshape(3, 2)], (False, True))
-    table = build_table([build], (0,))
-    table.mark_matches()
-    probe = ColumnBatch([np.ma.MaskedArray(np.array([5, 4, 9, 5], np.int64), [False, False, False, True])],
-                        (False,))
-    fill = [None, np.zeros(2, np.float32)]
-    out = [row for part in table.probe(probe, (0,), fill) for row in part]
-    assert [(r[0], r[1], r[2].tolist()) for r in out] == [
-        (5, 5, [0.0, 1.0]), (5, 5, [4.0, 5.0]), (4, None, [0.0, 0.0]), (9, None, [0.0, 0.0]), (None, None, [0.0, 0.0])]
-    rest = [row for part in table.unmatched([None]) for row in part]
-    assert [(r[0], r[1], r[2].tolist()) for r in rest] == [(None, 3, [2.0, 3.0])]
-
-
-def test_rekeys_and_coalesce_of_keys_project_column_batches(pairs, monkeypatch, every_run_stacked):
-    from trdb.execution.tile_math import stacked_tiles
-    projected, real = [], stacked_tiles.column_projection
-
-    def watched(*args):
-        function = real(*args)
-        if function is None:
-            return None
-
-        def project(batch):
-            out = function(batch)
-            projected.append(out is not None)
-            return out
-        return project
-    monkeypatch.setattr(stacked_tiles, "column_projection", watched)
-    cur, _ = pairs
-    sql = ("SELECT COALESCE(S.i, T.i) AS i, T.j * 2 + 1 AS j, S.i // 2 AS h, T.v + S.v AS v "
-           "FROM T FULL JOIN S ON T.i = S.i AND T.j = S.j")
-    as_columns, as_tuples, _ = _as_tuples_too(cur, monkeypatch, sql)
-    _same_rows(as_columns, as_tuples)
-    assert projected and all(projected)
-    assert (8, None, 4) in {r[:3] for r in as_columns} and (3, 3, None) in {r[:3] for r in as_columns}
-
-
-# ------------------------------------------------------------ ORDER BY
-
-def _sorted_both_ways(cur, monkeypatch, sql: str) -> tuple[list, list, list]:
-    """A query's rows sorted as columns, and as the tuple sort gives them; and each columnar sort's batch count."""
-    from trdb.execution.operators import sort
-    sorts, real = [], sort.sorted_batches
-
-    def watched(batches, positions, descending):
-        out = real(batches, positions, descending)
-        sorts.append(None if out is None else len(batches))
-        return out
-    monkeypatch.setattr(sort, "sorted_batches", watched)
-    as_columns = cur.execute(sql).fetchall()
-    with monkeypatch.context() as patched:
-        patched.setattr(sort, "sorted_batches", lambda *args: None)
-        as_tuples = cur.execute(sql).fetchall()
-    return as_columns, as_tuples, sorts
-
-
-@pytest.mark.parametrize("order", ["si, T.j DESC", "si DESC, T.i", "T.j, si DESC, T.i DESC"])
-def test_order_by_null_keys_as_the_tuple_sort(pairs, monkeypatch, order, every_run_stacked):
-    cur, _ = pairs
-    sql = (f"SELECT T.i, T.j, S.i AS si, T.v, S.v AS w FROM T FULL JOIN S ON T.i = S.i AND T.j = S.j "
-           f"WHERE T.i < 10 OR S.i < 10 ORDER BY {order}")
-    as_columns, as_tuples, sorts = _sorted_both_ways(cur, monkeypatch, sql)
-    _same_rows(as_columns, as_tuples)
-    assert sorts and all(s is not None for s in sorts)
-    assert any(r[2] is None for r in as_columns) and any(r[0] is None for r in as_columns)
-
-
-def test_order_by_over_edge_tiles_no_tuples_one_tuple_and_alternating_layouts(cur, monkeypatch, every_run_stacked):
-    cur.execute("SET workers = 1")
-    cur.execute("CREATE TENSOR A FROM ? TILE (4, 4)", [np.arange(66 * 66, dtype=np.float32).reshape(66, 66)])
-    for where, count in (("A.i > 20", 0), ("A.i = 2 AND A.j = 3", 1), ("A.i < 20", 17 * 17)):
-        sql = f"SELECT A.i, A.j, A.v FROM A WHERE {where} ORDER BY A.j DESC, A.i"
-        as_columns, as_tuples, sorts = _sorted_both_ways(cur, monkeypatch, sql)
-        _same_rows(as_columns, as_tuples)
-        assert len(as_columns) == count and sorts[0] is not None
-    assert {r[2].shape for r in as_columns} == {(4, 4), (2, 4), (4, 2), (2, 2)}  # edge tiles in runs of their own
-    cur.execute("CREATE TENSOR B FROM ? TILE (4, 4)", [np.arange(66 * 6, dtype=np.float32).reshape(66, 6)])
-    as_columns, as_tuples, sorts = _sorted_both_ways(cur, monkeypatch, "SELECT B.i, B.j, B.v FROM B ORDER BY B.i, B.j")
-    _same_rows(as_columns, as_tuples)
-    assert sorts == [None]  # full and edge tiles alternate: runs of one tuple would cost more than tuples
-
-
-def test_order_by_past_memory_limit_merges_column_batches_as_tuples(cur, monkeypatch):
-    cur.execute("SET workers = 1")
-    a = np.random.default_rng(2).standard_normal((2048, 8)).astype(np.float32)
-    cur.execute("CREATE TENSOR A FROM ? TILE (1, 8)", [a])
-    expected = cur.execute("SELECT A.i, A.j, A.v FROM A ORDER BY A.i DESC").fetchall()
-    cur.execute("SET memory_limit = '64KB'")
-    got = cur.execute("SELECT A.i, A.j, A.v FROM A ORDER BY A.i DESC").fetchall()
-    _same_rows(got, expected)
-    assert [r[0] for r in got] == list(range(2047, -1, -1))
-
-
-def test_column_sort_orders_as_python_sort_does():
-    from trdb.execution.tile_math.column_sort import sorted_batches
-    rng = np.random.default_rng(6)
-    batches = []
-    for n in (0, 1, 300, 57):
-        first = np.ma.MaskedArray(rng.integers(-3, 3, n), rng.random(n) < 0.2)
-        batches.append(ColumnBatch([first, rng.integers(0, 4, n), np.arange(n, dtype=np.float64) + 1000 * len(batches)],
-                                   (False, False, True)))
-    for descending in [(False, False), (True, False), (False, True), (True, True)]:
-        rows = [row for b in batches for row in b]
-        for position, down in reversed(list(zip((0, 1), descending))):
-            rows.sort(key=lambda r: (r[position] is None, r[position] if r[position] is not None else 0), reverse=down)
-        got = [row for part in sorted_batches(batches, (0, 1), descending) for row in part]
-        assert [(r[0], r[1], float(r[2])) for r in got] == [(r[0], r[1], float(r[2])) for r in rows]
-
-
-# ------------------------------------------------------------ residual join conditions
-
-@pytest.mark.parametrize("on", ["T.i = S.i AND T.j >= S.j", "T.i = S.i AND T.j + S.j <> 4 AND NOT S.j = 1",
-                                "T.j = S.j AND T.i < S.i"], ids=["unique", "unique-and-not", "many"])
-def test_residual_conditions_on_keys_as_the_dict_join(pairs, monkeypatch, on, every_run_stacked):
-    """(LEFT and FULL joins take key equalities only: their residual path is tested on kept_pairs below.)"""
-    cur, _ = pairs
-    sql = f"SELECT T.i, T.j, S.i AS si, S.j AS sj, T.v, S.v AS w FROM T JOIN S ON {on}"
-    as_columns, as_tuples, probes = _as_tuples_too(cur, monkeypatch, sql)
-    assert probes and as_columns
-    _same_rows(as_columns, as_tuples)
-
-
-def test_a_residual_condition_the_arrays_cannot_answer_raises_as_the_dict_join(pairs, every_run_stacked):
-    cur, _ = pairs
-    with pytest.raises(trdb.DataError, match="division by zero"):
-        cur.execute("SELECT T.i, S.j, T.v FROM T JOIN S ON T.i = S.i AND T.j // (S.j - S.j) = 0").fetchall()
-
-
-def test_kept_pairs_hand_on_a_missing_pair_where_the_condition_drops_all():
-    from trdb.execution.tile_math.join_residual import Residual, kept_pairs
-    probe = ColumnBatch([np.array([1, 2, 3], np.int64)], (False,))
-    build = [np.array([10, 20, 30], np.int64)]
-    residual = Residual(lambda batch: batch.columns[1] > 15, lambda row: row[1] > 15)
-    probe_rows, build_rows = np.array([0, 0, 1, 2, 2]), np.array([0, 1, -1, 0, 2])
-    got = kept_pairs(probe, build, (False,), probe_rows, build_rows, residual, outer=True)
-    assert [a.tolist() for a in got] == [[0, 1, 2], [1, -1, 2]]
-    inner = kept_pairs(probe, build, (False,), np.array([0, 2]), np.array([0, 0]), residual, outer=True)
-    assert [a.tolist() for a in inner] == [[0, 2], [-1, -1]]
-    assert [a.tolist() for a in kept_pairs(probe, build, (False,), np.array([0, 2]), np.array([0, 2]), residual,
-                                           outer=False)] == [[2], [2]]
-
-
 # ------------------------------------------------------------ filters
 
 @pytest.mark.parametrize("where", ["S.i IS NULL", "NOT T.i = S.i", "T.i IN (1, 3, 10) OR S.j >= 3",
@@ -449,4 +189,4 @@ def test_filters_on_keys_keep_column_batches_as_the_tuple_test(pairs, monkeypatc
     as_columns = cur.execute(sql).fetchall()
     assert kept
     monkeypatch.setattr(filter_module, "predicate_function", lambda expr: None)
-    _same_rows(as_columns, cur.execute(sql).fetchall())
+    same_rows(as_columns, cur.execute(sql).fetchall())
