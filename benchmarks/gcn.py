@@ -34,7 +34,7 @@ import numpy as np
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from turns import Child, ratio_text, seconds, serve, take_turns  # noqa: E402
+from turns import Child, cores_used, ratio_text, seconds, serve, take_turns  # noqa: E402
 
 QUERY_FILE = HERE.parent / "queries" / "gcn.sql"
 STEP = "MINIMIZE gcn_loss WRT (W1, W2) WITH (optimizer = 'adam', learning_rate = 0.01, steps = 1)"
@@ -87,9 +87,9 @@ def make_data(folder: Path, size: dict, seed: int) -> None:
 
 # --- the children -------------------------------------------------------------------------------------------
 
-def trdb_setup(folder: Path, size: dict, tile: int, threads: int):
+def trdb_setup(folder: Path, size: dict, tile: int, threads: int, database: str):
     import trdb
-    con = trdb.connect(str(folder / f"gcn_{threads}.trdb"))
+    con = trdb.connect(str(folder / f"gcn_{threads}.trdb") if database == "file" else None)
     n, f, h, c = size["nodes"], size["features"], size["hidden"], size["classes"]
     con.execute(f"CREATE OR REPLACE TENSOR A_hat FROM COO '{folder / 'adjacency.parquet'}' (src, dst, w) "
                 f"SHAPE ({n}, {n}) TILE ({tile}, {tile})")
@@ -159,7 +159,7 @@ def child(args: argparse.Namespace) -> None:
     folder, size = Path(args.data), SIZES[args.size]
     __import__("trdb" if args.child == "trdb" else "torch")  # before serve() reads the RSS after imports
     if args.child == "trdb":
-        serve(lambda: trdb_setup(folder, size, args.tile or size["tile"], args.threads), trdb_step,
+        serve(lambda: trdb_setup(folder, size, args.tile or size["tile"], args.threads, args.database), trdb_step,
               trdb_finish(folder))
     else:
         layout = args.child.split("_")[1]
@@ -170,7 +170,7 @@ def child(args: argparse.Namespace) -> None:
 
 def measure(folder: Path, name: str, threads: int, args: argparse.Namespace) -> dict:
     layouts = ["coo", "csr"] if args.torch_sparse == "all" else [args.torch_sparse]
-    common = ["--data", str(folder), "--size", name, "--threads", str(threads)] + (
+    common = ["--data", str(folder), "--size", name, "--threads", str(threads), "--database", args.database] + (
         ["--tile", str(args.tile)] if args.tile else [])
     children = [Child(__file__, "trdb", common, threads)] + [
         Child(__file__, f"torch_{layout}", common, threads) for layout in layouts]
@@ -196,10 +196,12 @@ def measure(folder: Path, name: str, threads: int, args: argparse.Namespace) -> 
     times = {child.name: seconds(replies[child.name], args.rounds) for child in children}
     print(f"\n{name}, {threads} thread{'s' if threads > 1 else ''} each: losses equal over "
           f"{len(losses['trdb'])} epochs ({losses['trdb'][0]:.5f} -> {losses['trdb'][-1]:.5f}), weights equal")
-    print(f"{'system':<14} {'median s':>9} {'min s':>8} {'setup s':>8} {'peak RSS MB':>12} {'after imports':>14}")
+    print(f"{'system':<14} {'median s':>9} {'min s':>8} {'cores':>6} {'setup s':>8} {'peak RSS MB':>12} "
+          f"{'after imports':>14}")
     for child in children:
         t = times[child.name]
-        print(f"{child.name:<14} {statistics.median(t):9.4f} {min(t):8.4f} {child.ready['setup_s']:8.2f} "
+        print(f"{child.name:<14} {statistics.median(t):9.4f} {min(t):8.4f} "
+              f"{cores_used(replies[child.name], args.rounds):6.2f} {child.ready['setup_s']:8.2f} "
               f"{ends[child.name]['peak_rss_mb']:12.0f} {ends[child.name]['rss_after_imports_mb']:14.0f}")
     result = {}
     for other in children[1:]:
@@ -217,6 +219,8 @@ def main() -> None:
     parser.add_argument("--tile", type=int, default=0, help="trdb's tile of nodes; default 2708 (cora), 21168 (arxiv)")
     parser.add_argument("--torch-sparse", default="coo", choices=["coo", "csr", "all"],
                         help="PyTorch's layout of Â; default coo")
+    parser.add_argument("--database", default="file", choices=["file", "memory"],
+                        help="where trdb keeps its tensors (each epoch commits there); default file")
     parser.add_argument("--profile", action="store_true", help="one more epoch, trdb's under cProfile (to stderr)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--child", help=argparse.SUPPRESS)

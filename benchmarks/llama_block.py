@@ -9,7 +9,9 @@ Sizes (sequence, dimension, heads): 256 x 512 with 8 heads and 512 x 1024 with 1
 SwiGLU hidden 256 * ceil(8 * dim / 3 / 256) (1,536 and 2,816), float32. The input, weights, rotary tables
 and causal mask are made once with numpy and given to both systems: trdb stores them (`FROM ?`, Wq/Wk/Wv in
 tiles of 64 columns, one per head, Wo in tiles of 64 rows) and times `SELECT * FROM llama_block` with its
-`fetch_tensor()`; the peers are PyTorch eager under `torch.inference_mode()`: `torch` is the LLaMA reference
+`fetch_tensor()`, each after an untimed write of another tensor (trdb carries a statement's shared subplans,
+the attention among them, to the next statement while nothing is written: a block must not reuse the last
+one's); the peers are PyTorch eager under `torch.inference_mode()`: `torch` is the LLaMA reference
 code's attention (complex rotary products, `softmax(q k^T / 8 + mask) v`), `torch_sdpa` the same block with
 `F.scaled_dot_product_attention(is_causal=True)`. Every output is checked against the first PyTorch's.
 
@@ -30,7 +32,7 @@ import numpy as np
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from turns import Child, ratio_text, seconds, serve, take_turns  # noqa: E402
+from turns import Child, cores_used, ratio_text, seconds, serve, take_turns  # noqa: E402
 
 QUERY_FILE = HERE.parent / "queries" / "llama_block.sql"
 QUERY = "SELECT * FROM llama_block"
@@ -91,8 +93,15 @@ def trdb_setup(folder: Path, threads: int):
         con.execute(f"CREATE TENSOR {name} (i) FROM ? TILE ({seq}, {HEAD // 2}, 2)", [arrays[name]])
     for statement in model_statements():
         con.execute(statement)
+    con.execute("CREATE TENSOR run_count SHAPE (1) TILE (1) FILL ZEROS")
     con.execute(f"SET workers = {threads}")
     return {"con": con, "folder": folder}
+
+
+def trdb_before(state) -> None:
+    """A write, so that no block reads what the one before computed: trdb keeps a statement's shared subplans
+    (here the normalized input, the attention, ...) for the next statement while nothing is written."""
+    state["con"].execute("UPDATE run_count SET v = run_count.v + 1")
 
 
 def trdb_step(state) -> dict:
@@ -156,7 +165,7 @@ def child(args: argparse.Namespace) -> None:
     folder = Path(args.data)
     __import__("trdb" if args.child == "trdb" else "torch")  # before serve() reads the RSS after imports
     if args.child == "trdb":
-        serve(lambda: trdb_setup(folder, args.threads), trdb_step, finish("trdb"))
+        serve(lambda: trdb_setup(folder, args.threads), trdb_step, finish("trdb"), before=trdb_before)
     else:
         serve(lambda: torch_setup(folder, args.threads, args.child == "torch_sdpa"), torch_step, finish(args.child))
 
@@ -180,11 +189,11 @@ def measure(folder: Path, seq: int, threads: int, args: argparse.Namespace) -> d
     dim, heads = SIZES[seq]
     print(f"\nsequence {seq}, dimension {dim}, {heads} heads; {threads} thread{'s' if threads > 1 else ''} "
           "each; outputs equal")
-    print(f"{'system':<12} {'median ms':>10} {'min ms':>8} {'peak RSS MB':>12}")
+    print(f"{'system':<12} {'median ms':>10} {'min ms':>8} {'cores':>6} {'peak RSS MB':>12}")
     for child in children:
         t = times[child.name]
         print(f"{child.name:<12} {statistics.median(t) * 1e3:10.2f} {min(t) * 1e3:8.2f} "
-              f"{ends[child.name]['peak_rss_mb']:12.0f}")
+              f"{cores_used(replies[child.name], args.rounds):6.2f} {ends[child.name]['peak_rss_mb']:12.0f}")
     for peer in names[1:]:
         print(f"trdb / {peer}: {ratio_text(times['trdb'], times[peer])}")
     return times

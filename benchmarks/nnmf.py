@@ -29,7 +29,7 @@ import numpy as np
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from turns import Child, ratio_text, seconds, serve, take_turns  # noqa: E402
+from turns import Child, cores_used, ratio_text, seconds, serve, take_turns  # noqa: E402
 
 QUERY_FILE = HERE.parent / "queries" / "nnmf.sql"
 LEARNING_RATE = 0.05
@@ -140,10 +140,10 @@ def measure(folder: Path, n: int, rank: int, threads: int, clamp: bool, args: ar
     label = "with clamp_min = 0" if clamp else "without clamp"
     print(f"\n{n} x {n}, rank {rank}, tile {tile}, {label}, {threads} thread{'s' if threads > 1 else ''} each: "
           f"{len(losses['trdb'])} step losses equal ({losses['trdb'][0]:.4g} -> {losses['trdb'][-1]:.4g})")
-    print(f"{'system':<8} {'median ms a step':>17} {'min ms':>8} {'peak RSS MB':>12}")
+    print(f"{'system':<8} {'median ms a step':>17} {'min ms':>8} {'cores':>6} {'peak RSS MB':>12}")
     for name in ("trdb", "torch"):
         print(f"{name:<8} {statistics.median(times[name]) * 1e3:17.2f} {min(times[name]) * 1e3:8.2f} "
-              f"{ends[name]['peak_rss_mb']:12.0f}")
+              f"{cores_used(replies[name], args.rounds):6.2f} {ends[name]['peak_rss_mb']:12.0f}")
     print(f"trdb / torch: {ratio_text(times['trdb'], times['torch'])}")
     return statistics.median(times["trdb"]) / statistics.median(times["torch"])
 

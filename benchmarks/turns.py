@@ -69,10 +69,12 @@ class Child:
 
 
 def serve(setup: Callable[[], object], step: Callable[[object], dict],
-          finish: Optional[Callable[[object], dict]] = None) -> None:
-    """The child's loop: `setup()` once, then `step(state)` for each 'step' request (its reply and the seconds
-    it took), `finish(state)` and the peak RSS on 'quit'; 'profile' runs a step under cProfile and prints
-    the top functions to stderr."""
+          finish: Optional[Callable[[object], dict]] = None,
+          before: Optional[Callable[[object], None]] = None) -> None:
+    """The child's loop: `setup()` once, then `step(state)` for each 'step' request (its reply, and the wall and
+    CPU seconds it took), after an untimed `before(state)` where given (a write that drops the work a statement
+    carries to the next); `finish(state)` and the peak RSS on 'quit'; 'profile' runs a step under cProfile
+    and prints the top functions to stderr."""
     out, sys.stdout = sys.stdout, sys.stderr
     imported = peak_rss_mb()
     started = time.perf_counter()
@@ -84,12 +86,14 @@ def serve(setup: Callable[[], object], step: Callable[[object], dict],
             _send(out, {**(finish(state) if finish else {}), "peak_rss_mb": peak_rss_mb(),
                         "rss_after_imports_mb": imported})
             return
+        if before is not None:
+            before(state)
         if request == "profile":
             _send(out, _profiled(lambda: step(state)))
             continue
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         reply = step(state)
-        _send(out, {**reply, "seconds": time.perf_counter() - started})
+        _send(out, {**reply, "seconds": time.perf_counter() - started, "cpu_s": time.process_time() - cpu})
 
 
 def _profiled(run: Callable[[], dict], top: int = 25) -> dict:
@@ -127,6 +131,13 @@ def take_turns(children: list[Child], rounds: int, warmup: int = 1,
 
 def seconds(replies: list[dict], rounds: int) -> list[float]:
     return [reply["seconds"] for reply in replies[-rounds:]]
+
+
+def cores_used(replies: list[dict], rounds: int) -> float:
+    """CPU seconds over wall seconds of the timed steps: how many cores a system kept busy (at most its threads;
+    less where its threads waited, for each other or for a core another process held)."""
+    timed = replies[-rounds:]
+    return sum(reply["cpu_s"] for reply in timed) / sum(reply["seconds"] for reply in timed)
 
 
 def ratio_text(ours: list[float], theirs: list[float]) -> str:
