@@ -144,12 +144,15 @@ def _check_computed_tiles(settings: Any, node: PhysicalNode) -> None:
 
 
 _PRODUCTS = ("MATMUL", "EINSUM")
+_COMPUTING = (po.Project, po.Filter, po.HashJoin, po.HashAggregate)
 _LARGEST: dict[int, tuple] = {}  # id(spec) -> (spec, input fill, result): a step's plans are checked once
 
 
 def _largest_densified_tile(node: PhysicalNode) -> Optional[tuple[str, TensorType, float]]:
     """(kernel or aggregate, tile type, bytes) of the largest tile `node` computes fuller than the tiles it is
     computed from; None when it computes none."""
+    if not isinstance(node.spec, _COMPUTING):
+        return None  # nothing computed (and a scan's spec, which may hold a step's tuples, is not kept below)
     fill = _input_fill(node)
     known = _LARGEST.get(id(node.spec))
     if known is not None and known[0] is node.spec and known[1] == fill:
