@@ -48,19 +48,13 @@ def _const(expr: bx.Const, backend: Backend) -> Compiled:
 
 
 def _call(expr: bx.Call, backend: Backend) -> Compiled:
-    function = expr.function
     args = [compile_expr(a, backend) for a in expr.args]
     inplace = inplace_kernel(expr, backend)
-    lined_up = _lined_up_axes(expr)
     if inplace is not None:
         first, rest = args[0], args[1:]
-        run = counted(function, lambda values: inplace(values[0], values[1:]))
-        if lined_up:
-            run = _checking(expr, lined_up, run)
+        run = _lined_up(expr, counted(expr.function, lambda values: inplace(values[0], values[1:])))
         return lambda row: run([first(row), *[arg(row) for arg in rest]])
-    call = counted(function, lambda values: function.call(backend, values))
-    if lined_up:
-        call = _checking(expr, lined_up, call)
+    call = kernel_call(expr, backend)
     if len(args) == 1:
         (a,) = args
         return lambda row: call([a(row)])
@@ -68,6 +62,17 @@ def _call(expr: bx.Call, backend: Backend) -> Compiled:
         a, b = args
         return lambda row: call([a(row), b(row)])
     return lambda row: call([arg(row) for arg in args])
+
+
+def kernel_call(expr: bx.Call, backend: Backend) -> Callable[[list], Any]:
+    """The call's kernel on its argument values, its work counted and its tiles' line-up checked."""
+    function = expr.function
+    return _lined_up(expr, counted(function, lambda values: function.call(backend, values)))
+
+
+def _lined_up(expr: bx.Call, call: Callable[[list], Any]) -> Callable[[list], Any]:
+    lined_up = _lined_up_axes(expr)
+    return _checking(expr, lined_up, call) if lined_up else call
 
 
 def _lined_up_axes(expr: bx.Call) -> list[tuple[int, int, list[int]]]:

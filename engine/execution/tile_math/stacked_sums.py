@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from trdb.execution.column_batch import ColumnBatch, is_columns
+from trdb.execution.tile_math.batched_kernels import compile_batched, tile_columns
 from trdb.execution.tile_math.compile import compile_expr
 from trdb.execution.tile_math.stacked_tiles import MAX_STACKED_ELEMENTS, MIN_STACKED
 from trdb.execution.work import charge
@@ -147,15 +148,32 @@ def _argument(call: AggregateCall, backend: Backend, columns: set[int]) -> Optio
     if not isinstance(arg.type, TensorType) or np.dtype(arg.type.dtype).kind != "f":
         return None
     if int(np.prod(arg.type.tile)) > MAX_STACKED_ELEMENTS or not arg.type.tile:
-        return None
+        return _batched_argument(call.arg, backend, columns)
     if isinstance(arg, bx.ColumnIndex):
         columns.add(arg.index)
         return _Argument(lambda fake, index=arg.index: fake[index], reduction)
     used = bx.elementwise_columns(arg)
     if used is None:
-        return None
+        return _batched_argument(call.arg, backend, columns)
     columns |= used
     return _Argument(compile_expr(arg, backend), reduction)
+
+
+def _batched_argument(arg: bx.Bound, backend: Backend, columns: set[int]) -> Optional[_Argument]:
+    """An argument with kernels that reduce each tile inside (`1 + SUMSQ(v)`, `REDUCE_SUM(SQUARE(v), 1)`),
+    evaluated on the stacks by tile_math/batched_kernels.py; None where it has no stacked form."""
+    if not isinstance(arg.type, TensorType) or np.dtype(arg.type.dtype).kind != "f":
+        return None
+    if isinstance(arg, bx.Call) and arg.function.name in ("MATMUL", "EINSUM"):
+        return None  # a SUM of products: added into its group's tile as it is made (tile_math/product_sum.py)
+    used = tile_columns(arg)
+    if not used or any(int(np.prod(c.type.tile)) > MAX_STACKED_ELEMENTS for c in used):
+        return None
+    batched = compile_batched(arg, backend)
+    if batched is None:
+        return None
+    columns |= {c.index for c in used}
+    return _Argument(lambda fake: batched(fake)[0], None)
 
 
 def _stacked_columns(batch: list[Row], inputs: list[int]) -> Optional[Row]:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from trdb.execution.column_batch import ColumnBatch
+from trdb.execution.tile_math.batched_kernels import compile_batched, tile_columns
 from trdb.execution.tile_math.key_columns import key_function
 from trdb.kernels.backend import Backend
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
@@ -71,23 +72,27 @@ def column_projection(exprs: Sequence[bx.Bound], compiled: Sequence[Compiled],
     cannot project so: the tuples go one by one."""
     if backend is not NUMPY_BACKEND:
         return None
-    steps: list[tuple[Optional[int], Optional[frozenset], Compiled]] = []
-    for expr, function in zip(exprs, compiled):
+    steps: list[tuple[Optional[int], Optional[frozenset], Compiled, bool]] = []  # (column, tiles read, function,
+    for expr, function in zip(exprs, compiled):                                # stacks lined up first)
         if isinstance(expr, bx.ColumnIndex):
-            steps.append((expr.index, None, function))
+            steps.append((expr.index, None, function, False))
             continue
         keyed = key_function(expr) if not isinstance(expr.type, TensorType) else None
         if keyed is not None:  # a rekey or COALESCE of keys, on the key arrays (tile_math/key_columns.py)
-            steps.append((None, None, keyed))
+            steps.append((None, None, keyed, False))
             continue
         used = bx.elementwise_columns(expr)
         if not used or _tile_elements(expr) > MAX_STACKED_ELEMENTS:
-            return None
-        steps.append((None, frozenset(used), function))
+            batched = _batched_step(expr, backend)  # a per-tile reduction inside (SUMSQ(v), REDUCE_SUM(v, 1))
+            if batched is None:
+                return None
+            steps.append(batched)
+            continue
+        steps.append((None, frozenset(used), function, True))
 
     def project(batch: ColumnBatch) -> Optional[ColumnBatch]:
         columns, is_tile, row = [], [], tuple(batch.columns)
-        for index, used, function in steps:
+        for index, used, function, line_up in steps:
             if index is not None:
                 columns.append(batch.columns[index])
                 is_tile.append(batch.is_tile[index])
@@ -102,7 +107,7 @@ def column_projection(exprs: Sequence[bx.Bound], compiled: Sequence[Compiled],
             if not all(batch.is_tile[c] for c in used):
                 return None
             try:
-                result = function(_broadcastable(batch, used, row))
+                result = function(_broadcastable(batch, used, row) if line_up else row)
             except Exception:  # the tuple-by-tuple evaluation raises the error a tuple's own call gives
                 return None
             if type(result) is not np.ndarray or result.ndim < 1 or result.shape[0] != len(batch):
@@ -111,6 +116,19 @@ def column_projection(exprs: Sequence[bx.Bound], compiled: Sequence[Compiled],
             is_tile.append(True)
         return ColumnBatch(columns, is_tile)
     return project
+
+
+def _batched_step(expr: bx.Bound, backend: Backend) -> Optional[tuple[None, frozenset, Compiled, bool]]:
+    """A projection step for an output tile computed with per-tile reductions (tile_math/batched_kernels.py):
+    its stacked value over the batch, the columns it reads as they are (no broadcasting to line up)."""
+    used = tile_columns(expr)
+    if not isinstance(expr.type, TensorType) or not used or \
+            any(int(np.prod(c.type.tile)) > MAX_STACKED_ELEMENTS for c in used):
+        return None
+    batched = compile_batched(expr, backend)
+    if batched is None:
+        return None
+    return None, frozenset(c.index for c in used), lambda row: batched(row)[0], False
 
 
 def _broadcastable(batch: ColumnBatch, used: frozenset, row: tuple) -> tuple:

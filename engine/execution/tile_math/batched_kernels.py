@@ -1,0 +1,183 @@
+"""Kernels of many small tiles as one call on their stack, per-tile reductions too (SUMSQ, REDUCE_SUM along an axis).
+
+tile_math/stacked_tiles.py evaluates elementwise kernels on a batch's tiles stacked along a new first
+axis: broadcasting lines them up as it does the tiles. A per-tile reduction does not: `SUMSQ` of a stack
+would add up the whole stack. Here each kernel knows where the tuples' axis is: a reduction of a tile
+(SUMSQ, REDUCE_SUM / REDUCE_MAX / REDUCE_MEAN over all axes or along one) reduces the stack along the
+tile's axes, shifted past the tuples' axis; SOFTMAX and LOG_SOFTMAX along a tile axis run along the same
+axis of the stack; elementwise kernels take their arguments' stacks with axes of 1 put after the tuples'
+axis where a tile has fewer dimensions (a 0-d SUMSQ beside a matrix tile), as a tuple's broadcasting
+puts them in front. So `SUM(1 + SUMSQ(E.v))` or `SUM(REDUCE_SUM(SQUARE(E.v), 1))` over a million small
+tiles is a few numpy calls, not a million kernel calls. Anything else (a product, a key inside a kernel,
+an array constant) compiles to None, and the caller goes tuple by tuple.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from trdb.execution.tile_math.compile import kernel_call
+from trdb.execution.work import charge
+from trdb.kernels.backend import Backend
+from trdb.kernels.numpy_backend import NUMPY_BACKEND
+from trdb.plan import expressions as bx
+from trdb.plan.types import TensorType
+
+Stacked = tuple[Any, int]  # (a stack (n, *tile), or a scalar the same for every tuple; the tile's dimensions)
+Batched = Callable[[tuple], Stacked]
+
+_REDUCTIONS = {"REDUCE_SUM": np.sum, "REDUCE_MAX": np.max, "REDUCE_MEAN": np.mean}
+_ALONG_AXIS = {"SOFTMAX", "LOG_SOFTMAX"}
+
+
+def compile_batched(expr: bx.Bound, backend: Backend) -> Optional[Batched]:
+    """A function from a row whose tile columns hold stacks `(n, *tile)` to the expression's stacked value and
+    its tile's dimensions; None where some part of it has no stacked form."""
+    if backend is not NUMPY_BACKEND:
+        return None
+    if isinstance(expr, bx.ColumnIndex):
+        if not isinstance(expr.type, TensorType):
+            return None
+        index = expr.index
+        return lambda row: (row[index], row[index].ndim - 1)
+    if isinstance(expr, bx.Const):
+        value = expr.value
+        if not isinstance(value, (int, float, np.number)) or isinstance(value, bool):
+            return None  # an array constant would broadcast against the tuples' axis
+        return lambda row: (value, -1)
+    if isinstance(expr, bx.Call) and isinstance(expr.type, TensorType):
+        name = expr.function.name
+        if name in _LAYOUT:
+            return _layout(expr, compile_batched(expr.args[0], backend), name)
+        args = [compile_batched(arg, backend) for arg in expr.args]
+        if any(arg is None for arg in args):
+            return None
+        if name == "SUMSQ":
+            return _sumsq(args[0])
+        if name in _REDUCTIONS or name in _ALONG_AXIS:
+            return _along_axis(expr, args, name)
+        if name == "MATMUL":
+            return _matmul(*args)
+        if getattr(expr.function, "elementwise", False):
+            return _elementwise(kernel_call(expr, backend), args)
+    return None
+
+
+_LAYOUT = ("RESHAPE", "TRANSPOSE")
+
+
+def _layout(expr: bx.Call, arg: Optional[Batched], name: str) -> Optional[Batched]:
+    """RESHAPE or TRANSPOSE of each tile, by constants: the stack reshaped past, or its axes permuted after, the
+    tuples' axis."""
+    rest = expr.args[1:]
+    if arg is None or not all(isinstance(a, bx.Const) for a in rest):
+        return None
+    values = [a.value for a in rest]
+    shape = tuple(values[0]) if len(values) == 1 and isinstance(values[0], tuple) else tuple(values)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in shape):
+        return None
+
+    def run(row: tuple) -> Stacked:
+        stack, ndim = arg(row)
+        if ndim < 0:
+            raise _NotStacked
+        if name == "RESHAPE":
+            return stack.reshape(len(stack), *shape), len(shape)
+        axes = shape or tuple(reversed(range(ndim)))
+        if sorted(a % ndim for a in axes) != list(range(ndim)) or len(axes) != ndim:
+            raise _NotStacked  # the tuple's own call names what is wrong
+        return stack.transpose(0, *(a % ndim + 1 for a in axes)), ndim
+    return run
+
+
+def _matmul(left: Batched, right: Batched) -> Batched:
+    """MATMUL of matrix tiles, one batched product (numpy's matmul over the tuples' axis)."""
+    def run(row: tuple) -> Stacked:
+        (a, a_ndim), (b, b_ndim) = left(row), right(row)
+        if a_ndim != 2 or b_ndim != 2 or a.shape[2] != b.shape[1]:
+            raise _NotStacked  # vectors, constants or misfits: one by one (their errors are the tuples')
+        with np.errstate(all="ignore"):
+            out = np.matmul(a, b)
+        charge(2 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2], a.nbytes + b.nbytes + out.nbytes)
+        return out, 2
+    return run
+
+
+def _sumsq(arg: Batched) -> Batched:
+    def run(row: tuple) -> Stacked:
+        stack, ndim = arg(row)
+        if ndim < 0 or stack.dtype.kind != "f":
+            raise _NotStacked  # integers: the kernel's sum of squares widens them, one tile at a time
+        flat = stack.reshape(len(stack), -1)
+        charge(2 * flat.size, flat.nbytes)  # as the kernel's own calls would count
+        with np.errstate(all="ignore"):  # inf / nan as the kernel gives them, without warnings
+            return np.einsum("ij,ij->i", flat, flat), 0
+    return run
+
+
+def _along_axis(expr: bx.Call, args: list[Batched], name: str) -> Optional[Batched]:
+    """REDUCE_* over all tile axes or along one, SOFTMAX / LOG_SOFTMAX along one (a constant axis)."""
+    if len(expr.args) == 2 and not (isinstance(expr.args[1], bx.Const) and isinstance(expr.args[1].value, int)):
+        return None
+    axis = expr.args[1].value if len(expr.args) == 2 else (-1 if name in _ALONG_AXIS else None)
+    arg = args[0]
+
+    def run(row: tuple) -> Stacked:
+        stack, ndim = arg(row)
+        if ndim < 1 or (axis is not None and not -ndim <= axis < ndim):
+            raise _NotStacked  # a 0-d tile, or an axis it has not: the tuple's own call says what is wrong
+        charge(stack.size, stack.nbytes)
+        if name in _ALONG_AXIS:
+            return expr.function.call(NUMPY_BACKEND, [stack, axis % ndim + 1]), ndim
+        with np.errstate(all="ignore"):
+            if axis is None:
+                return _REDUCTIONS[name](stack.reshape(len(stack), -1), axis=1), 0
+            return _REDUCTIONS[name](stack, axis=axis % ndim + 1), ndim - 1
+    return run
+
+
+def _elementwise(call: Callable[[list], Any], args: list[Batched]) -> Batched:
+    def run(row: tuple) -> Stacked:
+        values = [arg(row) for arg in args]
+        ndim = max(d for _, d in values)
+        if ndim < 0:
+            raise _NotStacked  # constants only: nothing per tuple
+        stacks = [_aligned(value, d, ndim) for value, d in values]
+        return call(stacks), ndim
+    return run
+
+
+def _aligned(value: Any, ndim: int, target: int) -> Any:
+    """A stack of tiles of `ndim` dimensions with axes of 1 after the tuples' axis, up to `target` dimensions."""
+    if ndim < 0 or ndim == target:
+        return value
+    return value.reshape(len(value), *(1,) * (target - ndim), *value.shape[1:])
+
+
+def tile_columns(expr: bx.Bound) -> list[bx.ColumnIndex]:
+    """The tile columns an expression reads, each once."""
+    found: dict[int, bx.ColumnIndex] = {}
+    stack = [expr]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, bx.ColumnIndex) and isinstance(current.type, TensorType):
+            found.setdefault(current.index, current)
+        stack.extend(bx.children(current))
+    return list(found.values())
+
+
+class _NotStacked(Exception):
+    """The stacked evaluation does not apply to these tiles: they go tuple by tuple."""
+
+
+def evaluate(batched: Batched, row: tuple, count: int) -> Optional[np.ndarray]:
+    """The stacked value over `count` tuples (first axis: the tuples), or None where it cannot be had so
+    (the tuple-by-tuple evaluation then raises whatever error a tuple's own call gives)."""
+    try:
+        value, ndim = batched(row)
+    except Exception:  # noqa: BLE001 - any failure: the tuples go one by one and raise their own error
+        return None
+    if ndim < 0 or type(value) is not np.ndarray or value.ndim != ndim + 1 or value.shape[0] != count:
+        return None
+    return value
