@@ -104,6 +104,7 @@ class HashJoinExec(PhysicalOperator):
         self._missing_right_columns = MissingColumns(self.right_schema, self.left_schema)
         self._left_key, self._right_key = _key_function(self.left_keys), _key_function(self.right_keys)
         self._memory = self.reservation(_row_minimum(self.right_schema))
+        self._null_build: list = []  # a FULL join's build tuples with a NULL key: they meet nothing, and are kept
         table = self._build()
         self._output = self._in_memory(table) if table is not None else self._grace()
 
@@ -151,12 +152,14 @@ class HashJoinExec(PhysicalOperator):
         return table
 
     def _add_rows(self, table: dict, batches: list) -> None:
-        right_key = self._right_key
+        right_key, full = self._right_key, self.kind == "FULL"
         for batch in batches:
             for row in batch:
                 key = right_key(row)
                 if None not in key:
                     table.setdefault(key, []).append(row)
+                elif full:  # no probe tuple meets it (NULL equals nothing), but a FULL join keeps it
+                    self._null_build.append(row)
 
     _columns: Optional[ColumnTable] = None
     _no_build = False       # the build side gave no tuple (and would have been columns): probes need no table
@@ -180,6 +183,13 @@ class HashJoinExec(PhysicalOperator):
                     yield out
         if self.kind == "FULL":
             yield from self._full_rest(table, matched)
+            yield from batches(self._null_build_rows())
+
+    def _null_build_rows(self) -> list:
+        """A FULL join's build tuples with a NULL key, beside the probe side's missing tuple (as PostgreSQL and
+        DuckDB keep them)."""
+        rows, self._null_build = self._null_build, []
+        return [self._missing_left(row) + row for row in rows]
 
     def _column_probe(self, batch: Batch) -> Optional[Iterator[Batch]]:
         """A probe batch joined by whole arrays (tile_math/column_join.py), or None where it goes tuple by tuple:
@@ -237,12 +247,17 @@ class HashJoinExec(PhysicalOperator):
         held = [row for rows in table.values() for row in rows]
         table.clear()
         self._memory.release_all()
-        self._write_partitioned(self._build_files, held, self._right_key, 1)
-        self._write_partitioned(self._build_files, refused, self._right_key, 1)
+        self._write_build(held)
+        self._write_build(refused)
         while (batch := self.children[1].next_batch()) is not None:
-            self._write_partitioned(self._build_files, batch, self._right_key, 1)
+            self._write_build(batch)
         for spill in self._build_files:
             spill.finish()
+
+    def _write_build(self, rows: list) -> None:
+        no_key = self._write_partitioned(self._build_files, rows, self._right_key, 1)
+        if self.kind == "FULL":
+            self._null_build.extend(no_key)
 
     def _grace(self) -> Iterator[Batch]:
         probe_files = self._new_files("join-probe")
@@ -254,6 +269,8 @@ class HashJoinExec(PhysicalOperator):
         for spill in probe_files:
             spill.finish()
         yield from self._join_partitions(self._build_files, probe_files, 1)
+        if self.kind == "FULL":
+            yield from batches(self._null_build_rows())
 
     def _join_partitions(self, builds: list[SpillFile], probes: list[SpillFile], level: int) -> Iterator[Batch]:
         for build, probe in zip(builds, probes):
