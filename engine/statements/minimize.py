@@ -33,7 +33,7 @@ from trdb.plan.types import Column, ScalarType
 from trdb.statements.context import StatementContext
 from trdb.statements.parameter_stacks import full_gradient, gradient_stack, positions_in, same_keys, stored_stack
 from trdb.storage import tile_store
-from trdb.storage.adam_state import drop_adam_step, read_adam_step, rename_adam_step, write_adam_steps
+from trdb.storage.adam_state import drop_adam_step, read_adam_steps, rename_adam_step, write_adam_steps
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_writer import TileWriter
 
@@ -108,12 +108,13 @@ class AdamState:
     State that does not fit the parameter (a moment missing, no step count, or moments of another
     shape, tile or dtype, left by an older database) is dropped and Adam starts fresh."""
 
-    def __init__(self, sc: StatementContext, param: TensorMeta):
+    def __init__(self, sc: StatementContext, param: TensorMeta, step: Optional[int]):
+        """`step`: the step count stored for the parameter (None: none is)."""
         self.sc = sc
         self.param_name = param.name
-        step = read_adam_step(sc.db, param.name)
         moments = [_moment(sc, name) for name in moment_names(param.name)]
-        if step is None or not all(m is not None and _fits(m, param) for m in moments):
+        self.stored = step is not None and all(m is not None and _fits(m, param) for m in moments)
+        if not self.stored:
             drop_optimizer_state(sc, param.name)
             step, moments = 0, [None, None]
         self.moments = [m or _create_moment(sc, param, name) for m, name in zip(moments, moment_names(param.name))]
@@ -377,8 +378,11 @@ def minimize(sc: StatementContext, node: ast.Minimize,
         last = min(first + options.commit_every, options.steps + 1)
         with step_transaction():  # `commit_every` steps, committed together
             if options.optimizer == "adam" and adams[0] is None:
-                adams = [AdamState(sc, p) for p in params]
-            losses = [_step(sc, loss_plan, params, gradients, options, adams, step > 1) for step in range(first, last)]
+                stored = read_adam_steps(sc.db, [p.name for p in params])
+                adams = [AdamState(sc, p, stored.get(p.name)) for p in params]
+            # the step counts' rows are there from an earlier step, or from an earlier MINIMIZE
+            counted = [step > 1 or all(a.stored for a in adams if a is not None) for step in range(first, last)]
+            losses = [_step(sc, loss_plan, params, gradients, options, adams, stored) for stored in counted]
         for step, loss in zip(range(first, last), losses):
             rows.append((step, loss))
             if (listener := STEP_LISTENER.get()) is not None:

@@ -78,3 +78,25 @@ def test_commit_every_must_be_a_positive_integer(tmp_path, value):
     with pytest.raises(trdb.ProgrammingError, match="commit_every must be a positive integer"):
         cur.execute(f"MINIMIZE loss WRT (w) WITH (commit_every = {value})")
     con.close()
+
+
+def test_a_training_loop_of_one_step_minimizes_reads_and_sets_the_step_counts_once_a_step(tmp_path, monkeypatch):
+    """Each MINIMIZE reads its parameters' step counts in one query, and a step sets stored ones by one UPDATE."""
+    from trdb.storage.database import Database
+    con, cur = model(tmp_path / "a.trdb")
+    cur.execute("CREATE TENSOR b SHAPE (1) TILE (1) FILL ZEROS")
+    cur.execute("CREATE OR REPLACE VIEW loss AS SELECT SUM(SUMSQ(z.v + b.v - Y.v)) AS v FROM (SELECT X.i, w.j, "
+                "SUM(MATMUL(X.v, w.v)) AS v FROM X JOIN w ON X.j = w.i GROUP BY X.i, w.j) AS z JOIN Y ON z.i = Y.i "
+                "AND z.j = Y.j JOIN b ON b.i = z.j")
+    statement = "MINIMIZE loss WRT (w, b) WITH (optimizer = 'adam', learning_rate = 0.05, steps = 1)"
+    cur.execute(statement)
+    sent, execute = [], Database.execute
+    monkeypatch.setattr(Database, "execute", lambda self, sql, *args: sent.append(sql) or execute(self, sql, *args))
+    for _ in range(3):
+        cur.execute(statement)
+    counts = [s for s in sent if "adam_steps" in s]
+    assert sum(s.startswith("SELECT") for s in counts) == 3 and sum(s.startswith("UPDATE") for s in counts) == 3
+    assert not any(s.startswith("INSERT") for s in counts), counts
+    monkeypatch.undo()
+    assert cur.execute("SELECT param, step FROM _trdb.adam_steps ORDER BY param").fetchall() == [("b", 4), ("w", 4)]
+    con.close()
