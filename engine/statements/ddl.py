@@ -16,10 +16,10 @@ from trdb.ingest.value_fit import check_sparse
 from trdb.optimizer.tile_choice import TILE_ELEMENTS, default_tile
 from trdb.parser import ast
 from trdb.pipeline.limits import check_stored, check_tile
+from trdb.statements.adam_moments import drop_optimizer_state, rename_optimizer_state
 from trdb.statements.context import StatementContext
 from trdb.statements.file_tensors import create_tensor_from_table_file, file_format
 from trdb.statements.materialize import store_rows
-from trdb.statements.minimize import drop_optimizer_state, rename_optimizer_state
 from trdb.statements.names import does_not_exist, require_kind, wrong_kind
 from trdb.storage.tensor_meta import TensorMeta, clamp_tile, parse_dtype, validate_layout
 
