@@ -142,3 +142,21 @@ def test_kept_pairs_hand_on_a_missing_pair_where_the_condition_drops_all():
     assert [a.tolist() for a in inner] == [[0, 2], [-1, -1]]
     assert [a.tolist() for a in kept_pairs(probe, build, (False,), np.array([0, 2]), np.array([0, 2]), residual,
                                            outer=False)] == [[2], [2]]
+
+
+def test_a_join_of_single_big_tiles_hands_them_on_uncopied():
+    from trdb.execution.tile_math.column_join import build_table
+    tiles = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    tiles.flags.writeable = False
+    build = ColumnBatch([np.array([0, 1], np.int64), tiles], (False, True))
+    table = build_table([build], (0,))
+    assert table.columns[1] is tiles  # one build batch: its columns as they are
+    probe_tiles = np.ones((2, 3, 3), np.float32)
+    probe = ColumnBatch([np.array([0, 1], np.int64), probe_tiles], (False, True))
+    (part,) = table.probe(probe, (0,))
+    assert np.shares_memory(part.columns[3], tiles) and not part.columns[3].flags.writeable
+    np.testing.assert_array_equal(part.columns[3], tiles)
+    probe = ColumnBatch([np.array([1, 7, 0], np.int64), np.ones((3, 3, 3), np.float32)], (False, True))
+    (part,) = table.probe(probe, (0,))  # met out of order: gathered
+    assert part.columns[0].tolist() == [1, 0] and part.columns[2].tolist() == [1, 0]
+    np.testing.assert_array_equal(part.columns[3], tiles[[1, 0]])

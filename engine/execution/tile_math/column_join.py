@@ -117,9 +117,9 @@ class ColumnTable:
                                                 fill is not None)
         if not len(build_rows):
             return None
-        probe_columns = list(batch.columns) if probe_rows is None else [c[probe_rows] for c in batch.columns]
+        probe_columns = list(batch.columns) if probe_rows is None else _taken(batch.columns, batch.is_tile, probe_rows)
         if fill is None:
-            build_columns = [c[build_rows] for c in self.columns]
+            build_columns = _taken(self.columns, self.is_tile, build_rows)
         else:
             build_columns = [take_or_missing(c, build_rows, zero) for c, zero in zip(self.columns, fill)]
         return ColumnBatch(probe_columns + build_columns, batch.is_tile + self.is_tile)
@@ -147,10 +147,25 @@ def joinable(batch, keys: tuple[int, ...], null_keys: bool = False) -> bool:
 
 
 def _concatenated(arrays: list[np.ndarray]) -> np.ndarray:
-    """One column of the build side's batches (masked where one of them is: NULL non-join columns)."""
+    """One column of the build side's batches (masked where one of them is: NULL non-join columns). A single
+    batch's column is taken as it is: a build side of one batch (a tensor's tiles, often one big tile) is not
+    copied; the table only reads its columns."""
+    if len(arrays) == 1:
+        return arrays[0]
     if any(type(a) is np.ma.MaskedArray for a in arrays):
         return np.ma.concatenate(arrays)
     return np.concatenate(arrays)
+
+
+def _taken(columns: list, is_tile: tuple[bool, ...], rows: np.ndarray) -> list:
+    """The columns at `rows`; tile columns as a view (not a copy) where the rows are a run of consecutive ones
+    (a join of single big tiles, a build side met in order), which read-only tiles stay."""
+    run = len(rows) > 0 and any(is_tile) and int(rows[-1]) - int(rows[0]) == len(rows) - 1 and \
+        (len(rows) == 1 or bool((np.diff(rows) == 1).all()))
+    if not run:
+        return [c[rows] for c in columns]
+    low, high = int(rows[0]), int(rows[-1]) + 1
+    return [c[low:high] if tile else c[rows] for c, tile in zip(columns, is_tile)]
 
 
 def _numbers(columns: list[np.ndarray], low: np.ndarray, spans: np.ndarray, rows: int) -> np.ndarray:
