@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any, Iterator, Optional
 
 import numpy as np
@@ -145,7 +146,9 @@ def _check_computed_tiles(settings: Any, node: PhysicalNode) -> None:
 
 _PRODUCTS = ("MATMUL", "EINSUM")
 _COMPUTING = (po.Project, po.Filter, po.HashJoin, po.HashAggregate)
-_LARGEST: dict[int, tuple] = {}  # id(spec) -> (spec, input fill, result): a step's plans are checked once
+# id(spec) -> (a weak reference to the spec, input fill, result): a step's plans are checked once, and no spec (nor
+# the constants it holds) is kept alive by the check
+_LARGEST: dict[int, tuple] = {}
 
 
 def _largest_densified_tile(node: PhysicalNode) -> Optional[tuple[str, TensorType, float]]:
@@ -155,7 +158,7 @@ def _largest_densified_tile(node: PhysicalNode) -> Optional[tuple[str, TensorTyp
         return None  # nothing computed (and a scan's spec, which may hold a step's tuples, is not kept below)
     fill = _input_fill(node)
     known = _LARGEST.get(id(node.spec))
-    if known is not None and known[0] is node.spec and known[1] == fill:
+    if known is not None and known[0]() is node.spec and known[1] == fill:
         return known[2]
     largest = None
     for expr in _expressions(node.spec):
@@ -170,7 +173,7 @@ def _largest_densified_tile(node: PhysicalNode) -> Optional[tuple[str, TensorTyp
             largest = _larger(largest, (call.function, call.arg.type, _dense_bytes(call.arg.type)))
     if len(_LARGEST) > 4096:
         _LARGEST.clear()
-    _LARGEST[id(node.spec)] = (node.spec, fill, largest)
+    _LARGEST[id(node.spec)] = (weakref.ref(node.spec), fill, largest)
     return largest
 
 
