@@ -31,18 +31,19 @@ def test_a_minimize_step_runs_the_forward_relu_once(cur, monkeypatch):
     calls = []
     real, real_inplace = KernelFunction.call, compile_module.inplace_kernel
 
-    def counting(self, backend, args):
-        calls.append(self.label)
+    def counting(self, backend, args):  # a tile, or tiles stacked (tile_math/batched_kernels.py): its elements
+        calls.append((self.label, np.size(args[0])))
         return real(self, backend, args)
 
     def counting_inplace(expr, backend):  # a kernel run on its first argument's fresh tile (RELU(MATMUL(..)))
         kernel = real_inplace(expr, backend)
         if kernel is None:
             return None
-        return lambda tmp, rest: calls.append(expr.function.label) or kernel(tmp, rest)
+        return lambda tmp, rest: calls.append((expr.function.label, np.size(tmp))) or kernel(tmp, rest)
     monkeypatch.setattr(KernelFunction, "call", counting)
     monkeypatch.setattr(compile_module, "inplace_kernel", counting_inplace)
     cur.execute("MINIMIZE loss WRT (W1, W2) WITH (learning_rate = 0.01, steps = 1)")
-    assert calls.count("RELU") == 4  # the hidden layer's 2 x 2 tiles, each once
+    # the hidden layer's 8 x 6 elements (2 x 2 tiles), each once
+    assert sum(size for label, size in calls if label == "RELU") == 8 * 6
     np.testing.assert_allclose(cur.execute("SELECT * FROM W1").fetch_tensor(),
                                t["W1"] - 0.01 * mlp_grad_w1(t), rtol=1e-4, atol=1e-5)
