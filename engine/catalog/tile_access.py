@@ -102,11 +102,14 @@ class TileAccess:
         old_keys, old_tiles = before
         width = len(meta.keys)
         new_keys = np.concatenate([keys for keys, _ in written.batches] + [np.zeros((0, width), np.int64)])
-        left = np.flatnonzero(~_rows_in(old_keys, new_keys, meta.grid)) if len(old_keys) else np.zeros(0, np.int64)
+        # an UPDATE writes stored keys, each once: as many as before are all of them
+        whole = len(new_keys) == len(old_keys)
+        left = np.zeros(0, np.int64) if whole or not len(old_keys) else \
+            np.flatnonzero(~_rows_in(old_keys, new_keys, meta.grid))
         stacks = [tiles for _, tiles in written.batches]
         if not len(left) and stacks and all(isinstance(t, np.ndarray) for t in stacks) and \
                 len({(t.shape[1:], t.dtype) for t in stacks}) == 1:
-            self.keep_written(meta, new_keys, np.concatenate(stacks))  # every tile replaced, all of one shape
+            self._keep_stacks(meta, new_keys, stacks)  # every tile replaced, all of one shape
             return
         tiles: list = []
         for stack in stacks:
@@ -115,6 +118,20 @@ class TileAccess:
         tiles = [tile if tile.flags.c_contiguous else np.array(tile, order="C") for tile in tiles]
         keys = np.concatenate([new_keys, old_keys[left]])
         self.keep_written(meta, keys, tiles + [old_tiles[i] for i in left.tolist()])
+
+    def _keep_stacks(self, meta: TensorMeta, keys: np.ndarray, stacks: list[np.ndarray]) -> None:
+        """`keep_written` of the whole tensor written as stacks of one shape: in key order already (an UPDATE
+        of a scan in order), each stack is a run of the kept tiles as it is, none copied into one."""
+        if len(stacks) == 1 or tile_store.key_order(keys) is not None:
+            self.keep_written(meta, keys, np.concatenate(stacks) if len(stacks) > 1 else stacks[0])
+            return
+        runs, views, at = [], [], 0
+        for stack in stacks:
+            stack.flags.writeable = False
+            runs.append((at, stack))
+            views.extend(tile_views(stack))
+            at += len(stack)
+        self.pool.put((meta.table, meta.version), (keys, TileRuns(views, tuple(runs))))
 
     def external_reads(self, meta: TensorMeta, partition: int = 0, partitions: int = 1,
                        columns: tuple[int, ...] = (), read_bytes: int = 16 << 20) -> Iterator[TensorTiles]:
