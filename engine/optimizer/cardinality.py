@@ -56,7 +56,7 @@ def expression_elements(expr: bx.Bound, fill: tuple[float, ...] = ()) -> float:
     """Elements the kernels of an expression write once (every call's result tile)."""
     total = 0.0
     if isinstance(expr, bx.Call) and isinstance(expr.type, TensorType):
-        total += math.prod(expr.type.tile) * output_fill(expr, fill)
+        total += math.prod(expr.type.tile) * _output_fill(expr, fill)
     for child in bx.children(expr):
         total += expression_elements(child, fill)
     return total
@@ -70,7 +70,7 @@ def _call_fill(call: bx.Call, fill: tuple[float, ...]) -> float:
                default=1.0)
 
 
-def output_fill(expr: bx.Bound, fill: tuple[float, ...]) -> float:
+def _output_fill(expr: bx.Bound, fill: tuple[float, ...]) -> float:
     """How sparse a projected column stays: passed through, or a zero-preserving kernel of a CSR column."""
     if isinstance(expr, bx.ColumnIndex):
         return fill[expr.index] if expr.index < len(fill) else 1.0
@@ -230,7 +230,7 @@ class Estimator:
         child = self.estimate(plan.input)
         distinct = tuple(_distinct_of(e, child.distinct) for e in plan.exprs)
         flops = child.rows * sum(expression_flops(e, child.fill) for e in plan.exprs)
-        fill = tuple(output_fill(e, child.fill) for e in plan.exprs)
+        fill = tuple(_output_fill(e, child.fill) for e in plan.exprs)
         written = child.rows * sum(expression_elements(e, child.fill) for e in plan.exprs)
         return Estimate(child.rows, row_bytes(plan.schema, fill), distinct, flops, fill, written)
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import weakref
 from typing import Any, Iterator, Optional
 
 import numpy as np
@@ -145,21 +144,12 @@ def _check_computed_tiles(settings: Any, node: PhysicalNode) -> None:
 
 
 _PRODUCTS = ("MATMUL", "EINSUM")
-_COMPUTING = (po.Project, po.Filter, po.HashJoin, po.HashAggregate)
-# id(spec) -> (a weak reference to the spec, input fill, result): a step's plans are checked once, and no spec (nor
-# the constants it holds) is kept alive by the check
-_LARGEST: dict[int, tuple] = {}
 
 
 def _largest_densified_tile(node: PhysicalNode) -> Optional[tuple[str, TensorType, float]]:
     """(kernel or aggregate, tile type, bytes) of the largest tile `node` computes fuller than the tiles it is
     computed from; None when it computes none."""
-    if not isinstance(node.spec, _COMPUTING):
-        return None  # nothing computed (and a scan's spec, which may hold a step's tuples, is not kept below)
     fill = _input_fill(node)
-    known = _LARGEST.get(id(node.spec))
-    if known is not None and known[0]() is node.spec and known[1] == fill:
-        return known[2]
     largest = None
     for expr in _expressions(node.spec):
         for call in _calls(expr):
@@ -171,9 +161,6 @@ def _largest_densified_tile(node: PhysicalNode) -> Optional[tuple[str, TensorTyp
     for call in _summed(node.spec):  # a group's sum is a dense tile, whatever its terms are
         if _fullest_input(call.arg, fill) < 1.0:
             largest = _larger(largest, (call.function, call.arg.type, _dense_bytes(call.arg.type)))
-    if len(_LARGEST) > 4096:
-        _LARGEST.clear()
-    _LARGEST[id(node.spec)] = (weakref.ref(node.spec), fill, largest)
     return largest
 
 
@@ -187,17 +174,8 @@ def _dense_bytes(tile_type: TensorType) -> float:
 
 def _fullest_input(expr, fill: tuple[float, ...]) -> float:
     """The largest fill of the tile columns `expr` reads (1.0: dense, or unknown)."""
-    found = [fill[c.index] if c.index < len(fill) else 1.0 for c in _tile_columns(expr)]
+    found = [fill[c.index] if c.index < len(fill) else 1.0 for c in bx.tile_columns(expr)]
     return max(found, default=1.0)
-
-
-def _tile_columns(expr) -> Iterator[bx.ColumnIndex]:
-    stack = [expr]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, bx.ColumnIndex) and isinstance(current.type, TensorType):
-            yield current
-        stack.extend(bx.children(current))
 
 
 def _tile_fill(expr, fill: tuple[float, ...]) -> Optional[float]:
@@ -253,10 +231,5 @@ def _summed(spec: po.OperatorSpec) -> list:
 
 def _calls(expr) -> Iterator[bx.Call]:
     """The kernel calls in `expr` whose result is a tile of known shape."""
-    stack = [expr]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, bx.Call) and isinstance(current.type, TensorType) and \
-                all(isinstance(d, int) for d in current.type.tile):
-            yield current
-        stack.extend(bx.children(current))
+    return (node for node in bx.subexpressions(expr) if isinstance(node, bx.Call) and
+            isinstance(node.type, TensorType) and all(isinstance(d, int) for d in node.type.tile))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any, Iterator, Optional, Union
 
 import numpy as np
 
@@ -108,6 +108,24 @@ def children(expr: Bound) -> tuple[Bound, ...]:
     if isinstance(expr, (Not, InSet, IsNullTest)):
         return (expr.arg,)
     return ()
+
+
+def subexpressions(expr: Bound) -> Iterator[Bound]:
+    """`expr` and every expression inside it."""
+    stack = [expr]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(children(current))
+
+
+def tile_columns(expr: Bound) -> list[ColumnIndex]:
+    """The tile columns an expression reads, each once."""
+    found: dict[int, ColumnIndex] = {}
+    for node in subexpressions(expr):
+        if isinstance(node, ColumnIndex) and isinstance(node.type, TensorType):
+            found.setdefault(node.index, node)
+    return list(found.values())
 
 
 def columns_used(expr: Bound) -> set[int]:

@@ -30,6 +30,7 @@ class AdamState:
         self.sc = sc
         self.param_name = param.name
         moments = [_moment(sc, name) for name in moment_names(param.name)]
+        # whether its step count has a row in _trdb.adam_steps (a step sets a stored one by UPDATE)
         self.stored = step is not None and all(m is not None and _fits(m, param) for m in moments)
         if not self.stored:
             drop_optimizer_state(sc, param.name)

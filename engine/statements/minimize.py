@@ -184,11 +184,9 @@ def minimize(sc: StatementContext, node: ast.Minimize,
         last = min(first + options.commit_every, options.steps + 1)
         with step_transaction():  # `commit_every` steps, committed together
             if options.optimizer == "adam" and adams[0] is None:
-                stored = read_adam_steps(sc.db, [p.name for p in params])
-                adams = [AdamState(sc, p, stored.get(p.name)) for p in params]
-            # the step counts' rows are there from an earlier step, or from an earlier MINIMIZE
-            counted = [step > 1 or all(a.stored for a in adams if a is not None) for step in range(first, last)]
-            losses = [_step(sc, loss_plan, params, gradients, options, adams, stored) for stored in counted]
+                steps = read_adam_steps(sc.db, [p.name for p in params])
+                adams = [AdamState(sc, p, steps.get(p.name)) for p in params]
+            losses = [_step(sc, loss_plan, params, gradients, options, adams) for _ in range(first, last)]
         for step, loss in zip(range(first, last), losses):
             rows.append((step, loss))
             if (listener := STEP_LISTENER.get()) is not None:
@@ -198,10 +196,9 @@ def minimize(sc: StatementContext, node: ast.Minimize,
 
 
 def _step(sc: StatementContext, loss_plan: lp.Plan, params: list[TensorMeta], gradients: list[lp.Plan],
-          options: Options, adams: list, steps_stored: bool) -> float:
+          options: Options, adams: list) -> float:
     """One step: the loss and every gradient at the same parameter values, then the parameters (and Adam's
-    state) written; the loss before the step. `steps_stored`: an earlier step of this statement stored the step
-    counts."""
+    state) written; the loss before the step."""
     shared = sc.shared_work()  # the forward pass is computed once for the loss and every gradient
     shared.expect([loss_plan, *gradients])
     loss = sc.run_plan(loss_plan, shared).rows
@@ -209,8 +206,10 @@ def _step(sc: StatementContext, loss_plan: lp.Plan, params: list[TensorMeta], gr
     results = [sc.run_plan(plan, shared, keep_zero_tuples=True).rows for plan in gradients]
     writes = [write for param, grad_rows, adam in zip(params, results, adams)
               for write in _update(sc, sc.catalog.require_tensor(param.name), grad_rows, options, adam)]
-    write_adam_steps(sc.db, {adam.param_name: adam.step for adam in adams if adam is not None},
-                     stored=steps_stored)
+    counted = [adam for adam in adams if adam is not None]
+    write_adam_steps(sc.db, {adam.param_name: adam.step for adam in counted}, stored=all(a.stored for a in counted))
+    for adam in counted:
+        adam.stored = True  # its step count's row is there now
     finish_writes(sc, writes)
     del shared  # this step's forward pass is not read again: its tuples (and Ray workers' copies) go now
     sc.pipeline.end_step()

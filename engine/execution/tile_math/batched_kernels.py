@@ -155,29 +155,5 @@ def _aligned(value: Any, ndim: int, target: int) -> Any:
     return value.reshape(len(value), *(1,) * (target - ndim), *value.shape[1:])
 
 
-def tile_columns(expr: bx.Bound) -> list[bx.ColumnIndex]:
-    """The tile columns an expression reads, each once."""
-    found: dict[int, bx.ColumnIndex] = {}
-    stack = [expr]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, bx.ColumnIndex) and isinstance(current.type, TensorType):
-            found.setdefault(current.index, current)
-        stack.extend(bx.children(current))
-    return list(found.values())
-
-
 class _NotStacked(Exception):
     """The stacked evaluation does not apply to these tiles: they go tuple by tuple."""
-
-
-def evaluate(batched: Batched, row: tuple, count: int) -> Optional[np.ndarray]:
-    """The stacked value over `count` tuples (first axis: the tuples), or None where it cannot be had so
-    (the tuple-by-tuple evaluation then raises whatever error a tuple's own call gives)."""
-    try:
-        value, ndim = batched(row)
-    except Exception:  # noqa: BLE001 - any failure: the tuples go one by one and raise their own error
-        return None
-    if ndim < 0 or type(value) is not np.ndarray or value.ndim != ndim + 1 or value.shape[0] != count:
-        return None
-    return value

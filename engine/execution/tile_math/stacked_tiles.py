@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from trdb.execution.column_batch import ColumnBatch
-from trdb.execution.tile_math.batched_kernels import compile_batched, tile_columns
+from trdb.execution.tile_math.batched_kernels import compile_batched
 from trdb.execution.tile_math.key_columns import key_function
 from trdb.kernels.backend import Backend
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
@@ -121,7 +121,7 @@ def column_projection(exprs: Sequence[bx.Bound], compiled: Sequence[Compiled],
 def _batched_step(expr: bx.Bound, backend: Backend) -> Optional[tuple[None, frozenset, Compiled, bool]]:
     """A projection step for an output tile computed with per-tile reductions (tile_math/batched_kernels.py):
     its stacked value over the batch, the columns it reads as they are (no broadcasting to line up)."""
-    used = tile_columns(expr)
+    used = bx.tile_columns(expr)
     if not isinstance(expr.type, TensorType) or not used or \
             any(int(np.prod(c.type.tile)) > MAX_STACKED_ELEMENTS for c in used):
         return None
