@@ -34,7 +34,7 @@ import numpy as np
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from turns import Child, cores_used, ratio_text, seconds, serve, take_turns  # noqa: E402
+from turns import Child, add_turn_options, cores_used, ratio_text, seconds, serve, served_as_child, take_turns  # noqa: E402
 
 QUERY_FILE = HERE.parent / "queries" / "gcn.sql"
 STEP = "MINIMIZE gcn_loss WRT (W1, W2) WITH (optimizer = 'adam', learning_rate = 0.01, steps = 1)"
@@ -221,15 +221,10 @@ def main() -> None:
                         help="PyTorch's layout of Â; default coo")
     parser.add_argument("--database", default="file", choices=["file", "memory"],
                         help="where trdb keeps its tensors (each epoch commits there); default file")
-    parser.add_argument("--profile", action="store_true", help="one more epoch, trdb's under cProfile (to stderr)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--data", help=argparse.SUPPRESS)
+    add_turn_options(parser, "epoch")
     parser.add_argument("--size", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        args.threads = int(args.threads)
-        child(args)
+    if served_as_child(args, child):
         return
     summary = []
     for name in args.sizes.split(","):

@@ -32,7 +32,7 @@ import numpy as np
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from turns import Child, cores_used, ratio_text, seconds, serve, take_turns  # noqa: E402
+from turns import Child, add_turn_options, cores_used, ratio_text, seconds, serve, served_as_child, take_turns  # noqa: E402
 
 QUERY_FILE = HERE.parent / "queries" / "llama_block.sql"
 QUERY = "SELECT * FROM llama_block"
@@ -204,14 +204,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="256,512", help="sequence lengths, comma-separated: 256, 512")
     parser.add_argument("--threads", default="1,2", help="thread counts, comma-separated; default 1,2")
     parser.add_argument("--rounds", type=int, default=15, help="timed blocks each, taking turns; default 15")
-    parser.add_argument("--profile", action="store_true", help="one more block, trdb's under cProfile (to stderr)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--data", help=argparse.SUPPRESS)
+    add_turn_options(parser, "block")
     args = parser.parse_args()
-    if args.child:
-        args.threads = int(args.threads)
-        child(args)
+    if served_as_child(args, child):
         return
     summary = []
     for seq in [int(s) for s in args.sizes.split(",")]:

@@ -29,7 +29,7 @@ import numpy as np
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from turns import Child, cores_used, ratio_text, seconds, serve, take_turns  # noqa: E402
+from turns import Child, add_turn_options, cores_used, ratio_text, seconds, serve, served_as_child, take_turns  # noqa: E402
 
 QUERY_FILE = HERE.parent / "queries" / "nnmf.sql"
 LEARNING_RATE = 0.05
@@ -155,15 +155,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5, help="steps a round (one MINIMIZE statement); default 5")
     parser.add_argument("--rounds", type=int, default=7, help="timed rounds each, taking turns; default 7")
     parser.add_argument("--tile", type=int, default=0, help="trdb's tile of V; default half the side")
-    parser.add_argument("--profile", action="store_true", help="one more round, trdb's under cProfile (to stderr)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--data", help=argparse.SUPPRESS)
+    add_turn_options(parser, "round")
     parser.add_argument("--clamp", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        args.threads = int(args.threads)
-        child(args)
+    if served_as_child(args, child):
         return
     summary = []
     for size in args.sizes.split(","):

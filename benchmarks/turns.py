@@ -8,6 +8,7 @@ replies are JSON lines on the child's stdin and stdout; anything the child print
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import resource
@@ -18,6 +19,25 @@ import time
 from typing import Callable, Optional
 
 from timing import SETTLE_SECONDS, median_interval
+
+
+def add_turn_options(parser: argparse.ArgumentParser, unit: str) -> None:
+    """The options of every benchmark that takes turns: --profile (one more `unit`, trdb's under cProfile), --seed,
+    and the child's own, hidden: --child NAME and --data FOLDER."""
+    parser.add_argument("--profile", action="store_true", help=f"one more {unit}, trdb's under cProfile (to stderr)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--data", help=argparse.SUPPRESS)
+
+
+def served_as_child(args: argparse.Namespace, child: Callable[[argparse.Namespace], None]) -> bool:
+    """Where this process is a child (--child, its --threads a number): `child(args)` serves the parent, and True;
+    else False (the parent goes on)."""
+    if not args.child:
+        return False
+    args.threads = int(args.threads)
+    child(args)
+    return True
 
 
 def thread_environment(threads: int) -> dict[str, str]:
