@@ -1,33 +1,14 @@
 """Resource bombs are refused before they allocate: max_tuples, max_bytes, memory_limit, SHAPE bounds, workers."""
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-
 import numpy as np
 import pytest
 
 import trdb
+from helpers.guarded_child import run_guarded
 from trdb.config.settings import max_workers
 
 pytestmark = pytest.mark.on_cpu  # of host memory_limit; children under RLIMIT_AS, where CUDA cannot start (conftest.py)
-
-GUARD = 3 << 30  # address space of the child processes below: a bomb that slips through dies there
-
-
-def run_guarded(body: str) -> str:
-    """Run `body` (with `cur` open) in a child limited to GUARD bytes of address space; its stdout."""
-    script = textwrap.dedent(f"""
-        import resource
-        resource.setrlimit(resource.RLIMIT_AS, ({GUARD}, {GUARD}))
-        import trdb
-        cur = trdb.connect().cursor()
-    """) + textwrap.dedent(body)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
-
 
 def refused(statement: str, *settings: str) -> str:
     """The error class and message of a statement run in a guarded child."""

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import inspect
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
 import trdb
+from helpers.guarded_child import HANG_GUARD
+from helpers.guarded_child import run_guarded as guarded
 from trdb.optimizer.driver import check_plan_size, unfolded_operators
 from trdb.parser import parse
 from trdb.planner.binder import Binder
@@ -16,8 +15,6 @@ from trdb.planner.expression_binder import BindContext
 
 pytestmark = pytest.mark.on_cpu  # children under RLIMIT_AS, where CUDA cannot start (conftest.py)
 
-GUARD = 3 << 30  # address space of the child processes: a plan that blows up dies there
-HANG_GUARD = 300  # seconds: not a timing assertion, only so that a hang fails instead of blocking the run
 
 
 def tower(levels: int, first: str = "SELECT A.i, A.j, A.v FROM A") -> str:
@@ -28,24 +25,19 @@ def tower(levels: int, first: str = "SELECT A.i, A.j, A.v FROM A") -> str:
     return "WITH " + ", ".join(ctes) + f" SELECT * FROM c{levels}"
 
 
+OUTCOME = """
+    cur.execute("CREATE TENSOR A SHAPE (4, 4) TILE (2, 2) FILL ONES")
+    def outcome(text, params=()):
+        try:
+            rows = cur.execute(text, params).fetchall()
+            print("ran", len(rows))
+        except (trdb.ProgrammingError, trdb.OperationalError) as exc:
+            print("refused", type(exc).__name__, str(exc).splitlines()[0])
+"""  # the children's setup: A, and outcome() printing whether a statement ran or was refused
+
+
 def run_guarded(body: str) -> str:
-    script = textwrap.dedent(f"""
-        import resource
-        resource.setrlimit(resource.RLIMIT_AS, ({GUARD}, {GUARD}))
-        import numpy as np
-        import trdb
-        cur = trdb.connect().cursor()
-        cur.execute("CREATE TENSOR A SHAPE (4, 4) TILE (2, 2) FILL ONES")
-        def outcome(text, params=()):
-            try:
-                rows = cur.execute(text, params).fetchall()
-                print("ran", len(rows))
-            except (trdb.ProgrammingError, trdb.OperationalError) as exc:
-                print("refused", type(exc).__name__, str(exc).splitlines()[0])
-    """) + textwrap.dedent(body)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=HANG_GUARD)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+    return guarded(body, OUTCOME)
 
 
 def _ran_or_refused(line: str, rows: int) -> None:

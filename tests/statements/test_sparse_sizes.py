@@ -2,9 +2,6 @@
 in tiles whose dense size is far past memory_limit, the estimate of a CSR tile, and dense statements still refused."""
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from types import SimpleNamespace
 
 import numpy as np
@@ -13,31 +10,12 @@ import pytest
 import scipy.sparse
 
 import trdb
+from helpers.guarded_child import run_guarded
 from trdb.pipeline.limits import check_stored, check_tile, stored_tile_bytes
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_codec import csr_sections
 
 pytestmark = pytest.mark.on_cpu  # host memory_limit; children under RLIMIT_AS, where CUDA cannot start (conftest.py)
-
-GUARD = 3 << 30  # address space of the children: a tile densified by mistake (1.5-9 GiB) dies there
-
-
-def run_guarded(body: str) -> str:
-    """Run `body` (with `cur` open, numpy as np, scipy.sparse) in a child limited to GUARD bytes of address
-    space; its stdout."""
-    script = textwrap.dedent(f"""
-        import resource
-        resource.setrlimit(resource.RLIMIT_AS, ({GUARD}, {GUARD}))
-        import numpy as np
-        import pyarrow as pa
-        import scipy.sparse
-        import trdb
-        cur = trdb.connect().cursor()
-    """) + textwrap.dedent(body)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
-
 
 def meta(shape, tile, dtype=np.float32) -> TensorMeta:
     return TensorMeta("A", ("i", "j")[:len(shape)], "v", np.dtype(dtype), tuple(shape), tuple(tile), "")
