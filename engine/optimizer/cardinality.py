@@ -245,7 +245,7 @@ class Estimator:
         if plan.kind == "FULL":
             rows = max(rows, right.rows)
         distinct = tuple(min(d, rows) if d is not None else None for d in left.distinct + right.distinct)
-        fill = _padded(left.fill, len(plan.left.schema)) + _padded(right.fill, len(plan.right.schema))
+        fill = padded(left.fill, len(plan.left.schema)) + padded(right.fill, len(plan.right.schema))
         residual = plan.residual
         flops = rows * expression_flops(residual, fill) if residual is not None else 0.0
         written = rows * expression_elements(residual, fill) if residual is not None else 0.0
@@ -291,5 +291,5 @@ class Estimator:
         return Estimate(rows, child.row_bytes, child.distinct, fill=child.fill)
 
 
-def _padded(fill: tuple[float, ...], width: int) -> tuple[float, ...]:
+def padded(fill: tuple[float, ...], width: int) -> tuple[float, ...]:
     return tuple(fill) + (1.0,) * (width - len(fill))

@@ -8,6 +8,7 @@ import numpy as np
 
 from trdb.config.unit_costs import CSR_MAX_DENSITY
 from trdb.errors import OperationalError
+from trdb.optimizer.cardinality import padded
 from trdb.plan import expressions as bx
 from trdb.plan import physical_operators as po
 from trdb.plan.physical import PhysicalNode
@@ -201,6 +202,10 @@ def _scalar_fill(expr) -> float:
 
 def _input_fill(node: PhysicalNode) -> tuple[float, ...]:
     """What the stored tiles of the columns the node's expressions read cost against dense ones."""
+    spec = node.spec
+    if isinstance(spec, po.HashJoin) and len(node.children) == 2:
+        left, right = node.children
+        return padded(left.estimate.fill, len(spec.left_schema)) + padded(right.estimate.fill, len(spec.right_schema))
     return node.children[0].estimate.fill if len(node.children) == 1 else ()
 
 
@@ -209,7 +214,9 @@ def _expressions(spec: po.OperatorSpec) -> list:
         return list(spec.exprs)
     if isinstance(spec, po.Filter):
         return [spec.predicate]
-    if isinstance(spec, po.HashAggregate):  # (a join's condition reads keys only: a tile in ON is refused)
+    if isinstance(spec, po.HashJoin):
+        return [spec.residual] if spec.residual is not None else []
+    if isinstance(spec, po.HashAggregate):
         return [call.arg for call in spec.calls if call.arg is not None]
     return []
 
