@@ -29,7 +29,8 @@ def sparse_cur():
     ("SELECT SUM(SUMSQ(EXP(A.v))) FROM A", "EXP"),
     ("SELECT A.i, A.j, A.v + 1 AS v FROM A", "+"),
     ("SELECT A.i, A.j, 1 - A.v AS v FROM A", "-"),
-    ("SELECT A.i, A.j, SIGMOID(A.v) AS v FROM A", "SIGMOID")])
+    ("SELECT A.i, A.j, SIGMOID(A.v) AS v FROM A", "SIGMOID"),
+    ("SELECT A.i, B.j FROM A JOIN A AS B ON A.i = B.i AND A.j = B.j AND SUMSQ(EXP(A.v) - B.v) >= 0", "-")])
 def test_a_kernel_making_a_large_sparse_tile_dense_is_refused(sparse_cur, query, kernel):
     cur, _ = sparse_cur
     with pytest.raises(trdb.OperationalError, match=rf"a tile of {re.escape(kernel)} \(TILE \({N}, {N}\), float32\) in "
