@@ -85,12 +85,12 @@ class PlanMemo:
         if found is None:
             return None, Slot(key, leaves)
         self._plans.move_to_end(key)
-        return _with_rows(found, lambda position: leaves[position]), None
+        return with_rows(found, lambda position: leaves[position]), None
 
     def put(self, slot: Optional["Slot"], node: PhysicalNode) -> None:
         if slot is not None:
             positions = {id(rows): position for position, rows in reversed(list(enumerate(slot.leaves)))}
-            _remember(self._plans, slot.key, _with_rows(node, lambda rows: positions[id(rows)]), KEPT)
+            _remember(self._plans, slot.key, with_rows(node, lambda rows: positions[id(rows)]), KEPT)
 
 
 def _remember(entries: OrderedDict, key, value, kept: int) -> None:
@@ -158,7 +158,7 @@ class _Signatures:
             return known[1]
         if isinstance(plan, lp.RowsScan):
             leaves.append(plan.rows)
-            return ("rows", plan.schema, _statistics(plan))
+            return ("rows", plan.schema, rows_statistics(plan))
         read = len(leaves)
         children = tuple(self.of(child, leaves) for child in plan.inputs)
         fields = tuple(_unversioned(value) for _, value in lp.attributes(plan))
@@ -187,7 +187,7 @@ def _unversioned(value):
     return value.with_version(0) if isinstance(value, TensorMeta) else value
 
 
-def _statistics(plan: lp.RowsScan) -> tuple:
+def rows_statistics(plan: lp.RowsScan) -> tuple:
     """What planning reads of shared tuples: their count, distinct values per key column, NULL-free key columns."""
     keys = [i for i, column in enumerate(plan.schema) if column.is_key]
     return len(plan.rows), distinct_keys_of_rows(plan), tuple(never_null(plan, i) for i in keys)
@@ -199,12 +199,12 @@ def _sharing(leaves: list) -> tuple:
     return tuple(first.setdefault(id(rows), position) for position, rows in enumerate(leaves))
 
 
-def _with_rows(node: PhysicalNode, swap: Callable) -> PhysicalNode:
+def with_rows(node: PhysicalNode, swap: Callable) -> PhysicalNode:
     """`node` with every RowsScan's tuples replaced by `swap(tuples)`."""
     spec = node.spec
     if isinstance(spec, po.RowsScan):
         return dataclasses.replace(node, spec=dataclasses.replace(spec, rows=swap(spec.rows)))
-    children = tuple(_with_rows(child, swap) for child in node.children)
+    children = tuple(with_rows(child, swap) for child in node.children)
     if all(new is old for new, old in zip(children, node.children)):
         return node
     return dataclasses.replace(node, children=children)

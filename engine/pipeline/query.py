@@ -34,6 +34,7 @@ from trdb.pipeline.limits import check_plan
 from trdb.pipeline.nesting import nesting_guard
 from trdb.pipeline.plan_memo import PlanMemo
 from trdb.pipeline.shared_work import CarriedWork, SharedWork
+from trdb.pipeline.step_program import StepRecording
 from trdb.plan import logical as lp
 from trdb.plan.physical import PhysicalNode
 from trdb.planner.binder import Binder, BoundQuery
@@ -74,6 +75,7 @@ class Pipeline:
     interrupted: threading.Event
     carried: Optional[CarriedWork] = None
     memo: Optional[PlanMemo] = None  # physical plans remembered (MINIMIZE's steps; the connection's memo)
+    recording: Optional[StepRecording] = None  # a MINIMIZE step's runs, recorded (pipeline/step_program.py)
     _run: Optional[QueryRun] = None  # the run that shared subplans met now are recorded in
     _shared_spools: list = field(default_factory=list)  # this statement's shared subplans' tuples
 
@@ -160,6 +162,8 @@ class Pipeline:
             raise
         if keep:
             execution.keep_result(spool)
+        if self.recording is not None:
+            self.recording.add(node, keep, spool)
         return spool, execution
 
     # ------------------------------------------------------------ the whole path
@@ -207,11 +211,15 @@ class Pipeline:
         more (the next step runs at new parameter values), so they go now, not when the statement ends."""
         self.discard_shared()
 
+    def hold_shared(self, spool: RowSpool) -> None:
+        """A shared subplan's tuples, freed when the step or statement ends (`end_step`, `discard_shared`)."""
+        self._shared_spools.append(spool)
+
     def _shared_rows(self, plan: lp.Plan) -> RowSpool:
         # a shared subplan's tuples are read by plans its optimization does not see: keep them all
         stage = Stage(self.physical(plan, keep_zero_tuples=True))
         spool, stage.execution = self.execute(stage.node, keep=True)
-        self._shared_spools.append(spool)
+        self.hold_shared(spool)
         if self._run is not None:
             self._run.shared.append(stage)
         return spool

@@ -25,6 +25,7 @@ from trdb.kernels.sparse import dense
 from trdb.optimizer.common_subplans import sharing_projections
 from trdb.parser import ast
 from trdb.pipeline.plan_memo import PlanMemo
+from trdb.pipeline.step_program import StepProgram, StepRecording, run_program
 from trdb.plan import logical as lp
 from trdb.plan.types import Column, ScalarType
 from trdb.statements.adam_moments import AdamState
@@ -178,6 +179,7 @@ def minimize(sc: StatementContext, node: ast.Minimize,
     loss_plan, params, gradients = step_plans(sc, node)
     # the steps after the first plan nothing (their plans are the first's), nor do later MINIMIZEs of this connection
     sc.pipeline.memo = sc.plan_memo if sc.plan_memo is not None else PlanMemo()
+    plans = _StepPlans(loss_plan, gradients)
     adams: list = [None] * len(params)
     rows = []
     for first in range(1, options.steps + 1, options.commit_every):
@@ -186,7 +188,7 @@ def minimize(sc: StatementContext, node: ast.Minimize,
             if options.optimizer == "adam" and adams[0] is None:
                 steps = read_adam_steps(sc.db, [p.name for p in params])
                 adams = [AdamState(sc, p, steps.get(p.name)) for p in params]
-            losses = [_step(sc, loss_plan, params, gradients, options, adams) for _ in range(first, last)]
+            losses = [_step(sc, plans, params, options, adams) for _ in range(first, last)]
         for step, loss in zip(range(first, last), losses):
             rows.append((step, loss))
             if (listener := STEP_LISTENER.get()) is not None:
@@ -195,15 +197,20 @@ def minimize(sc: StatementContext, node: ast.Minimize,
     return Result(rows=rows, schema=schema, rowcount=len(rows))
 
 
-def _step(sc: StatementContext, loss_plan: lp.Plan, params: list[TensorMeta], gradients: list[lp.Plan],
-          options: Options, adams: list) -> float:
+@dataclass
+class _StepPlans:
+    """A step's logical plans, and the physical plans the last step ran as a program (None: none yet)."""
+
+    loss: lp.Plan
+    gradients: list[lp.Plan]
+    program: Optional[StepProgram] = None
+
+
+def _step(sc: StatementContext, plans: _StepPlans, params: list[TensorMeta], options: Options,
+          adams: list) -> float:
     """One step: the loss and every gradient at the same parameter values, then the parameters (and Adam's
     state) written; the loss before the step."""
-    shared = sc.shared_work()  # the forward pass is computed once for the loss and every gradient
-    shared.expect([loss_plan, *gradients])
-    loss = sc.run_plan(loss_plan, shared).rows
-    # at the same parameter values; a zero gradient still moves Adam's moments, so none is dropped
-    results = [sc.run_plan(plan, shared, keep_zero_tuples=True).rows for plan in gradients]
+    loss, *results = _loss_and_gradients(sc, plans)
     writes = [write for param, grad_rows, adam in zip(params, results, adams)
               for write in _update(sc, sc.catalog.require_tensor(param.name), grad_rows, options, adam)]
     counted = [adam for adam in adams if adam is not None]
@@ -211,6 +218,28 @@ def _step(sc: StatementContext, loss_plan: lp.Plan, params: list[TensorMeta], gr
     for adam in counted:
         adam.stored = True  # its step count's row is there now
     finish_writes(sc, writes)
-    del shared  # this step's forward pass is not read again: its tuples (and Ray workers' copies) go now
-    sc.pipeline.end_step()
+    sc.pipeline.end_step()  # this step's forward pass is not read again: its tuples (and Ray workers' copies) go now
     return float(np.sum([np.asarray(to_host(r[-1]), dtype=np.float64) for r in loss]))
+
+
+def _loss_and_gradients(sc: StatementContext, plans: _StepPlans) -> list:
+    """The tuples of the loss and of each gradient, at the same parameter values: the last step's program run
+    again where it still fits (pipeline/step_program.py), else planned (and recorded for the next step)."""
+    if plans.program is not None:
+        results = run_program(sc.pipeline, plans.program)
+        if results is not None:
+            return results
+        sc.pipeline.discard_shared()  # the tuples its first runs made: the step starts over
+    recording = sc.pipeline.recording = StepRecording()
+    try:
+        shared = sc.shared_work()  # the forward pass is computed once for the loss and every gradient
+        shared.expect([plans.loss, *plans.gradients])
+        results = [sc.run_plan(plans.loss, shared).rows]
+        recording.mark_result()
+        for plan in plans.gradients:  # a zero gradient still moves Adam's moments, so none is dropped
+            results.append(sc.run_plan(plan, shared, keep_zero_tuples=True).rows)
+            recording.mark_result()
+    finally:
+        sc.pipeline.recording = None
+    plans.program = recording.program()
+    return results

@@ -1,0 +1,88 @@
+"""A MINIMIZE step's physical plans, recorded as they run and run again at the next steps without planning.
+
+Each step of a MINIMIZE runs the same logical plans (the loss and every gradient, bound once) over the
+tuples of the same shared subplans (the forward pass at the new parameter values). Planning them again
+(the shared work's rewrite, the memo's look-up by each plan's signature, the memory check) gives the
+plans of the step before as long as what planning reads of the shared tuples (their count, each key
+column's distinct values and NULLs: plan_memo.py) is the same; the tuples themselves only flow through.
+So a step records the physical plans it ran, in order, each RowsScan reading the tuples of an earlier
+one by its position, and the next step runs that program: each shared subplan's tuples are checked to
+have the statistics they had when recorded, and a step whose tuples differ stops and is planned afresh.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional
+
+from trdb.pipeline.plan_memo import rows_statistics, with_rows
+from trdb.plan import logical as lp
+from trdb.plan.physical import PhysicalNode
+
+if TYPE_CHECKING:
+    from trdb.pipeline.query import Pipeline
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One physical plan of the step: its RowsScans read the tuples of earlier runs, by position."""
+
+    node: PhysicalNode
+    shared: bool  # a shared subplan's: later runs read its tuples
+    statistics: Optional[tuple]  # of a shared run's tuples, as planning read them (None: not shared)
+
+
+@dataclass(frozen=True)
+class StepProgram:
+    """The runs of a step, in order, and which of them gave the step's results (the loss, each gradient)."""
+
+    runs: tuple[_Run, ...]
+    results: tuple[int, ...]
+
+
+@dataclass
+class StepRecording:
+    """A step's runs as the pipeline executes them (Pipeline.execute reports each)."""
+
+    runs: list[_Run] = field(default_factory=list)
+    results: list[int] = field(default_factory=list)
+    closed: bool = True  # every RowsScan read tuples of this step's runs (none carried from elsewhere)
+    _positions: dict[int, int] = field(default_factory=dict)
+
+    def add(self, node: PhysicalNode, shared: bool, spool) -> None:
+        try:
+            node = with_rows(node, lambda rows: self._positions[id(rows)])
+        except KeyError:  # tuples from outside the step (the last statement's): not a program to repeat
+            self.closed = False
+            return
+        statistics = _statistics(spool, node) if shared else None
+        self._positions[id(spool)] = len(self.runs)
+        self.runs.append(_Run(node, shared, statistics))
+
+    def mark_result(self) -> None:
+        """The last run made one of the step's results."""
+        self.results.append(len(self.runs) - 1)
+
+    def program(self) -> Optional[StepProgram]:
+        """The step as a program to run again; None where it read tuples from outside it."""
+        return StepProgram(tuple(self.runs), tuple(self.results)) if self.closed and self.runs else None
+
+
+def run_program(pipeline: "Pipeline", program: StepProgram) -> Optional[list]:
+    """The step's results (the tuples of each, in order) from running `program` again; None where a shared
+    subplan's tuples no longer have the statistics its plans were made for (the step is to be planned
+    afresh: the shared tuples made so far are the pipeline's, which `end_step` or `discard_shared` frees)."""
+    spools: list = []
+    for run in program.runs:
+        node = with_rows(run.node, spools.__getitem__)
+        spool, _ = pipeline.execute(node, checked=True, keep=run.shared)  # checked when it was recorded
+        spools.append(spool)
+        if run.shared:
+            pipeline.hold_shared(spool)
+            if _statistics(spool, node) != run.statistics:
+                return None
+    return [spools[position].contents() for position in program.results]
+
+
+def _statistics(spool, node: PhysicalNode) -> tuple:
+    """What planning reads of a shared subplan's tuples (plan_memo.rows_statistics)."""
+    return rows_statistics(lp.RowsScan(spool, node.schema))
