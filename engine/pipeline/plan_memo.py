@@ -45,6 +45,17 @@ class PlanMemo:
         self._bound: OrderedDict[tuple, tuple[list, list[TensorMeta]]] = OrderedDict()
         self._signatures = _Signatures()
         self._expanded: OrderedDict[tuple, tuple[lp.Plan, lp.Plan]] = OrderedDict()
+        self._programs: OrderedDict[int, tuple[lp.Plan, object]] = OrderedDict()
+
+    def program(self, plan: lp.Plan):
+        """The step program (pipeline/step_program.py) last recorded for the step whose loss is `plan` (the
+        object `bound_plans` gave): a training loop of one-step MINIMIZEs runs it, planning nothing; None."""
+        found = self._programs.get(id(plan))
+        return found[1] if found is not None and found[0] is plan else None
+
+    def keep_program(self, plan: lp.Plan, program) -> None:
+        if program is not None:
+            _remember(self._programs, id(plan), (plan, program), KEPT_BOUND)
 
     def bound_plans(self, key: tuple, catalog, bind: Callable[[], list]) -> list:
         """`bind()`'s logical plans, remembered under `key` (the statement) and the catalog's definitions, and

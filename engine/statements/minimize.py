@@ -179,7 +179,7 @@ def minimize(sc: StatementContext, node: ast.Minimize,
     loss_plan, params, gradients = step_plans(sc, node)
     # the steps after the first plan nothing (their plans are the first's), nor do later MINIMIZEs of this connection
     sc.pipeline.memo = sc.plan_memo if sc.plan_memo is not None else PlanMemo()
-    plans = _StepPlans(loss_plan, gradients)
+    plans = _StepPlans(loss_plan, gradients, sc.pipeline.memo.program(loss_plan))
     adams: list = [None] * len(params)
     rows = []
     for first in range(1, options.steps + 1, options.commit_every):
@@ -242,4 +242,5 @@ def _loss_and_gradients(sc: StatementContext, plans: _StepPlans) -> list:
     finally:
         sc.pipeline.recording = None
     plans.program = recording.program()
+    sc.pipeline.memo.keep_program(plans.loss, plans.program)  # for this connection's next MINIMIZE of the view
     return results

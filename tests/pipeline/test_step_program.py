@@ -102,3 +102,16 @@ def test_step_that_read_the_last_statements_tuples_is_not_repeated():
     losses, final = _numpy_crossing(start, 6, 0.1)
     np.testing.assert_allclose([loss for _, loss in rows], losses, rtol=1e-5)
     np.testing.assert_allclose(con.execute("SELECT * FROM w").fetch_tensor(), final, rtol=1e-5)
+
+
+def test_a_loop_of_one_step_minimizes_plans_once(planned):
+    """A training loop of one-step MINIMIZE statements on one connection runs the first one's program."""
+    con = trdb.connect()
+    _mlp(con, np.random.default_rng(6))
+    initial = {n: con.execute(f"SELECT * FROM {n}").fetch_tensor() for n in ("X", "Y", "W1", "W2")}
+    losses = [con.execute("MINIMIZE loss WRT (W1, W2) WITH (learning_rate = 0.001, steps = 1)").fetchall()[0][1]
+              for _ in range(5)]
+    assert planned[0] > 0 and len(set(planned[1:])) == 1, planned
+    expected, W1, W2 = _numpy_mlp(initial, 5, 0.001)
+    np.testing.assert_allclose(losses, expected, rtol=1e-4)
+    np.testing.assert_allclose(con.execute("SELECT * FROM W1").fetch_tensor(), W1, rtol=1e-4, atol=1e-5)
