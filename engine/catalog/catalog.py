@@ -221,8 +221,8 @@ class Catalog(TileAccess):
             refuse_write(meta)
         self.version += 1
         counted = [meta.with_stats(*known) for meta, known in written]
-        stored = all(new == self._tensors.get(fold(new.name)) for new in counted)  # the statistics it has
-        metas = catalog_store.save_statistics_of(self.db, counted, stored)
+        changed = [new != self._tensors.get(fold(new.name)) for new in counted]  # not the statistics it has
+        metas = catalog_store.save_statistics_of(self.db, counted, changed)
         for meta in metas:
             self._tensors[fold(meta.name)] = meta
             self.pool.invalidate(meta.table)

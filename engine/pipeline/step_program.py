@@ -69,18 +69,29 @@ class StepRecording:
 
 def run_program(pipeline: "Pipeline", program: StepProgram) -> Optional[list]:
     """The step's results (the tuples of each, in order) from running `program` again; None where a shared
-    subplan's tuples no longer have the statistics its plans were made for (the step is to be planned
-    afresh: the shared tuples made so far are the pipeline's, which `end_step` or `discard_shared` frees)."""
+    subplan's tuples no longer have the statistics its plans were made for (the tuples made so far are
+    closed, and the step is to be planned afresh)."""
     spools: list = []
-    for run in program.runs:
-        node = with_rows(run.node, spools.__getitem__)
-        spool, _ = pipeline.execute(node, checked=True, keep=run.shared)  # checked when it was recorded
-        spools.append(spool)
-        if run.shared:
-            pipeline.hold_shared(spool)
-            if _statistics(spool, node) != run.statistics:
-                return None
+    try:
+        for run in program.runs:
+            node = with_rows(run.node, spools.__getitem__)
+            spool, _ = pipeline.execute(node, checked=True, keep=run.shared)  # checked when it was recorded
+            spools.append(spool)
+            if run.shared:
+                pipeline.hold_shared(spool)
+                if _statistics(spool, node) != run.statistics:
+                    _close(spools)
+                    return None
+    except BaseException:  # a failed or cancelled step leaves no tuples (nor spill files) behind
+        _close(spools)
+        pipeline.discard_shared()
+        raise
     return [spools[position].contents() for position in program.results]
+
+
+def _close(spools: list) -> None:
+    for spool in spools:
+        spool.close()
 
 
 def _statistics(spool, node: PhysicalNode) -> tuple:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from typing import Optional
 
 from trdb.errors import DataError
 from trdb.storage.catalog_format import SCHEMA
@@ -76,22 +77,26 @@ def save_statistics(db: Database, meta: TensorMeta) -> TensorMeta:
     return meta
 
 
-def save_statistics_of(db: Database, metas: list[TensorMeta], stored: bool = False) -> list[TensorMeta]:
+def save_statistics_of(db: Database, metas: list[TensorMeta], changed: Optional[list[bool]] = None) -> list[TensorMeta]:
     """`save_statistics` for several tensors in one statement (a MINIMIZE step's parameters: one UPDATE
-    costs about 1 ms whatever it changes); returns them with their new versions, in order. `stored`: the
-    catalog holds these statistics already (a step that rewrote its parameters' dense tiles), so only the
-    data versions change (2.0 against 3.0 ms for two tensors)."""
-    if (len(metas) < 2 and not stored) or len({meta.name for meta in metas}) < len(metas):
+    costs about 1 ms whatever it changes); returns them with their new versions, in order. `changed`: which
+    of them have statistics the catalog does not hold yet (None: all); the others get new data versions only
+    (a step that rewrote a parameter's dense tiles: 2.0 against 3.0 ms for two tensors; setting the
+    statistics of 2 of 12 tensors, 3.4 against 5.4 ms for all 12)."""
+    changed = [True] * len(metas) if changed is None else changed
+    if (len(metas) < 2 and any(changed)) or len({meta.name for meta in metas}) < len(metas):
         return [save_statistics(db, meta) for meta in metas]
     params: list = []
     cases = ""
-    if not stored:
+    moved = [meta for meta, moves in zip(metas, changed) if moves]
+    if moved:
         columns = ("tuple_count", "nnz", "csr_tuples", "csr_nnz", "distinct_keys")
         values = [(meta.tuple_count, meta.nnz, meta.csr_tuples, meta.csr_nnz, _distinct_keys_json(meta))
-                  for meta in metas]
+                  for meta in moved]
         # each column a CASE on the name: about 0.4 ms less than a join with a VALUES list
-        cases = "".join(f"{column} = CASE name {'WHEN ? THEN ? ' * len(metas)}END, " for column in columns)
-        params = [value for c in range(len(columns)) for meta, row in zip(metas, values) for value in (meta.name, row[c])]
+        cases = "".join(f"{column} = CASE name {'WHEN ? THEN ? ' * len(moved)}ELSE {column} END, "
+                        for column in columns)
+        params = [value for c in range(len(columns)) for meta, row in zip(moved, values) for value in (meta.name, row[c])]
     returned = db.execute(
         f"UPDATE {SCHEMA}.tensors SET {cases}data_version = nextval('{SCHEMA}.data_versions') "
         f"WHERE name IN ({', '.join('?' * len(metas))}) RETURNING name, data_version",

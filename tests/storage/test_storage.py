@@ -234,3 +234,30 @@ def test_a_cancelled_statement_stops_in_its_tile_insert_and_leaves_nothing(monke
     assert con.execute("SHOW TENSORS").fetchall() == []
     assert real is database.Database.append_arrow
     con.close()
+
+
+def test_a_step_saves_the_statistics_that_changed_and_keeps_the_others(tmp_path):
+    """A MINIMIZE step sets the statistics of the tensors whose counts changed (Adam's moments gain non-zeros as
+    dead units wake) and only new data versions for the rest: every row then holds its tensor's recount."""
+    from trdb.storage import tile_store
+    path = str(tmp_path / "steps.trdb")
+    con = trdb.connect(path)
+    x = np.random.default_rng(1).standard_normal((40, 6)).astype(np.float32)
+    x[:, :2] = 0  # inputs that are always zero: their weights' gradients and moments stay exact zeros
+    con.execute("CREATE TENSOR X FROM ? TILE (40, 6)", [x])
+    con.execute("CREATE TENSOR W FROM ? TILE (6, 5)", [np.random.default_rng(2).standard_normal((6, 5)).astype(np.float32)])
+    con.execute("CREATE TENSOR b SHAPE (5) TILE (5) FILL ZEROS")
+    con.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(RELU(h.v + b.v) - 1)) AS v FROM (SELECT X.i, W.j, "
+                "SUM(MATMUL(X.v, W.v)) AS v FROM X JOIN W ON X.j = W.i GROUP BY X.i, W.j) AS h JOIN b ON b.i = h.j")
+    for _ in range(3):
+        con.execute("MINIMIZE loss WRT (W, b) WITH (optimizer = 'adam', learning_rate = 0.05, steps = 2)").fetchall()
+    con.close()
+    reopened = trdb.connect(path)
+    session = reopened._session()
+    names = ["W", "b", "__trdb_adam_m__W", "__trdb_adam_v__W", "__trdb_adam_m__b", "__trdb_adam_v__b"]
+    for name in names:
+        meta = session.catalog.require_tensor(name)
+        recount = tile_store.tile_statistics(session.catalog.db, meta)
+        assert (meta.tuple_count, meta.nnz, meta.csr_tuples, meta.csr_nnz) == tuple(recount[:4]), name
+    moment = session.catalog.require_tensor("__trdb_adam_v__W")
+    assert 0 < moment.nnz < 30  # the always-zero inputs' rows hold zeros: a count that is not the tile's size
