@@ -13,7 +13,7 @@ from typing import Iterable, Optional
 
 import numpy as np
 
-from trdb.execution.column_batch import to_columns
+from trdb.execution.column_batch import is_columns, to_columns
 from trdb.execution.spool import row_batches
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_runs import TileRuns
@@ -40,20 +40,40 @@ def stored_stack(keys: np.ndarray, tiles: list) -> Optional[Stack]:
 
 def gradient_stack(rows, key_count: int) -> Optional[Stack]:
     """A gradient's tuples (keys then one tile, a list or a spool) as one stack in key order, where every tile
-    is a small dense array of one shape and dtype (a column batch's stack, else stacked); else None."""
+    is a dense array of one shape and dtype (a column batch's stack, else stacked: one tile as a view); else
+    None."""
     keys, tiles = [], []
     for batch in row_batches(rows):
-        columns = to_columns(batch)
-        if columns is None or len(columns.columns) != key_count + 1 or not columns.is_tile[-1] \
-                or any(columns.is_tile[:-1]):
+        columns = _key_and_tile_columns(batch, key_count)
+        if columns is None:
             return None
-        keys.append(np.stack(columns.keys(), axis=1) if key_count else np.zeros((len(columns), 0), np.int64))
-        tiles.append(columns.columns[-1])
+        keys.append(columns[0])
+        tiles.append(columns[1])
     if not tiles or len({(t.shape[1:], t.dtype) for t in tiles}) != 1:
         return None
-    stack = Stack(np.concatenate(keys), np.concatenate(tiles))
+    stack = Stack(np.concatenate(keys), tiles[0] if len(tiles) == 1 else np.concatenate(tiles))
     order = key_order(stack.keys)
     return stack if order is None else Stack(stack.keys[order], stack.tiles[order])
+
+
+def _key_and_tile_columns(batch, key_count: int) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """A batch of (keys..., tile) tuples as a key array n x key_count and a tile stack `(n, *tile)`; None where a
+    key is not an int or a tile not a dense array of the batch's one shape and dtype."""
+    columns = to_columns(batch)
+    if columns is not None:
+        if len(columns.columns) != key_count + 1 or not columns.is_tile[-1] or any(columns.is_tile[:-1]):
+            return None
+        keys = np.stack(columns.keys(), axis=1) if key_count else np.zeros((len(columns), 0), np.int64)
+        return keys, columns.columns[-1]
+    if is_columns(batch, nulls=True) or not batch:  # a column batch to_columns did not take: NULL keys
+        return None
+    first = batch[0][-1]  # tiles too large for a column batch (a weight in one tile of 1433 x 16)
+    if type(first) is not np.ndarray or any(len(row) != key_count + 1 or type(row[-1]) is not np.ndarray
+                                            or row[-1].shape != first.shape or row[-1].dtype != first.dtype
+                                            or any(type(k) is not int for k in row[:-1]) for row in batch):
+        return None
+    tiles = first[np.newaxis] if len(batch) == 1 else np.stack([row[-1] for row in batch])
+    return np.array([row[:-1] for row in batch], dtype=np.int64).reshape(len(batch), key_count), tiles
 
 
 def positions_in(stack: Stack, among: Stack, meta: TensorMeta) -> Optional[np.ndarray]:

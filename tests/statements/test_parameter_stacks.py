@@ -119,3 +119,35 @@ def test_one_tile_parameters_written_over_in_place_read_back_from_the_file(tmp_p
     assert memory.execute(step).fetchall() == reopened
     np.testing.assert_array_equal(memory.execute("SELECT * FROM W").fetch_tensor(), stepped)
     assert overwritten and all(overwritten)  # every write after the first step's moments went in place
+
+
+def _large_tile_weights(monkeypatch, stacked: bool, tile_rows: int) -> dict:
+    """A weight in tiles larger than a column batch takes (48 x 64 float64: 24 KB), one tile or two."""
+    taken = []
+    original = minimize._stacked_update
+    monkeypatch.setattr(minimize, "_stacked_update",
+                        lambda *args: taken.append(original(*args)) or taken[-1] if stacked else None)
+    rng = np.random.default_rng(8)
+    con = trdb.connect()
+    con.execute(f"CREATE TENSOR X FROM ? TILE (50, {tile_rows}) DTYPE float64", [rng.standard_normal((50, 96))])
+    con.execute("CREATE TENSOR Y FROM ? TILE (50, 64) DTYPE float64", [rng.standard_normal((50, 64))])
+    con.execute(f"CREATE TENSOR W FROM ? TILE ({tile_rows}, 64) DTYPE float64", [rng.standard_normal((96, 64)) * 0.1])
+    con.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(z.v - Y.v)) AS v FROM (SELECT X.i, W.j, SUM(MATMUL(X.v, W.v)) "
+                "AS v FROM X JOIN W ON X.j = W.i GROUP BY X.i, W.j) AS z JOIN Y ON z.i = Y.i AND z.j = Y.j")
+    losses = [con.execute("MINIMIZE loss WRT (W) WITH (optimizer = 'adam', learning_rate = 0.01, steps = 2)")
+              .fetchall() for _ in range(2)]
+    out = {"losses": losses, "W": con.execute("SELECT * FROM W").fetch_tensor(),
+           "m": con.execute("SELECT * FROM __trdb_adam_m__W").fetch_tensor(), "stacked": sum(t is not None for t in taken)}
+    con.close()
+    monkeypatch.undo()
+    return out
+
+
+@pytest.mark.parametrize("tile_rows", [96, 48], ids=["one-tile", "two-tiles"])
+def test_large_tiles_step_as_a_stack_with_the_tile_by_tile_values(monkeypatch, tile_rows):
+    fast = _large_tile_weights(monkeypatch, True, tile_rows)
+    slow = _large_tile_weights(monkeypatch, False, tile_rows)
+    assert (fast.pop("stacked"), slow.pop("stacked")) == (4, 0)
+    for name in fast:
+        np.testing.assert_allclose(np.asarray(fast[name], dtype=float), np.asarray(slow[name], dtype=float),
+                                   rtol=1e-12, atol=1e-15, err_msg=name)
