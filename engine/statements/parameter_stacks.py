@@ -1,7 +1,7 @@
 """A MINIMIZE step on stacks: a parameter, its gradient and Adam's moments as arrays `(n, *tile)` in key order.
 
 Where every stored tile of a parameter is dense and of one shape (an embedding of one row a tile, a
-weight in one tile) and its gradient's tuples are small dense tiles of that shape under its keys, a
+weight in one tile) and its gradient's tuples are dense tiles of that shape under its keys, a
 step is a few whole-array operations and one stacked write per tensor, with no Python step per tile.
 Anything else (edge tiles, CSR tiles, a gradient reaching tiles the parameter lacks, moments under
 other keys) returns None, and the step goes tile by tile (statements/minimize.py): the same values.

@@ -4,7 +4,8 @@ Each model runs twice from the same data: once as it runs, once with the stacked
 losses and the parameters (and Adam's moments) after several steps, across statements, must agree to the
 last bits. The
 models cover embeddings a gradient reaches only in part (the rest step with a zero gradient), a
-parameter of one tile, a parameter with edge tiles (no stack: tile by tile), and SGD in float32.
+parameter of one tile, a parameter with edge tiles (no stack: tile by tile), SGD in float32, and weights
+in tiles too large for a column batch.
 """
 from __future__ import annotations
 
