@@ -26,7 +26,7 @@ def test_a_user_setting_is_kept():
     env = {"MALLOC_MMAP_THRESHOLD_": "1048576", "PATH": "",  # and where trdb is, if it is found through PYTHONPATH
            **{name: os.environ[name] for name in ("PYTHONPATH",) if name in os.environ}}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
-    assert out.strip() == f"[({allocator.M_TRIM_THRESHOLD}, {allocator.TRIM_THRESHOLD}), ({allocator.M_ARENA_MAX}, 1)]"
+    assert out.strip() == f"[({allocator.M_TRIM_THRESHOLD}, {allocator.trim_threshold()}), ({allocator.M_ARENA_MAX}, 1)]"
 
 
 ARENAS = """
