@@ -7,12 +7,13 @@ hundreds of KiB to tens of MiB all the time, so each new tile page-faults its me
 32 MiB served from the heap and up to 1 GiB of free memory kept (an eighth of the machine's memory
 where that is less), tiles reuse warm pages: a GCN epoch at ogbn-arxiv's size, whose live tiles of
 21 MB add up past a GiB, took 1.57 s a step with 128 MiB kept (its ReLUs page-faulting 41 ms a tile)
-and 1.32 s with 1 GiB, at 5% more peak memory. The process keeps that much free memory after a query. Worker threads share that one heap (one arena): glibc
-would give each thread an arena of its own, whose heaps go back to the OS as soon as they are empty
-whatever the trim threshold says, so the tiles a worker makes page-fault again at every statement (an MLP
-gradient in 1024 x 512 tiles: 7,000-9,000 page faults a statement with per-thread arenas, 300-800
-with one, about 5 ms less). glibc fixes a thread's arena at its first allocation, so this module tunes
-malloc when it is imported, which the trdb package does first, before DuckDB starts its threads.
+and 1.32 s with 1 GiB, at 5% more peak memory. The process keeps that much free memory after a query.
+Worker threads share that one heap (one arena): glibc would give each thread an arena of its own, whose
+heaps go back to the OS as soon as they are empty whatever the trim threshold says, so the tiles a
+worker makes page-fault again at every statement (an MLP gradient in 1024 x 512 tiles: 7,000-9,000 page
+faults a statement with per-thread arenas, 300-800 with one, about 5 ms less). glibc fixes a thread's
+arena at its first allocation, so this module tunes malloc when it is imported, which the trdb package
+does first, before DuckDB starts its threads.
 A user who set MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_ or MALLOC_ARENA_MAX keeps their choice.
 """
 from __future__ import annotations
