@@ -537,3 +537,30 @@ def test_a_ticket_maps_only_the_array_it_was_made_for(cluster, monkeypatch):
     shared.close()
     assert attach(ticket) is None  # its descriptor is gone (or is another file now)
     np.testing.assert_array_equal(shared.canvas.array, np.full((6, 4), 7.0))  # the array itself stays
+
+
+def test_minimize_steps_run_their_program_on_the_actors(ray_cur, monkeypatch):
+    """A MINIMIZE's later steps run the first step's physical plans again (pipeline/step_program.py) on Ray's
+    actors, its forward pass kept by them between plans: the values are numpy's."""
+    from trdb.statements import minimize
+    ran = []
+    original = minimize.run_program
+    monkeypatch.setattr(minimize, "run_program", lambda *args: ran.append(original(*args)) or ran[-1])
+    rng = np.random.default_rng(9)
+    X, Y = rng.standard_normal((64, 8)).astype(np.float32), rng.standard_normal((64, 2)).astype(np.float32)
+    W = (rng.standard_normal((8, 2)) * 0.3).astype(np.float32)
+    ray_cur.execute("CREATE TENSOR X FROM ? TILE (16, 4)", [X])
+    ray_cur.execute("CREATE TENSOR Y FROM ? TILE (16, 2)", [Y])
+    ray_cur.execute("CREATE TENSOR W FROM ? TILE (4, 2)", [W])
+    ray_cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(z.v - Y.v)) AS v FROM (SELECT X.i, W.j, "
+                    "SUM(MATMUL(X.v, W.v)) AS v FROM X JOIN W ON X.j = W.i GROUP BY X.i, W.j) AS z "
+                    "JOIN Y ON z.i = Y.i AND z.j = Y.j")
+    rows = ray_cur.execute("MINIMIZE loss WRT (W) WITH (learning_rate = 0.002, steps = 4)").fetchall()
+    w, losses = W.astype(np.float64), []
+    for _ in range(4):
+        error = X @ w - Y
+        losses.append(float((error ** 2).sum()))
+        w = w - 0.002 * (X.T @ (2 * error))
+    np.testing.assert_allclose([loss for _, loss in rows], losses, rtol=1e-4)
+    np.testing.assert_allclose(ray_cur.execute("SELECT * FROM W").fetch_tensor(), w, rtol=1e-4, atol=1e-5)
+    assert len(ran) == 3 and all(result is not None for result in ran)  # steps 2-4 ran step 1's program
