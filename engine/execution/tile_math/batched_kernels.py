@@ -143,12 +143,12 @@ def _elementwise(call: Callable[[list], Any], args: list[Batched]) -> Batched:
         ndim = max(d for _, d in values)
         if ndim < 0:
             raise _NotStacked  # constants only: nothing per tuple
-        stacks = [_aligned(value, d, ndim) for value, d in values]
+        stacks = [aligned(value, d, ndim) for value, d in values]
         return call(stacks), ndim
     return run
 
 
-def _aligned(value: Any, ndim: int, target: int) -> Any:
+def aligned(value: Any, ndim: int, target: int) -> Any:
     """A stack of tiles of `ndim` dimensions with axes of 1 after the tuples' axis, up to `target` dimensions."""
     if ndim < 0 or ndim == target:
         return value

@@ -18,9 +18,8 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from trdb.execution.column_batch import ColumnBatch, is_columns
-from trdb.execution.tile_math.batched_kernels import compile_batched
 from trdb.execution.tile_math.compile import compile_expr
-from trdb.execution.tile_math.stacked_tiles import MAX_STACKED_ELEMENTS, MIN_STACKED
+from trdb.execution.tile_math.stacked_tiles import MAX_STACKED_ELEMENTS, MIN_STACKED, batched_value
 from trdb.execution.work import charge
 from trdb.kernels.backend import Backend
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
@@ -166,14 +165,11 @@ def _batched_argument(arg: bx.Bound, backend: Backend, columns: set[int]) -> Opt
         return None
     if isinstance(arg, bx.Call) and arg.function.name in ("MATMUL", "EINSUM"):
         return None  # a SUM of products: added into its group's tile as it is made (tile_math/product_sum.py)
-    used = bx.tile_columns(arg)
-    if not used or any(int(np.prod(c.type.tile)) > MAX_STACKED_ELEMENTS for c in used):
-        return None
-    batched = compile_batched(arg, backend)
+    batched = batched_value(arg, backend)
     if batched is None:
         return None
-    columns |= {c.index for c in used}
-    return _Argument(lambda fake: batched(fake)[0], None)
+    columns |= batched[0]
+    return _Argument(batched[1], None)
 
 
 def _stacked_columns(batch: list[Row], inputs: list[int]) -> Optional[Row]:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from trdb.execution.column_batch import ColumnBatch
-from trdb.execution.tile_math.batched_kernels import compile_batched
+from trdb.execution.tile_math.batched_kernels import aligned, compile_batched
 from trdb.execution.tile_math.key_columns import key_function
 from trdb.kernels.backend import Backend
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
@@ -121,14 +121,23 @@ def column_projection(exprs: Sequence[bx.Bound], compiled: Sequence[Compiled],
 def _batched_step(expr: bx.Bound, backend: Backend) -> Optional[tuple[None, frozenset, Compiled, bool]]:
     """A projection step for an output tile computed with per-tile reductions (tile_math/batched_kernels.py):
     its stacked value over the batch, the columns it reads as they are (no broadcasting to line up)."""
+    if not isinstance(expr.type, TensorType):
+        return None
+    batched = batched_value(expr, backend)
+    return None if batched is None else (None, batched[0], batched[1], False)
+
+
+def batched_value(expr: bx.Bound, backend: Backend) -> Optional[tuple[frozenset, Compiled]]:
+    """The tile columns `expr` reads and a function from a row of their stacks to its stacked value
+    (tile_math/batched_kernels.py); None where it reads no tile, a tile larger than MAX_STACKED_ELEMENTS, or
+    has no stacked form."""
     used = bx.tile_columns(expr)
-    if not isinstance(expr.type, TensorType) or not used or \
-            any(int(np.prod(c.type.tile)) > MAX_STACKED_ELEMENTS for c in used):
+    if not used or any(int(np.prod(c.type.tile)) > MAX_STACKED_ELEMENTS for c in used):
         return None
     batched = compile_batched(expr, backend)
     if batched is None:
         return None
-    return None, frozenset(c.index for c in used), lambda row: batched(row)[0], False
+    return frozenset(c.index for c in used), lambda row: batched(row)[0]
 
 
 def _broadcastable(batch: ColumnBatch, used: frozenset, row: tuple) -> tuple:
@@ -139,8 +148,7 @@ def _broadcastable(batch: ColumnBatch, used: frozenset, row: tuple) -> tuple:
         return row
     out = list(row)
     for c in used:
-        stack = batch.columns[c]
-        out[c] = stack.reshape(len(stack), *(1,) * (ndim - stack.ndim), *stack.shape[1:])
+        out[c] = aligned(batch.columns[c], batch.columns[c].ndim - 1, ndim - 1)
     return tuple(out)
 
 
