@@ -11,9 +11,7 @@ _STEPS = f"{SCHEMA}.adam_steps"
 
 def read_adam_step(db: Database, param: str) -> Optional[int]:
     """The step count stored for a parameter, or None; creates the table on its first use."""
-    db.execute(f"CREATE TABLE IF NOT EXISTS {_STEPS} (param VARCHAR PRIMARY KEY, step BIGINT)")
-    found = db.execute(f"SELECT step FROM {_STEPS} WHERE param = ?", [param])
-    return found[0][0] if found else None
+    return read_adam_steps(db, [param]).get(param)
 
 
 def read_adam_steps(db: Database, params: list[str]) -> dict[str, int]:
