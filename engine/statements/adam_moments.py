@@ -10,7 +10,7 @@ from trdb.catalog.optimizer_state import moment_names
 from trdb.errors import DataError
 from trdb.execution.tile_math.stacked_tiles import MAX_STACKED_ELEMENTS
 from trdb.statements.context import StatementContext
-from trdb.statements.parameter_stacks import same_keys, stored_stack
+from trdb.statements.parameter_stacks import same_keys, stacked, stored_stack
 from trdb.statements.step_writes import Written, replace_stack, replace_tiles, tiles_by_key
 from trdb.storage.adam_state import drop_adam_step, rename_adam_step
 from trdb.storage.tensor_meta import TensorMeta
@@ -47,7 +47,7 @@ class AdamState:
         m_old, v_old = tiles_by_key(self.sc, m_meta), tiles_by_key(self.sc, v_meta)
         ms, vs, out = [None] * len(keys), [None] * len(keys), [None] * len(keys)
         for positions in _by_shape(grads):  # tiles of one shape at once (elementwise: as one by one)
-            grad = _stacked([grads[p] for p in positions])
+            grad = stacked([grads[p] for p in positions])
             m, v, step = adam_step(grad, _stacked_moment(m_old, keys, positions, grad.shape, m_meta.dtype),
                                    _stacked_moment(v_old, keys, positions, grad.shape, v_meta.dtype), self.step,
                                    options.beta1, options.beta2, options.epsilon)
@@ -89,21 +89,16 @@ def _by_shape(tiles: list[np.ndarray]) -> list[list[int]]:
     return list(groups.values()) + alone
 
 
-def _stacked(tiles: list[np.ndarray]) -> np.ndarray:
-    """The tiles along a new first axis: one tile as a view, several copied."""
-    return tiles[0][np.newaxis] if len(tiles) == 1 else np.stack(tiles)
-
-
 def _stacked_moment(old: dict, keys: list[tuple], positions: list[int], shape: tuple, dtype: np.dtype) -> np.ndarray:
     """The stored moments of the tiles at `positions` stacked (zeros where a moment has no tile yet)."""
     moments = [old.get(keys[p]) for p in positions]
     if all(m is not None for m in moments):
-        return _stacked(moments)
-    stacked = np.zeros(shape, dtype=dtype)
+        return stacked(moments)
+    filled = np.zeros(shape, dtype=dtype)
     for index, moment in enumerate(moments):
         if moment is not None:
-            stacked[index] = moment
-    return stacked
+            filled[index] = moment
+    return filled
 
 
 def _moment(sc: StatementContext, name: str) -> TensorMeta | None:

@@ -72,8 +72,13 @@ def _key_and_tile_columns(batch, key_count: int) -> Optional[tuple[np.ndarray, n
                                             or row[-1].shape != first.shape or row[-1].dtype != first.dtype
                                             or any(type(k) is not int for k in row[:-1]) for row in batch):
         return None
-    tiles = first[np.newaxis] if len(batch) == 1 else np.stack([row[-1] for row in batch])
-    return np.array([row[:-1] for row in batch], dtype=np.int64).reshape(len(batch), key_count), tiles
+    keys = np.array([row[:-1] for row in batch], dtype=np.int64).reshape(len(batch), key_count)
+    return keys, stacked([row[-1] for row in batch])
+
+
+def stacked(tiles: list[np.ndarray]) -> np.ndarray:
+    """The tiles along a new first axis: one tile as a view, several copied."""
+    return tiles[0][np.newaxis] if len(tiles) == 1 else np.stack(tiles)
 
 
 def positions_in(stack: Stack, among: Stack, meta: TensorMeta) -> Optional[np.ndarray]:
