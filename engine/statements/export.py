@@ -24,7 +24,7 @@ from trdb.statements.copy import read_tiles_into, write_result_file
 from trdb.statements.import_checks import check_export_catalog
 from trdb.storage import export as stored
 from trdb.storage import file_sandbox
-from trdb.storage.adam_state import all_adam_steps, read_adam_step, write_adam_step
+from trdb.storage.adam_state import all_adam_steps, write_adam_steps
 from trdb.storage.tensor_meta import TensorMeta
 
 CATALOG = "catalog.json"
@@ -109,8 +109,7 @@ def _import_adam_steps(sc: StatementContext, steps: dict, tensors: set) -> None:
     for param, step in steps.items():
         if param not in tensors or not isinstance(step, int) or isinstance(step, bool) or step < 0:
             raise ValueError(f"adam step {param!r}: {step!r}")
-        read_adam_step(sc.db, param)  # makes the table
-        write_adam_step(sc.db, param, step)
+    write_adam_steps(sc.db, steps)
 
 
 def _read_catalog(sc: StatementContext, node: ast.ImportDatabase) -> dict:

@@ -1,32 +1,19 @@
-"""Adam's step count per parameter, kept in trdb's `_trdb.adam_steps` table (created when first needed)."""
+"""Adam's step count per parameter, kept in trdb's `_trdb.adam_steps` table (catalog_format makes it)."""
 from __future__ import annotations
 
-from typing import Optional
-
-from trdb.storage.catalog_format import SCHEMA
+from trdb.storage.catalog_format import ADAM_STEPS as _STEPS
+from trdb.storage.catalog_format import has_adam_steps
 from trdb.storage.database import Database
-
-_STEPS = f"{SCHEMA}.adam_steps"
-
-
-def read_adam_step(db: Database, param: str) -> Optional[int]:
-    """The step count stored for a parameter, or None; creates the table on its first use."""
-    return read_adam_steps(db, [param]).get(param)
 
 
 def read_adam_steps(db: Database, params: list[str]) -> dict[str, int]:
     """The step counts stored for several parameters (those without one left out), in one query: a MINIMIZE
-    reads its parameters' at its start (a training loop of one-step MINIMIZEs did two statements a parameter)."""
-    db.execute(f"CREATE TABLE IF NOT EXISTS {_STEPS} (param VARCHAR PRIMARY KEY, step BIGINT)")
-    if not params:
+    reads its parameters' at its start (a training loop of one-step MINIMIZEs did two statements a parameter).
+    A writable database has the table from the time it is opened; one open read-only may not."""
+    if not params or (db.read_only and not has_adam_steps(db)):
         return {}
     found = db.execute(f"SELECT param, step FROM {_STEPS} WHERE param IN ({', '.join('?' * len(params))})", params)
     return {param: step for param, step in found if step is not None}
-
-
-def write_adam_step(db: Database, param: str, step: int) -> None:
-    """Store a parameter's step count (read_adam_step has created the table)."""
-    write_adam_steps(db, {param: step})
 
 
 def write_adam_steps(db: Database, steps: dict[str, int], stored: bool = False) -> None:
@@ -47,24 +34,19 @@ def write_adam_steps(db: Database, steps: dict[str, int], stored: bool = False) 
 
 
 def all_adam_steps(db: Database) -> dict[str, int]:
-    """Every parameter's step count (none before the first Adam step), without creating the table."""
-    if not _has_steps(db):
+    """Every parameter's step count (none before the first Adam step; a database open read-only may have no table)."""
+    if not has_adam_steps(db):
         return {}
     return {param: int(step) for param, step in db.execute(f"SELECT param, step FROM {_STEPS} ORDER BY param")}
 
 
-def _has_steps(db: Database) -> bool:
-    return bool(db.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND "
-                           "table_name = 'adam_steps'", [SCHEMA]))
-
-
 def drop_adam_step(db: Database, param: str) -> None:
     """Forget a parameter's step count (its name matched case-insensitively), where there is one."""
-    if _has_steps(db):
+    if has_adam_steps(db):
         db.execute(f"DELETE FROM {_STEPS} WHERE lower(param) = lower(?)", [param])
 
 
 def rename_adam_step(db: Database, param: str, new_name: str) -> None:
     """Move a parameter's step count to its new name (ALTER TENSOR ... RENAME), where there is one."""
-    if _has_steps(db):
+    if has_adam_steps(db):
         db.execute(f"UPDATE {_STEPS} SET param = ? WHERE lower(param) = lower(?)", [new_name, param])

@@ -4,6 +4,8 @@ Format 1 is every database written before the version was stored (it has no `_tr
 format 2 adds the data version of each tensor (`tensors.data_version`, from the `data_versions`
 sequence), which lets connections to one file share cached tiles safely; format 3 adds the location
 of an external tensor (`tensors.location`; NULL for a tensor whose tiles are in the database).
+Adam's step counts (`adam_steps`) are in every writable database from the time it is opened (older files
+made it at their first MINIMIZE): a MINIMIZE does not ask for it again.
 """
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from trdb.storage.database import Database
 
 SCHEMA = "_trdb"
 FORMAT_VERSION = 3
+ADAM_STEPS = f"{SCHEMA}.adam_steps"
+_ADAM_STEPS_TABLE = f"{ADAM_STEPS} (param VARCHAR PRIMARY KEY, step BIGINT)"
 
 
 def ensure_schema(db: Database) -> None:
@@ -27,6 +31,9 @@ def ensure_schema(db: Database) -> None:
     if found > FORMAT_VERSION:
         raise OperationalError(f"the database was written by a newer trdb (catalog format {found}; this trdb "
                                f"reads formats up to {FORMAT_VERSION})", hint="upgrade trdb: pip install -U trdb")
+    if found == FORMAT_VERSION and not db.read_only and not has_adam_steps(db):
+        with db.statement():
+            db.execute(f"CREATE TABLE IF NOT EXISTS {_ADAM_STEPS_TABLE}")
     if found < FORMAT_VERSION:
         if db.read_only:
             raise OperationalError(f"the database has catalog format {found}, older than this trdb's "
@@ -35,7 +42,13 @@ def ensure_schema(db: Database) -> None:
         with db.statement():  # all steps or none
             for version in range(found + 1, FORMAT_VERSION + 1):
                 _MIGRATIONS[version](db)
+            db.execute(f"CREATE TABLE IF NOT EXISTS {_ADAM_STEPS_TABLE}")
             _set_version(db, FORMAT_VERSION)
+
+
+def has_adam_steps(db: Database) -> bool:
+    return bool(db.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND "
+                           "table_name = 'adam_steps'", [SCHEMA]))
 
 
 def schema_exists(db: Database) -> bool:
@@ -68,6 +81,7 @@ def _create(db: Database) -> None:
     db.execute(f"CREATE SEQUENCE {SCHEMA}.tile_table_ids")
     db.execute(f"CREATE SEQUENCE {SCHEMA}.data_versions START 1")
     db.execute(f"CREATE TABLE {SCHEMA}.format (version INTEGER)")
+    db.execute(f"CREATE TABLE {_ADAM_STEPS_TABLE}")
     _set_version(db, FORMAT_VERSION)
 
 

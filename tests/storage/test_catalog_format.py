@@ -52,6 +52,20 @@ def test_a_database_of_format_1_is_upgraded_when_opened(path):
         assert con.execute("SELECT * FROM W").fetch_tensor().sum() == 48
 
 
+def test_a_database_without_adam_steps_gains_the_table_when_opened_to_write(path):
+    """Files an older trdb wrote have Adam's step counts only after their first MINIMIZE: read-only, such a
+    file lists no steps; opened to write, it has the table, and MINIMIZE counts its steps there."""
+    _tamper(path, "DROP TABLE IF EXISTS _trdb.adam_steps")
+    with trdb.connect(path, read_only=True) as con:
+        assert con.execute("SELECT COUNT(*) FROM W").fetchone()[0] == 4
+        with pytest.raises(trdb.Error, match="read-only|read only"):
+            con.execute("MINIMIZE s WRT (W) WITH (optimizer = 'adam', steps = 1)")
+    with trdb.connect(path) as con:
+        assert con.execute("SELECT COUNT(*) FROM _trdb.adam_steps").fetchone()[0] == 0
+        con.execute("MINIMIZE s WRT (W) WITH (optimizer = 'adam', learning_rate = 0.1, steps = 2)")
+        assert con.execute("SELECT param, step FROM _trdb.adam_steps").fetchall() == [("W", 2)]
+
+
 def test_a_database_from_a_newer_trdb_is_refused(path):
     _tamper(path, "UPDATE _trdb.format SET version = 99")
     with pytest.raises(trdb.OperationalError, match="written by a newer trdb .catalog format 99"):
