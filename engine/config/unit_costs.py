@@ -24,6 +24,9 @@ CSR_MAX_DENSITY = 0.1         # a 2-d tile with at most this fraction of non-zer
 SPARSE_FLOP_COST = 4.0        # one multiply-add of a sparse kernel, per non-zero, against a dense BLAS FLOP
 MIN_PARALLEL_COST = 4e8       # plans estimated below ~4 ms of one core run on one worker: starting
                               # workers and exchanges costs ~1 ms each, more than they would save
+MIN_TUPLES_PER_WORKER = 4       # a plan none of whose operators puts out this many tuples per worker runs on one
+                                # worker, its kernels on BLAS's threads (2 cores, NNMF 2048 x 2048 rank 64 in tiles
+                                # of 1024: two partitions of 2 products each, 51-54 ms a step; one, 40-47 ms)
 PARALLEL_WORK_PER_TUPLE = 10.0  # a plan whose kernels' work is below this many times its per-tuple cost runs on one
                                 # worker: the per-tuple Python holds the GIL and two workers contend for it (2 cores:
                                 # 1024^2 matmul in 32^2 tiles 0.40 s on one worker, 0.74 s on two; 2048^2 in 128^2

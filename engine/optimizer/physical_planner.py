@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from trdb.config.unit_costs import PARALLEL_WORK_PER_TUPLE, TUPLE_COST_FLOPS
+from trdb.config.unit_costs import MIN_TUPLES_PER_WORKER, PARALLEL_WORK_PER_TUPLE, TUPLE_COST_FLOPS
 from trdb.optimizer.cardinality import Estimator
 from trdb.optimizer.physical import aggregates, exchanges, joins, per_tuple, scans
 from trdb.optimizer.physical.nodes import Want, memory_budget
@@ -20,12 +20,15 @@ def plan_physical(plan: lp.Plan, workers: int = 1, catalog=None, min_parallel_co
     executor; Ray's actors are processes), and one where no operator has as many tuples as there
     are workers: partitions could not spread its work, and BLAS's threads share its kernels instead (a
     product of two single-tile 2048 x 2048 matrices on two partitions ran on one of them, with one BLAS
-    thread: 3x numpy's time). `min_parallel_cost = 0` partitions every plan. `disabled`: physical rules
+    thread: 3x numpy's time). Worker threads need MIN_TUPLES_PER_WORKER tuples each, else BLAS's threads
+    run the plan's few large kernels faster (NNMF's steps: two partitions of two products each were no
+    faster than one worker). `min_parallel_cost = 0` partitions every plan. `disabled`: physical rules
     (optimizer/physical_rules/) not to use.
     """
     estimator = Estimator(catalog)
+    few = MIN_TUPLES_PER_WORKER * workers if threads else workers
     if workers > 1 and min_parallel_cost > 0 and (estimator.total_cost(plan) < min_parallel_cost or
-                                                  _most_tuples(plan, estimator) < workers or
+                                                  _most_tuples(plan, estimator) < few or
                                                   (threads and _tuple_bound(plan, estimator))):
         workers = 1
     planner = PhysicalPlanner(max(1, workers), estimator, memory_budget(catalog), disabled)

@@ -128,6 +128,25 @@ def test_a_plan_with_fewer_tuples_than_workers_runs_on_one_and_keeps_blas_thread
 
 
 @pytest.mark.on_cpu  # BLAS threads
+def test_a_plan_of_few_tuples_a_worker_runs_on_one_worker_thread_and_blas_threads(parallel):
+    # two products of 1024 x 512 by 512 x 1024: two partitions of one product each ran no faster than one
+    # partition whose BLAS runs two threads (NNMF's steps at workers = 2: 51-54 against 40-47 ms)
+    parallel.execute(f"SET min_parallel_cost = {MIN_PARALLEL_COST}")  # the default; the test suite sets 0
+    a, b = (np.random.default_rng(seed).standard_normal((1024, 1024)).astype(np.float32) for seed in (5, 6))
+    parallel.execute("CREATE TENSOR A FROM ? TILE (1024, 512)", [a])
+    parallel.execute("CREATE TENSOR B FROM ? TILE (512, 1024)", [b])
+    product = "SELECT A.i, B.j, SUM(MATMUL(A.v, B.v)) AS v FROM A JOIN B ON A.j = B.i GROUP BY A.i, B.j"
+    assert "GatherExec" not in explained(parallel, product)
+    with matmul_blas_threads() as seen:
+        got = parallel.execute(product).fetch_tensor()
+    assert set(seen) == {2}
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-3)
+    parallel.execute("SET executor = 'ray'")  # EXPLAIN plans without starting Ray: actors are processes
+    assert "GatherExec" in explained(parallel, product)
+    parallel.execute("SET executor = 'local'")
+
+
+@pytest.mark.on_cpu  # BLAS threads
 def test_a_small_plan_runs_memory_bound_products_on_one_blas_thread_and_matrix_products_on_all(parallel):
     parallel.execute(f"SET min_parallel_cost = {MIN_PARALLEL_COST}")  # the default; the test suite sets 0
     h, w = np.random.default_rng(3).standard_normal((8192, 1024)), np.random.default_rng(4).standard_normal((1024, 1))
