@@ -236,6 +236,8 @@ class Database:
         return self.explicit_transaction or self._statement_transaction
 
     def begin(self) -> None:
+        if self.file.checkpoint_due():
+            self._free_garbage()
         self.transaction_epoch += 1
         try:
             self.execute("BEGIN TRANSACTION")
@@ -245,6 +247,15 @@ class Database:
             # a second Ctrl-C stopped the last statement's ROLLBACK: what it left open is rolled back now
             self.execute("ROLLBACK")
             self.execute("BEGIN TRANSACTION")
+
+    def _free_garbage(self) -> None:
+        """CHECKPOINT a database in memory, which frees the rows writes made obsolete (DatabaseFile.note_garbage);
+        where DuckDB cannot now (another transaction is open), a later transaction's start tries again."""
+        try:
+            self.execute("CHECKPOINT")
+        except errors.OperationalError:
+            return
+        self.file.garbage_bytes = 0
 
     def pin_snapshot(self) -> None:
         """DuckDB takes a transaction's snapshot at its first read of the database: read now."""
