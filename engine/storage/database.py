@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from trdb import errors
-from trdb.storage.database_file import DatabaseFile
+from trdb.storage.database_file import COMMIT_GARBAGE_BYTES, DatabaseFile
 from trdb.storage.duckdb_errors import is_fatal, translate
 from trdb.storage.memory import duckdb_bytes
 
@@ -268,6 +268,7 @@ class Database:
         self.transaction_epoch += 1
         with self.file.committing():
             self.execute("COMMIT")
+            self.file.note_garbage(COMMIT_GARBAGE_BYTES)
             generation = self.file.generation + 1  # where this commit leaves it: no other commit runs meanwhile
         self.last_commit = (self.transaction_epoch, generation)
 

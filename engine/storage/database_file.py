@@ -23,6 +23,9 @@ _OPEN_LOCK = threading.Lock()
 # over 275 KB of tiles grew DuckDB's memory by that much a step (577 MB after 2,000 steps). trdb checkpoints
 # one when this much is obsolete (about 0.5 ms a MB written since the last checkpoint; 0.4 ms when little is).
 GARBAGE_CHECKPOINT_BYTES = 64 << 20
+# what one commit that writes leaves obsolete besides tiles: the old versions of the catalog rows it updated
+# (DuckDB's memory grew 0.4 KB a step for a 4 x 4 parameter trained by Adam)
+COMMIT_GARBAGE_BYTES = 4 << 10
 
 
 class DatabaseFile:

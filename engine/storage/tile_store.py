@@ -152,9 +152,7 @@ def overwrite_tile(db: Database, meta: TensorMeta, key: np.ndarray, stack: np.nd
     if changed and changed[0][0] != 1:  # DuckDB's count row: anything but the one tile is a broken promise
         raise InternalError(f"overwrite of one tile of {meta.name} changed {changed[0][0]} rows")
     tile_parts.rewritten(db, meta.table)
-    # the tile written over, of about this size, and the old versions of the catalog's rows the write updates
-    # too (DuckDB's memory grew 0.4 KB a step for a 4 x 4 parameter trained by Adam: three such tiles)
-    db.file.note_garbage(len(blob) + 1024)
+    db.file.note_garbage(len(blob))  # the tile written over, of about this size
     count_written(1)
     if statistics is not None:
         statistics.add(keys, nonzeros, formats)
