@@ -30,7 +30,10 @@ _MAX_BYTES = 16 << 20  # the tables are about 0.2 MB; a larger file is not ours
 def cached_lark(grammar: str, options: dict[str, Any], build: Callable[[], Lark]) -> Lark:
     """The parser `build()` makes from `grammar` with `options`, loaded from the cache where it holds it (with
     `options`' objects, such as the post-lexer, passed again), else built and stored for the next process."""
-    path = _path(grammar, options)
+    try:
+        path = _path(grammar, options)
+    except (OSError, RuntimeError):  # no home folder to find (no HOME, no user entry): no cache
+        path = None
     if path is not None:
         loaded = _load(path, options)
         if loaded is not None:

@@ -47,6 +47,7 @@ def ensure_schema(db: Database) -> None:
 
 
 def has_adam_steps(db: Database) -> bool:
+    """Whether the database has the table of Adam's step counts (one open read-only may not)."""
     return bool(db.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND "
                            "table_name = 'adam_steps'", [SCHEMA]))
 

@@ -108,3 +108,11 @@ def test_the_parser_of_the_session_uses_the_cache(folder):
     trql._lark.__wrapped__()
     assert [path.suffix for path in folder.iterdir()] == [".marshal"]
     assert os.stat(folder).st_mode & 0o777 == 0o700
+
+
+def test_no_home_folder_builds(monkeypatch):
+    monkeypatch.delenv("TRDB_PARSER_CACHE", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(Path, "home", classmethod(lambda cls: (_ for _ in ()).throw(RuntimeError("no home"))))
+    builds: list = []
+    assert _made(builds).parse("SELECT * FROM A", start="single_statement") is not None and builds == [1]
