@@ -253,6 +253,8 @@ class Database:
         where DuckDB cannot now (another transaction is open), a later transaction's start tries again."""
         try:
             self.execute("CHECKPOINT")
+        except errors.QueryCancelled:
+            raise  # a Ctrl-C that DuckDB took here cancels the statement about to begin
         except errors.OperationalError:
             return
         self.file.garbage_bytes = 0
