@@ -211,3 +211,34 @@ def test_a_database_in_memory_frees_the_tiles_steps_wrote_over(monkeypatch, chec
         W = cur.execute("SELECT * FROM W").fetch_tensor().astype(np.float64)
     assert last < first and last == pytest.approx((W ** 2).sum(), rel=1e-5)
     assert grown < 16 if checkpoints else grown > 40
+
+
+def test_a_checkpoint_duckdb_cannot_make_now_waits_and_a_ctrl_c_in_it_cancels(monkeypatch):
+    from trdb import errors
+    from trdb.storage import database_file
+    from trdb.storage.database import Database
+    monkeypatch.setattr(database_file, "GARBAGE_CHECKPOINT_BYTES", 1)
+    db = Database(None)
+    try:
+        real, failure = Database.execute, []
+
+        def execute(self, sql, params=()):
+            if sql == "CHECKPOINT" and failure:
+                raise failure[0]
+            return real(self, sql, params)
+        monkeypatch.setattr(Database, "execute", execute)
+        db.file.note_garbage(10)
+        failure.append(errors.OperationalError("Cannot CHECKPOINT: there are other transactions"))
+        db.begin()  # the transaction begins all the same; the garbage waits for the next one
+        db.rollback()
+        assert db.file.garbage_bytes == 10
+        failure[0] = errors.QueryCancelled("INTERRUPT Error: Interrupted!")
+        with pytest.raises(errors.QueryCancelled):
+            db.begin()
+        assert not db.in_transaction and db.file.garbage_bytes == 10
+        failure.clear()
+        db.begin()
+        db.rollback()
+        assert db.file.garbage_bytes == 0
+    finally:
+        db.close()
