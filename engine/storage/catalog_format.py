@@ -27,11 +27,12 @@ def ensure_schema(db: Database) -> None:
             with db.statement():
                 _create(db)
         return
-    found = stored_version(db)
+    tables = _columns(db)
+    found = stored_version(db, tables)
     if found > FORMAT_VERSION:
         raise OperationalError(f"the database was written by a newer trdb (catalog format {found}; this trdb "
                                f"reads formats up to {FORMAT_VERSION})", hint="upgrade trdb: pip install -U trdb")
-    if found == FORMAT_VERSION and not db.read_only and not has_adam_steps(db):
+    if found == FORMAT_VERSION and not db.read_only and "adam_steps" not in tables:
         with db.statement():
             db.execute(f"CREATE TABLE IF NOT EXISTS {_ADAM_STEPS_TABLE}")
     if found < FORMAT_VERSION:
@@ -57,8 +58,9 @@ def schema_exists(db: Database) -> bool:
     return bool(db.execute("SELECT 1 FROM information_schema.schemata WHERE schema_name = ?", [SCHEMA]))
 
 
-def stored_version(db: Database) -> int:
-    if not _columns(db).get("format"):
+def stored_version(db: Database, tables: dict[str, list[str]]) -> int:
+    """The catalog's format; `tables`: the columns of each table of trdb's schema (`_columns`)."""
+    if not tables.get("format"):
         return 1
     rows = db.execute(f"SELECT max(version) FROM {SCHEMA}.format")
     version = rows[0][0] if rows else None
