@@ -34,7 +34,7 @@ from trdb.pipeline.limits import check_plan
 from trdb.pipeline.nesting import nesting_guard
 from trdb.pipeline.plan_memo import PlanMemo
 from trdb.pipeline.shared_work import CarriedWork, SharedWork
-from trdb.pipeline.step_program import StepRecording
+from trdb.pipeline.step_program import StepProgram, StepRecording
 from trdb.plan import logical as lp
 from trdb.plan.physical import PhysicalNode
 from trdb.planner.binder import Binder, BoundQuery
@@ -75,7 +75,7 @@ class Pipeline:
     interrupted: threading.Event
     carried: Optional[CarriedWork] = None
     memo: Optional[PlanMemo] = None  # physical plans remembered (MINIMIZE's steps; the connection's memo)
-    recording: Optional[StepRecording] = None  # a MINIMIZE step's runs, recorded (pipeline/step_program.py)
+    recording: Optional[StepRecording] = None  # a MINIMIZE step's or query's runs, recorded (pipeline/step_program.py)
     _run: Optional[QueryRun] = None  # the run that shared subplans met now are recorded in
     _shared_spools: list = field(default_factory=list)  # this statement's shared subplans' tuples
 
@@ -104,8 +104,25 @@ class Pipeline:
     def shared_work(self, carried: bool = True) -> SharedWork:
         """Repeated subplans run once; the carried work (unless `carried` is false) holds the previous
         statement's, which then run no more."""
-        return SharedWork(self._shared_rows, self.carried if carried else None,
-                          (self.catalog.version, self.backend.name))
+        return SharedWork(self._shared_rows, self.carried if carried else None, self._carried_state())
+
+    def _carried_state(self) -> tuple:
+        """What carried tuples were computed under, and are valid while it holds (CarriedWork)."""
+        return self.catalog.version, self.backend.name
+
+    def carries_work(self) -> bool:
+        """The last statement left shared tuples this one may read (its planning would find them)."""
+        carried = self.carried
+        return carried is not None and bool(carried.tuples) and carried.state == self._carried_state()
+
+    def carry(self, program: StepProgram, spools: list) -> None:
+        """A query program ran (step_program.run_query_program): its shared subplans' tuples are carried to
+        the next statement, as SharedWork.finish carries a planned statement's."""
+        if self.carried is None:
+            return
+        numbering = self.carried.numbering_for(self._carried_state())
+        self.carried.keep({run.number: lp.RowsScan(spools[run.position], run.schema, run.keys)
+                           for run in program.carried} if numbering is program.numbering else {})
 
     def share(self, plan: lp.Plan, shared: SharedWork) -> lp.Plan:
         """The plan with its repeated subplans run (now, once) and replaced by their tuples."""

@@ -11,15 +11,18 @@ have the statistics they had when recorded, and a step whose tuples differ stops
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Optional
 
 from trdb.pipeline.plan_memo import rows_statistics, with_rows
 from trdb.plan import logical as lp
 from trdb.plan.physical import PhysicalNode
 
 if TYPE_CHECKING:
+    from trdb.execution.executor import Execution
+    from trdb.execution.spool import RowSpool
     from trdb.pipeline.query import Pipeline
+    from trdb.pipeline.shared_work import SharedWork
 
 
 @dataclass(frozen=True)
@@ -32,11 +35,25 @@ class _Run:
 
 
 @dataclass(frozen=True)
+class CarriedRun:
+    """A shared subplan's run whose tuples the next statement may take (CarriedWork): its number in the
+    numbering it was recorded under, and the scan that reads them, less its tuples."""
+
+    number: int
+    position: int
+    schema: Any
+    keys: Any
+
+
+@dataclass(frozen=True)
 class StepProgram:
-    """The runs of a step, in order, and which of them gave the step's results (the loss, each gradient)."""
+    """The runs of a step, in order, and which of them gave the step's results (the loss, each gradient);
+    a query's: its shared subplans' runs, then its own, with the shared runs it carries to the next statement."""
 
     runs: tuple[_Run, ...]
     results: tuple[int, ...]
+    carried: tuple[CarriedRun, ...] = ()
+    numbering: object = None  # the numbering `carried` numbers are of
 
 
 @dataclass
@@ -66,16 +83,42 @@ class StepRecording:
         """The step as a program to run again; None where it read tuples from outside it."""
         return StepProgram(tuple(self.runs), tuple(self.results)) if self.closed and self.runs else None
 
+    def query_program(self, shared: "SharedWork") -> Optional[StepProgram]:
+        """A query's runs as a program, its last run the result, with the shared subplans' numbers (which the
+        next statement may find its tuples by)."""
+        self.mark_result()
+        program = self.program()
+        if program is None:
+            return None
+        carried = tuple(CarriedRun(number, self._positions[id(scan.rows)], scan.schema, scan.keys)
+                        for number, scan in shared.memo.items() if id(scan.rows) in self._positions)
+        return replace(program, carried=carried, numbering=shared.numbering)
+
 
 def run_program(pipeline: "Pipeline", program: StepProgram) -> Optional[list]:
     """The step's results (the tuples of each, in order) from running `program` again; None where a shared
     subplan's tuples no longer have the statistics its plans were made for (the tuples made so far are
     closed, and the step is to be planned afresh)."""
+    ran = _replayed(pipeline, program, place=False)
+    return None if ran is None else [ran[0][position].contents() for position in program.results]
+
+
+def run_query_program(pipeline: "Pipeline", program: StepProgram) -> Optional[tuple[list, "Execution"]]:
+    """A query's program run again: the spools of its runs, in order, and the execution of its last (the
+    result's, which a cursor may assemble: Pipeline.execute's `place`); None as for `run_program`."""
+    return _replayed(pipeline, program, place=True)
+
+
+def _replayed(pipeline: "Pipeline", program: StepProgram,
+              place: bool) -> Optional[tuple[list["RowSpool"], "Execution"]]:
     spools: list = []
+    execution = None
     try:
-        for run in program.runs:
+        for index, run in enumerate(program.runs):
             node = with_rows(run.node, spools.__getitem__)
-            spool, _ = pipeline.execute(node, checked=True, keep=run.shared)  # checked when it was recorded
+            last = place and index == len(program.runs) - 1
+            # checked when it was recorded
+            spool, execution = pipeline.execute(node, checked=True, keep=run.shared, place=last)
             spools.append(spool)
             if run.shared:
                 pipeline.hold_shared(spool)
@@ -86,7 +129,7 @@ def run_program(pipeline: "Pipeline", program: StepProgram) -> Optional[list]:
         _close(spools)
         pipeline.discard_shared()
         raise
-    return [spools[position].contents() for position in program.results]
+    return spools, execution
 
 
 def _close(spools: list) -> None:

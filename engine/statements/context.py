@@ -19,6 +19,7 @@ from trdb.pipeline.plan_cache import CachedPlan, PlanCache
 from trdb.pipeline.plan_memo import PlanMemo
 from trdb.pipeline.query import Pipeline
 from trdb.pipeline.shared_work import CarriedWork, SharedWork
+from trdb.pipeline.step_program import StepRecording, run_query_program
 from trdb.plan import expressions as bx
 from trdb.plan import logical as lp
 from trdb.plan.physical import PhysicalNode
@@ -97,16 +98,45 @@ class StatementContext:
     def _run_query_statement(self, query: ast.Query) -> Result:
         key = self._plan_key()
         cached = self.plans.get(key) if self.plans else None
-        if cached is None:
-            plan = self._bound_plan(query, key)
-            # planned once for all repeats after writes of equal statistics (a GRAD after each training write)
-            self.pipeline.memo = self.plan_memo
-            run = self.pipeline.run(plan, place=True)
-            if self.plans and not run.rewritten:  # shared subplans' tuples are this run's only
-                self.plans.put(key, CachedPlan(run.main.node, plan.schema))
-            return Result(rows=run.rows, schema=plan.schema, rowcount=len(run.rows), spool=run.spool, canvas=run.canvas)
-        spool, execution = self.pipeline.execute(cached.node, checked=True, place=True)
-        return Result(rows=spool.contents(), schema=cached.schema, rowcount=len(spool), spool=spool,
+        if cached is not None:
+            spool, execution = self.pipeline.execute(cached.node, checked=True, place=True)
+            return Result(rows=spool.contents(), schema=cached.schema, rowcount=len(spool), spool=spool,
+                          canvas=execution.ctx.canvas)
+        plan = self._bound_plan(query, key)
+        replayed = self._replayed(plan)
+        if replayed is not None:
+            return replayed
+        # planned once for all repeats after writes of equal statistics (a GRAD after each training write)
+        self.pipeline.memo = self.plan_memo
+        shared = self.pipeline.shared_work()
+        recording = StepRecording() if key is not None and self.plan_memo is not None else None
+        self.pipeline.recording = recording
+        try:
+            run = self.pipeline.run(plan, shared, place=True)
+        finally:
+            self.pipeline.recording = None
+        if self.plans and not run.rewritten:  # shared subplans' tuples are this run's only
+            self.plans.put(key, CachedPlan(run.main.node, plan.schema))
+        if recording is not None:  # the next run after a write runs the same plans without planning
+            self.plan_memo.keep_program(plan, recording.query_program(shared))
+        return Result(rows=run.rows, schema=plan.schema, rowcount=len(run.rows), spool=run.spool, canvas=run.canvas)
+
+    def _replayed(self, plan: lp.Plan) -> Optional[Result]:
+        """The query run as its last run after a write ran (pipeline/step_program.py): its plan is the one bound
+        then, what it scans has the statistics it had and its shared subplans' tuples do too; None where
+        there is no such program, where it stops (a shared subplan's statistics changed) or where the last
+        statement's tuples could serve it (planning finds them)."""
+        program = self.plan_memo.program(plan) if self.plan_memo is not None else None
+        if program is None or self.pipeline.carries_work():
+            return None
+        ran = run_query_program(self.pipeline, program)
+        if ran is None:
+            self.pipeline.discard_shared()  # the tuples its first runs made: it is planned afresh
+            return None
+        spools, execution = ran
+        self.pipeline.carry(program, spools)
+        spool = spools[-1]
+        return Result(rows=spool.contents(), schema=plan.schema, rowcount=len(spool), spool=spool,
                       canvas=execution.ctx.canvas)
 
     def _bound_plan(self, query: ast.Query, key: Optional[tuple]) -> lp.Plan:

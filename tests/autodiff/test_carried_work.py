@@ -25,10 +25,16 @@ def mlp(cur):
 
 @pytest.fixture
 def shared_runs(monkeypatch):
-    """How many shared subplans were computed (each one a plan run of its own)."""
+    """How many shared subplans were computed (each one a plan run of its own, planned or run again as the
+    statement's last program: pipeline/step_program.py)."""
     runs = []
-    original = Pipeline._shared_rows
-    monkeypatch.setattr(Pipeline, "_shared_rows", lambda self, plan: runs.append(plan) or original(self, plan))
+    original = Pipeline.execute
+
+    def execute(self, node, *args, **kwargs):
+        if kwargs.get("keep"):
+            runs.append(node)
+        return original(self, node, *args, **kwargs)
+    monkeypatch.setattr(Pipeline, "execute", execute)
     return runs
 
 
