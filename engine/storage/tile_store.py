@@ -145,10 +145,14 @@ def overwrite_tile(db: Database, meta: TensorMeta, key: np.ndarray, stack: np.nd
         return False
     blobs, formats, nonzeros = encoded
     keys = np.asarray(key, dtype=np.int64).reshape(1, len(meta.keys))
-    where = " AND ".join(f"{name} = ?" for name in key_columns(len(meta.keys))) or "TRUE"
     blob = blobs[0].as_py()
-    changed = db.execute(f"UPDATE {quote_dotted(meta.table)} SET nnz = ?, v = ?, fmt = ? WHERE {where}",
-                         [int(nonzeros[0]), blob, int(formats[0]), *keys[0].tolist()])
+    if meta.max_tuples == 1 and not keys.any():  # the one key there can be: no WHERE (0.1 ms of DuckDB's a tile)
+        where, key_values = "", []
+    else:
+        where = " WHERE " + " AND ".join(f"{name} = ?" for name in key_columns(len(meta.keys)))
+        key_values = keys[0].tolist()
+    changed = db.execute(f"UPDATE {quote_dotted(meta.table)} SET nnz = ?, v = ?, fmt = ?{where}",
+                         [int(nonzeros[0]), blob, int(formats[0]), *key_values])
     if changed and changed[0][0] != 1:  # DuckDB's count row: anything but the one tile is a broken promise
         raise InternalError(f"overwrite of one tile of {meta.name} changed {changed[0][0]} rows")
     tile_parts.rewritten(db, meta.table)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from functools import cached_property
 from typing import Callable, Iterator, Optional
 
 import numpy as np
@@ -98,10 +99,6 @@ class HashJoinExec(PhysicalOperator):
         self._residual = compile_predicate(self.residual, self.ctx.backend) if self.residual is not None else None
         arrays = predicate_function(self.residual) if self.residual is not None else None
         self._column_residual = Residual(arrays, self._residual) if arrays is not None else None
-        self._missing_left = MissingSide(self.left_schema, self.right_schema, self.ctx.backend)
-        self._missing_right = MissingSide(self.right_schema, self.left_schema, self.ctx.backend)
-        self._missing_left_columns = MissingColumns(self.left_schema, self.right_schema)
-        self._missing_right_columns = MissingColumns(self.right_schema, self.left_schema)
         self._left_key, self._right_key = _key_function(self.left_keys), _key_function(self.right_keys)
         self._memory = self.reservation(_row_minimum(self.right_schema))
         self._null_build: list = []  # a FULL join's build tuples with a NULL key: they meet nothing, and are kept
@@ -110,6 +107,23 @@ class HashJoinExec(PhysicalOperator):
 
     def _next(self) -> Optional[Batch]:
         return next(self._output, None)
+
+    # a side's missing tuples (LEFT and FULL joins), made the first time one is: an inner join makes none
+    @cached_property
+    def _missing_left(self) -> MissingSide:
+        return MissingSide(self.left_schema, self.right_schema, self.ctx.backend)
+
+    @cached_property
+    def _missing_right(self) -> MissingSide:
+        return MissingSide(self.right_schema, self.left_schema, self.ctx.backend)
+
+    @cached_property
+    def _missing_left_columns(self) -> MissingColumns:
+        return MissingColumns(self.left_schema, self.right_schema)
+
+    @cached_property
+    def _missing_right_columns(self) -> MissingColumns:
+        return MissingColumns(self.right_schema, self.left_schema)
 
     def _close(self) -> None:
         self._output = None
