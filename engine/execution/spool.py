@@ -140,9 +140,14 @@ def _forget(reservation: Reservation, files: list) -> None:
     reservation.release_all()
 
 
+FEW_KEYS = 32  # key values counted in a set (np.unique costs about 10 us however few there are)
+
+
 def _distinct(values: list[np.ndarray], found: set, rows: int) -> int:
     """Distinct values of a column: `values` sampled from `rows` in column batches, `found` the list batches'."""
     sample = np.concatenate(values) if values else np.zeros(0, np.int64)
+    if len(sample) == rows and rows <= FEW_KEYS:  # all of a few values: a set, not a sort (a step's one-tuple spools)
+        return len(found.union(np.asarray(sample).tolist()))
     distinct, counts = np.unique(sample, return_counts=True)
     estimate = len(distinct)
     if len(sample) < rows:

@@ -38,3 +38,24 @@ def test_tiles_under_the_same_keys_and_broadcasts_the_types_allow_still_run(con)
     rows = con.execute("SELECT SUM(SUMSQ(H.v * 2 - U.v + b.v)) AS v FROM p JOIN E AS H ON H.i = p.h "
                        "JOIN E AS U ON U.i = p.t JOIN b ON b.i = 0").fetchall()
     assert rows[0][0] == pytest.approx(((e[39:40] + 1) ** 2).sum() + ((e[3:6] + 1) ** 2).sum())
+
+
+def test_a_projection_run_again_is_compiled_once_and_no_array_it_reads_is_kept(con, monkeypatch):
+    from trdb.execution.operators import project
+    from trdb.execution.tile_math import compile as compiling
+    from trdb.plan import expressions as bx
+    compiled = []
+    original = compiling.compile_expr
+    monkeypatch.setattr(project, "compile_expr", lambda e, b: compiled.append(e) or original(e, b))
+    monkeypatch.setattr(project, "_PREPARED", {})
+    query = "SELECT E.i, E.j, E.v * 2 + 1 AS v FROM E"
+    first = con.execute(query).fetch_tensor()
+    after_first = len(compiled)
+    con.execute("CREATE TENSOR other SHAPE (2) TILE (2) FILL ONES")  # a write: the plan is looked up again
+    np.testing.assert_array_equal(con.execute(query).fetch_tensor(), first)
+    assert after_first > 0 and len(compiled) == after_first
+    row = np.arange(8.0)
+    rows = con.execute("SELECT E.i, E.j, E.v * ? AS v FROM E", [row]).fetch_tensor()
+    np.testing.assert_array_equal(rows, np.arange(320.0).reshape(40, 8) * row)
+    kept = [node for exprs, *_ in project._PREPARED.values() for e in exprs for node in bx.subexpressions(e)]
+    assert kept and not any(isinstance(node, bx.Const) and node.value is row for node in kept)

@@ -25,14 +25,12 @@ class ProjectExec(PhysicalOperator):
         if placing is not None:
             self._project = placing
             return
-        self._columns = stacked_tiles.column_projection(
-            self.exprs, [compile_expr(e, self.ctx.backend) for e in self.exprs], self.ctx.backend)
+        self._columns, compiled = _prepared(self.exprs, self.ctx.backend)
         positions = [e.index if isinstance(e, bx.ColumnIndex) else None for e in self.exprs]
         if all(p is not None for p in positions):
             # a pure rekey or column selection: no kernel runs, tuples are rebuilt by position
             self._project = lambda row: tuple(row[p] for p in positions)
         else:
-            compiled = [compile_expr(e, self.ctx.backend) for e in self.exprs]
             self._project = lambda row: tuple(f(row) for f in compiled)
             self._compiled = compiled
 
@@ -55,3 +53,25 @@ class ProjectExec(PhysicalOperator):
                 return self._stacked(batch)
         project = self._project
         return [project(row) for row in batch]
+
+
+_PREPARED: dict[tuple[int, int], tuple] = {}  # (id(exprs), id(backend)) -> (exprs, backend, columns, compiled)
+_PREPARED_KEPT = 4096
+
+
+def _prepared(exprs: tuple[bx.Bound, ...], backend) -> tuple:
+    """The column projection and compiled expressions of `exprs`, made once for a plan run many times (a
+    MINIMIZE step's, a query's program: pipeline/step_program.py). Not kept where a constant holds an array
+    (a parameter's: the closures would keep it alive)."""
+    key = (id(exprs), id(backend))
+    found = _PREPARED.get(key)
+    if found is not None and found[0] is exprs and found[1] is backend:
+        return found[2], found[3]
+    compiled = [compile_expr(e, backend) for e in exprs]
+    columns = stacked_tiles.column_projection(exprs, compiled, backend)
+    if not any(isinstance(node, bx.Const) and hasattr(node.value, "shape")
+               for e in exprs for node in bx.subexpressions(e)):
+        if len(_PREPARED) >= _PREPARED_KEPT:
+            _PREPARED.clear()
+        _PREPARED[key] = (exprs, backend, columns, compiled)
+    return columns, compiled
