@@ -172,6 +172,18 @@ def test_sigmoid_is_stable_and_precise():
     assert out[1] == pytest.approx(np.exp(-50.0), rel=1e-5)  # no cancellation for tiny values
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sigmoid_written_into_a_temporary_has_the_kernels_bits(dtype):
+    from trdb.execution.tile_math.inplace import _sigmoid
+    a = (np.random.default_rng(4).standard_normal(4096) * 40).astype(dtype)
+    a[:6] = [0.0, -0.0, np.inf, -np.inf, np.nan, -1000.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        expected = lookup_function("SIGMOID").call(B, [a])
+        out = _sigmoid(B, a.copy(), np.dtype(dtype))
+    assert out.dtype == dtype and np.array_equal(out, expected, equal_nan=True)
+
+
 def test_log_of_zero_is_minus_inf_without_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -43,18 +43,18 @@ def inplace_kernel(expr: bx.Call, backend: Backend) -> Optional[Callable[[Any, l
 
 
 def _sigmoid(backend: Backend, tmp: Any, dtype) -> Optional[Any]:
-    """The SIGMOID kernel's formula, exp(min(a, 0)) / (1 + exp(-|a|)), with one temporary instead of four."""
+    """The SIGMOID kernel's formula, max(e, a >= 0) / (1 + e) with e = exp(-|a|) (one exp: the same bits),
+    with one temporary and a mask instead of four temporaries."""
     if not _owned(backend, tmp, dtype):
         return None
     xp = backend.xp
     with backend.errstate():
-        denominator = xp.abs(tmp)
-        xp.negative(denominator, out=denominator)
-        xp.exp(denominator, out=denominator)
-        denominator += 1
-        xp.minimum(tmp, 0, out=tmp)
-        xp.exp(tmp, out=tmp)
-        return xp.divide(tmp, denominator, out=tmp)
+        e = xp.abs(tmp)
+        xp.negative(e, out=e)
+        xp.exp(e, out=e)
+        xp.maximum(e, tmp >= 0, out=tmp)
+        e += 1
+        return xp.divide(tmp, e, out=tmp)
 
 
 def _either(done: Optional[Any], call, backend: Backend, tmp: Any, rest: list) -> Any:
