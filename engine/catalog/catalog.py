@@ -31,6 +31,7 @@ class Catalog(TileAccess):
         self.version = 0  # advanced by every change: cached plans name the version they were made for
         self.definitions = 0  # advanced by every change but a write's new statistics (what binding reads)
         self.generation = -1
+        self._adam_steps: tuple[int, dict[str, int]] = (-1, {})  # (version, counts): remember_adam_steps
         ensure_schema(db)
         self.reload()
 
@@ -62,6 +63,19 @@ class Catalog(TileAccess):
         """Reload when another connection has committed since the mirror was loaded."""
         if self.generation != self.db.file.generation:
             self.reload()
+
+    def remember_adam_steps(self, steps: dict[str, int]) -> None:
+        """Adam's step counts this connection just wrote: a later MINIMIZE of those parameters takes them from
+        here, not from the database, while the catalog is as it was (every write, DDL, rollback and other
+        connection's commit advances `version`)."""
+        self._adam_steps = (self.version, {fold(name): step for name, step in steps.items()})
+
+    def remembered_adam_steps(self, names: list[str]) -> Optional[dict[str, int]]:
+        """The step counts of `names` as `remember_adam_steps` kept them; None where it kept none of some."""
+        version, steps = self._adam_steps
+        if version != self.version or not all(fold(name) in steps for name in names):
+            return None
+        return {name: steps[fold(name)] for name in names}
 
     def committed(self) -> None:
         """This connection committed what the mirror holds, and nobody else could commit meanwhile."""

@@ -186,7 +186,9 @@ def minimize(sc: StatementContext, node: ast.Minimize,
         last = min(first + options.commit_every, options.steps + 1)
         with step_transaction():  # `commit_every` steps, committed together
             if options.optimizer == "adam" and adams[0] is None:
-                steps = read_adam_steps(sc.db, [p.name for p in params])
+                names = [p.name for p in params]
+                steps = sc.catalog.remembered_adam_steps(names)  # a training loop's last statement wrote them
+                steps = read_adam_steps(sc.db, names) if steps is None else steps
                 adams = [AdamState(sc, p, steps.get(p.name)) for p in params]
             losses = [_step(sc, plans, params, options, adams) for _ in range(first, last)]
         for step, loss in zip(range(first, last), losses):
@@ -218,6 +220,8 @@ def _step(sc: StatementContext, plans: _StepPlans, params: list[TensorMeta], opt
     for adam in counted:
         adam.stored = True  # its step count's row is there now
     finish_writes(sc, writes)
+    if counted:
+        sc.catalog.remember_adam_steps({adam.param_name: adam.step for adam in counted})
     sc.pipeline.end_step()  # this step's forward pass is not read again: its tuples (and Ray workers' copies) go now
     return float(np.sum([np.asarray(to_host(r[-1]), dtype=np.float64) for r in loss]))
 

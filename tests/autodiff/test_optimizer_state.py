@@ -162,3 +162,57 @@ def test_trdbs_own_namespace_is_refused_to_users(cur, statement):
     make_param(cur, (4, 2), seed=1)
     with pytest.raises(trdb.ProgrammingError, match="reserved for trdb"):
         cur.execute(statement)
+
+
+@pytest.fixture
+def steps_read(monkeypatch):
+    """How many times a MINIMIZE read step counts from the database."""
+    from trdb.statements import minimize
+    reads = []
+    original = minimize.read_adam_steps
+    monkeypatch.setattr(minimize, "read_adam_steps", lambda db, names: reads.append(names) or original(db, names))
+    return reads
+
+
+def test_a_loop_of_one_step_minimizes_reads_the_step_count_once_and_trains_as_one(cur, steps_read):
+    W = make_param(cur, (4, 3), 21)
+    for _ in range(5):
+        adam(cur, 1)
+        cur.execute("SELECT SUM(SUMSQ(W.v)) AS v FROM W").fetchall()  # reading changes nothing
+    assert len(steps_read) == 1  # the first statement's: the next ones knew what the last one wrote
+    assert_trained_from_fresh_state(cur, W, 5)
+
+
+def test_a_step_count_rolled_back_or_written_by_another_connection_is_read_again(tmp_path, steps_read):
+    path = str(tmp_path / "steps.trdb")
+    con = trdb.connect(path)
+    cur = con.cursor()
+    W = make_param(cur, (4, 3), 22)
+    adam(cur, 1)
+    cur.execute("BEGIN")
+    adam(cur, 1)
+    cur.execute("ROLLBACK")  # the count of 2 it wrote is gone
+    adam(cur, 1)
+    assert len(steps_read) == 2 and adam_steps(cur) == [("W", 2)]
+    assert_trained_from_fresh_state(cur, W, 2)
+    other = trdb.connect(path)
+    other.execute("MINIMIZE loss WRT (W) WITH (optimizer = 'adam', learning_rate = 0.05, steps = 1)")
+    adam(cur, 1)  # after the other connection's step 3: step 4
+    assert len(steps_read) == 4 and adam_steps(cur) == [("W", 4)]
+    assert_trained_from_fresh_state(cur, W, 4)
+    other.close()
+    con.close()
+
+
+def test_a_failed_step_leaves_the_count_the_database_holds(cur, steps_read, monkeypatch):
+    from trdb.catalog.catalog import Catalog
+    W = make_param(cur, (4, 3), 23)
+    adam(cur, 2)
+    original = Catalog.remember_adam_steps
+    monkeypatch.setattr(Catalog, "remember_adam_steps", lambda self, steps: (original(self, steps), 1 / 0))
+    with pytest.raises(trdb.InternalError, match="division by zero"):
+        adam(cur, 1)  # step 3 counted, remembered, then rolled back
+    monkeypatch.setattr(Catalog, "remember_adam_steps", original)
+    adam(cur, 1)
+    assert adam_steps(cur) == [("W", 3)]
+    assert_trained_from_fresh_state(cur, W, 3)
