@@ -214,8 +214,18 @@ def with_rows(node: PhysicalNode, swap: Callable) -> PhysicalNode:
     """`node` with every RowsScan's tuples replaced by `swap(tuples)`."""
     spec = node.spec
     if isinstance(spec, po.RowsScan):
-        return dataclasses.replace(node, spec=dataclasses.replace(spec, rows=swap(spec.rows)))
+        return _copied(node, spec=_copied(spec, rows=swap(spec.rows)))
     children = tuple(with_rows(child, swap) for child in node.children)
     if all(new is old for new, old in zip(children, node.children)):
         return node
-    return dataclasses.replace(node, children=children)
+    return _copied(node, children=children)
+
+
+def _copied(node, **changes):
+    """`dataclasses.replace` of a frozen dataclass that computes nothing in its __init__ (a physical node, an
+    operator spec), without calling it: a step's program swaps the tuples of every plan it runs, and
+    replace's keyword call cost more than the rest of the swap."""
+    copy = object.__new__(type(node))
+    copy.__dict__.update(node.__dict__)
+    copy.__dict__.update(changes)
+    return copy

@@ -189,3 +189,13 @@ def test_plans_over_stored_data_are_known_by_value_and_never_by_a_forgotten_toke
     keys = [memo.lookup(_stored(value), False)[1].key for value in range(3, 9)]
     assert len(set(keys)) == len(keys)  # other plans, other keys: no token is given twice
     assert memo.lookup(_stored(1), False)[0] is None  # known again by a new token: planned again, not mistaken
+
+
+def test_swapping_tuples_copies_nodes_whose_init_computes_nothing():
+    """with_rows copies physical nodes and RowsScan specs without their __init__ (plan_memo._copied): right only
+    while none of them computes anything there or keeps its fields in slots."""
+    from trdb.plan import physical_operators as po
+    from trdb.plan.physical import PhysicalNode
+    classes = [PhysicalNode, po.RowsScan]
+    for cls in classes:
+        assert not hasattr(cls, "__post_init__") and "__slots__" not in vars(cls), cls
