@@ -112,3 +112,31 @@ def test_a_program_that_fails_leaves_the_next_run_right(con, monkeypatch):
     np.testing.assert_allclose(_grad(con), _numpy_grads(con)["W1"], rtol=1e-10)
     con.execute("UPDATE other SET v = other.v + 1")
     np.testing.assert_allclose(_grad(con), _numpy_grads(con)["W1"], rtol=1e-10)
+
+
+def test_shared_tuples_of_other_statistics_stop_the_program_and_the_query_is_planned_afresh(counts):
+    con = trdb.connect()
+    values = RNG.standard_normal((8, 8)) * 3
+    con.execute("CREATE TENSOR T FROM ? TILE (2, 2)", [values])
+    con.execute("CREATE TENSOR other SHAPE (2) TILE (2) FILL ONES")
+    con.execute("CREATE VIEW big AS SELECT T.i, T.j, T.v FROM T WHERE SUMSQ(T.v) > 10")
+    query = ("SELECT a.i, a.j, SUMSQ(a.v + b.v) AS v FROM big AS a JOIN big AS b ON a.i = b.i AND a.j = b.j "
+             "ORDER BY a.i, a.j")
+
+    def expected(array):
+        tiles = array.reshape(4, 2, 4, 2).transpose(0, 2, 1, 3)
+        return [(i, j, float((4 * tiles[i, j] ** 2).sum())) for i in range(4) for j in range(4)
+                if (tiles[i, j] ** 2).sum() > 10]
+    planned_each = []
+    for scale in (1.0, 1.0, 0.5):  # the last: fewer tiles pass the filter, T's statistics are the same
+        con.execute("UPDATE other SET v = other.v + 1")
+        con.execute(f"UPDATE T SET v = T.v * {scale}")
+        values = values * scale
+        shared, planned = counts["shared"], counts["planned"]
+        rows = con.execute(query).fetchall()
+        assert [(i, j) for i, j, _ in rows] == [(i, j) for i, j, _ in expected(values)]
+        np.testing.assert_allclose([v for *_, v in rows], [v for *_, v in expected(values)], rtol=1e-10)
+        assert counts["shared"] > shared  # the shared subplan ran, planned or as the program's first run
+        planned_each.append(counts["planned"] - planned)
+    assert planned_each[0] > 0 and planned_each[1] == 0, planned_each  # planned and recorded, then its program
+    assert planned_each[2] > 0, "the program stopped at the shared tuples of other statistics"
