@@ -76,6 +76,7 @@ class Pipeline:
     carried: Optional[CarriedWork] = None
     memo: Optional[PlanMemo] = None  # physical plans remembered (MINIMIZE's steps; the connection's memo)
     recording: Optional[StepRecording] = None  # a MINIMIZE step's or query's runs, recorded (pipeline/step_program.py)
+    analyze: bool = False  # EXPLAIN ANALYZE: operators count the work their kernels do (execution/work.py)
     _run: Optional[QueryRun] = None  # the run that shared subplans met now are recorded in
     _shared_spools: list = field(default_factory=list)  # this statement's shared subplans' tuples
 
@@ -162,7 +163,7 @@ class Pipeline:
         memory = database.memory_for(self.backend)
         progress = PROGRESS.get()
         ctx = ExecContext(self.backend, self.catalog, ExecutionState(self.interrupted, progress), memory, database.spill,
-                          host_memory=database.memory)
+                          host_memory=database.memory, count_work=self.analyze)
         if place and self.backend.on_host:  # under Ray, actors on this machine place tiles too (ray/cross_process_canvas.py)
             ctx.canvas = canvas_for(node, memory.budget // SPOOL_SHARE)  # no larger than the spool holds
         execution = start_execution(node, ctx, self.settings, keep)

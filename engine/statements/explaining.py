@@ -27,6 +27,7 @@ _TAKES = "SELECT, CREATE TENSOR ... AS, INSERT INTO ... query, UPDATE, DELETE ..
 def explain(sc: StatementContext, node: ast.Explain) -> Result:
     rules = RuleContext(sc.catalog, sc.settings)
     statement = node.statement
+    sc.pipeline.analyze = node.analyze  # the operators count their kernels' work, which it reports
     sections = [_section(sc, title, plan, shared, node.analyze, rules)
                 for title, plan, shared in _plans(sc, statement)]
     text = sc.text[statement.span.start:statement.span.end] if statement.span.end else type(statement).__name__

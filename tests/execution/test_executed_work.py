@@ -78,3 +78,20 @@ def test_gemm_adds_products_into_the_sum_as_numpy_would(cur, dtype):
     got = cur.execute("SELECT A.j, C.j, SUM(MATMUL(TRANSPOSE(A.v, 1, 0), C.v)) AS v FROM A JOIN C ON A.i = C.i "
                       "GROUP BY A.j, C.j").fetch_tensor()
     np.testing.assert_allclose(got, a.T @ c, **tolerance)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_work_is_counted_where_explain_analyze_reports_it_and_nowhere_else(cur, workers, monkeypatch):
+    from trdb.execution import work
+    counted = []
+    original = work.kernel_work
+    monkeypatch.setattr(work, "kernel_work", lambda *args: counted.append(1) or original(*args))
+    cur.execute(f"SET workers = {workers}")
+    cur.execute("CREATE TENSOR A FROM ? TILE (32, 32)", [np.ones((64, 64), np.float32)])
+    query = "SELECT A.i, A.j, EXP(A.v * 2) AS v FROM A"
+    np.testing.assert_allclose(cur.execute(query).fetch_tensor(), np.exp(np.full((64, 64), 2.0)), rtol=1e-6)
+    assert not counted  # a query's kernels charge no operator
+    assert _total(_analyze(cur, query))[0] >= 2 * 64 * 64 and counted  # the product and the EXP
+    counted.clear()
+    cur.execute(query).fetchall()  # the next query counts nothing again
+    assert not counted

@@ -28,6 +28,7 @@ class ExecContext:
     spill: Optional[SpillDirectory] = None                          # where operators spill beyond it
     canvas: Any = None  # a ResultCanvas (execution/result_canvas.py) the result's last aggregate writes into
     host_memory: Optional[MemoryManager] = None  # the host's budget, where `memory` is a GPU's
+    count_work: bool = True  # FLOPs and bytes charged to each operator (execution/work.py): EXPLAIN ANALYZE's
 
     @property
     def host_budget(self) -> MemoryManager:
@@ -92,11 +93,14 @@ class PhysicalOperator:
         """The next non-empty batch of tuples, or None when the operator is exhausted."""
         self.ctx.check_cancelled()
         started = time.perf_counter()
-        outer = work.swap(self.metrics.work)
-        try:
+        if self.ctx.count_work:
+            outer = work.swap(self.metrics.work)
+            try:
+                batch = self._next()
+            finally:
+                work.swap(outer)
+        else:  # no one reads the counts (a kernel call then charges nothing: no operator's work is current)
             batch = self._next()
-        finally:
-            work.swap(outer)
         self.metrics.seconds += time.perf_counter() - started
         if batch is not None:
             self.metrics.tuples += len(batch)
