@@ -8,6 +8,10 @@ column's distinct values and NULLs: plan_memo.py) is the same; the tuples themse
 So a step records the physical plans it ran, in order, each RowsScan reading the tuples of an earlier
 one by its position, and the next step runs that program: each shared subplan's tuples are checked to
 have the statistics they had when recorded, and a step whose tuples differ stops and is planned afresh.
+
+A query is recorded the same way (its shared subplans' runs, then its own): run again after a write that
+left the statistics of what it scans as they were (its bound plan is then the same object), it runs its
+program instead of looking each plan up (statements/context.py).
 """
 from __future__ import annotations
 
