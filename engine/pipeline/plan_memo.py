@@ -63,7 +63,7 @@ class PlanMemo:
         versions, as a MINIMIZE's plans do at its later steps)."""
         entry_key = (key, catalog.definitions)
         found = self._bound.get(entry_key)
-        if found is not None and all(_unversioned(catalog.tensor(m.name)) == _unversioned(m) for m in found[1]):
+        if found is not None and all(_as_bound(catalog.tensor(m.name), m) for m in found[1]):
             self._bound.move_to_end(entry_key)
             return found[0]
         plans = bind()
@@ -196,6 +196,12 @@ def _unversioned(value):
     if isinstance(value, tuple) and value and isinstance(value[0], TensorMeta):  # a DenseEinsum's tensors
         return tuple(_unversioned(v) for v in value)
     return value.with_version(0) if isinstance(value, TensorMeta) else value
+
+
+def _as_bound(now: Optional[TensorMeta], then: TensorMeta) -> bool:
+    """A scanned tensor's metadata now is what the plans were bound with, but its data version (the same object
+    where nothing wrote it: most of a model's tensors after a write to one)."""
+    return now is then or _unversioned(now) == _unversioned(then)
 
 
 def rows_statistics(plan: lp.RowsScan) -> tuple:
