@@ -103,18 +103,20 @@ def run_program(pipeline: "Pipeline", program: StepProgram) -> Optional[list]:
     """The step's results (the tuples of each, in order) from running `program` again; None where a shared
     subplan's tuples no longer have the statistics its plans were made for (the tuples made so far are
     closed, and the step is to be planned afresh)."""
-    ran = _replayed(pipeline, program, place=False)
+    ran = _rerun(pipeline, program, place=False)
     return None if ran is None else [ran[0][position].contents() for position in program.results]
 
 
 def run_query_program(pipeline: "Pipeline", program: StepProgram) -> Optional[tuple[list, "Execution"]]:
     """A query's program run again: the spools of its runs, in order, and the execution of its last (the
     result's, which a cursor may assemble: Pipeline.execute's `place`); None as for `run_program`."""
-    return _replayed(pipeline, program, place=True)
+    return _rerun(pipeline, program, place=True)
 
 
-def _replayed(pipeline: "Pipeline", program: StepProgram,
-              place: bool) -> Optional[tuple[list["RowSpool"], "Execution"]]:
+def _rerun(pipeline: "Pipeline", program: StepProgram,
+           place: bool) -> Optional[tuple[list["RowSpool"], "Execution"]]:
+    """Every run's spool, in order, and the last run's execution (`place`: its result may be assembled); None
+    where a shared run's tuples have other statistics than recorded."""
     spools: list = []
     execution = None
     try:
