@@ -231,7 +231,18 @@ def matmul(xp, a, b, out=None):
         # an outer product (inner dimension 1): one multiplication per element, as BLAS would do it, but
         # broadcast (a 2048 x 1024 float32 result: 2.5 ms against GEMM's 4.6 ms, one thread)
         return xp.multiply(a, b, out=out)
+    if xp is np and _tall_transposed_times_narrow(a, b):
+        # Xᵀ·G of a gradient (a transposed view times a few columns): OpenBLAS computes (Gᵀ·X)ᵀ faster
+        # (Cora's 1433 x 2708 x 16 float32: 2.9 against 3.8 ms at one thread, 1.3 against 1.8 ms at two)
+        return np.matmul(b.T, a.T, out=None if out is None else out.T).T
     return xp.matmul(a, b, out=out)
+
+
+def _tall_transposed_times_narrow(a, b) -> bool:
+    """`a` a transposed view (Fortran order) of at least 8 times as many rows as `b` (in C order) has columns."""
+    return (type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 2 and b.ndim == 2
+            and a.flags.f_contiguous and not a.flags.c_contiguous and b.flags.c_contiguous
+            and a.shape[0] >= 8 * b.shape[1] and a.shape[0] * b.shape[1] >= 4096)
 
 
 def einsum(xp, spec: str, *operands: Any):

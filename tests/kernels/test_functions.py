@@ -360,3 +360,19 @@ def test_an_outer_product_matmul_is_numpys_matmul(left, right):
     got, expected = K.matmul(np, a, b), np.matmul(a, b)
     assert got.dtype == expected.dtype and got.shape == expected.shape
     np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.bool_])
+@pytest.mark.parametrize("rows, inner, columns", [(1433, 300, 16), (200, 50, 7), (64, 64, 8)])
+def test_a_transposed_view_times_few_columns_is_numpys_matmul(dtype, rows, inner, columns):
+    """Xᵀ·G with G narrow is computed as (Gᵀ·X)ᵀ: the same values, dtype and shape, into `out` too."""
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((inner, rows)) * 3).astype(dtype)
+    g = (rng.standard_normal((inner, columns)) * 3).astype(dtype)
+    expected = np.matmul(x.T, g)
+    got = K.matmul(np, x.T, g)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-3)
+    out = np.full(expected.shape, -1, expected.dtype)
+    K.matmul(np, x.T, g, out=out)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-3)
