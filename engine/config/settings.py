@@ -141,14 +141,17 @@ OPTIMIZER_RULES = ("constant_folding", "predicate_pushdown", "outer_join_elimina
 # exchange placement, skippable the same way (optimizer/physical_rules/)
 PHYSICAL_RULES = ("co_partitioned_join", "co_partitioned_by_right_join", "broadcast_right_join", "broadcast_left_join",
                   "two_phase_aggregate", "banded_aggregate")
+# rewrites made as a plan is expanded, before autodiff reads it (optimizer/product_chains.py)
+EXPANSION_RULES = ("product_chains",)
 
 
 def _parse_rule_list(value: Any) -> str:
     names = [name.strip().lower() for name in str(value).split(",") if name.strip()]
     for name in names:
-        if name not in OPTIMIZER_RULES + PHYSICAL_RULES:
+        if name not in OPTIMIZER_RULES + PHYSICAL_RULES + EXPANSION_RULES:
             raise ValueError(f"'{name}' is not an optimizer rule; the rules are " + ", ".join(OPTIMIZER_RULES)
-                             + "; the physical rules are " + ", ".join(PHYSICAL_RULES))
+                             + "; the physical rules are " + ", ".join(PHYSICAL_RULES)
+                             + "; the expansion rule is " + ", ".join(EXPANSION_RULES))
     return ",".join(names)
 
 
@@ -212,7 +215,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("max_bytes", lambda: 1 << 40, _parse_bytes,
             "statements estimated to produce or hold more bytes than this are refused before they run"),
     Setting("disabled_rules", lambda: "", _parse_rule_list,
-            "optimizer rules to skip, comma-separated, by name (logical rules and physical rules)"),
+            "optimizer rules to skip, comma-separated, by name (logical, physical and expansion rules)"),
     Setting("min_parallel_cost", lambda: _unit_cost("MIN_PARALLEL_COST"), _parse_cost,
             "plans estimated to cost less run on one worker (0: always use `workers`)"),
     Setting("dense_einsum_bytes", lambda: 512 << 20, _parse_bytes_or_zero,

@@ -4,7 +4,9 @@ An EINSUM becomes joins and aggregates (the optimizer's decomposition, which cho
 contraction order for the workers it will run on), or one DenseEinsum when its operands are small
 dense stored tensors (as optimizer/whole_products.py decides); a GRAD becomes the plan of its gradient
 (autodiff), built over its loss once the loss's own EINSUMs are decomposed (never into a
-DenseEinsum: autodiff differentiates joins and aggregates).
+DenseEinsum: autodiff differentiates joins and aggregates). A chain of matrix products written as joins
+and SUMs, A·(X·W), becomes (A·X)·W where that multiplies A by fewer columns (optimizer/product_chains.py),
+before a GRAD differentiates it.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from trdb.autodiff.gradient import gradient_plan
 from trdb.errors import Error, InternalError
 from trdb.optimizer.driver import check_plan_size
 from trdb.optimizer.einsum_decomposition import decompose
+from trdb.optimizer.product_chains import reassociated
 from trdb.optimizer.whole_products import beside_tile_products, whole_product
 from trdb.plan import logical as lp
 
@@ -21,21 +24,23 @@ from trdb.plan import logical as lp
 MAX_LOSS_OPERATORS = 5_000
 
 
-def expand(plan: lp.Plan, workers: int, dense_limit: int = 0) -> lp.Plan:
+def expand(plan: lp.Plan, workers: int, dense_limit: int = 0, chains: bool = True) -> lp.Plan:
     """The plan with no `Einsum` or `Gradient` left (the plan itself when it has none); `dense_limit`:
     the most bytes a DenseEinsum may hold (0: every EINSUM is decomposed). Not beside tile products: when
     the plan would also multiply tiles, every EINSUM is decomposed (a whole product slows the tile products
-    after it: optimizer/whole_products.py's `beside_tile_products`)."""
-    expanded = _Expander(workers, dense_limit).expand(plan, dense_limit > 0)
+    after it: optimizer/whole_products.py's `beside_tile_products`). `chains`: chains of matrix products
+    are re-associated where that is narrower (optimizer/product_chains.py)."""
+    expanded = _Expander(workers, dense_limit, chains).expand(plan, dense_limit > 0)
     if dense_limit > 0 and beside_tile_products(expanded):
-        return _Expander(workers, 0).expand(plan, False)
+        return _Expander(workers, 0, chains).expand(plan, False)
     return expanded
 
 
 class _Expander:
-    def __init__(self, workers: int, dense_limit: int):
+    def __init__(self, workers: int, dense_limit: int, chains: bool = True):
         self.workers = workers
         self.dense_limit = dense_limit
+        self.chains = chains
         # by id and whether a DenseEinsum may be chosen: a subplan used twice is expanded once, and stays one object
         self.done: dict[tuple[int, bool], lp.Plan] = {}
 
@@ -47,6 +52,8 @@ class _Expander:
         node = lp.with_inputs(plan, [self.expand(child, inner) for child in plan.inputs])
         if isinstance(node, (lp.Einsum, lp.Gradient)):
             node = self._expanded(node, dense)
+        elif self.chains and isinstance(node, lp.Aggregate):
+            node = reassociated(node)  # A·(X·W) as (A·X)·W where that is narrower, before any GRAD reads it
         self.done[(id(plan), dense)] = node
         return node
 

@@ -98,7 +98,7 @@ class Pipeline:
         caller shares its forward pass: MINIMIZE's loss and gradients)."""
         limit = dense_limit(self.settings, self.catalog) if dense else 0
         with nesting_guard():
-            how = (self.settings.workers, limit)
+            how = (self.settings.workers, limit, "product_chains" not in disabled_rules(self.settings))
             expanded = partial(expand, plan, *how)
             return expanded() if self.memo is None else self.memo.expanded(plan, how, expanded)
 
