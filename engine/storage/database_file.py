@@ -12,7 +12,7 @@ import duckdb
 from trdb import errors
 from trdb.kernels.backend import Backend
 from trdb.storage.buffer_pool import BufferPool
-from trdb.storage.memory import MemoryManager, duckdb_bytes, duckdb_threads
+from trdb.storage.memory import DUCKDB_THREADS, MemoryManager, duckdb_bytes
 from trdb.storage.spill import SpillDirectory, default_directory, make_folder
 
 _OPEN: dict[str, "DatabaseFile"] = {}
@@ -101,14 +101,13 @@ class DatabaseFile:
             self._retired_spills.append(self.spill)
             self.spill = SpillDirectory(directory)
         tile = self.memory.largest_tile
-        limits = (duckdb_bytes(self.memory.limit, tile), duckdb_threads(self.memory.limit, os.cpu_count() or 1, tile),
-                  self.spill.duckdb_folder)
+        limits = (duckdb_bytes(self.memory.limit, tile), DUCKDB_THREADS, self.spill.duckdb_folder)
         if limits == self._duckdb_limits:
             return
         old, self._duckdb_limits = self._duckdb_limits, limits
         self.spill.remove_leftovers()
         try:
-            if old[:2] != limits[:2]:  # fewer threads where a small part could not hold each one's sort
+            if old[:2] != limits[:2]:
                 self.root.execute(f"SET memory_limit = '{limits[0]}B'")
                 self.root.execute(f"SET threads = {limits[1]}")
             if old[2] != limits[2] and not self.read_only:

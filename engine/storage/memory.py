@@ -21,8 +21,13 @@ DUCKDB_MIN, DUCKDB_MAX = 32 << 20, 4 << 30   # ... within these bounds (DuckDB n
 DUCKDB_TILES = 4                    # ... and at least this many of the largest tile written, within half the budget
                                     # (a commit of 32 MiB tiles held two at once: 64 MB failed, 96 MB did not)
 
-DUCKDB_THREAD_BYTES = 48 << 20      # what one DuckDB thread needs to sort or hash out of core (with less, a
-                                    # 40M-row sort of COO entries fails to pin a block instead of spilling)
+# DuckDB runs on the thread that calls it, with no worker threads of its own. Its workers, idle for half a
+# second, call glibc's malloc_trim, which hands every free page of the process's heap back to the OS: the
+# tiles trdb freed and keeps for its next ones (kernels/allocator.py) are then faulted in again. An
+# ogbn-arxiv GCN epoch after a pause of 2.5 s took 1.3-1.9 s with DuckDB at two threads, 0.95 s at one;
+# a load of 1,000,000 small tiles 1.41 -> 0.94 s, an UPDATE of them 1.39 -> 1.13 s (two cores). trdb's
+# own workers run its operators in parallel; `SET threads = n` (DuckDB's own setting) gives plain SQL more.
+DUCKDB_THREADS = 1
 
 
 def duckdb_bytes(limit: int, tile: int = 0) -> int:
@@ -30,11 +35,6 @@ def duckdb_bytes(limit: int, tile: int = 0) -> int:
     the largest tile written so far (`tile` bytes)."""
     share = max(limit // DUCKDB_SHARE, min(limit // 2, DUCKDB_TILES * tile))
     return max(DUCKDB_MIN, min(DUCKDB_MAX, share))
-
-
-def duckdb_threads(limit: int, cores: int, tile: int = 0) -> int:
-    """How many threads DuckDB may run within its part of `limit`: each needs DUCKDB_THREAD_BYTES."""
-    return max(1, min(cores, duckdb_bytes(limit, tile) // DUCKDB_THREAD_BYTES))
 
 
 class MemoryManager:

@@ -242,3 +242,14 @@ def test_a_checkpoint_duckdb_cannot_make_now_waits_and_a_ctrl_c_in_it_cancels(mo
         assert db.file.garbage_bytes == 0
     finally:
         db.close()
+
+
+def test_duckdb_runs_without_worker_threads_whatever_the_memory_limit(tmp_path):
+    """DuckDB's idle workers call malloc_trim, which would hand the tile memory trdb keeps back to the OS."""
+    for path in (str(tmp_path / "db.trdb"), None):
+        con = trdb.connect(path)
+        assert con.execute("SELECT current_setting('threads')").fetchone()[0] == 1
+        con.execute("SET memory_limit = '3GB'")
+        assert con.execute("SELECT current_setting('threads')").fetchone()[0] == 1
+        con.close()
+
