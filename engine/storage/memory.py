@@ -26,7 +26,7 @@ DUCKDB_TILES = 4                    # ... and at least this many of the largest 
 # tiles trdb freed and keeps for its next ones (kernels/allocator.py) are then faulted in again. An
 # ogbn-arxiv GCN epoch after a pause of 2.5 s took 1.3-1.9 s with DuckDB at two threads, 0.95 s at one;
 # a load of 1,000,000 small tiles 1.41 -> 0.94 s, an UPDATE of them 1.39 -> 1.13 s (two cores). trdb's
-# own workers run its operators in parallel; `SET threads = n` (DuckDB's own setting) gives plain SQL more.
+# own workers run its operators in parallel; plain SQL over ordinary tables runs on the one thread too.
 DUCKDB_THREADS = 1
 
 
