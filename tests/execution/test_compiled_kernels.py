@@ -59,3 +59,27 @@ def test_a_projection_run_again_is_compiled_once_and_no_array_it_reads_is_kept(c
     np.testing.assert_array_equal(rows, np.arange(320.0).reshape(40, 8) * row)
     kept = [node for exprs, *_ in project._PREPARED.values() for e in exprs for node in bx.subexpressions(e)]
     assert kept and not any(isinstance(node, bx.Const) and node.value is row for node in kept)
+
+
+def test_reshape_and_transpose_views_of_many_tiles_are_numpys(con):
+    """Layouts of tiles whose shapes the kernel took once run as numpy's views, the edge tile too."""
+    e = np.arange(320.0).reshape(40, 8)
+    rows = con.execute("SELECT E.i, E.j, RESHAPE(E.v, (-1, 4)) AS r, TRANSPOSE(E.v) AS t FROM E").fetchall()
+    assert len(rows) == 14
+    for i, _, r, t in rows:
+        tile = e[3 * i:3 * i + 3]
+        np.testing.assert_array_equal(r, tile.reshape(-1, 4))
+        np.testing.assert_array_equal(t, tile.T)
+
+
+def test_a_reshape_that_fits_the_full_tiles_but_not_the_edge_tile_is_an_error(con):
+    """RESHAPE to (4, 6) fits E's 3 x 8 tiles, which come first, and not its last tile of 1 x 8."""
+    with pytest.raises(trdb.DataError, match="RESHAPE"):
+        con.execute("SELECT E.i, E.j, RESHAPE(E.v, (4, 6)) AS v FROM E ORDER BY i").fetchall()
+
+
+def test_explain_analyze_counts_every_layout_call(con):
+    """Under EXPLAIN ANALYZE each RESHAPE goes through the kernel's call, which counts its bytes (in and out)."""
+    text = "\n".join(row[0] for row in con.execute(
+        "EXPLAIN ANALYZE SELECT E.i, E.j, RESHAPE(E.v, (-1, 4)) AS v FROM E").fetchall())
+    assert "kernel_bytes=5.1KB (5120)" in text
