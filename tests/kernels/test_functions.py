@@ -363,12 +363,13 @@ def test_an_outer_product_matmul_is_numpys_matmul(left, right):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.bool_])
-@pytest.mark.parametrize("rows, inner, columns", [(1433, 300, 16), (200, 50, 7), (64, 64, 8)])
+@pytest.mark.parametrize("rows, inner, columns", [(1433, 300, 16), (600, 50, 7), (1024, 64, 8)])
 def test_a_transposed_view_times_few_columns_is_numpys_matmul(dtype, rows, inner, columns):
     """Xᵀ·G with G narrow is computed as (Gᵀ·X)ᵀ: the same values, dtype and shape, into `out` too."""
     rng = np.random.default_rng(4)
     x = (rng.standard_normal((inner, rows)) * 3).astype(dtype)
     g = (rng.standard_normal((inner, columns)) * 3).astype(dtype)
+    assert K._tall_transposed_times_narrow(x.T, g)  # the swapped path
     expected = np.matmul(x.T, g)
     got = K.matmul(np, x.T, g)
     assert got.dtype == expected.dtype and got.shape == expected.shape
