@@ -84,7 +84,7 @@ def _layout_view(expr: bx.Call, call: Callable[[list], Any], backend: Backend) -
         return call
     consts = [a.value for a in expr.args[1:]]
     if expr.function.name == "RESHAPE":
-        shape = tuple(consts[0]) if len(consts) == 1 and isinstance(consts[0], tuple) else tuple(consts)
+        shape = tuple(consts[0]) if len(consts) == 1 and isinstance(consts[0], (tuple, list)) else tuple(consts)
         view = lambda tile: tile.reshape(shape)  # noqa: E731
     else:
         axes = tuple(consts) or None
@@ -94,7 +94,10 @@ def _layout_view(expr: bx.Call, call: Callable[[list], Any], backend: Backend) -
     def run(values: list) -> Any:
         tile = values[0]
         if type(tile) is np.ndarray and tile.shape in seen and current() is None:  # counted: through `call`
-            return view(tile)
+            try:
+                return view(tile)
+            except (TypeError, ValueError):
+                pass  # the kernel's call says what is wrong
         out = call(values)
         if type(tile) is np.ndarray and type(out) is np.ndarray and len(seen) < _SHAPES_KEPT:
             seen.add(tile.shape)
