@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from trdb.execution.tile_math.compile import kernel_call
+from trdb.execution.tile_math.compile import LAYOUT_VIEWS, kernel_call
 from trdb.execution.work import charge
 from trdb.kernels.backend import Backend
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
@@ -48,7 +48,7 @@ def compile_batched(expr: bx.Bound, backend: Backend) -> Optional[Batched]:
         return lambda row: (value, -1)
     if isinstance(expr, bx.Call) and isinstance(expr.type, TensorType):
         name = expr.function.name
-        if name in _LAYOUT:
+        if name in LAYOUT_VIEWS:
             return _layout(expr, compile_batched(expr.args[0], backend), name)
         args = [compile_batched(arg, backend) for arg in expr.args]
         if any(arg is None for arg in args):
@@ -62,9 +62,6 @@ def compile_batched(expr: bx.Bound, backend: Backend) -> Optional[Batched]:
         if getattr(expr.function, "elementwise", False):
             return _elementwise(kernel_call(expr, backend), args)
     return None
-
-
-_LAYOUT = ("RESHAPE", "TRANSPOSE")
 
 
 def _layout(expr: bx.Call, arg: Optional[Batched], name: str) -> Optional[Batched]:

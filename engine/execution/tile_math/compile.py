@@ -9,6 +9,7 @@ import numpy as np
 from trdb.errors import DataError
 from trdb.execution.tile_math.inplace import inplace_kernel
 from trdb.execution.work import counted, current
+from trdb.kernels import functions as K
 from trdb.kernels.backend import Backend, to_host
 from trdb.plan import expressions as bx
 
@@ -55,7 +56,7 @@ def _call(expr: bx.Call, backend: Backend) -> Compiled:
         run = _lined_up(expr, counted(expr.function, lambda values: inplace(values[0], values[1:])))
         return lambda row: run([first(row), *[arg(row) for arg in rest]])
     call = kernel_call(expr, backend)
-    if expr.function.name in _LAYOUTS and all(isinstance(a, bx.Const) for a in expr.args[1:]):
+    if expr.function.name in LAYOUT_VIEWS and all(isinstance(a, bx.Const) for a in expr.args[1:]):
         call = _layout_view(expr, call, backend)
     if len(args) == 1:
         (a,) = args
@@ -72,30 +73,24 @@ def kernel_call(expr: bx.Call, backend: Backend) -> Callable[[list], Any]:
     return _lined_up(expr, counted(function, lambda values: function.call(backend, values)))
 
 
-_LAYOUTS = ("RESHAPE", "TRANSPOSE")
+LAYOUT_VIEWS = {"RESHAPE": K.reshape, "TRANSPOSE": K.transpose}  # kernels whose result is a view of their tile
 
 
 def _layout_view(expr: bx.Call, call: Callable[[list], Any], backend: Backend) -> Callable[[list], Any]:
-    """RESHAPE or TRANSPOSE by constants of a dense numpy tile of a shape the kernel's call took already: the view
-    numpy's reshape or transpose gives, which is what that call returns, made without its checks (a LLaMA block
-    reshapes 50 tiles: 14 us a call through the kernel, under 2 us here). Other tiles, and the first of each
-    shape, go through `call`, which checks them and counts the work."""
+    """RESHAPE or TRANSPOSE by constants of a dense numpy tile of a shape the kernel's call took already: the
+    kernel's own function on it (numpy's view), without the call's checks (a LLaMA block reshapes 50 tiles: 14 us
+    a call through the kernel, about 2 us here). Other tiles, and the first of each shape, go through `call`,
+    which checks them and counts the work."""
     if backend.name != "numpy":
         return call
-    consts = [a.value for a in expr.args[1:]]
-    if expr.function.name == "RESHAPE":
-        shape = tuple(consts[0]) if len(consts) == 1 and isinstance(consts[0], (tuple, list)) else tuple(consts)
-        view = lambda tile: tile.reshape(shape)  # noqa: E731
-    else:
-        axes = tuple(consts) or None
-        view = lambda tile: tile.transpose(axes)  # noqa: E731
+    function, consts = LAYOUT_VIEWS[expr.function.name], [a.value for a in expr.args[1:]]
     seen: set = set()
 
     def run(values: list) -> Any:
         tile = values[0]
         if type(tile) is np.ndarray and tile.shape in seen and current() is None:  # counted: through `call`
             try:
-                return view(tile)
+                return function(np, tile, *consts)
             except (TypeError, ValueError):
                 pass  # the kernel's call says what is wrong
         out = call(values)
