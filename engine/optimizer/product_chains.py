@@ -26,7 +26,7 @@ from trdb.planner.kernel_calls import call
 _KEY = KeyType()
 
 
-def reassociated(node: lp.Plan) -> lp.Plan:
+def product_chains(node: lp.Plan) -> lp.Plan:
     """`node` as (A·X)·W where it is A·(X·W) of the form above and X has fewer columns than W; else `node`."""
     outer = _product_sides(node)
     if outer is None:

@@ -14,7 +14,7 @@ from trdb.autodiff.gradient import gradient_plan
 from trdb.errors import Error, InternalError
 from trdb.optimizer.driver import check_plan_size
 from trdb.optimizer.einsum_decomposition import decompose
-from trdb.optimizer.product_chains import reassociated
+from trdb.optimizer.product_chains import product_chains
 from trdb.optimizer.whole_products import beside_tile_products, whole_product
 from trdb.plan import logical as lp
 
@@ -53,7 +53,7 @@ class _Expander:
         if isinstance(node, (lp.Einsum, lp.Gradient)):
             node = self._expanded(node, dense)
         elif self.chains and isinstance(node, lp.Aggregate):
-            node = reassociated(node)  # A·(X·W) as (A·X)·W where that is narrower, before any GRAD reads it
+            node = product_chains(node)  # A·(X·W) as (A·X)·W where that is narrower, before any GRAD reads it
         self.done[(id(plan), dense)] = node
         return node
 
