@@ -83,3 +83,34 @@ def test_explain_analyze_counts_every_layout_call(con):
     text = "\n".join(row[0] for row in con.execute(
         "EXPLAIN ANALYZE SELECT E.i, E.j, RESHAPE(E.v, (-1, 4)) AS v FROM E").fetchall())
     assert "kernel_bytes=5.1KB (5120)" in text
+
+
+@pytest.mark.parametrize("expression, expected", [
+    ("1 - E.v * 2", lambda e, b: 1 - e * 2),
+    ("E.v / (E.v + 1)", lambda e, b: e / (e + 1)),
+    ("b.v * (E.v - 1)", lambda e, b: b * (e - 1)),           # the first operand broadcast against the fresh one
+    ("E.v + b.v * 2", lambda e, b: e + b * 2),               # the fresh one smaller than the result: no place
+    ("POWER(2, E.v / 100)", lambda e, b: 2 ** (e / 100)),  # not an arithmetic operator of the four
+])
+def test_an_operator_written_into_its_fresh_second_operand_gives_numpys_values(con, expression, expected):
+    con.execute("CREATE TENSOR b FROM ? TILE (8) DTYPE float64", [np.linspace(-1, 1, 8)])
+    e, b = np.arange(320.0).reshape(40, 8), np.linspace(-1, 1, 8)
+    got = con.execute(f"SELECT E.i, E.j, {expression} AS v FROM E JOIN b ON b.i = 0").fetch_tensor()
+    np.testing.assert_allclose(got, expected(e, b), rtol=1e-12)
+
+
+def test_an_upstream_gradient_times_a_fresh_tile_allocates_no_third_tile(con, monkeypatch):
+    """`u * (E.v - 1)`: the product is written into the difference (the kernel's own call is not made)."""
+    from trdb.catalog.kernel_function import KernelFunction
+    called, original = [], KernelFunction.call
+    monkeypatch.setattr(KernelFunction, "call", lambda self, backend, args: called.append(self.name)
+                        or original(self, backend, args))
+    con.execute("CREATE TENSOR u FROM ? TILE (8) DTYPE float64", [np.full(8, 3.0)])
+    got = con.execute("SELECT E.i, E.j, u.v * (E.v - 1) AS v FROM E JOIN u ON u.i = 0").fetch_tensor()
+    np.testing.assert_array_equal(got, 3.0 * (np.arange(320.0).reshape(40, 8) - 1))
+    assert "-" in called and "*" not in called
+    called.clear()
+    con.execute("CREATE TENSOR n FROM ? TILE (3, 8) DTYPE int64", [np.arange(320).reshape(40, 8)])
+    got = con.execute("SELECT n.i, n.j, 0.5 * (n.v - 1) AS v FROM n").fetch_tensor()  # int tile, float result
+    np.testing.assert_array_equal(got, 0.5 * (np.arange(320).reshape(40, 8) - 1))
+    assert "*" in called

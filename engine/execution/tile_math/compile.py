@@ -52,9 +52,8 @@ def _call(expr: bx.Call, backend: Backend) -> Compiled:
     args = [compile_expr(a, backend) for a in expr.args]
     inplace = inplace_kernel(expr, backend)
     if inplace is not None:
-        first, rest = args[0], args[1:]
-        run = _lined_up(expr, counted(expr.function, lambda values: inplace(values[0], values[1:])))
-        return lambda row: run([first(row), *[arg(row) for arg in rest]])
+        run = _lined_up(expr, counted(expr.function, inplace))
+        return lambda row: run([arg(row) for arg in args])
     call = kernel_call(expr, backend)
     if expr.function.name in LAYOUT_VIEWS and all(isinstance(a, bx.Const) for a in expr.args[1:]):
         call = _layout_view(expr, call, backend)
