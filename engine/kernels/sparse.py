@@ -18,10 +18,11 @@ import scipy.sparse
 
 from trdb.config.unit_costs import CSR_MAX_DENSITY
 
-try:  # scipy's own CSR x dense kernel, which adds into its output (what `@` calls after zeroing one)
+try:  # scipy's own CSR (and CSC) x dense kernels, which add into their output (what `@` calls after zeroing one)
+    from scipy.sparse._sparsetools import csc_matvecs as _transposed_matvecs
     from scipy.sparse._sparsetools import csr_matvecs as _matvecs
-except ImportError:  # a scipy that moved it: SUM(MATMUL) then runs product by product
-    _matvecs = None
+except ImportError:  # a scipy that moved them: SUM(MATMUL) then runs product by product
+    _matvecs = _transposed_matvecs = None
 
 
 _PLAIN = frozenset({np.ndarray, int, float, bool, type(None), np.float32, np.float64, np.int64})  # asked most
@@ -146,19 +147,22 @@ def scatter_into(target: Any, tile: Any) -> None:
         target[row_indices(tile), tile.indices] = tile.data
 
 
-def matmul_add_into(target: Any, a: Any, b: Any) -> bool:
+def matmul_add_into(target: Any, a: Any, b: Any, transposed: bool = False) -> bool:
     """target += a @ b for a scipy CSR `a` and a dense C-ordered `b` of one float dtype, without a product
-    tile (scipy's CSR x dense kernel accumulates into its output); False, doing nothing, where it cannot."""
+    tile (scipy's CSR x dense kernel accumulates into its output); False, doing nothing, where it cannot.
+    `transposed`: target += aᵀ @ b, by scipy's CSC kernel on a's own arrays (a CSR tile's arrays are its
+    transpose's in CSC), with no transposed copy of `a` made (a graph convolution's gradient Âᵀ·G)."""
     if _matvecs is None or not (is_sparse(a) and isinstance(b, np.ndarray) and isinstance(target, np.ndarray)):
         return False
-    if a.format != "csr" or not isinstance(a.data, np.ndarray) or b.ndim != 2 or a.shape[1] != b.shape[0]:
+    rows, inner = (a.shape[1], a.shape[0]) if transposed else a.shape
+    if a.format != "csr" or not isinstance(a.data, np.ndarray) or b.ndim != 2 or inner != b.shape[0]:
         return False
     if not (a.dtype == b.dtype == target.dtype and a.dtype.kind == "f" and a.indices.dtype == a.indptr.dtype):
         return False
-    if target.shape != (a.shape[0], b.shape[1]) or not (target.flags.c_contiguous and target.flags.writeable):
+    if target.shape != (rows, b.shape[1]) or not (target.flags.c_contiguous and target.flags.writeable):
         return False
-    _matvecs(a.shape[0], a.shape[1], b.shape[1], a.indptr, a.indices, a.data, np.ascontiguousarray(b).ravel(),
-             target.ravel())
+    kernel = _transposed_matvecs if transposed else _matvecs
+    kernel(rows, inner, b.shape[1], a.indptr, a.indices, a.data, np.ascontiguousarray(b).ravel(), target.ravel())
     return True
 
 

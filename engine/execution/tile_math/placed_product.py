@@ -14,7 +14,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from trdb.execution.result_canvas import ResultCanvas, product_call
-from trdb.execution.tile_math.compile import compile_expr
+from trdb.execution.tile_math.compile import ProductOperands, compile_expr, kernel_call, transposed_view_product
 from trdb.execution.work import charge, kernel_work
 from trdb.kernels import functions as kernels
 from trdb.kernels.backend import Backend
@@ -33,17 +33,22 @@ def placing_projection(exprs: tuple[bx.Bound, ...], canvas: ResultCanvas,
         return None
     spec, left, right = product
     keys = [compile_expr(e, backend) for e in exprs[:-1]]
-    a_of, b_of = compile_expr(left, backend), compile_expr(right, backend)
-    usual = compile_expr(exprs[-1], backend)
+    operands = ProductOperands(left, right, backend) if spec is None else None  # MATMUL's
+    a_of, b_of = (compile_expr(left, backend), compile_expr(right, backend)) if spec is not None \
+        else (None, None)
     function = exprs[-1].function
+    usual, view = kernel_call(exprs[-1], backend), transposed_view_product(function)
+    const = () if spec is None else (spec,)
 
     def project(row: Row) -> Row:
         key = tuple(f(row) for f in keys)
-        a, b = a_of(row), b_of(row)
+        a, b, transposed = operands(row) if operands is not None else (a_of(row), b_of(row), False)
+        if transposed:  # a CSR tile's transposed product: scipy's, nothing to place
+            return (*key, view([a, b]))
         matrices = product_matrices(spec, a, b)
         target = None if matrices is None else canvas.slot(key, (matrices[0].shape[0], matrices[1].shape[1]), a.dtype)
         if target is None:
-            return (*key, usual(row))
+            return (*key, usual([*const, a, b]))  # the operands computed once
         kernels.matmul(np, *matrices, out=target)
         charge(*kernel_work(function, (a, b) if spec is None else (spec, a, b), target))
         return (*key, target)
