@@ -3,7 +3,7 @@
 A graph propagation `SUM(MATMUL(A.v, X.v)) ... GROUP BY A.i, X.j` would otherwise allocate a
 zeroed product tile per joined pair, copy the first one and add the others in: for large CSR
 tiles that is a fifth of the query. A gradient's `SUM(MATMUL(TRANSPOSE(A.v), G.v))` of a CSR A adds Aᵀ·G in by
-scipy's CSC kernel on A's own arrays, without a transposed copy of A (Cora's Âᵀ·G: 0.35 against 0.19 ms).
+scipy's CSC kernel on A's own arrays, without a transposed copy of A (Cora's Âᵀ·G: 0.19 against 0.35 ms).
 Any other pair (dense, other dtypes, a shape that does not fit) runs the MATMUL kernel as usual and is
 added to the sum the usual way. (Dense tiles added inside
 scipy's GEMM with beta = 1 were tried and were slower: scipy's OpenBLAS is not numpy's, and their thread
