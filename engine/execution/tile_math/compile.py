@@ -145,7 +145,7 @@ def _layout_view(expr: bx.Call, call: Callable[[list], Any], backend: Backend) -
     kernel's own function on it (numpy's view), without the call's checks (a LLaMA block reshapes 50 tiles: 14 us
     a call through the kernel, about 2 us here). Other tiles, and the first of each shape, go through `call`,
     which checks them and counts the work."""
-    if backend.name != "numpy":
+    if backend is not NUMPY_BACKEND:
         return call
     function, consts = LAYOUT_VIEWS[expr.function.name], [a.value for a in expr.args[1:]]
     seen: set = set()
