@@ -8,6 +8,7 @@ from trdb.catalog.functions import KernelFunction
 from trdb.catalog.kernel_args import Arg, signature_error
 from trdb.catalog.shape_rules import input_flops
 from trdb.kernels import functions as K
+from trdb.kernels.axis_reductions import axis_sum
 
 
 def _shape_of(position: int):
@@ -52,12 +53,12 @@ def expand_axis(xp, u, axis):
 
 
 def softmax_backward(xp, s, u, axis):
-    return s * (u - (u * s).sum(axis=axis, keepdims=True))
+    return s * (u - axis_sum(xp, u * s, axis, keepdims=True))
 
 
 def log_softmax_backward(xp, out, u, axis):
     """u - softmax * sum(u) along the axis; the softmax is exp of the output, computed once."""
-    return u - xp.exp(out) * xp.sum(u, axis=axis, keepdims=True)
+    return u - xp.exp(out) * axis_sum(xp, u, axis, keepdims=True)
 
 
 def cross_entropy_backward(xp, logits, target, u, axis):
@@ -66,7 +67,7 @@ def cross_entropy_backward(xp, logits, target, u, axis):
     s = K.softmax(xp, logits, axis)
     if target.ndim < s.ndim:
         return (s - K.one_hot_like(xp, target, s, axis)) * xp.expand_dims(xp.asarray(u), axis)
-    return (s * xp.sum(target, axis=axis, keepdims=True) - target) * xp.expand_dims(xp.asarray(u), axis)
+    return (s * axis_sum(xp, target, axis, keepdims=True) - target) * xp.expand_dims(xp.asarray(u), axis)
 
 
 def cross_entropy_target_backward(xp, logits, u, axis):
@@ -93,7 +94,7 @@ def max_backward(xp, u, a, out, axis):
     """The upstream gradient shared among the elements equal to the maximum (ties split evenly)."""
     keep = xp.asarray(out) if axis is None else xp.expand_dims(xp.asarray(out), axis)
     mask = (a == keep).astype(a.dtype)
-    ties = mask.sum(axis=axis, keepdims=axis is not None)
+    ties = axis_sum(xp, mask, axis, keepdims=axis is not None)
     grad = xp.asarray(u) if axis is None else xp.expand_dims(xp.asarray(u), axis)
     return mask * (grad / ties)
 

@@ -13,6 +13,7 @@ import numpy as np
 import opt_einsum
 
 from trdb.kernels import batched_einsum, einsum_spec
+from trdb.kernels.axis_reductions import axis_max, axis_mean, axis_sum
 
 # ---- elementwise operators -------------------------------------------------------------------
 
@@ -144,16 +145,16 @@ def cast(xp, a, dtype):
 
 def softmax(xp, a, axis=-1):
     # Subtracting the maximum keeps exp() at or below 1; the result is unchanged mathematically.
-    shifted = a - xp.max(a, axis=axis, keepdims=True)
+    shifted = a - axis_max(xp, a, axis, keepdims=True)
     e = xp.exp(shifted)
-    return e / xp.sum(e, axis=axis, keepdims=True)
+    return e / axis_sum(xp, e, axis, keepdims=True)
 
 
 def log_softmax(xp, a, axis=-1):
     # x - max - log(sum(exp(x - max))): exp() never overflows and a tiny probability keeps its log
     # (LOG(SOFTMAX(x)) rounds it to 0 and returns -inf).
-    shifted = a - xp.max(a, axis=axis, keepdims=True)
-    return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
+    shifted = a - axis_max(xp, a, axis, keepdims=True)
+    return shifted - xp.log(axis_sum(xp, xp.exp(shifted), axis, keepdims=True))
 
 
 def cross_entropy(xp, logits, target, axis=-1):
@@ -161,7 +162,7 @@ def cross_entropy(xp, logits, target, axis=-1):
     the target is one-hot rows or probabilities of the logits' shape, or integer class labels of the rows'."""
     log_p = log_softmax(xp, logits, axis)
     if target.ndim == log_p.ndim:
-        return -xp.sum(target * log_p, axis=axis)
+        return -axis_sum(xp, target * log_p, axis)
     picked = xp.take_along_axis(log_p, class_indices(xp, target, log_p.shape[axis], axis), axis=axis)
     return -xp.squeeze(picked, axis=axis)
 
@@ -199,15 +200,15 @@ def reshape(xp, a, *shape):
 
 
 def reduce_sum(xp, a, axis=None):
-    return xp.sum(xp.asarray(a), axis=axis)
+    return axis_sum(xp, xp.asarray(a), axis)
 
 
 def reduce_max(xp, a, axis=None):
-    return xp.max(xp.asarray(a), axis=axis)
+    return axis_max(xp, xp.asarray(a), axis)
 
 
 def reduce_mean(xp, a, axis=None):
-    return xp.mean(xp.asarray(a), axis=axis)
+    return axis_mean(xp, xp.asarray(a), axis)
 
 
 def sumsq(xp, a):

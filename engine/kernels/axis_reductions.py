@@ -1,0 +1,45 @@
+"""SUM, MAX and MEAN along one axis, fast on numpy where that axis is the last, short one of many rows.
+
+numpy reduces a C-ordered array along its last axis row by row, each in its own short inner loop: for a
+(2708, 7) float32 array (a graph's class logits) `max(axis=1)` takes about 110 us and `sum(axis=1)` about
+50 us, where the same reduction over the transposed copy (the classes first, each a contiguous run of rows)
+takes about 8 us, the copy included. A softmax, log-softmax or cross-entropy over a few classes does two
+such reductions (a (2708, 7) log-softmax: 234 against 49 us). Where the axis is long (attention's rows of
+256), or the rows are few, numpy's own loop is kept, as it is for float16 (whose row sums numpy accumulates
+in float32: the moved copy would add in float16). Results are those of numpy's functions on the same values
+(their dtype rules, NaN propagation), summed in another order.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+SHORT_AXIS = 32  # the longest last axis moved first: at 40 classes of 169,343 rows both ways cost the same
+MIN_ROWS = 64    # fewer rows: the copy costs about what it saves
+
+
+def axis_sum(xp, a, axis, keepdims: bool = False):
+    return _reduced(xp, xp.sum, a, axis, keepdims)
+
+
+def axis_max(xp, a, axis, keepdims: bool = False):
+    return _reduced(xp, xp.max, a, axis, keepdims)
+
+
+def axis_mean(xp, a, axis, keepdims: bool = False):
+    return _reduced(xp, xp.mean, a, axis, keepdims)
+
+
+def _reduced(xp, reduce, a, axis, keepdims: bool):
+    if xp is np and _short_last_axis(a, axis):
+        out = reduce(np.ascontiguousarray(np.moveaxis(a, -1, 0)), axis=0)
+        return np.expand_dims(out, -1) if keepdims else out
+    return reduce(a, axis=axis, keepdims=keepdims)
+
+
+def _short_last_axis(a, axis) -> bool:
+    return (type(a) is np.ndarray and a.ndim >= 2 and type(axis) is int and axis in (-1, a.ndim - 1)
+            and 1 < a.shape[-1] <= SHORT_AXIS and a.size >= MIN_ROWS * a.shape[-1] and a.dtype in _MOVED)
+
+
+_MOVED = {np.dtype(t) for t in (np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8,
+                                np.uint16, np.uint32, np.uint64, np.bool_)}
