@@ -40,8 +40,10 @@ def as_counts(values: np.ndarray, what: str) -> np.ndarray:
 
 def tile_shapes(shapes: Sequence[tuple[int, ...]]) -> np.ndarray:
     """The shapes as an (n, dims) int64 array; a dimension under 1 means a key outside the tensor."""
-    dims = len(shapes[0]) if len(shapes) else 0
-    array = np.array(shapes, dtype=np.int64).reshape(len(shapes), dims)
+    array = getattr(shapes, "array", None)  # TensorMeta.tile_shape_list's, made from the keys at once
+    if array is None:
+        dims = len(shapes[0]) if len(shapes) else 0
+        array = np.array(shapes, dtype=np.int64).reshape(len(shapes), dims)
     bad = (array < 1).any(axis=1)
     if bad.any():
         raise CorruptTile(_first(bad), "its key lies outside the tensor's shape")

@@ -177,17 +177,18 @@ def _decode_checked(column: pa.ChunkedArray, dtype: np.dtype, shapes: Sequence[t
     nonzeros = np.zeros(len(shapes), np.int64) if nonzeros is None else as_counts(nonzeros, "nnz")
     lengths = np.concatenate([np.diff(offsets) for offsets, _ in chunks] + [np.zeros(0, np.int64)])
     index_sizes = {fmt: index.itemsize for fmt, index in _INDEX_DTYPES.items()}
-    check_rows(formats, nonzeros, tile_shapes(shapes), lengths, stored.itemsize, index_sizes,
+    shape_array = tile_shapes(shapes)
+    check_rows(formats, nonzeros, shape_array, lengths, stored.itemsize, index_sizes,
                wants_csr((2, 2), 0, dtype))
     tiles: list = []
     csr: list = []  # (row, data, indices, indptr) of CSR tiles, checked together before scipy sees them
     runs: list = []  # (start, stack) of the runs of dense tiles of one shape
-    formats_list, nonzeros_list = formats.tolist(), nonzeros.tolist()
-    # one shape tuple object stands for many tiles (TensorMeta.tile_shape_list): equal ids, equal shapes
-    shape_ids = np.fromiter(map(id, shapes), dtype=np.int64, count=len(shapes))
+    listed: Optional[tuple[list, list]] = None  # formats and nonzeros as lists, made once a tile is no run's
+    new_shape = np.ones(len(shapes), dtype=bool)  # a tile whose shape is not the one before it
+    new_shape[1:] = (shape_array[1:] != shape_array[:-1]).any(axis=1)
     for offsets, data in chunks:
         first, count = len(tiles), len(offsets) - 1
-        chunk_runs = _chunk_runs(offsets, data, formats, shape_ids, shapes, first, stored) \
+        chunk_runs = _chunk_runs(offsets, data, formats, new_shape, shapes, first, stored) \
             if stored == np.dtype(dtype) else []
         runs.extend(chunk_runs)
         chunk: list = [None] * count
@@ -195,8 +196,12 @@ def _decode_checked(column: pa.ChunkedArray, dtype: np.dtype, shapes: Sequence[t
         for start, stack in chunk_runs:
             chunk[start - first:start - first + len(stack)] = tile_views(stack)
             alone[start - first:start - first + len(stack)] = False
-        bounds = offsets.tolist()
-        for k in np.flatnonzero(alone).tolist():
+        singles = np.flatnonzero(alone).tolist()
+        if singles and listed is None:
+            listed = formats.tolist(), nonzeros.tolist()
+        formats_list, nonzeros_list = listed if singles else ([], [])
+        bounds = offsets.tolist() if singles else []
+        for k in singles:
             n, blob = first + k, data[bounds[k]:bounds[k + 1]]
             if formats_list[n] == DENSE:
                 tile = blob.view(stored).reshape(shapes[n])
@@ -209,17 +214,18 @@ def _decode_checked(column: pa.ChunkedArray, dtype: np.dtype, shapes: Sequence[t
     return TileRuns(tiles, tuple(runs))
 
 
-def _chunk_runs(offsets: np.ndarray, data: np.ndarray, formats: np.ndarray, shape_ids: np.ndarray,
+def _chunk_runs(offsets: np.ndarray, data: np.ndarray, formats: np.ndarray, new_shape: np.ndarray,
                 shapes: Sequence[tuple[int, ...]], first: int, stored: np.dtype) -> list[tuple[int, np.ndarray]]:
-    """(start, stack) of each run of at least MIN_RUN consecutive dense tiles of one shape object in a chunk:
-    one read-only stack `(n, *tile)` over their bytes (their lengths were checked against their shapes)."""
+    """(start, stack) of each run of at least MIN_RUN consecutive dense tiles of one shape in a chunk (`new_shape`:
+    which tiles of the read have another shape than the one before them): one read-only stack `(n, *tile)`
+    over their bytes (their lengths were checked against their shapes)."""
     count = len(offsets) - 1
     if count < 1:
         return []
     dense = formats[first:first + count] == DENSE
-    ids = shape_ids[first:first + count]
-    change = np.ones(count, dtype=bool)
-    change[1:] = (ids[1:] != ids[:-1]) | (dense[1:] != dense[:-1])
+    change = new_shape[first:first + count].copy()
+    change[0] = True
+    change[1:] |= dense[1:] != dense[:-1]
     starts = np.flatnonzero(change)
     runs: list[tuple[int, np.ndarray]] = []
     for start, end in zip(starts.tolist(), np.append(starts[1:], count).tolist()):
