@@ -23,13 +23,10 @@ from trdb.storage.tile_codec import CSR64, DENSE, csr_sections, decode_tiles, en
 
 SMALL_APPEND_ROWS = 64         # an append of at most this many tiles ...
 SMALL_APPEND_BYTES = 1 << 20   # ... and bytes goes in as one parameterized INSERT
-# a tile up to UPDATE_BYTES is written over by one UPDATE (overwrite_tile): DuckDB's UPDATE of a BLOB parameter
-# costs about 12 ns a byte, its INSERT about 2, so above it the tile is deleted and inserted again (with the
-# commit, in a file: 32 KB 1.1-1.2 ms either way; 92 KB 1.9-2.7 against 1.6-2.2 ms; 256 KB 4.1-6.6 against
-# 2.2-3.1; 1 MB 14.5 against 3.7-4.7); above OVERWRITE_BYTES replacing the table and inserting the tile from
-# Arrow costs the same (4 MB: 9.4-10.8 against 9.7-11.1 ms) and leaves no deleted row behind
-UPDATE_BYTES = 48 << 10
-OVERWRITE_BYTES = 1 << 20
+# a tile up to this size is written over by one UPDATE (overwrite_tile); above it, replacing the table and
+# inserting the tile costs less (measured with the commit: 92 KB 1.7 against 1.9-2.3 ms, 256 KB 4.1-4.6 against
+# 3.2-3.3 ms, 1 MB 12-14 against 6.4-6.5 ms)
+OVERWRITE_BYTES = 128 << 10
 MAX_RUNS = 64  # a partition's read names at most this many runs of row ids (one SELECT each); with more (small
                # tiles) it reads the row id range whole and keeps its own rows with the hash filter, reading
                # the other partitions' tiles in between too (DuckDB evaluates that filter after its scan)
@@ -136,10 +133,10 @@ def write_stack(db: Database, meta: TensorMeta, keys: np.ndarray, stack: np.ndar
 def overwrite_tile(db: Database, meta: TensorMeta, key: np.ndarray, stack: np.ndarray,
                    statistics: Optional[WrittenStatistics] = None) -> bool:
     """Write a stack of one dense tile `(1, *tile)` over the one tile stored under the same `key` (1 x m), by
-    one UPDATE (a DELETE and an INSERT above UPDATE_BYTES), where the tensor's tiles lie in one part and the
-    tile is stored dense and at most OVERWRITE_BYTES: a MINIMIZE step of a small model writes a dozen tensors
-    of one tile, and replacing each table (CREATE OR REPLACE, then INSERT) cost twice the statements. The
-    caller knows `key` is the only one stored. False (nothing written) where it does not apply."""
+    one UPDATE, where the tensor's tiles lie in one part and the tile is stored dense and small: a MINIMIZE
+    step of a small model writes a dozen tensors of one tile, and replacing each table (CREATE OR REPLACE,
+    then INSERT) cost twice the statements. The caller knows `key` is the only one stored. False (nothing
+    written) where it does not apply."""
     refuse_write(meta)
     if len(stack) != 1 or stack.nbytes > OVERWRITE_BYTES or tile_parts.parts(db, meta.table) != [meta.table]:
         return False
@@ -154,15 +151,8 @@ def overwrite_tile(db: Database, meta: TensorMeta, key: np.ndarray, stack: np.nd
     else:
         where = " WHERE " + " AND ".join(f"{name} = ?" for name in key_columns(len(meta.keys)))
         key_values = keys[0].tolist()
-    values = [int(nonzeros[0]), blob, int(formats[0])]
-    if len(blob) <= UPDATE_BYTES:
-        changed = db.execute(f"UPDATE {quote_dotted(meta.table)} SET nnz = ?, v = ?, fmt = ?{where}",
-                             values + key_values)
-    else:
-        changed = db.execute(f"DELETE FROM {quote_dotted(meta.table)}{where}", key_values)
-        names = key_columns(len(meta.keys))
-        db.execute(f"INSERT INTO {quote_dotted(meta.table)} ({''.join(n + ', ' for n in names)}nnz, v, fmt) "
-                   f"VALUES ({'?, ' * len(names)}?, ?, ?)", keys[0].tolist() + values)
+    changed = db.execute(f"UPDATE {quote_dotted(meta.table)} SET nnz = ?, v = ?, fmt = ?{where}",
+                         [int(nonzeros[0]), blob, int(formats[0]), *key_values])
     if changed and changed[0][0] != 1:  # DuckDB's count row: anything but the one tile is a broken promise
         raise InternalError(f"overwrite of one tile of {meta.name} changed {changed[0][0]} rows")
     tile_parts.rewritten(db, meta.table)
