@@ -20,6 +20,7 @@ from trdb.ingest.tiling import CHUNK_BYTES
 from trdb.kernels.backend import to_host
 from trdb.kernels.sparse import is_sparse, nbytes
 from trdb.statements.context import StatementContext
+from trdb.statements.written_keys import WrittenKeys
 from trdb.storage.tensor_meta import TensorMeta, validate_layout
 from trdb.storage.tile_writer import BATCH_TILES, TileWriter, WrittenTiles
 
@@ -41,14 +42,26 @@ def check_stack(meta: TensorMeta, keys: np.ndarray, stack: np.ndarray, what: str
     set of keys seen; the stack is cast to the tensor's dtype. A batch that fails is checked as a list of
     tiles, for the error of the first tile that fails."""
     in_range = len(stack) == len(keys) and stack.ndim == len(meta.tile) + 1 and bool(meta.keys_in_range(keys).all())
-    positions = key_positions(meta, keys) if in_range else []
     passing = in_range and np.can_cast(stack.dtype, meta.dtype, casting="same_kind") and \
-        _shapes_fit(meta, keys, stack.shape[1:]) and len(set(positions)) == len(positions) and \
-        seen.isdisjoint(positions)
+        _shapes_fit(meta, keys, stack.shape[1:])
+    if passing and isinstance(seen, WrittenKeys) and seen.marks:  # the places as one array, marked at once
+        places = np.ravel_multi_index(tuple(keys.T), meta.grid)
+        passing = _unique(places) and not seen.any_of(places)
+        if passing:
+            seen.mark(places)
+    elif passing:
+        positions = key_positions(meta, keys)
+        passing = len(set(positions)) == len(positions) and seen.isdisjoint(positions)
+        if passing:
+            seen.update(positions)
     if not passing:
         return np.stack(check_tiles(meta, keys, list(stack), what, seen)) if len(stack) else stack
-    seen.update(positions)
     return stack if stack.dtype == meta.dtype else stack.astype(meta.dtype)
+
+
+def _unique(places: np.ndarray) -> bool:
+    """Whether no place repeats (a batch's keys come sorted: then each is above the one before)."""
+    return bool((places[1:] > places[:-1]).all()) or len(np.unique(places)) == len(places)
 
 
 def _shapes_fit(meta: TensorMeta, keys: np.ndarray, shape: tuple) -> bool:
@@ -206,7 +219,7 @@ def write_result(sc: StatementContext, meta: TensorMeta, result: Result, what: s
     """Check and write a result's tiles batch by batch; `before_write(keys)` runs for each batch before its
     tiles are held (INSERT refuses stored keys, UPDATE deletes them). Returns the tuples written and, with
     `keep`, what was written (for the buffer pool)."""
-    seen: set = set()  # key_positions of the keys written
+    seen = WrittenKeys(meta.grid)  # key_positions of the keys written
     count = 0
     with TileWriter(sc.db, meta, CHUNK_BYTES, keep=keep) as writer:
         for keys, tiles in tile_batches(result, what, writer.batch_bytes):

@@ -163,3 +163,48 @@ def test_a_stack_is_checked_as_its_tiles_are():
         check_stack(META, np.array([(2, 2)]), np.ones((1, 4, 3), np.float32), "W", set())
     with pytest.raises(DataError, match="outside the tile grid"):
         check_stack(META, np.array([(3, 0)]), np.ones((1, 4, 3), np.float32), "W", set())
+
+
+@pytest.mark.parametrize("marks", [True, False])
+def test_written_keys_catch_repeats_across_stacks_and_tiles_as_a_set_does(monkeypatch, marks):
+    """A write's keys (statements/written_keys.py) marked in a grid array, or in a set for a grid too large:
+    a key repeated within a stack (in order or not), in a later stack, or between stacks and tiles fails
+    with the error a set of keys gives."""
+    from trdb.statements import written_keys
+    if not marks:
+        monkeypatch.setattr(written_keys, "MAX_MARKS", 4)
+    meta = TensorMeta("T", ["i", "j"], "v", np.dtype("float32"), (24, 18), (4, 3), "t")  # 6 x 6 whole tiles
+
+    def stack(keys):
+        return check_stack(meta, np.array(keys), np.ones((len(keys), 4, 3), np.float32), "W", seen)
+
+    seen = written_keys.WrittenKeys(meta.grid)
+    assert seen.marks is marks and not seen
+    stack([(0, 0), (0, 1)])
+    check_tiles(meta, np.array([(1, 0)]), [np.ones((4, 3), np.float32)], "W", seen)
+    stack([(5, 5)])
+    written = {(0, 0), (0, 1), (1, 0), (5, 5)}
+    assert seen and all((int(np.ravel_multi_index(k, meta.grid)) in seen) == (k in written)
+                        for k in np.ndindex(*meta.grid))
+    for keys in ([(2, 0), (0, 1)], [(3, 0), (1, 0)]):  # written before by a stack, by a tile
+        with pytest.raises(IntegrityError, match=rf"key \({keys[1][0]}, {keys[1][1]}\) occurs more than once"):
+            stack(keys)
+    with pytest.raises(IntegrityError, match=r"key \(5, 5\) occurs more than once"):
+        check_tiles(meta, np.array([(5, 5)]), [np.ones((4, 3), np.float32)], "W", seen)
+    for keys in ([(2, 0), (2, 0)], [(2, 1), (2, 0), (2, 1)]):  # repeated within one stack, in order or not
+        seen = written_keys.WrittenKeys(meta.grid)
+        with pytest.raises(IntegrityError, match=r"occurs more than once"):
+            stack(keys)
+
+
+def test_an_insert_of_a_query_with_a_repeated_key_fails_and_writes_nothing():
+    import trdb
+    con = trdb.connect()
+    con.execute("CREATE TENSOR A FROM ? TILE (1, 4)", [np.arange(400, dtype=np.float32).reshape(100, 4)])
+    con.execute("CREATE TENSOR B SHAPE (100, 4) TILE (1, 4) DTYPE float32")
+    with pytest.raises(trdb.IntegrityError, match="occurs more than once"):
+        con.execute("INSERT INTO B SELECT A.i // 2 AS i, A.j, A.v FROM A")
+    assert con.execute("SELECT COUNT(*) FROM B").fetchone() == (0,)
+    con.execute("INSERT INTO B SELECT A.i, A.j, A.v * 2 AS v FROM A")
+    np.testing.assert_array_equal(con.execute("SELECT * FROM B").fetch_tensor(),
+                                  np.arange(400, dtype=np.float32).reshape(100, 4) * 2)
