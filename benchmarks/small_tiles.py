@@ -8,7 +8,9 @@ on the stacked (n, 8, 8) array.
 Each statement runs `--repeats` times, trdb and its peers taking turns; medians are compared (ratios
 trdb / peer), with microseconds a tuple. Every statement reads what the last one left (nothing is
 cached between runs but the buffer pool, as for any repeated query); each UPDATE changes every
-value, so no run reuses the one before. Sums are checked against numpy in float64; after the
+value, so no run reuses the one before. The UPDATEs start with `--warmup` untimed rounds (each system
+once a round): the first UPDATE of a process touches fresh memory, which on a virtual machine cost
+trdb 1.5-4.4 s against 0.7-1.0 s later, run to run. Sums are checked against numpy in float64; after the
 UPDATEs, trdb's tensor and DuckDB's table are checked against numpy's array.
 """
 from __future__ import annotations
@@ -39,7 +41,7 @@ def timed(run) -> tuple[float, object]:
     return time.perf_counter() - started, out
 
 
-def measure(n: int, repeats: int) -> None:
+def measure(n: int, repeats: int, warmup: int) -> None:
     data = np.random.default_rng(0).standard_normal((n, 8, 8)).astype(np.float32)
     con = trdb.connect()
     load_trdb, _ = timed(lambda: con.execute("CREATE TENSOR T FROM ? TILE (8, 8)", [data.reshape(n * 8, 8)]))
@@ -65,17 +67,20 @@ def measure(n: int, repeats: int) -> None:
         med = {k: statistics.median(v) for k, v in times.items()}
         print(f"{label:24} {med['trdb']:8.3f}s {med['duckdb']:8.3f}s {med['numpy']:8.3f}s "
               f"{med['trdb'] / med['duckdb']:7.1f}x {med['trdb'] / med['numpy']:6.1f}x {1e6 * med['trdb'] / n:9.2f}")
-    update(con, duck, data, repeats)
+    update(con, duck, data, repeats, warmup)
     con.close()
     duck.close()
 
 
-def update(con, duck, data: np.ndarray, repeats: int) -> None:
-    """UPDATE ... SET v = v * a + b over every tuple, taking turns; the three end in the same values."""
+def update(con, duck, data: np.ndarray, repeats: int, warmup: int) -> None:
+    """UPDATE ... SET v = v * a + b over every tuple, taking turns, after `warmup` untimed rounds; the three
+    end in the same values."""
     n, a, b = len(data), 1.0001, 0.5
     array = data.copy()
     times: dict[str, list] = {"trdb": [], "duckdb": [], "numpy": []}
-    for _ in range(repeats):
+    for round_ in range(warmup + repeats):
+        if round_ == warmup:
+            times = {name: [] for name in times}
         elapsed, _ = timed(lambda: con.execute(f"UPDATE T SET v = T.v * {a} + {b}"))
         times["trdb"].append(elapsed)
         elapsed, _ = timed(lambda: duck.execute(
@@ -101,9 +106,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tuples", type=int, nargs="+", default=[200_000, 1_000_000])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=1, help="untimed UPDATE rounds first; default 1")
     args = parser.parse_args()
     for n in args.tuples:
-        measure(n, args.repeats)
+        measure(n, args.repeats, args.warmup)
 
 
 if __name__ == "__main__":
