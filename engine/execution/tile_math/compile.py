@@ -95,13 +95,13 @@ def _sparse_transposed(a: Any, b: Any) -> bool:
 
 
 class ProductOperands:
-    """A matrix product's two operands from a row. For MATMUL(TRANSPOSE(a), b) of a host CSR `a` (a gradient's
-    Âᵀ·G), `a` itself, flagged `transposed`: the caller multiplies its CSC view aᵀ (scipy's kernel on a's own
-    arrays), with no transposed copy of `a` made (Cora's Âᵀ·G: 0.19 against 0.35 ms); else the operands as the
-    kernels give them."""
+    """A product's two operands from a row. For MATMUL(TRANSPOSE(a), b) of a host CSR `a` (a gradient's Âᵀ·G;
+    `transposable`: the product is a MATMUL), `a` itself, flagged `transposed`: the caller multiplies its CSC
+    view aᵀ (scipy's kernel on a's own arrays), with no transposed copy of `a` made (Cora's Âᵀ·G: 0.19 against
+    0.35 ms); else the operands as the kernels give them."""
 
-    def __init__(self, left: bx.Bound, right: bx.Bound, backend: Backend):
-        inner = plain_transpose(left) if backend is NUMPY_BACKEND else None
+    def __init__(self, left: bx.Bound, right: bx.Bound, backend: Backend, transposable: bool = True):
+        inner = plain_transpose(left) if transposable and backend is NUMPY_BACKEND else None
         self._left = compile_expr(left if inner is None else inner, backend)
         self._right = compile_expr(right, backend)
         self._transpose = None if inner is None else (kernel_call(left, backend), [a.value for a in left.args[1:]])

@@ -33,16 +33,14 @@ def placing_projection(exprs: tuple[bx.Bound, ...], canvas: ResultCanvas,
         return None
     spec, left, right = product
     keys = [compile_expr(e, backend) for e in exprs[:-1]]
-    operands = ProductOperands(left, right, backend) if spec is None else None  # MATMUL's
-    a_of, b_of = (compile_expr(left, backend), compile_expr(right, backend)) if spec is not None \
-        else (None, None)
+    operands = ProductOperands(left, right, backend, transposable=spec is None)  # spec None: a MATMUL
     function = exprs[-1].function
     usual, view = kernel_call(exprs[-1], backend), transposed_view_product(function)
     const = () if spec is None else (spec,)
 
     def project(row: Row) -> Row:
         key = tuple(f(row) for f in keys)
-        a, b, transposed = operands(row) if operands is not None else (a_of(row), b_of(row), False)
+        a, b, transposed = operands(row)
         if transposed:  # a CSR tile's transposed product: scipy's, nothing to place
             return (*key, view([a, b]))
         matrices = product_matrices(spec, a, b)

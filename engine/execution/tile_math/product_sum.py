@@ -18,7 +18,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from trdb.execution.result_canvas import product_call
-from trdb.execution.tile_math.compile import ProductOperands, compile_expr
+from trdb.execution.tile_math.compile import ProductOperands
 from trdb.execution.tile_math.placed_product import product_matrices
 from trdb.execution.tile_math.product_sharing import MIN_SHARED_FLOPS, GroupOrder, SharedProducts
 from trdb.execution.work import charge, counted, kernel_work
@@ -41,14 +41,12 @@ def product_sum_feed(function: str, arg: Optional[bx.Bound], backend: Backend, c
     if product is None or (product[0] is not None and canvas is None):
         return None
     spec = product[0]
-    operands = ProductOperands(product[1], product[2], backend) if spec is None else None  # MATMUL's
-    left, right = (compile_expr(product[1], backend), compile_expr(product[2], backend)) if spec is not None \
-        else (None, None)
+    operands = ProductOperands(product[1], product[2], backend, transposable=spec is None)  # spec None: a MATMUL
     function, xp, const = arg.function, backend.xp, () if product[0] is None else (product[0],)
     call = counted(function, lambda values: function.call(backend, values))
 
     def feed(accumulator, row: tuple) -> None:
-        a, b, transposed = operands(row) if operands is not None else (left(row), right(row), False)
+        a, b, transposed = operands(row)
         if shared is not None:
             if spec is None and _shareable(a, b):
                 order = accumulator.order or _ordered(accumulator)
