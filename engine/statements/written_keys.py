@@ -61,6 +61,8 @@ class WrittenKeys:
             self._set.update(places)
 
     def isdisjoint(self, places: Iterable) -> bool:
+        if self._marks is None:
+            return self._set.isdisjoint(places)
         return not any(place in self for place in places)
 
     def __bool__(self) -> bool:
