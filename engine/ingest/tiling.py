@@ -12,6 +12,7 @@ from trdb.errors import DataError, QueryCancelled
 from trdb.ingest.value_fit import cast_checked
 from trdb.storage.database import Database
 from trdb.storage.tensor_meta import TensorMeta
+from trdb.storage.tile_store import WrittenStatistics
 from trdb.storage.tile_writer import BATCH_BYTES, BATCH_TILES, TileWriter
 
 CHUNK_BYTES = BATCH_BYTES  # the bytes of one write batch (tests make it tiny to get many batches)
@@ -29,8 +30,9 @@ def tile_slices(meta: TensorMeta, key: tuple[int, ...]) -> tuple[slice, ...]:
 
 def write_generated(db: Database, meta: TensorMeta, make_tile: Callable[[tuple[int, ...]], np.ndarray],
                     interrupted: Optional[threading.Event] = None,
-                    after_batch: Optional[Callable[[], None]] = None) -> int:
-    """Write make_tile(key) for every key of the grid (all-zero tiles too). Returns tiles stored.
+                    after_batch: Optional[Callable[[], None]] = None) -> WrittenStatistics:
+    """Write make_tile(key) for every key of the grid (all-zero tiles too). Returns the statistics of the tiles
+    stored (a new tensor's own: no query need count them).
     Once `interrupted` is set (the statement was cancelled) it stops with QueryCancelled. Tiles are made
     as the writer takes them, a run at a time (TileWriter.add_stream)."""
     def generated() -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
@@ -40,12 +42,13 @@ def write_generated(db: Database, meta: TensorMeta, make_tile: Callable[[tuple[i
             yield key, make_tile(key)
     with TileWriter(db, meta, CHUNK_BYTES, after_batch) as writer:
         writer.add_stream(generated())
-    return writer.written
+    return writer.statistics
 
 
 def write_array(db: Database, meta: TensorMeta, array: np.ndarray,
-                interrupted: Optional[threading.Event] = None) -> int:
-    """Tile a dense array of the tensor's shape and store every tile (zeros are values); a value the tensor's dtype
+                interrupted: Optional[threading.Event] = None) -> WrittenStatistics:
+    """Tile a dense array of the tensor's shape and store every tile (zeros are values), returning the statistics
+    of the tiles stored (`write_generated`'s); a value the tensor's dtype
     cannot hold (overflow to inf, an integer out of range) is a DataError. A memory-mapped array is read
     a slab at a time and its pages are let go after each batch, so it is never resident whole."""
     def check() -> None:
@@ -62,7 +65,7 @@ def write_array(db: Database, meta: TensorMeta, array: np.ndarray,
                 if start:
                     check()
                 writer.add_stack(keys[start:start + BATCH_TILES], tiles[start:start + BATCH_TILES])
-    return writer.written
+    return writer.statistics
 
 
 def _stackable(meta: TensorMeta, batch_bytes: int) -> bool:

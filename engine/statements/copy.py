@@ -215,7 +215,7 @@ def _read_npy(sc: StatementContext, meta: TensorMeta, path: str) -> int:
     if tuple(array.shape) != tuple(meta.shape):
         raise DataError(f"COPY {meta.name} FROM '{path}': the array has shape {tuple(array.shape)}, "
                         f"{meta.name} has shape {meta.shape}")
-    return write_array(sc.db, meta, array, sc.interrupted)
+    return write_array(sc.db, meta, array, sc.interrupted).tuples
 
 
 def _read_long(sc: StatementContext, node: ast.CopyFrom, meta: TensorMeta, path: str, file_format: str) -> int:

@@ -63,9 +63,8 @@ def create_tensor(sc: StatementContext, node: ast.CreateTensor) -> Result:
     maker = None if node.fill is None else _fill_maker(sc, meta, node.fill)
     check_stored(sc.settings, meta, sc.db.room()) if maker is not None else check_tile(sc.settings, meta)
     meta = sc.catalog.create_tensor(meta)
-    if maker is not None:
-        write_generated(sc.db, meta, maker, sc.interrupted)
-    sc.catalog.refresh_statistics(meta)
+    written = write_generated(sc.db, meta, maker, sc.interrupted) if maker is not None else None
+    sc.catalog.refresh_statistics(meta, written.as_tuple() if written is not None else None)
     return Result(rowcount=0)
 
 
@@ -105,14 +104,15 @@ def create_tensor_from(sc: StatementContext, node: ast.CreateTensorFrom) -> Resu
     if not is_sparse_matrix(array):
         check_stored(sc.settings, meta, sc.db.room())
         meta = sc.catalog.create_tensor(meta)
-        write_array(sc.db, meta, array, sc.interrupted)
+        known = write_array(sc.db, meta, array, sc.interrupted).as_tuple()  # the new tensor's statistics
     else:  # judged by the non-zeros of its tiles, not its dense size
         check_sparse(array, meta.dtype, meta.name)
         entries = sparse_matrix_entries(meta, array)
         check_stored(sc.settings, meta, sc.db.room(), entry_tile_counts(meta, entries))
         meta = sc.catalog.create_tensor(meta)
         write_entries(sc.db, meta, entries)
-    sc.catalog.refresh_statistics(meta)
+        known = None
+    sc.catalog.refresh_statistics(meta, known)
     return Result(rowcount=0)
 
 

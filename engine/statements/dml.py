@@ -114,12 +114,14 @@ def update(sc: StatementContext, node: ast.Update) -> Result:
     every_tile = node.where is None and not node.from_items and len(result.rows) == meta.tuple_count
     if every_tile:
         tile_store.delete_tiles(sc.db, meta)
-    count, written = write_result(sc, meta, result, f"UPDATE {meta.name}",
-                                  None if every_tile else lambda keys: tile_store.delete_tiles(sc.db, meta, keys),
-                                  keep=before is not None)
-    updated = sc.catalog.refresh_statistics(meta)
+    count, writer = write_result(sc, meta, result, f"UPDATE {meta.name}",
+                                 None if every_tile else lambda keys: tile_store.delete_tiles(sc.db, meta, keys),
+                                 keep=before is not None)
+    # every tile written anew: the writer counted the statistics (a query to count them took 1.3 ms of 5.8 for
+    # an UPDATE of one 64 x 64 tile)
+    updated = sc.catalog.refresh_statistics(meta, writer.statistics.as_tuple() if every_tile else None)
     if before is not None:
-        sc.catalog.keep_updated(updated, before, written)
+        sc.catalog.keep_updated(updated, before, writer.kept)
     return Result(rowcount=count)
 
 

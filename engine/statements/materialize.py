@@ -22,7 +22,7 @@ from trdb.kernels.sparse import is_sparse, nbytes
 from trdb.statements.context import StatementContext
 from trdb.statements.written_keys import WrittenKeys
 from trdb.storage.tensor_meta import TensorMeta, validate_layout
-from trdb.storage.tile_writer import BATCH_TILES, TileWriter, WrittenTiles
+from trdb.storage.tile_writer import BATCH_TILES, TileWriter
 
 BeforeWrite = Callable[[np.ndarray], None]
 
@@ -215,10 +215,11 @@ def _host_tile(tile):
 
 
 def write_result(sc: StatementContext, meta: TensorMeta, result: Result, what: str,
-                 before_write: Optional[BeforeWrite] = None, keep: bool = False) -> tuple[int, Optional[WrittenTiles]]:
+                 before_write: Optional[BeforeWrite] = None, keep: bool = False) -> tuple[int, TileWriter]:
     """Check and write a result's tiles batch by batch; `before_write(keys)` runs for each batch before its
-    tiles are held (INSERT refuses stored keys, UPDATE deletes them). Returns the tuples written and, with
-    `keep`, what was written (for the buffer pool)."""
+    tiles are held (INSERT refuses stored keys, UPDATE deletes them). Returns the tuples written and the
+    closed writer: its `statistics` (the tensor's where it held no tile before) and, with `keep`, what it
+    wrote (`kept`, for the buffer pool)."""
     seen = WrittenKeys(meta.grid)  # key_positions of the keys written
     count = 0
     with TileWriter(sc.db, meta, CHUNK_BYTES, keep=keep) as writer:
@@ -237,7 +238,7 @@ def write_result(sc: StatementContext, meta: TensorMeta, result: Result, what: s
             else:
                 writer.add_all(keys, tiles)
             count += len(tiles)
-    return count, writer.kept
+    return count, writer
 
 
 def result_layout(result: Result) -> TensorLayout:
@@ -264,5 +265,5 @@ def store_rows(sc: StatementContext, name: str, key_names: Optional[Sequence[str
         raise ProgrammingError(f"CREATE TENSOR {name} ({', '.join(names)}): the query gives {len(keys)} keys")
     meta = sc.catalog.create_tensor(TensorMeta(name, names, column.name, column.type.dtype, layout.shape,
                                                layout.tile, ""))
-    write_result(sc, meta, result, f"CREATE TENSOR {name} AS")
-    return sc.catalog.refresh_statistics(meta)
+    _, writer = write_result(sc, meta, result, f"CREATE TENSOR {name} AS")
+    return sc.catalog.refresh_statistics(meta, writer.statistics.as_tuple())  # a new tensor's: what it wrote

@@ -175,6 +175,41 @@ def test_the_statistics_a_writer_counts_are_those_duckdb_counts(cur):
     assert writer.statistics.as_tuple()[:4] == (4, 100 + 2 + 100, 1, 2)  # the zero tile is stored too; one is CSR
 
 
+def test_whole_writes_save_the_statistics_a_recount_gives(tmp_path):
+    """CREATE TENSOR FROM ? / FILL / AS and an UPDATE of every tile take the statistics their writer counted (no
+    query): each saved row equals DuckDB's recount, zero tiles, CSR tiles and edge tiles included, also after
+    the file is opened again."""
+    import scipy.sparse
+
+    from trdb.storage import tile_store
+    path = str(tmp_path / "whole.trdb")
+    con = trdb.connect(path)
+    dense = np.arange(35, dtype=np.float32).reshape(5, 7)
+    dense[:2, :3] = 0  # a zero tile: stored, its non-zeros 0
+    con.execute("CREATE TENSOR D FROM ? TILE (2, 3)", [dense])
+    con.execute("CREATE TENSOR F SHAPE (6, 4) TILE (4, 4) FILL CONSTANT(3)")
+    con.execute("CREATE TENSOR Z SHAPE (3, 3) TILE (2, 2) FILL ZEROS")
+    con.execute("CREATE TENSOR S FROM ? TILE (4, 4)", [scipy.sparse.random(8, 12, density=0.05, format="csr",
+                                                                               random_state=3)])
+    con.execute("CREATE TENSOR A AS SELECT i, j, v * 2 AS v FROM D WHERE i > 0")
+    con.execute("UPDATE D SET v = RELU(v - 20)")  # every tile: some become all zeros, still stored
+    con.execute("UPDATE F SET v = v * 0")
+    session = con._session()
+    expected = {"D": 9, "F": 2, "Z": 4, "A": 6}
+    for name in ("D", "F", "Z", "S", "A"):
+        meta = session.catalog.require_tensor(name)
+        recount = tile_store.tile_statistics(session.catalog.db, meta)
+        assert (meta.tuple_count, meta.nnz, meta.csr_tuples, meta.csr_nnz, meta.distinct_keys) == recount, name
+        if name in expected:
+            assert meta.tuple_count == expected[name], name
+    assert session.catalog.require_tensor("D").nnz == int(np.count_nonzero(np.maximum(dense - 20, 0)))
+    assert session.catalog.require_tensor("F").nnz == 0
+    con.close()
+    reopened = trdb.connect(path)
+    assert reopened.execute("SELECT * FROM D").fetch_tensor().tolist() == np.maximum(dense - 20, 0).tolist()
+    reopened.close()
+
+
 def test_written_statistics_count_distinct_keys_by_marks_or_sorts_alike():
     from trdb.storage.tile_store import WrittenStatistics
     rng = np.random.default_rng(4)
