@@ -111,6 +111,10 @@ class TileAccess:
                 len({(t.shape[1:], t.dtype) for t in stacks}) == 1:
             self._keep_stacks(meta, new_keys, stacks)  # every tile replaced, all of one shape
             return
+        replaced = _replaced_in_stack(old_keys, old_tiles, new_keys, stacks, meta.grid)
+        if replaced is not None:  # some tiles of one stacked run replaced: a copy of it, by whole arrays
+            self.keep_written(meta, old_keys, replaced)
+            return
         tiles: list = []
         for stack in stacks:
             tiles.extend(stack if isinstance(stack, list) else tile_views(stack))
@@ -207,6 +211,31 @@ def _check_keys(meta: TensorMeta, keys: np.ndarray) -> None:
     repeated = np.flatnonzero((keys[1:] == keys[:-1]).all(axis=1))  # read sorted by key
     if len(repeated):
         raise DataError(f'tensor "{meta.name}" has more than one tile at key {tuple(keys[repeated[0]].tolist())}')
+
+
+def _replaced_in_stack(old_keys: np.ndarray, old_tiles, new_keys: np.ndarray, stacks: list,
+                       grid: tuple[int, ...]) -> Optional[np.ndarray]:
+    """The kept tiles, one stack `(n, *tile)` under `old_keys` (in key order), with the rows under `new_keys`
+    replaced by the written stacks' tiles: None where the kept tiles are not one run, a written batch is not
+    a stack of its shape and dtype, or a new key is not among the old (a partial UPDATE of 1% of 200,000
+    tiles of 8 x 8 took 280 ms a tile at a time)."""
+    runs = getattr(old_tiles, "runs", ())
+    if len(runs) != 1 or len(runs[0][1]) != len(old_keys) or not old_keys.shape[1] or \
+            not 0 < math.prod(grid) < 2 ** 62:
+        return None
+    stack = runs[0][1]
+    if not stacks or any(not isinstance(t, np.ndarray) or t.shape[1:] != stack.shape[1:] or t.dtype != stack.dtype
+                         for t in stacks):
+        return None
+    old_places = np.ravel_multi_index(old_keys.T, grid)
+    new_places = np.ravel_multi_index(new_keys.T, grid)
+    positions = np.searchsorted(old_places, new_places)
+    if np.any(np.diff(old_places) <= 0) or np.any(positions >= len(old_places)) or \
+            np.any(old_places[np.minimum(positions, len(old_places) - 1)] != new_places):
+        return None
+    out = stack.copy()
+    out[positions] = stacks[0] if len(stacks) == 1 else np.concatenate(stacks)
+    return out
 
 
 def _rows_in(rows: np.ndarray, among: np.ndarray, grid: tuple[int, ...]) -> np.ndarray:

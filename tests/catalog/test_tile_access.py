@@ -43,6 +43,22 @@ def test_an_update_of_some_tiles_keeps_the_updated_tensor(con):
     assert not read_back
 
 
+@pytest.mark.parametrize("shape", [(40, 60), (41, 59)])  # one stacked run; edge tiles: runs of several shapes
+def test_an_update_of_scattered_tiles_keeps_the_updated_tensor(con, shape):
+    cur = con.cursor()
+    A = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    _loaded(cur, A)
+    before = cur.execute("SELECT * FROM A").fetch_tensor()
+    cur.execute("UPDATE A SET v = A.v * -3 + 1 WHERE A.j = 4 OR (A.i = 7 AND A.j = 20)")
+    expected = A.copy()
+    expected[:, 8:10] = A[:, 8:10] * -3 + 1
+    expected[14:16, 40:42] = A[14:16, 40:42] * -3 + 1
+    kept, read_back = _stored(con, cur)
+    np.testing.assert_allclose(kept, expected, rtol=1e-6)
+    assert not read_back
+    np.testing.assert_array_equal(before, A)  # what an earlier scan gave is not written over
+
+
 def test_a_zero_tile_stays_in_the_kept_tensor_too(con):
     cur = con.cursor()
     A = np.arange(24, dtype=np.float32).reshape(6, 4) + 1
