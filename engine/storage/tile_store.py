@@ -221,11 +221,27 @@ def _run_length(sizes: np.ndarray, limit: int) -> int:
 
 
 def _part_sizes(db: Database, meta: TensorMeta, tables: list[str]) -> tuple[list[int], list[int]]:
-    """The bytes and the rows each part holds now, from its small columns (no tile is read)."""
+    """The bytes and the rows each part holds now, from its small columns (no tile is read). Where every
+    part's rows at the most a tile can take would fit in one part, that bound stands for each part's bytes,
+    and only its rows are counted (the keys, non-zeros and formats of 200,000 tiles took 10 ms of an UPDATE
+    of 100 of them): no part then exceeds `part_bytes`, though a new one may start sooner than it would."""
+    rows = [int(n) for _, n in sorted(db.execute(" UNION ALL ".join(
+        f"SELECT {i}, count(*) FROM {quote_dotted(t)}" for i, t in enumerate(tables))))]
+    bound = _tile_bound(meta)
+    if sum(rows) * bound <= tile_parts.part_bytes(db):
+        return [n * bound for n in rows], rows
     index = _index(db, meta, tables, None)
     sizes = np.maximum(decoded_sizes(meta, index), 0)
     ranges = list(zip(index.starts[:-1].tolist(), index.starts[1:].tolist()))
     return [int(sizes[lo:hi].sum()) for lo, hi in ranges], [hi - lo for lo, hi in ranges]
+
+
+def _tile_bound(meta: TensorMeta) -> int:
+    """The most bytes one tile of the tensor takes decoded (`decoded_sizes`), dense or CSR: every entry stored
+    with 64-bit indices, each section padded."""
+    elements = math.prod(meta.tile)
+    rows = meta.tile[0] if meta.tile else 1
+    return elements * (np.dtype(meta.dtype).itemsize + 8) + (rows + 1) * 8 + 24
 
 
 def _append(db: Database, table: str, data: pa.Table) -> None:

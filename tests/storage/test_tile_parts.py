@@ -101,6 +101,37 @@ def test_repeated_updates_reuse_parts(con, parts):
     assert len(_tables(con)) <= 24
 
 
+def test_parts_stay_within_their_size_whether_measured_or_bounded(con, monkeypatch):
+    """A writer bounds each part's bytes by its rows at the most a tile takes while all would fit in one part,
+    and measures them exactly beyond: either way no part holds more than `part_bytes` (one tile more at most)."""
+    from trdb.storage import tile_store
+    values = _values(3)
+    # 43 tiles of 512 bytes; bounded at 1,120 bytes a tile (8 x 8 float64, stored CSR at worst): 20
+    monkeypatch.setattr(tile_parts, "PART_BYTES", 22400)
+    con.execute(f"CREATE TENSOR A FROM ? TILE {TILE}", [values])
+    for step in range(6):
+        con.execute(f"UPDATE A SET v = v * 2 + {step} WHERE i = {step}")
+        values[8 * step:8 * step + 8] = values[8 * step:8 * step + 8] * 2 + step
+        con.execute(f"DELETE FROM A WHERE i = 7 AND j = {step}")
+        con.execute("INSERT INTO A VALUES (7, ?, ?)", [step, np.full((8, 8), float(step))])
+        values[56:64, 8 * step:8 * step + 8] = step
+        meta = con._session().catalog.require_tensor("A")
+        index = tile_store.tile_index(_db(con), meta)
+        sizes = tile_store.decoded_sizes(meta, index)
+        for start, stop in zip(index.starts[:-1], index.starts[1:]):
+            assert sizes[start:stop].sum() <= tile_parts.PART_BYTES + 512
+    assert len(_tables(con)) > 1
+    np.testing.assert_array_equal(_tensor(con), values)
+    con.execute(f"CREATE TENSOR E SHAPE {SHAPE} TILE {TILE} DTYPE float64")
+    con.execute("INSERT INTO E SELECT i, j, v FROM A WHERE i < 6")  # 36 tiles: one part, no deleted row
+    con.execute("INSERT INTO E SELECT i, j, v FROM A WHERE i >= 6")  # 12 more: measured, they do not fit
+    meta = con._session().catalog.require_tensor("E")
+    index = tile_store.tile_index(_db(con), meta)
+    sizes = tile_store.decoded_sizes(meta, index)
+    assert [int(sizes[a:b].sum()) for a, b in zip(index.starts[:-1], index.starts[1:])] == [36 * 512, 12 * 512]
+    np.testing.assert_array_equal(_tensor(con, "E"), values)
+
+
 def test_create_as_and_from_coo_write_parts(con, parts):
     values = _values(4)
     con.execute(f"CREATE TENSOR A FROM ? TILE {TILE}", [values])
