@@ -486,6 +486,16 @@ def existing_keys(db: Database, meta: TensorMeta, keys: np.ndarray) -> list[tupl
     return [tuple(r) for r in rows]
 
 
+def value_statistics(db: Database, meta: TensorMeta) -> tuple[int, int, int]:
+    """(total non-zeros, CSR tuples, non-zeros in CSR tuples): what of `tile_statistics` a write that keeps the
+    keys (an UPDATE) changes, without counting distinct keys (200,000 tiles: 0.9 against 2.9 ms)."""
+    row = db.execute(f"SELECT coalesce(sum(nnz), 0), count(*) FILTER (WHERE fmt <> {DENSE}), "
+                     f"coalesce(sum(nnz) FILTER (WHERE fmt <> {DENSE}), 0) "
+                     f"FROM {_source(db, meta, ['nnz', 'fmt'])}")[0]
+    nnz, csr_tuples, csr_nnz = (int(x) for x in row)
+    return nnz, csr_tuples, csr_nnz
+
+
 def tile_statistics(db: Database, meta: TensorMeta) -> tuple:
     """(tuple count, total non-zeros, CSR tuples, non-zeros in CSR tuples, distinct values per key)."""
     distinct = "".join(f", count(DISTINCT {k})" for k in key_columns(len(meta.keys)))

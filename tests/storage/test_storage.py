@@ -177,8 +177,8 @@ def test_the_statistics_a_writer_counts_are_those_duckdb_counts(cur):
 
 def test_whole_writes_save_the_statistics_a_recount_gives(tmp_path):
     """CREATE TENSOR FROM ? / FILL / AS and an UPDATE of every tile take the statistics their writer counted (no
-    query): each saved row equals DuckDB's recount, zero tiles, CSR tiles and edge tiles included, also after
-    the file is opened again."""
+    query), an UPDATE of some tiles keeps the key counts it had: each saved row equals DuckDB's recount, zero
+    tiles, CSR tiles and edge tiles included, also after the file is opened again."""
     import scipy.sparse
 
     from trdb.storage import tile_store
@@ -188,13 +188,21 @@ def test_whole_writes_save_the_statistics_a_recount_gives(tmp_path):
     dense[:2, :3] = 0  # a zero tile: stored, its non-zeros 0
     con.execute("CREATE TENSOR D FROM ? TILE (2, 3)", [dense])
     con.execute("CREATE TENSOR F SHAPE (6, 4) TILE (4, 4) FILL CONSTANT(3)")
-    con.execute("CREATE TENSOR Z SHAPE (3, 3) TILE (2, 2) FILL ZEROS")
+    con.execute("CREATE TENSOR Z SHAPE (30, 30) TILE (20, 20) FILL ZEROS")
     con.execute("CREATE TENSOR S FROM ? TILE (4, 4)", [scipy.sparse.random(8, 12, density=0.05, format="csr",
                                                                                random_state=3)])
     con.execute("CREATE TENSOR A AS SELECT i, j, v * 2 AS v FROM D WHERE i > 0")
     con.execute("UPDATE D SET v = RELU(v - 20)")  # every tile: some become all zeros, still stored
     con.execute("UPDATE F SET v = v * 0")
     session = con._session()
+    version = session.catalog.require_tensor("Z").version
+    con.execute("UPDATE Z SET v = v + 1 WHERE i = 5")  # no tile: nothing changes, not even the data version
+    assert session.catalog.require_tensor("Z").version == version
+    sparse = np.zeros((20, 20), dtype=np.float32)
+    sparse[1, 0] = 4
+    con.execute("UPDATE Z SET v = ? WHERE i = 0 AND j = 0", [sparse])  # some tiles: the keys stay, stored CSR
+    con.execute("UPDATE Z SET v = v + 2 WHERE i = 1 AND j = 0")
+    assert session.catalog.require_tensor("Z").csr_tuples == 1
     expected = {"D": 9, "F": 2, "Z": 4, "A": 6}
     for name in ("D", "F", "Z", "S", "A"):
         meta = session.catalog.require_tensor(name)
@@ -204,6 +212,7 @@ def test_whole_writes_save_the_statistics_a_recount_gives(tmp_path):
             assert meta.tuple_count == expected[name], name
     assert session.catalog.require_tensor("D").nnz == int(np.count_nonzero(np.maximum(dense - 20, 0)))
     assert session.catalog.require_tensor("F").nnz == 0
+    assert session.catalog.require_tensor("Z").nnz == 1 + 10 * 20
     con.close()
     reopened = trdb.connect(path)
     assert reopened.execute("SELECT * FROM D").fetch_tensor().tolist() == np.maximum(dense - 20, 0).tolist()
