@@ -32,6 +32,7 @@ class Catalog(TileAccess):
         self.definitions = 0  # advanced by every change but a write's new statistics (what binding reads)
         self.generation = -1
         self._adam_steps: tuple[int, dict[str, int]] = (-1, {})  # (version, counts): remember_adam_steps
+        self._unread_writes: dict[str, int] = {}  # tile table -> writes kept with no read between (kept_for_write)
         ensure_schema(db)
         self.reload()
 

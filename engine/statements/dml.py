@@ -24,9 +24,12 @@ DELETE_BATCH_KEYS = 1 << 16  # keys one DELETE removes at most (1 per 64 made 50
 
 def _write(sc: StatementContext, meta: TensorMeta, keys: np.ndarray, tiles: list, what: str) -> None:
     tiles = check_tiles(meta, keys, tiles, what)
-    with TileWriter(sc.db, meta, CHUNK_BYTES) as writer:
+    before = sc.catalog.kept_for_write(meta)  # where the buffer pool keeps the tensor, it keeps the new one too
+    with TileWriter(sc.db, meta, CHUNK_BYTES, keep=before is not None) as writer:
         writer.add_all(keys, tiles)
-    sc.catalog.refresh_statistics(meta)
+    inserted = sc.catalog.refresh_statistics(meta)
+    if before is not None:
+        sc.catalog.keep_inserted(inserted, before, writer.kept)
 
 
 def _reject_existing(sc: StatementContext, meta: TensorMeta, keys: np.ndarray) -> None:
@@ -81,8 +84,14 @@ def _tile_value(sc: StatementContext, meta: TensorMeta, key: list, value, node: 
 def insert_query(sc: StatementContext, node: ast.InsertQuery) -> Result:
     meta = sc.catalog.require_tensor(node.table)
     result = sc.run_query(node.query, keep_zero_tuples=True)  # zeros are values: every tuple the query gives
-    count, _ = write_result(sc, meta, result, f"INSERT INTO {meta.name}", lambda keys: _reject_existing(sc, meta, keys))
-    sc.catalog.refresh_statistics(meta)
+    before = sc.catalog.kept_for_write(meta)  # where the buffer pool keeps the tensor, it keeps the new one too
+    count, writer = write_result(sc, meta, result, f"INSERT INTO {meta.name}",
+                                 lambda keys: _reject_existing(sc, meta, keys), keep=before is not None)
+    if count == 0:  # no tile written: the tensor, its statistics and its data version stay as they were
+        return Result(rowcount=0)
+    inserted = sc.catalog.refresh_statistics(meta)
+    if before is not None:
+        sc.catalog.keep_inserted(inserted, before, writer.kept)
     return Result(rowcount=count)
 
 
@@ -112,7 +121,7 @@ def update(sc: StatementContext, node: ast.Update) -> Result:
     # FROM: a tuple for each stored one) deletes them all at once instead: each DELETE reads the whole
     # tile table, and a batch's DELETE made the next insert measure the table's parts again
     # where the buffer pool keeps the tensor, it keeps the updated one too (the tiles written go in)
-    before = sc.catalog.kept_tiles(meta)
+    before = sc.catalog.kept_for_write(meta)
     every_tile = node.where is None and not node.from_items and len(result.rows) == meta.tuple_count
     if every_tile:
         tile_store.delete_tiles(sc.db, meta)
@@ -146,18 +155,27 @@ def delete_query(meta: TensorMeta, node: ast.Delete) -> ast.Query:
 
 def delete(sc: StatementContext, node: ast.Delete) -> Result:
     meta = sc.catalog.require_tensor(node.table)
-    if node.where is None:
-        count = meta.tuple_count
-        tile_store.delete_tiles(sc.db, meta)
-    else:
-        result = sc.run_query(delete_query(meta, node))
-        count = 0
-        for batch in joined_batches(row_batches(result.rows), DELETE_BATCH_KEYS):  # a DELETE each: it reads the table
-            key_array = np.array(batch, dtype=np.int64).reshape(len(batch), len(meta.keys))
-            if sc.interrupted.is_set():
-                raise QueryCancelled(f"the statement was cancelled while it deleted tiles of {meta.name}")
-            tile_store.delete_tiles(sc.db, meta, key_array)
-            count += len(key_array)
+    if node.where is not None:
+        return _delete_where(sc, meta, node)
+    tile_store.delete_tiles(sc.db, meta)
     sc.catalog.refresh_statistics(meta)
-    return Result(rowcount=count)
+    return Result(rowcount=meta.tuple_count)
+
+
+def _delete_where(sc: StatementContext, meta: TensorMeta, node: ast.Delete) -> Result:
+    result = sc.run_query(delete_query(meta, node))
+    before = sc.catalog.kept_for_write(meta)  # where the buffer pool keeps the tensor, it keeps what is left
+    deleted = []
+    for batch in joined_batches(row_batches(result.rows), DELETE_BATCH_KEYS):  # a DELETE each: it reads the table
+        key_array = np.array(batch, dtype=np.int64).reshape(len(batch), len(meta.keys))
+        if sc.interrupted.is_set():
+            raise QueryCancelled(f"the statement was cancelled while it deleted tiles of {meta.name}")
+        tile_store.delete_tiles(sc.db, meta, key_array)
+        deleted.append(key_array)
+    if not deleted:  # no tile deleted: the tensor, its statistics and its data version stay as they were
+        return Result(rowcount=0)
+    left = sc.catalog.refresh_statistics(meta)
+    if before is not None:
+        sc.catalog.keep_deleted(left, before, np.concatenate(deleted))
+    return Result(rowcount=sum(len(keys) for keys in deleted))
 

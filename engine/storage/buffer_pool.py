@@ -37,6 +37,7 @@ class BufferPool:
         self._bytes = 0
         self._lock = threading.Lock()
         self._loading: dict[TileVersion, threading.Lock] = {}
+        self._unread: dict[TileVersion, int] = {}  # kept by writes (`put`), one after another, not read since
         self.hits = 0
         self.misses = 0
 
@@ -54,6 +55,7 @@ class BufferPool:
             if entry is None:
                 return None
             self._entries.move_to_end(key)
+            self._unread.pop(key, None)
             self.hits += 1
             return entry[0]
 
@@ -78,11 +80,21 @@ class BufferPool:
             entry = self._entries.get(key)
             return None if entry is None else entry[0]
 
-    def put(self, key: TileVersion, tiles: TensorTiles) -> None:
+    def put(self, key: TileVersion, tiles: TensorTiles, writes: int = 1) -> None:
         """Keep tiles just written as the whole contents of `key` (sorted keys, read-only tiles, exactly
-        as a read would give them): the next scan need not read them back."""
+        as a read would give them): the next scan need not read them back. `writes`: how many writes kept
+        these contents one from another's with no read between (`unread_writes`), this one included."""
         with self._loading_lock(key):
             self._keep(key, tiles)
+            with self._lock:
+                if key in self._entries:
+                    self._unread[key] = writes
+
+    def unread_writes(self, key: TileVersion) -> int:
+        """The `writes` that kept what the pool keeps under `key`, where no read has used it since (0: a read
+        did, or a read put it there)."""
+        with self._lock:
+            return self._unread.get(key, 0)
 
     def _keep(self, key: TileVersion, tiles: Kept) -> None:
         size = tiles.nbytes if isinstance(tiles, np.ndarray) else _tiles_bytes(tiles[1]) + tiles[0].nbytes
@@ -112,7 +124,8 @@ class BufferPool:
         freed = 0
         with self._lock:
             while freed < wanted and self._entries:
-                _, (_, size) = self._entries.popitem(last=False)
+                key, (_, size) = self._entries.popitem(last=False)
+                self._unread.pop(key, None)
                 self._bytes -= size
                 freed += size
         self.memory.release(freed)
@@ -123,6 +136,7 @@ class BufferPool:
         self.shrink(self.memory.reserved - self.memory.budget)
 
     def _drop(self, key: TileVersion) -> None:
+        self._unread.pop(key, None)
         entry = self._entries.pop(key, None)
         if entry is not None:
             self._bytes -= entry[1]

@@ -19,6 +19,7 @@ from trdb.storage.key_hash import partition_sql
 from trdb.storage.progress import count_written
 from trdb.storage.sql_text import quote_dotted
 from trdb.storage.tensor_meta import TensorMeta
+from trdb.storage.tile_runs import TileRuns, as_tile_runs, tile_views
 from trdb.storage.tile_codec import CSR64, DENSE, csr_sections, decode_tiles, encode_dense_batch, encode_stack, encode_tiles
 
 # an append of at most this many tiles and bytes goes in as one parameterized INSERT: DuckDB 2.0 binds each
@@ -326,11 +327,22 @@ def _keys(table: pa.Table, names: list[str]) -> np.ndarray:
 
 
 def sorted_by_key(keys: np.ndarray, tiles: list) -> tuple[np.ndarray, list]:
-    """Keys and tiles in key order (the tiles are views: only the list is reordered)."""
+    """Keys and tiles in key order: the list reordered, its tiles as they are, but tiles read in runs of one
+    stacked array (storage/tile_runs.py) come in runs again: where every tile is in a run of one shape and
+    dtype, the stacks are reordered as one (a copy), else the reordered list is split into runs anew (tiles
+    stored out of key order, after a partial UPDATE or an INSERT, went on as a list, tuple by tuple through
+    every operator after the scan: a SUM over 200,000 tiles of 8 x 8 took 640 against 100 ms)."""
     order = key_order(keys)
     if order is None:
         return keys, tiles
-    return keys[order], [tiles[i] for i in order.tolist()]
+    runs = getattr(tiles, "runs", ())
+    if runs and sum(len(stack) for _, stack in runs) == len(tiles) and \
+            len({(stack.shape[1:], stack.dtype) for _, stack in runs}) == 1:
+        stack = (runs[0][1] if len(runs) == 1 else np.concatenate([stack for _, stack in runs]))[order]
+        stack.flags.writeable = False
+        return keys[order], TileRuns(tile_views(stack), ((0, stack),))
+    ordered = [tiles[i] for i in order.tolist()]
+    return keys[order], as_tile_runs(ordered) if runs else ordered
 
 
 def key_order(keys: np.ndarray) -> Optional[np.ndarray]:

@@ -1,5 +1,5 @@
-"""An UPDATE of a tensor the buffer pool keeps leaves the updated tensor kept: the next scan reads
-no tile back from DuckDB, and gives what a read from DuckDB gives (numpy is the oracle)."""
+"""An UPDATE, INSERT or DELETE of a tensor the buffer pool keeps leaves the new tensor kept: the next scan
+reads no tile back from DuckDB, and gives what a read from DuckDB gives (numpy is the oracle)."""
 import numpy as np
 import pytest
 
@@ -131,4 +131,75 @@ def test_tiles_kept_sparse_stay_beside_the_updated_ones(con):
     A[20:, :20] += 1
     kept, read_back = _stored(con, cur)
     np.testing.assert_array_equal(kept, A)
+    assert not read_back
+
+
+@pytest.mark.parametrize("shape", [(40, 60), (41, 59)])  # one stacked run; edge tiles: runs of several shapes
+def test_inserts_keep_the_grown_tensor(con, shape):
+    cur = con.cursor()
+    A = np.random.default_rng(6).standard_normal(shape).astype(np.float32)
+    cur.execute("CREATE TENSOR B FROM ? TILE (2, 2)", [A])
+    cur.execute(f"CREATE TENSOR A SHAPE {shape} TILE (2, 2)")
+    expected = np.zeros(shape, dtype=np.float32)
+    np.testing.assert_array_equal(_stored(con, cur)[0], expected)  # kept, with no tile
+    cur.execute("INSERT INTO A SELECT i, j, v FROM B WHERE i = 3 OR j = 5")
+    expected[6:8], expected[:, 10:12] = A[6:8], A[:, 10:12]
+    cur.execute("INSERT INTO A VALUES (1, 1, ?), (0, 7, ?)", [np.full((2, 2), 2.0), np.full((2, 2), 3.0)])
+    expected[2:4, 2:4], expected[0:2, 14:16] = 2, 3
+    kept, read_back = _stored(con, cur)
+    np.testing.assert_array_equal(kept, expected)
+    assert read_back == (shape[1] % 2 == 1)  # the edge tiles' runs are not stacked together: read again
+    cur.execute("INSERT INTO A SELECT i, j, v * 0 FROM B WHERE i = 10 AND j > 25")  # zero tiles: values too
+    kept, read_back = _stored(con, cur)
+    np.testing.assert_array_equal(kept, expected)
+    assert read_back == (shape[1] % 2 == 1)
+    rows, columns = (-(-n // 2) for n in shape)
+    assert cur.execute("SELECT count(*) FROM A").fetchall()[0][0] == \
+        len({(3, j) for j in range(columns)} | {(i, 5) for i in range(rows)}) + 2 + len(range(26, columns))
+
+
+@pytest.mark.parametrize("shape", [(40, 60), (41, 59)])
+def test_deletes_keep_what_is_left(con, shape):
+    cur = con.cursor()
+    A = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    _loaded(cur, A)
+    cur.execute("DELETE FROM A WHERE i = 4 OR (j = 9 AND i > 2)")
+    A[8:10] = 0
+    A[6:, 18:20] = 0
+    kept, read_back = _stored(con, cur)
+    np.testing.assert_array_equal(kept, A)
+    assert not read_back
+    cur.execute("DELETE FROM A WHERE i = 1000")  # none: nothing changes
+    kept, read_back = _stored(con, cur)
+    np.testing.assert_array_equal(kept, A)
+    assert not read_back
+
+
+def test_writes_in_a_row_keep_the_tensor_twice_then_leave_it_to_the_next_read(con):
+    """A loop of INSERTs with no read between would copy the whole kept tensor at each: the third leaves it to
+    the next scan. A DELETE reads the tensor (its query), so DELETEs and INSERTs in turns keep it."""
+    cur = con.cursor()
+    cur.execute("CREATE TENSOR A SHAPE (6, 4) TILE (2, 2)")
+    expected = np.zeros((6, 4), dtype=np.float32)
+    _stored(con, cur)  # kept, with no tile
+
+    def insert(i, j, value):
+        cur.execute("INSERT INTO A VALUES (?, ?, ?)", [i, j, np.full((2, 2), value)])
+        expected[2 * i:2 * i + 2, 2 * j:2 * j + 2] = value
+
+    insert(0, 0, 1.0)
+    insert(0, 1, 2.0)
+    kept, read_back = _stored(con, cur)
+    np.testing.assert_array_equal(kept, expected)
+    assert not read_back
+    for i, j in [(1, 0), (1, 1), (2, 0)]:
+        insert(i, j, 3.0 + i + j)
+    kept, read_back = _stored(con, cur)
+    np.testing.assert_array_equal(kept, expected)
+    assert read_back
+    for i in range(3):
+        cur.execute(f"DELETE FROM A WHERE i = {i} AND j = 0")
+        insert(i, 0, 10.0 + i)
+    kept, read_back = _stored(con, cur)
+    np.testing.assert_array_equal(kept, expected)
     assert not read_back

@@ -38,3 +38,36 @@ def test_a_read_of_many_small_tiles_with_edges_gives_numpys_tiles_in_runs_of_one
         assert all(stored_order[start + r].shape == stack.shape[1:] for r in range(len(stack)))
         assert all(np.shares_memory(stored_order[start + r], stack) for r in range(len(stack)))
     con.close()
+
+
+@pytest.mark.parametrize("shape, tile", [((40, 60), (2, 2)), ((41, 59), (2, 2))])
+def test_tiles_stored_out_of_key_order_are_read_in_runs_of_one_shape(shape, tile):
+    """A partial UPDATE and an INSERT store tiles after the others: a read sorts them by key and stacks them
+    again (one run where all are of one shape), so that scans hand them on as column batches."""
+    data = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    con = trdb.connect()
+    con.execute(f"CREATE TENSOR T FROM ? TILE {tile}", [data])
+    con.execute("UPDATE T SET v = v * 2 WHERE i = 3")
+    con.execute("DELETE FROM T WHERE i = 5")
+    con.execute("INSERT INTO T VALUES (5, 0, ?)", [np.ones(tile, dtype=np.float32)])
+    data[6:8] *= 2
+    data[10:12] = 0
+    data[10:12, 0:2] = 1
+    session = con._session()
+    meta = session.catalog.require_tensor("T")
+    stored_keys, _ = tile_store._read(session.db, meta, "")
+    assert tile_store.key_order(stored_keys) is not None  # stored out of key order
+    keys, tiles = tile_store.read_tiles(session.db, meta)
+    assert tile_store.key_order(keys) is None
+    for key, got in zip(keys.tolist(), tiles):
+        i, j = key
+        np.testing.assert_array_equal(got, data[i * tile[0]:(i + 1) * tile[0], j * tile[1]:(j + 1) * tile[1]])
+    covered = sum(len(stack) for _, stack in tiles.runs)
+    if shape[1] % tile[1] == 0 and shape[0] % tile[0] == 0:
+        assert covered == len(tiles) and len(tiles.runs) == 1
+    else:  # each row's edge tile ends a run
+        assert covered >= len(tiles) - meta.grid[0] - meta.grid[1]
+    for start, stack in tiles.runs:
+        assert all(np.shares_memory(tiles[start + r], stack) for r in range(len(stack)))
+    np.testing.assert_array_equal(con.execute("SELECT * FROM T").fetch_tensor(), data)
+    con.close()
