@@ -15,6 +15,7 @@ import numpy as np
 from trdb.catalog import external
 from trdb.catalog.names import fold
 from trdb.errors import DataError, StaleSnapshot
+from trdb.kernels.axis_reductions import all_in_rows, any_in_rows
 from trdb.kernels.sparse import count_nonzero, is_sparse
 from trdb.storage import tile_store
 from trdb.storage.buffer_pool import TensorTiles
@@ -253,11 +254,11 @@ def _check_keys(meta: TensorMeta, keys: np.ndarray) -> None:
             raise DataError(f'tensor "{meta.name}" has {len(keys)} tuples under its one (empty) key')
         return
     grid = np.asarray(meta.grid, dtype=np.int64)
-    outside = np.flatnonzero(((keys < 0) | (keys >= grid)).any(axis=1))
+    outside = np.flatnonzero(any_in_rows((keys < 0) | (keys >= grid)))
     if len(outside):
         raise DataError(f'tensor "{meta.name}" has a tile at key {tuple(keys[outside[0]].tolist())}, '
                         f"outside its tile grid {tuple(grid.tolist())}")
-    repeated = np.flatnonzero((keys[1:] == keys[:-1]).all(axis=1))  # read sorted by key
+    repeated = np.flatnonzero(all_in_rows(keys[1:] == keys[:-1]))  # read sorted by key
     if len(repeated):
         raise DataError(f'tensor "{meta.name}" has more than one tile at key {tuple(keys[repeated[0]].tolist())}')
 

@@ -43,3 +43,21 @@ def _short_last_axis(a, axis) -> bool:
 
 _MOVED = {np.dtype(t) for t in (np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8,
                                 np.uint16, np.uint32, np.uint64, np.bool_)}
+
+
+def any_in_rows(mask: np.ndarray) -> np.ndarray:
+    """`mask.any(axis=1)` of an (n, m) bool array with few columns (key rows, tile shapes), column by column:
+    for 200,000 rows of 2, 0.24 against 2.8 ms. A row of no column is False, as numpy's."""
+    out = np.zeros(len(mask), dtype=bool)
+    for column in range(mask.shape[1]):
+        out |= mask[:, column]
+    return out
+
+
+def all_in_rows(mask: np.ndarray) -> np.ndarray:
+    """`mask.all(axis=1)` of an (n, m) bool array with few columns, column by column (`any_in_rows`). A row of
+    no column is True, as numpy's."""
+    out = np.ones(len(mask), dtype=bool)
+    for column in range(mask.shape[1]):
+        out &= mask[:, column]
+    return out

@@ -17,6 +17,7 @@ from trdb.execution.column_batch import is_columns
 from trdb.execution.result import Result, TensorLayout, layout_of
 from trdb.execution.spool import joined_batches, row_batches
 from trdb.ingest.tiling import CHUNK_BYTES
+from trdb.kernels.axis_reductions import all_in_rows
 from trdb.kernels.backend import to_host
 from trdb.kernels.sparse import is_sparse, nbytes
 from trdb.statements.context import StatementContext
@@ -110,7 +111,7 @@ def _passing(meta: TensorMeta, keys: np.ndarray, positions: list, tiles: list, s
     passing = meta.keys_in_range(keys)
     if keys.shape[1]:
         order = np.lexsort(keys.T[::-1])  # stable: of equal keys, the later one comes later
-        repeated = (keys[order][1:] == keys[order][:-1]).all(axis=1)
+        repeated = all_in_rows(keys[order][1:] == keys[order][:-1])
         passing[order[1:][repeated]] = False
     else:  # a 0-d tensor's one key, ()
         passing[1:] = False
@@ -130,7 +131,7 @@ def _right_shapes(meta: TensorMeta, keys: np.ndarray, tiles: list) -> np.ndarray
         return np.fromiter((shape == meta.tile_shape_at(key) for shape, key in zip(shapes, keys.tolist())),
                            dtype=bool, count=len(shapes))
     expected = meta.tile_shapes_at(keys)
-    return (np.array(shapes, dtype=np.int64).reshape(expected.shape) == expected).all(axis=1)
+    return all_in_rows(np.array(shapes, dtype=np.int64).reshape(expected.shape) == expected)
 
 
 def _check_each(meta: TensorMeta, keys: list, positions: list, tiles: list, what: str, seen: set) -> None:

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from trdb.errors import DataError
+from trdb.kernels.axis_reductions import any_in_rows
 from trdb.kernels.sparse import count_nonzero
 from trdb.storage.external_location import Location
 from trdb.storage.external_tensors import Dataset, check_schema, declared_partitions, guarded, list_dataset, open_parquet
@@ -135,7 +136,7 @@ class _FileReader:
 
     def _check_keys(self, keys: np.ndarray, where: str) -> None:
         grid = np.asarray(self.meta.grid, dtype=np.int64)
-        outside = np.flatnonzero(((keys < 0) | (keys >= grid)).any(axis=1)) if keys.shape[1] else []
+        outside = np.flatnonzero(any_in_rows((keys < 0) | (keys >= grid))) if keys.shape[1] else []
         if len(outside):
             raise DataError(f'tensor "{self.meta.name}" has a tile at key {tuple(keys[outside[0]].tolist())} in '
                             f"'{where}', outside its tile grid {tuple(grid.tolist())}",

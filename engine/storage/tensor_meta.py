@@ -8,6 +8,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from trdb.errors import ProgrammingError, did_you_mean
+from trdb.kernels.axis_reductions import all_in_rows
 
 DEFAULT_KEY_NAMES = ("i", "j", "k", "l", "m", "n")
 MAX_SIZE = 2 ** 63  # a SHAPE or TILE size, like every key, must fit a BIGINT
@@ -107,7 +108,7 @@ class TensorMeta:
         # a key below 0 gives a whole tile, one past the grid none, as any further one does (and no overflow)
         safe = np.clip(keys, -1, np.array(self.grid[:count], dtype=np.int64))
         dims = np.clip(shape - safe * tile, 0, tile)
-        full = (dims == tile).all(axis=1)  # nearly every tile: the others (edges) are few
+        full = all_in_rows(dims == tile)  # nearly every tile: the others (edges) are few
         shapes = ShapeList([self.tile] * len(keys))
         edges: dict[tuple, tuple] = {}  # one tuple object per edge shape, as the full tiles share theirs
         for position, row in zip(np.flatnonzero(~full).tolist(), dims[~full].tolist()):
@@ -132,7 +133,7 @@ class TensorMeta:
 
     def keys_in_range(self, keys: np.ndarray) -> np.ndarray:
         """`key_in_range` of each row of an n x m key array."""
-        return ((keys >= 0) & (keys < np.array(self.grid, dtype=np.int64))).all(axis=1)
+        return all_in_rows((keys >= 0) & (keys < np.array(self.grid, dtype=np.int64)))
 
     def with_stats(self, tuple_count: int, nnz: int, csr_tuples: int = 0, csr_nnz: int = 0,
                    distinct_keys: Optional[tuple[int, ...]] = None) -> "TensorMeta":

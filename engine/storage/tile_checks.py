@@ -12,6 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
+from trdb.kernels.axis_reductions import any_in_rows
+
 
 class CorruptTile(Exception):
     """A tile (by its row in the read) whose stored form is impossible; the caller names the tensor."""
@@ -44,7 +46,7 @@ def tile_shapes(shapes: Sequence[tuple[int, ...]]) -> np.ndarray:
     if array is None:
         dims = len(shapes[0]) if len(shapes) else 0
         array = np.array(shapes, dtype=np.int64).reshape(len(shapes), dims)
-    bad = (array < 1).any(axis=1)
+    bad = any_in_rows(array < 1)
     if bad.any():
         raise CorruptTile(_first(bad), "its key lies outside the tensor's shape")
     return array

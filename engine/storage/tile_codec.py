@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from trdb.errors import DataError
+from trdb.kernels.axis_reductions import any_in_rows
 from trdb.kernels.sparse import count_nonzero, is_sparse, make_csr, wants_csr
 from trdb.storage.tile_checks import CorruptTile, as_counts, check_csr, check_rows, tile_shapes
 from trdb.storage.tile_runs import MIN_RUN, TileRuns, tile_views
@@ -185,7 +186,7 @@ def _decode_checked(column: pa.ChunkedArray, dtype: np.dtype, shapes: Sequence[t
     runs: list = []  # (start, stack) of the runs of dense tiles of one shape
     listed: Optional[tuple[list, list]] = None  # formats and nonzeros as lists, made once a tile is no run's
     new_shape = np.ones(len(shapes), dtype=bool)  # a tile whose shape is not the one before it
-    new_shape[1:] = (shape_array[1:] != shape_array[:-1]).any(axis=1)
+    new_shape[1:] = any_in_rows(shape_array[1:] != shape_array[:-1])
     for offsets, data in chunks:
         first, count = len(tiles), len(offsets) - 1
         chunk_runs = _chunk_runs(offsets, data, formats, new_shape, shapes, first, stored) \

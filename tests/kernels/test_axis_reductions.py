@@ -74,3 +74,12 @@ def test_softmax_family_matches_the_textbook_formulas(classes):
     one_hot = np.eye(classes, dtype=np.float32)[labels]
     np.testing.assert_allclose(K.cross_entropy(np, z, one_hot, -1), picked, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(K.reduce_sum(np, z, 1), z64.sum(axis=1), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(0, 2), (1, 1), (5, 0), (200, 2), (1000, 3), (7, 5)])
+def test_row_any_and_all_are_numpys(shape):
+    mask = np.random.default_rng(sum(shape)).random(shape) < 0.4
+    np.testing.assert_array_equal(R.any_in_rows(mask), mask.any(axis=1))
+    np.testing.assert_array_equal(R.all_in_rows(mask), mask.all(axis=1))
+    np.testing.assert_array_equal(R.all_in_rows(~mask | mask), np.ones(shape[0], dtype=bool))
+    assert R.any_in_rows(mask).dtype == bool and R.all_in_rows(mask).shape == (shape[0],)

@@ -21,6 +21,7 @@ from trdb.execution.column_batch import COLUMN_BATCH_ROWS, ColumnBatch
 from trdb.execution.tile_math.group_box import GroupBox, box_size
 from trdb.execution.tile_math.stacked_sums import COMBINE
 from trdb.execution.work import charge
+from trdb.kernels.axis_reductions import any_in_rows
 
 Part = tuple[np.ndarray, np.ndarray, list]  # keys (n x m), counts (n,), each call's result (n, *tile) or None
 COMPACT_ROWS = 1 << 16  # parts are merged once they hold this many groups more than the last merge left
@@ -164,7 +165,7 @@ def _reduced(keys: np.ndarray, counts: np.ndarray, values: list, combine: list) 
         order = np.lexsort(keys.T[::-1])
         ordered = keys[order]
         change = np.ones(len(keys), dtype=bool)
-        change[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+        change[1:] = any_in_rows(ordered[1:] != ordered[:-1])
         starts = np.flatnonzero(change)
     if len(starts) == len(keys) and order is not None:  # every key once: only the order changes
         return keys[order], counts[order], [None if v is None else v[order] for v in values]
