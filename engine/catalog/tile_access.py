@@ -21,7 +21,7 @@ from trdb.storage import tile_store
 from trdb.storage.buffer_pool import TensorTiles
 from trdb.storage.external_reads import read_all
 from trdb.storage.tensor_meta import TensorMeta
-from trdb.storage.tile_runs import TileRuns, as_tile_runs, tile_views
+from trdb.storage.tile_runs import StackedTiles, as_tile_runs, tile_views
 from trdb.storage.tile_store import TileIndex
 from trdb.storage.tile_writer import WrittenTiles
 from trdb.storage.whole_tensor import the_one_tile, whole_array
@@ -39,7 +39,16 @@ class TileAccess:
         if meta.external:
             key, dataset = external.whole_key(self.db, meta)
             return self.pool.get(key, lambda: read_all(dataset, meta))
-        return self.pool.get((meta.table, self._seen_version(meta)), lambda: self._read_tiles(meta))
+        kept = self.pool.get((meta.table, self._seen_version(meta)), lambda: self._read_tiles(meta))
+        return kept.tiles() if isinstance(kept, StackedTiles) else kept
+
+    def tile_stacks(self, meta: TensorMeta) -> Optional[StackedTiles]:
+        """A stored tensor's tiles as the stacks the buffer pool keeps them in after a write (no view of each
+        tile), read through the pool as `tiles` reads them; None: `tiles` gives them."""
+        if meta.external:
+            return None
+        kept = self.pool.get((meta.table, self._seen_version(meta)), lambda: self._read_tiles(meta))
+        return kept if isinstance(kept, StackedTiles) else None
 
     def whole_array(self, meta: TensorMeta) -> np.ndarray:
         """A stored tensor as one read-only array (absent tiles are zeros): its one tile when that is the
@@ -80,8 +89,7 @@ class TileAccess:
             stack = tiles if order is None else tiles[order]
             keys = keys if order is None else keys[order]
             stack.flags.writeable = False
-            views = tile_views(stack)
-            self._put(meta, (keys, TileRuns(views, ((0, stack),) if len(stack) else ())))
+            self._put(meta, StackedTiles(keys, ((0, stack),)))
             return
         keys, tiles = tile_store.sorted_by_key(keys, tiles)
         tiles = as_tile_runs(tiles)  # a scan hands the runs of small tiles on as column batches
@@ -90,16 +98,16 @@ class TileAccess:
                 tile.flags.writeable = False
         self._put(meta, (keys, tiles))
 
-    def _put(self, meta: TensorMeta, tiles: TensorTiles) -> None:
+    def _put(self, meta: TensorMeta, tiles: Union[TensorTiles, StackedTiles]) -> None:
         """The pool keeps a write's tiles as `meta`'s contents, counting the writes kept with no read between."""
         self.pool.put((meta.table, meta.version), tiles, self._unread_writes.pop(meta.table, 0) + 1)
 
-    def kept_tiles(self, meta: TensorMeta) -> Optional[TensorTiles]:
+    def kept_tiles(self, meta: TensorMeta) -> Optional[Union[TensorTiles, StackedTiles]]:
         """The tiles of the version of a stored tensor this connection sees, if the buffer pool keeps
         them (nothing is read: None otherwise)."""
         return None if meta.external else self.pool.peek((meta.table, self._seen_version(meta)))
 
-    def kept_for_write(self, meta: TensorMeta) -> Optional[TensorTiles]:
+    def kept_for_write(self, meta: TensorMeta) -> Optional[Union[TensorTiles, StackedTiles]]:
         """`kept_tiles` for a write to build the new contents from (`keep_updated`, `keep_inserted`,
         `keep_deleted`), unless MAX_UNREAD_WRITES writes kept them one from another with no read between: a
         loop of INSERTs would copy the whole tensor at each (200,000 tiles of 8 x 8: 17 -> 77 ms an INSERT),
@@ -113,7 +121,7 @@ class TileAccess:
             self._unread_writes[meta.table] = writes  # what `keep_written` counts on
         return kept
 
-    def keep_updated(self, meta: TensorMeta, before: TensorTiles, written: WrittenTiles) -> None:
+    def keep_updated(self, meta: TensorMeta, before: Union[TensorTiles, StackedTiles], written: WrittenTiles) -> None:
         """An UPDATE replaced the tiles under `written`'s keys (what its writer inserted, tiles of the tensor's
         dtype) in the contents `before` (from `kept_tiles`), giving `meta` (its new version): the buffer pool
         keeps the new contents, so that the next scan reads no tile back. Unless a new tile is stored CSR, or
@@ -121,7 +129,7 @@ class TileAccess:
         reads the tensor again."""
         if not written.all_dense:
             return
-        old_keys, old_tiles = before
+        old_keys = _keys_of(before)
         width = len(meta.keys)
         new_keys = np.concatenate([keys for keys, _ in written.batches] + [np.zeros((0, width), np.int64)])
         # an UPDATE writes stored keys, each once: as many as before are all of them
@@ -133,10 +141,11 @@ class TileAccess:
                 len({(t.shape[1:], t.dtype) for t in stacks}) == 1:
             self._keep_stacks(meta, new_keys, stacks)  # every tile replaced, all of one shape
             return
-        replaced = _replaced_in_stack(old_keys, old_tiles, new_keys, stacks, meta.grid)
+        replaced = _replaced_in_stack(old_keys, _one_stack(before), new_keys, stacks, meta.grid)
         if replaced is not None:  # some tiles of one stacked run replaced: a copy of it, by whole arrays
             self.keep_written(meta, old_keys, replaced)
             return
+        old_tiles = _listed(before)[1]
         tiles: list = []
         for stack in stacks:
             tiles.extend(stack if isinstance(stack, list) else tile_views(stack))
@@ -145,32 +154,30 @@ class TileAccess:
         keys = np.concatenate([new_keys, old_keys[left]])
         self.keep_written(meta, keys, tiles + [old_tiles[i] for i in left.tolist()])
 
-    def keep_inserted(self, meta: TensorMeta, before: TensorTiles, written: WrittenTiles) -> None:
+    def keep_inserted(self, meta: TensorMeta, before: Union[TensorTiles, StackedTiles], written: WrittenTiles) -> None:
         """An INSERT added the tiles under `written`'s keys (none of them stored before) to the contents `before`
         (from `kept_tiles`), giving `meta` (its new version): the buffer pool keeps the new contents where the old
         ones are one stacked run (or none) and the new tiles dense, of its shape and dtype, stored dense: a copy of
         both in key order. Else the next scan reads the tensor again (at 200,000 tiles of 8 x 8, 35-40 ms)."""
-        old_keys, old_tiles = before
-        runs = getattr(old_tiles, "runs", ())
-        if not written.all_dense or not written.batches or len(old_tiles) != sum(len(r) for _, r in runs) \
-                or len(runs) > 1:
+        old_keys, old_stack = _keys_of(before), _one_stack(before)
+        if not written.all_dense or not written.batches or (len(old_keys) and old_stack is None):
             return
-        stacks = [_as_stack(tiles) for _, tiles in written.batches] + [stack for _, stack in runs]
+        stacks = [_as_stack(tiles) for _, tiles in written.batches] + ([old_stack] if len(old_keys) else [])
         if any(stack is None for stack in stacks) or len({(t.shape[1:], t.dtype) for t in stacks}) != 1:
             return
         keys = np.concatenate([keys for keys, _ in written.batches] + [old_keys])
         self.keep_written(meta, keys, np.concatenate(stacks))
 
-    def keep_deleted(self, meta: TensorMeta, before: TensorTiles, deleted: np.ndarray) -> None:
+    def keep_deleted(self, meta: TensorMeta, before: Union[TensorTiles, StackedTiles], deleted: np.ndarray) -> None:
         """A DELETE removed the stored tiles under `deleted` (keys n x m) from the contents `before` (from
         `kept_tiles`), giving `meta` (its new version): the buffer pool keeps what is left (a copy of a stacked
         run, else the tiles themselves), so that the next scan reads no tile back."""
-        old_keys, old_tiles = before
+        old_keys, stack = _keys_of(before), _one_stack(before)
         left = np.flatnonzero(~_rows_in(old_keys, deleted, meta.grid))
-        runs = getattr(old_tiles, "runs", ())
-        if len(runs) == 1 and len(runs[0][1]) == len(old_keys):
-            self.keep_written(meta, old_keys[left], runs[0][1][left])
+        if stack is not None:
+            self.keep_written(meta, old_keys[left], stack[left])
             return
+        old_tiles = _listed(before)[1]
         self.keep_written(meta, old_keys[left], [old_tiles[i] for i in left.tolist()])
 
     def _keep_stacks(self, meta: TensorMeta, keys: np.ndarray, stacks: list[np.ndarray]) -> None:
@@ -179,13 +186,12 @@ class TileAccess:
         if len(stacks) == 1 or tile_store.key_order(keys) is not None:
             self.keep_written(meta, keys, np.concatenate(stacks) if len(stacks) > 1 else stacks[0])
             return
-        runs, views, at = [], [], 0
+        runs, at = [], 0
         for stack in stacks:
             stack.flags.writeable = False
             runs.append((at, stack))
-            views.extend(tile_views(stack))
             at += len(stack)
-        self._put(meta, (keys, TileRuns(views, tuple(runs))))
+        self._put(meta, StackedTiles(keys, tuple(runs)))
 
     def external_reads(self, meta: TensorMeta, partition: int = 0, partitions: int = 1,
                        columns: tuple[int, ...] = (), read_bytes: int = 16 << 20) -> Iterator[TensorTiles]:
@@ -273,17 +279,31 @@ def _as_stack(tiles) -> Optional[np.ndarray]:
     return None
 
 
-def _replaced_in_stack(old_keys: np.ndarray, old_tiles, new_keys: np.ndarray, stacks: list,
+def _keys_of(kept: Union[TensorTiles, StackedTiles]) -> np.ndarray:
+    return kept.keys if isinstance(kept, StackedTiles) else kept[0]
+
+
+def _listed(kept: Union[TensorTiles, StackedTiles]) -> TensorTiles:
+    """Kept tiles as a read gives them (keys, tiles)."""
+    return kept.tiles() if isinstance(kept, StackedTiles) else kept
+
+
+def _one_stack(kept: Union[TensorTiles, StackedTiles]) -> Optional[np.ndarray]:
+    """The one stack `(n, *tile)` that holds all kept tiles in key order, where they lie in one."""
+    if isinstance(kept, StackedTiles):
+        return kept.only_stack()
+    runs = getattr(kept[1], "runs", ())
+    return runs[0][1] if len(runs) == 1 and len(runs[0][1]) == len(kept[0]) else None
+
+
+def _replaced_in_stack(old_keys: np.ndarray, stack: Optional[np.ndarray], new_keys: np.ndarray, stacks: list,
                        grid: tuple[int, ...]) -> Optional[np.ndarray]:
     """The kept tiles, one stack `(n, *tile)` under `old_keys` (in key order), with the rows under `new_keys`
-    replaced by the written stacks' tiles: None where the kept tiles are not one run, a written batch is not
+    replaced by the written stacks' tiles: None where the kept tiles are not one stack, a written batch is not
     a stack of its shape and dtype, or a new key is not among the old (a partial UPDATE of 1% of 200,000
     tiles of 8 x 8 took 280 ms a tile at a time)."""
-    runs = getattr(old_tiles, "runs", ())
-    if len(runs) != 1 or len(runs[0][1]) != len(old_keys) or not old_keys.shape[1] or \
-            not 0 < math.prod(grid) < 2 ** 62:
+    if stack is None or not old_keys.shape[1] or not 0 < math.prod(grid) < 2 ** 62:
         return None
-    stack = runs[0][1]
     if not stacks or any(not isinstance(t, np.ndarray) or t.shape[1:] != stack.shape[1:] or t.dtype != stack.dtype
                          for t in stacks):
         return None

@@ -15,11 +15,11 @@ import numpy as np
 
 from trdb.kernels.sparse import nbytes
 from trdb.storage.memory import MemoryManager
-from trdb.storage.tile_runs import TileRuns
+from trdb.storage.tile_runs import StackedTiles, TileRuns
 
 TensorTiles = tuple[np.ndarray, list]  # keys (n x m), read-only tiles (dense arrays or CSR tiles)
 TileVersion = tuple  # a tile table and the data version of its contents (and "whole": as one array)
-Kept = Union[TensorTiles, np.ndarray]  # what an entry holds: the tiles, or the tensor as one array
+Kept = Union[TensorTiles, StackedTiles, np.ndarray]  # what an entry holds: the tiles, or the tensor as one array
 
 
 class BufferPool:
@@ -80,7 +80,7 @@ class BufferPool:
             entry = self._entries.get(key)
             return None if entry is None else entry[0]
 
-    def put(self, key: TileVersion, tiles: TensorTiles, writes: int = 1) -> None:
+    def put(self, key: TileVersion, tiles: Union[TensorTiles, StackedTiles], writes: int = 1) -> None:
         """Keep tiles just written as the whole contents of `key` (sorted keys, read-only tiles, exactly
         as a read would give them): the next scan need not read them back. `writes`: how many writes kept
         these contents one from another's with no read between (`unread_writes`), this one included."""
@@ -97,7 +97,8 @@ class BufferPool:
             return self._unread.get(key, 0)
 
     def _keep(self, key: TileVersion, tiles: Kept) -> None:
-        size = tiles.nbytes if isinstance(tiles, np.ndarray) else _tiles_bytes(tiles[1]) + tiles[0].nbytes
+        size = tiles.nbytes if isinstance(tiles, (np.ndarray, StackedTiles)) else \
+            _tiles_bytes(tiles[1]) + tiles[0].nbytes
         with self._lock:
             self._drop(key)
         if size <= self.memory.budget // 2 and self.memory.try_reserve(size):

@@ -57,3 +57,35 @@ def as_tile_runs(tiles: list) -> TileRuns:
 
 def _same_kind(a, b) -> bool:
     return type(a) is np.ndarray and type(b) is np.ndarray and a.shape == b.shape and a.dtype == b.dtype
+
+
+class StackedTiles:
+    """A tensor's tiles kept as stacks only (what a write of them as stacks leaves in the buffer pool): `runs`,
+    (start, stack) pairs covering every tile in key order under `keys`. `tiles()` gives them as a read does (a
+    TileRuns, each tile a view of its row), made once, when first asked for; a scan takes the stacks as they
+    are: a view of each of 1,000,000 tiles took 110 ms of an UPDATE that kept them."""
+
+    __slots__ = ("keys", "runs", "_tiles")
+
+    def __init__(self, keys: np.ndarray, runs: tuple[tuple[int, np.ndarray], ...]):
+        self.keys, self.runs = keys, tuple(run for run in runs if len(run[1]))
+        self._tiles: Optional[TileRuns] = None
+
+    def tiles(self) -> tuple[np.ndarray, TileRuns]:
+        if self._tiles is None:  # two threads may both make it: either list is the same
+            views: list = []
+            for _, stack in self.runs:
+                views.extend(tile_views(stack))
+            self._tiles = TileRuns(views, self.runs)
+        return self.keys, self._tiles
+
+    def only_stack(self) -> Optional[np.ndarray]:
+        """The one stack of all tiles, where there is one."""
+        return self.runs[0][1] if len(self.runs) == 1 else None
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.keys.nbytes) + sum(int(stack.nbytes) for _, stack in self.runs)
+
+    def __len__(self) -> int:
+        return len(self.keys)

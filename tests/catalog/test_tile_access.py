@@ -203,3 +203,37 @@ def test_writes_in_a_row_keep_the_tensor_twice_then_leave_it_to_the_next_read(co
     kept, read_back = _stored(con, cur)
     np.testing.assert_array_equal(kept, expected)
     assert not read_back
+
+
+def test_a_write_keeps_its_stacks_and_gives_the_tiles_a_read_gives(con, monkeypatch):
+    """An UPDATE of every tile in several write batches leaves its stacks in the buffer pool as they are (no
+    view of each tile); asked for tiles, the pool gives what a read from DuckDB gives, and a partial UPDATE
+    of those stacks keeps the right contents too."""
+    from trdb.execution.operators import tensor_scan
+    from trdb.statements import materialize
+    from trdb.storage import tile_store
+    from trdb.storage.tile_runs import StackedTiles, TileRuns
+    monkeypatch.setattr(tensor_scan, "COLUMN_BATCH_ROWS", 100)  # the scan's batches of 100 tuples ...
+    monkeypatch.setattr(materialize, "CHUNK_BYTES", 4096)  # ... joined into write batches of 256 tiles of 2 x 2
+    cur = con.cursor()
+    A = np.random.default_rng(8).standard_normal((40, 60)).astype(np.float32)
+    _loaded(cur, A)
+    cur.execute("SET workers = 1")  # the scan's batches come in key order: each written stack is kept as it is
+    cur.execute("UPDATE A SET v = v * 2")
+    A *= 2
+    session = con._session()
+    meta = session.catalog.require_tensor("A")
+    kept = session.catalog.pool.peek((meta.table, meta.version))
+    assert isinstance(kept, StackedTiles) and len(kept.runs) > 1 and len(kept) == 600
+    keys, tiles = session.catalog.tiles(meta)
+    read_keys, read_tiles = tile_store.read_tiles(session.db, meta)
+    np.testing.assert_array_equal(keys, read_keys)
+    assert isinstance(tiles, TileRuns) and sum(len(stack) for _, stack in tiles.runs) == len(tiles) == 600
+    for tile, read in zip(tiles, read_tiles):
+        np.testing.assert_array_equal(tile, read)
+        assert not tile.flags.writeable
+    cur.execute("UPDATE A SET v = v + 1 WHERE i = 7")  # some tiles of several stacks: tile by tile
+    A[14:16] += 1
+    kept, read_back = _stored(con, cur)
+    np.testing.assert_array_equal(kept, A)
+    assert not read_back

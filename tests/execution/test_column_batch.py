@@ -62,8 +62,8 @@ def _column_batches_seen(monkeypatch) -> list:
     seen = []
     real = tensor_scan.TensorScanExec._column_batches
 
-    def watched(self, keys, tiles):
-        for batch in real(self, keys, tiles):
+    def watched(self, keys, pieces, tiles):
+        for batch in real(self, keys, pieces, tiles):
             seen.append(is_columns(batch))
             yield batch
     monkeypatch.setattr(tensor_scan.TensorScanExec, "_column_batches", watched)

@@ -9,7 +9,7 @@ Parquet dataset: a partition opens only its own files where the dataset's partit
 """
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterable, Iterator, Optional
 
 import numpy as np
 
@@ -43,20 +43,26 @@ class TensorScanExec(ListScanExec):
         if self.ctx.catalog.streams(self.tensor):
             return self._external() if self.tensor.external else self._streamed()
         if self.tensor.keys and self.ctx.backend is NUMPY_BACKEND:
+            stacked = self.ctx.catalog.tile_stacks(self.tensor)  # a write's stacks, as they are
+            if stacked is not None:
+                pieces = [(start, start + len(stack), stack) for start, stack in stacked.runs]
+                return self._column_batches(stacked.keys, pieces, [])
             keys, tiles = self.ctx.catalog.tiles(self.tensor)
             if isinstance(tiles, TileRuns) and tiles.runs:
-                return self._column_batches(keys, tiles)
+                return self._column_batches(keys, tiles.pieces(), tiles)
         return super()._batches()
 
-    def _column_batches(self, keys: np.ndarray, tiles: TileRuns) -> Iterator[Batch]:
+    def _column_batches(self, keys: np.ndarray, pieces: Iterable[tuple[int, int, Optional[np.ndarray]]],
+                        tiles: list) -> Iterator[Batch]:
         """This partition's tuples of the runs of stacked tiles as column batches (slices of the keys and of a
-        run's stack: at most COLUMN_BATCH_ROWS tuples and about BATCH_BYTES of tiles), the others in list
-        batches. A partition takes its rows of a run by the key hash of all of them at once."""
+        run's stack: at most COLUMN_BATCH_ROWS tuples and about BATCH_BYTES of tiles), the others (`tiles`, the
+        pieces without a stack) in list batches. A partition takes its rows of a run by the key hash of all of
+        them at once."""
         mine = None
         if self.partitions > 1:
             mine = key_hash_array(keys[:, list(self.columns)]) % self.partitions == self.partition
         is_tile = (False,) * keys.shape[1] + (True,)
-        for start, stop, stack in tiles.pieces():
+        for start, stop, stack in pieces:
             if stack is None:
                 rows = range(start, stop) if mine is None else (start + np.flatnonzero(mine[start:stop])).tolist()
                 yield from bounded_batches(self._tuples(keys[rows], [tiles[r] for r in rows]))
