@@ -198,11 +198,11 @@ class TileAccess:
         """An external tensor's tiles of one partition, in reads of about `read_bytes` (location checked now)."""
         return external.partition_reads(self.db, meta, partition, partitions, columns, read_bytes)
 
-    def _read_tiles(self, meta: TensorMeta) -> TensorTiles:
-        keys, tiles = tile_store.read_tiles(self.db, meta)
+    def _read_tiles(self, meta: TensorMeta) -> Union[TensorTiles, StackedTiles]:
+        read = tile_store.read_stacks(self.db, meta)
         self._check_snapshot()
-        _check_keys(meta, keys)
-        return keys, tiles
+        _check_keys(meta, _keys_of(read))
+        return read
 
     def streams(self, meta: TensorMeta) -> bool:
         """Whether a scan should read the tensor in bounded batches: too large for the buffer pool to keep."""

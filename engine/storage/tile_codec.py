@@ -7,7 +7,8 @@ from the catalog, its format and nnz from the tile table's columns.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from contextlib import contextmanager
+from typing import Iterator, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -161,8 +162,36 @@ def decode_tiles(column: pa.ChunkedArray, dtype: np.dtype, shapes: Sequence[tupl
     CSR tiles over views of their sections where `formats` says so (then `nonzeros` gives their nnz).
     Every tile is checked against its shape, format and nnz first: a bad one is a DataError naming
     tensor `name` and the tile's key (the row of `keys`)."""
-    try:
+    with _named(name, keys):
         return _decode_checked(column, dtype, shapes, formats, nonzeros)
+
+
+def decode_stacks(column: pa.ChunkedArray, dtype: np.dtype, shapes: Sequence[tuple[int, ...]],
+                  formats: Optional[np.ndarray] = None, nonzeros: Optional[np.ndarray] = None, *,
+                  name: str = "?", keys: Optional[np.ndarray] = None) -> Optional[tuple[tuple[int, np.ndarray], ...]]:
+    """`decode_tiles`' runs (start, stack), where every tile lies in one: read-only stacks `(n, *tile)` over the
+    column's bytes, checked as decode_tiles checks them, with no view of each tile (a read of 200,000 tiles of
+    8 x 8 made them in about 25 of 110 ms); None where some tile lies in none (decode_tiles then)."""
+    with _named(name, keys):
+        if little_endian(dtype) != np.dtype(dtype):
+            return None
+        rows = _CheckedRows(column, dtype, shapes, formats, nonzeros)
+        runs: list = []
+        first = 0
+        for offsets, data in rows.chunks:
+            chunk_runs = _chunk_runs(offsets, data, rows.formats, rows.new_shape, shapes, first, rows.stored)
+            if sum(len(stack) for _, stack in chunk_runs) != len(offsets) - 1:
+                return None
+            runs.extend(chunk_runs)
+            first += len(offsets) - 1
+        return tuple(runs)
+
+
+@contextmanager
+def _named(name: str, keys: Optional[np.ndarray]) -> Iterator[None]:
+    """A CorruptTile becomes a DataError naming tensor `name` and the tile's key (the row of `keys`)."""
+    try:
+        yield
     except CorruptTile as exc:
         key = tuple(keys[exc.row].tolist()) if keys is not None and exc.row < len(keys) else f"#{exc.row}"
         raise DataError(f'tensor "{name}" has a corrupt tile at key {key}: {exc.reason}',
@@ -170,23 +199,33 @@ def decode_tiles(column: pa.ChunkedArray, dtype: np.dtype, shapes: Sequence[tupl
                              f"DROP TENSOR {name} and load it again") from None
 
 
+class _CheckedRows:
+    """A read's column of tiles, every row checked against its shape, format and nnz (a CorruptTile if not):
+    its chunks (offsets, bytes), formats, nonzeros, and which rows have another shape than the one before."""
+
+    def __init__(self, column: pa.ChunkedArray, dtype: np.dtype, shapes: Sequence[tuple[int, ...]],
+                 formats: Optional[np.ndarray], nonzeros: Optional[np.ndarray]):
+        self.stored = little_endian(dtype)
+        self.chunks = _chunks(column, len(shapes))
+        self.formats = np.zeros(len(shapes), np.int64) if formats is None else as_counts(formats, "fmt")
+        self.nonzeros = np.zeros(len(shapes), np.int64) if nonzeros is None else as_counts(nonzeros, "nnz")
+        lengths = np.concatenate([np.diff(offsets) for offsets, _ in self.chunks] + [np.zeros(0, np.int64)])
+        index_sizes = {fmt: index.itemsize for fmt, index in _INDEX_DTYPES.items()}
+        shape_array = tile_shapes(shapes)
+        check_rows(self.formats, self.nonzeros, shape_array, lengths, self.stored.itemsize, index_sizes,
+                   wants_csr((2, 2), 0, dtype))
+        self.new_shape = np.ones(len(shapes), dtype=bool)  # a tile whose shape is not the one before it
+        self.new_shape[1:] = any_in_rows(shape_array[1:] != shape_array[:-1])
+
+
 def _decode_checked(column: pa.ChunkedArray, dtype: np.dtype, shapes: Sequence[tuple[int, ...]],
                     formats: Optional[np.ndarray], nonzeros: Optional[np.ndarray]) -> list:
-    stored = little_endian(dtype)
-    chunks = _chunks(column, len(shapes))
-    formats = np.zeros(len(shapes), np.int64) if formats is None else as_counts(formats, "fmt")
-    nonzeros = np.zeros(len(shapes), np.int64) if nonzeros is None else as_counts(nonzeros, "nnz")
-    lengths = np.concatenate([np.diff(offsets) for offsets, _ in chunks] + [np.zeros(0, np.int64)])
-    index_sizes = {fmt: index.itemsize for fmt, index in _INDEX_DTYPES.items()}
-    shape_array = tile_shapes(shapes)
-    check_rows(formats, nonzeros, shape_array, lengths, stored.itemsize, index_sizes,
-               wants_csr((2, 2), 0, dtype))
+    rows = _CheckedRows(column, dtype, shapes, formats, nonzeros)
+    stored, chunks, formats, nonzeros, new_shape = rows.stored, rows.chunks, rows.formats, rows.nonzeros, rows.new_shape
     tiles: list = []
     csr: list = []  # (row, data, indices, indptr) of CSR tiles, checked together before scipy sees them
     runs: list = []  # (start, stack) of the runs of dense tiles of one shape
     listed: Optional[tuple[list, list]] = None  # formats and nonzeros as lists, made once a tile is no run's
-    new_shape = np.ones(len(shapes), dtype=bool)  # a tile whose shape is not the one before it
-    new_shape[1:] = any_in_rows(shape_array[1:] != shape_array[:-1])
     for offsets, data in chunks:
         first, count = len(tiles), len(offsets) - 1
         chunk_runs = _chunk_runs(offsets, data, formats, new_shape, shapes, first, stored) \

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
@@ -19,8 +19,9 @@ from trdb.storage.key_hash import partition_sql
 from trdb.storage.progress import count_written
 from trdb.storage.sql_text import quote_dotted
 from trdb.storage.tensor_meta import TensorMeta
-from trdb.storage.tile_runs import TileRuns, as_tile_runs, tile_views
-from trdb.storage.tile_codec import CSR64, DENSE, csr_sections, decode_tiles, encode_dense_batch, encode_stack, encode_tiles
+from trdb.storage.tile_runs import StackedTiles, TileRuns, as_tile_runs, tile_views
+from trdb.storage.tile_codec import (CSR64, DENSE, csr_sections, decode_stacks, decode_tiles, encode_dense_batch,
+                                      encode_stack, encode_tiles)
 
 # an append of at most this many tiles and bytes goes in as one parameterized INSERT: DuckDB 2.0 binds each
 # parameter row at about 45 us, where an Arrow append costs about 0.65 ms whatever its rows (in memory, one
@@ -305,12 +306,33 @@ def _same_keys(keys: np.ndarray, wanted: np.ndarray) -> bool:
     return np.array_equal(keys if order is None else keys[order], wanted if want is None else wanted[want])
 
 
+def read_stacks(db: Database, meta: TensorMeta) -> Union[tuple[np.ndarray, list], StackedTiles]:
+    """`read_tiles` of a whole tensor, but where every tile lies in a run of stacked dense tiles, those runs as
+    they are, sorted by key (one stack where it took sorting): no view of each tile is made."""
+    table = _read_table(db, meta, "")
+    keys = _keys(table, key_columns(len(meta.keys)))
+    runs = decode_stacks(table.column("v"), meta.dtype, meta.tile_shape_list(keys), table.column("fmt").to_numpy(),
+                         table.column("nnz").to_numpy(), name=meta.name, keys=keys)
+    if runs is None:
+        return sorted_by_key(keys, _decoded(meta, table)[1])
+    order = key_order(keys)
+    if order is None:
+        return StackedTiles(keys, runs)
+    if len({(stack.shape[1:], stack.dtype) for _, stack in runs}) != 1:
+        return sorted_by_key(*StackedTiles(keys, runs).tiles())
+    stack = (runs[0][1] if len(runs) == 1 else np.concatenate([stack for _, stack in runs]))[order]
+    stack.flags.writeable = False
+    return StackedTiles(keys[order], ((0, stack),))
+
+
 def _read(db: Database, meta: TensorMeta, clause: str, params: Sequence = ()) -> tuple[np.ndarray, list]:
+    return _decoded(meta, _read_table(db, meta, clause, params))
+
+
+def _read_table(db: Database, meta: TensorMeta, clause: str, params: Sequence = ()) -> pa.Table:
     # unordered: DuckDB sorting the rows would copy every tile once more; the keys are sorted in numpy
-    names = key_columns(len(meta.keys))
-    columns = names + ['fmt', 'nnz', 'v']
-    table = db.arrow(f"SELECT {', '.join(columns)} FROM {_source(db, meta, columns)}{clause}", params)
-    return _decoded(meta, table)
+    columns = key_columns(len(meta.keys)) + ['fmt', 'nnz', 'v']
+    return db.arrow(f"SELECT {', '.join(columns)} FROM {_source(db, meta, columns)}{clause}", params)
 
 
 def _decoded(meta: TensorMeta, table: pa.Table) -> tuple[np.ndarray, list]:

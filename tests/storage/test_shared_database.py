@@ -230,9 +230,9 @@ def test_a_read_that_meets_another_commit_runs_again_and_sees_one_state(path, mo
     writer.execute("CREATE TENSOR A SHAPE (4,4) TILE (2,2) FILL ONES")
     writer.execute("CREATE TENSOR B SHAPE (4,4) TILE (2,2)")  # no FILL: every tile absent, for INSERT to fill
     reader.execute("SELECT * FROM A").fetchall()  # A's tiles are cached, B's are not
-    original, commits = tile_store.read_tiles, []
+    original, commits = tile_store.read_stacks, []
 
-    def read_tiles(db, meta, *args, **kwargs):
+    def read_stacks(db, meta, *args, **kwargs):
         if meta.name == "B" and not commits:  # another connection commits while the reader reads B
             writer.execute("BEGIN")
             writer.execute("UPDATE A SET v = A.v + 1")
@@ -240,7 +240,7 @@ def test_a_read_that_meets_another_commit_runs_again_and_sees_one_state(path, mo
             writer.execute("COMMIT")
             commits.append(1)
         return original(db, meta, *args, **kwargs)
-    monkeypatch.setattr(tile_store, "read_tiles", read_tiles)
+    monkeypatch.setattr(tile_store, "read_stacks", read_stacks)  # a whole tensor's read
     summed = reader.execute("SELECT A.i, A.j, A.v + B.v AS v FROM A LEFT JOIN B ON A.i = B.i AND A.j = B.j")
     after = np.full((4, 4), 2.0)
     after[:2, :2] = 3  # a mix of the old A and the new B would be 1 and 2

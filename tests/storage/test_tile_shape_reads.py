@@ -71,3 +71,39 @@ def test_tiles_stored_out_of_key_order_are_read_in_runs_of_one_shape(shape, tile
         assert all(np.shares_memory(tiles[start + r], stack) for r in range(len(stack)))
     np.testing.assert_array_equal(con.execute("SELECT * FROM T").fetch_tensor(), data)
     con.close()
+
+
+@pytest.mark.parametrize("shape, tile, stacked", [((40, 60), (2, 2), True), ((64, 9), (2, 3), True),
+                                                 ((41, 59), (2, 2), False), ((7, 80), (2, 3), False)])
+def test_a_whole_read_gives_its_stacks_where_every_tile_lies_in_one(shape, tile, stacked):
+    """`read_stacks` gives the runs as they are (no view of each tile) where every tile lies in a run, and
+    `read_tiles`' tiles otherwise (short runs of edge tiles); either way the tiles a read gives, in key order,
+    also after tiles were stored out of key order."""
+    from trdb.storage.tile_runs import StackedTiles
+    data = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+    con = trdb.connect()
+    con.execute(f"CREATE TENSOR T FROM ? TILE {tile}", [data])
+    session = con._session()
+    for step in range(2):
+        meta = session.catalog.require_tensor("T")
+        read = tile_store.read_stacks(session.db, meta)
+        assert isinstance(read, StackedTiles) == stacked
+        if stacked:  # no view of each tile made yet; the runs cover every tile
+            assert read._tiles is None and sum(len(stack) for _, stack in read.runs) == len(read)
+        keys, tiles = read.tiles() if stacked else read
+        expected_keys, expected = tile_store.read_tiles(session.db, meta)
+        np.testing.assert_array_equal(keys, expected_keys)
+        assert tile_store.key_order(keys) is None and len(tiles) == len(expected)
+        for got, want in zip(tiles, expected):
+            np.testing.assert_array_equal(got, want)
+        con.execute("UPDATE T SET v = v + 1 WHERE i = 1")  # stored after the others: out of key order
+
+
+def test_a_whole_read_of_sparse_tiles_gives_the_tiles():
+    import scipy.sparse
+    con = trdb.connect()
+    con.execute("CREATE TENSOR S FROM ? TILE (20, 20)", [scipy.sparse.random(60, 60, density=0.01, format="csr",
+                                                                            random_state=1, dtype=np.float32)])
+    session = con._session()
+    keys, tiles = tile_store.read_stacks(session.db, session.catalog.require_tensor("S"))
+    assert len(tiles) == 9 and all(scipy.sparse.issparse(t) for t in tiles)
