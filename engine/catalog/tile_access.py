@@ -94,7 +94,7 @@ class TileAccess:
         keys, tiles = tile_store.sorted_by_key(keys, tiles)
         tiles = as_tile_runs(tiles)  # a scan hands the runs of small tiles on as column batches
         for tile in tiles:
-            if not is_sparse(tile):  # CSR tiles come from a read (kept_tiles): as it made them
+            if not is_sparse(tile):  # CSR tiles come from a read (kept_for_write): as it made them
                 tile.flags.writeable = False
         self._put(meta, (keys, tiles))
 
@@ -102,16 +102,13 @@ class TileAccess:
         """The pool keeps a write's tiles as `meta`'s contents, counting the writes kept with no read between."""
         self.pool.put((meta.table, meta.version), tiles, self._unread_writes.pop(meta.table, 0) + 1)
 
-    def kept_tiles(self, meta: TensorMeta) -> Optional[Union[TensorTiles, StackedTiles]]:
-        """The tiles of the version of a stored tensor this connection sees, if the buffer pool keeps
-        them (nothing is read: None otherwise)."""
-        return None if meta.external else self.pool.peek((meta.table, self._seen_version(meta)))
-
     def kept_for_write(self, meta: TensorMeta) -> Optional[Union[TensorTiles, StackedTiles]]:
-        """`kept_tiles` for a write to build the new contents from (`keep_updated`, `keep_inserted`,
-        `keep_deleted`), unless MAX_UNREAD_WRITES writes kept them one from another with no read between: a
-        loop of INSERTs would copy the whole tensor at each (200,000 tiles of 8 x 8: 17 -> 77 ms an INSERT),
-        where the next scan reads it once. A DELETE and an INSERT in turns keep it (the DELETE reads it)."""
+        """The tiles of the version of a stored tensor this connection sees, where the buffer pool keeps them
+        (nothing is read: None otherwise), for a write to build the new contents from (`keep_updated`,
+        `keep_inserted`, `keep_deleted`); None too where MAX_UNREAD_WRITES writes kept them one from another
+        with no read between: a loop of INSERTs would copy the whole tensor at each (200,000 tiles of 8 x 8:
+        17 -> 77 ms an INSERT), where the next scan reads it once. A DELETE and an INSERT in turns keep it
+        (the DELETE's query reads it)."""
         if meta.external:
             return None
         key = (meta.table, self._seen_version(meta))
@@ -123,7 +120,7 @@ class TileAccess:
 
     def keep_updated(self, meta: TensorMeta, before: Union[TensorTiles, StackedTiles], written: WrittenTiles) -> None:
         """An UPDATE replaced the tiles under `written`'s keys (what its writer inserted, tiles of the tensor's
-        dtype) in the contents `before` (from `kept_tiles`), giving `meta` (its new version): the buffer pool
+        dtype) in the contents `before` (from `kept_for_write`), giving `meta` (its new version): the buffer pool
         keeps the new contents, so that the next scan reads no tile back. Unless a new tile is stored CSR, or
         came CSR and is stored dense (a read gives another array than the one written): then the next scan
         reads the tensor again."""
@@ -156,7 +153,7 @@ class TileAccess:
 
     def keep_inserted(self, meta: TensorMeta, before: Union[TensorTiles, StackedTiles], written: WrittenTiles) -> None:
         """An INSERT added the tiles under `written`'s keys (none of them stored before) to the contents `before`
-        (from `kept_tiles`), giving `meta` (its new version): the buffer pool keeps the new contents where the old
+        (from `kept_for_write`), giving `meta` (its new version): the buffer pool keeps the new contents where the old
         ones are one stacked run (or none) and the new tiles dense, of its shape and dtype, stored dense: a copy of
         both in key order. Else the next scan reads the tensor again (at 200,000 tiles of 8 x 8, 35-40 ms)."""
         old_keys, old_stack = _keys_of(before), _one_stack(before)
@@ -170,7 +167,7 @@ class TileAccess:
 
     def keep_deleted(self, meta: TensorMeta, before: Union[TensorTiles, StackedTiles], deleted: np.ndarray) -> None:
         """A DELETE removed the stored tiles under `deleted` (keys n x m) from the contents `before` (from
-        `kept_tiles`), giving `meta` (its new version): the buffer pool keeps what is left (a copy of a stacked
+        `kept_for_write`), giving `meta` (its new version): the buffer pool keeps what is left (a copy of a stacked
         run, else the tiles themselves), so that the next scan reads no tile back."""
         old_keys, stack = _keys_of(before), _one_stack(before)
         left = np.flatnonzero(~_rows_in(old_keys, deleted, meta.grid))
