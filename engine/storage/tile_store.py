@@ -33,6 +33,9 @@ SMALL_APPEND_BYTES = 512 << 10
 # inserting the tile costs less (measured with the commit: 92 KB 1.7 against 1.9-2.3 ms, 256 KB 4.1-4.6 against
 # 3.2-3.3 ms, 1 MB 12-14 against 6.4-6.5 ms)
 OVERWRITE_BYTES = 128 << 10
+# tiles up to this size read out of key order are stacked again in key order (a copy, which lets scans hand them
+# on as column batches); larger ones are reordered as the views they are
+RESTACK_BYTES = 64 << 10
 MAX_RUNS = 64  # a partition's read names at most this many runs of row ids (one SELECT each); with more (small
                # tiles) it reads the row id range whole and keeps its own rows with the hash filter, reading
                # the other partitions' tiles in between too (DuckDB evaluates that filter after its scan)
@@ -318,10 +321,9 @@ def read_stacks(db: Database, meta: TensorMeta) -> Union[tuple[np.ndarray, list]
     order = key_order(keys)
     if order is None:
         return StackedTiles(keys, runs)
-    if len({(stack.shape[1:], stack.dtype) for _, stack in runs}) != 1:
+    stack = _restacked(runs, order)
+    if stack is None:
         return sorted_by_key(*StackedTiles(keys, runs).tiles())
-    stack = (runs[0][1] if len(runs) == 1 else np.concatenate([stack for _, stack in runs]))[order]
-    stack.flags.writeable = False
     return StackedTiles(keys[order], ((0, stack),))
 
 
@@ -358,13 +360,23 @@ def sorted_by_key(keys: np.ndarray, tiles: list) -> tuple[np.ndarray, list]:
     if order is None:
         return keys, tiles
     runs = getattr(tiles, "runs", ())
-    if runs and sum(len(stack) for _, stack in runs) == len(tiles) and \
-            len({(stack.shape[1:], stack.dtype) for _, stack in runs}) == 1:
-        stack = (runs[0][1] if len(runs) == 1 else np.concatenate([stack for _, stack in runs]))[order]
-        stack.flags.writeable = False
+    stack = _restacked(runs, order) if sum(len(stack) for _, stack in runs) == len(tiles) else None
+    if stack is not None:
         return keys[order], TileRuns(tile_views(stack), ((0, stack),))
     ordered = [tiles[i] for i in order.tolist()]
-    return keys[order], as_tile_runs(ordered) if runs else ordered
+    return keys[order], as_tile_runs(ordered) if runs and runs[0][1][0].nbytes <= RESTACK_BYTES else ordered
+
+
+def _restacked(runs: Sequence[tuple[int, np.ndarray]], order: np.ndarray) -> Optional[np.ndarray]:
+    """The runs' tiles (all of a read, in storage order) as one read-only stack in key order (`order`): a copy,
+    where they are of one shape and dtype and small (RESTACK_BYTES); None otherwise."""
+    stacks = [stack for _, stack in runs]
+    if not stacks or len({(stack.shape[1:], stack.dtype) for stack in stacks}) != 1 or \
+            stacks[0][0].nbytes > RESTACK_BYTES:
+        return None
+    stack = (stacks[0] if len(stacks) == 1 else np.concatenate(stacks))[order]
+    stack.flags.writeable = False
+    return stack
 
 
 def key_order(keys: np.ndarray) -> Optional[np.ndarray]:

@@ -107,3 +107,18 @@ def test_a_whole_read_of_sparse_tiles_gives_the_tiles():
     session = con._session()
     keys, tiles = tile_store.read_stacks(session.db, session.catalog.require_tensor("S"))
     assert len(tiles) == 9 and all(scipy.sparse.issparse(t) for t in tiles)
+
+
+@pytest.mark.parametrize("side, restacked", [(8, True), (128, True), (160, False)])  # 64 KB: RESTACK_BYTES
+def test_tiles_read_out_of_key_order_are_stacked_again_only_while_small(side, restacked):
+    """Past RESTACK_BYTES a tile is a kernel call's worth on its own: a read reorders the views of its tiles."""
+    from trdb.storage.tile_runs import TileRuns, tile_views
+    stack = np.random.default_rng(side).standard_normal((4, side, side)).astype(np.float32)
+    keys = np.array([[1, 0], [1, 1], [0, 0], [0, 1]], dtype=np.int64)  # stored after a partial UPDATE of row 0
+    tiles = TileRuns(tile_views(stack), ((0, stack),))
+    sorted_keys, got = tile_store.sorted_by_key(keys, tiles)
+    np.testing.assert_array_equal(sorted_keys, keys[[2, 3, 0, 1]])
+    for tile, want in zip(got, stack[[2, 3, 0, 1]]):
+        np.testing.assert_array_equal(tile, want)
+    assert bool(got.runs if isinstance(got, TileRuns) else ()) == restacked
+    assert all(np.shares_memory(tile, stack) for tile in got) != restacked  # a copy, or the views themselves
