@@ -26,7 +26,6 @@ from trdb.storage.tile_store import TileIndex
 from trdb.storage.tile_writer import WrittenTiles
 from trdb.storage.whole_tensor import the_one_tile, whole_array
 
-
 MAX_UNREAD_WRITES = 2  # writes in a row, no read between, that keep a tensor each from the one kept before
 
 

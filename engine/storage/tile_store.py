@@ -19,9 +19,17 @@ from trdb.storage.key_hash import partition_sql
 from trdb.storage.progress import count_written
 from trdb.storage.sql_text import quote_dotted
 from trdb.storage.tensor_meta import TensorMeta
+from trdb.storage.tile_codec import (
+    CSR64,
+    DENSE,
+    csr_sections,
+    decode_stacks,
+    decode_tiles,
+    encode_dense_batch,
+    encode_stack,
+    encode_tiles,
+)
 from trdb.storage.tile_runs import StackedTiles, TileRuns, as_tile_runs, tile_views
-from trdb.storage.tile_codec import (CSR64, DENSE, csr_sections, decode_stacks, decode_tiles, encode_dense_batch,
-                                      encode_stack, encode_tiles)
 
 # an append of at most this many tiles and bytes goes in as one parameterized INSERT: DuckDB 2.0 binds each
 # parameter row at about 45 us, where an Arrow append costs about 0.65 ms whatever its rows (in memory, one
