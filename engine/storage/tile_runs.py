@@ -1,4 +1,4 @@
-"""TileRuns: a read's tiles as a list, knowing the runs of them that are views of one stacked array `(n, *tile)`."""
+"""TileRuns and StackedTiles: a read's tiles as a list knowing its runs stacked in one array `(n, *tile)`, or the stacks only."""
 from __future__ import annotations
 
 from typing import Iterable, Optional
