@@ -1,4 +1,4 @@
-"""TileRuns and StackedTiles: a read's tiles as a list knowing its runs stacked in one array `(n, *tile)`, or the stacks only."""
+"""TileRuns and StackedTiles: a read's tiles as a list knowing its runs stacked in one array `(n, *tile)`, or the stacks."""
 from __future__ import annotations
 
 from typing import Iterable, Optional
