@@ -8,7 +8,7 @@ from the catalog, its format and nnz from the tile table's columns.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
@@ -163,28 +163,33 @@ def decode_tiles(column: pa.ChunkedArray, dtype: np.dtype, shapes: Sequence[tupl
     Every tile is checked against its shape, format and nnz first: a bad one is a DataError naming
     tensor `name` and the tile's key (the row of `keys`)."""
     with _named(name, keys):
-        return _decode_checked(column, dtype, shapes, formats, nonzeros)
+        return _decoded_rows(_CheckedRows(column, dtype, shapes, formats, nonzeros), dtype, shapes)
 
 
 def decode_stacks(column: pa.ChunkedArray, dtype: np.dtype, shapes: Sequence[tuple[int, ...]],
                   formats: Optional[np.ndarray] = None, nonzeros: Optional[np.ndarray] = None, *,
-                  name: str = "?", keys: Optional[np.ndarray] = None) -> Optional[tuple[tuple[int, np.ndarray], ...]]:
-    """`decode_tiles`' runs (start, stack), where every tile lies in one: read-only stacks `(n, *tile)` over the
-    column's bytes, checked as decode_tiles checks them, with no view of each tile (a read of 200,000 tiles of
-    8 x 8 made them in about 25 of 110 ms); None where some tile lies in none (decode_tiles then)."""
+                  name: str = "?", keys: Optional[np.ndarray] = None) -> Union[tuple[tuple[int, np.ndarray], ...], list]:
+    """`decode_tiles`' runs (start, stack) as a tuple, where every tile lies in one: read-only stacks `(n, *tile)`
+    over the column's bytes, checked as decode_tiles checks them, with no view of each tile (a read of 200,000
+    tiles of 8 x 8 made them in about 25 of 110 ms); where some tile lies in none, the tiles as decode_tiles
+    gives them (a list), checked once."""
     with _named(name, keys):
-        if little_endian(dtype) != np.dtype(dtype):
-            return None
         rows = _CheckedRows(column, dtype, shapes, formats, nonzeros)
-        runs: list = []
-        first = 0
-        for offsets, data in rows.chunks:
-            chunk_runs = _chunk_runs(offsets, data, rows.formats, rows.new_shape, shapes, first, rows.stored)
-            if sum(len(stack) for _, stack in chunk_runs) != len(offsets) - 1:
-                return None
-            runs.extend(chunk_runs)
-            first += len(offsets) - 1
-        return tuple(runs)
+        runs = _all_in_runs(rows, shapes) if rows.stored == np.dtype(dtype) else None
+        return runs if runs is not None else _decoded_rows(rows, dtype, shapes)
+
+
+def _all_in_runs(rows: "_CheckedRows", shapes: Sequence[tuple[int, ...]]) -> Optional[tuple]:
+    """The runs of every chunk, where they cover each tile; None otherwise."""
+    runs: list = []
+    first = 0
+    for offsets, data in rows.chunks:
+        chunk_runs = _chunk_runs(offsets, data, rows.formats, rows.new_shape, shapes, first, rows.stored)
+        if sum(len(stack) for _, stack in chunk_runs) != len(offsets) - 1:
+            return None
+        runs.extend(chunk_runs)
+        first += len(offsets) - 1
+    return tuple(runs)
 
 
 @contextmanager
@@ -218,9 +223,7 @@ class _CheckedRows:
         self.new_shape[1:] = any_in_rows(shape_array[1:] != shape_array[:-1])
 
 
-def _decode_checked(column: pa.ChunkedArray, dtype: np.dtype, shapes: Sequence[tuple[int, ...]],
-                    formats: Optional[np.ndarray], nonzeros: Optional[np.ndarray]) -> list:
-    rows = _CheckedRows(column, dtype, shapes, formats, nonzeros)
+def _decoded_rows(rows: _CheckedRows, dtype: np.dtype, shapes: Sequence[tuple[int, ...]]) -> list:
     stored, chunks, formats, nonzeros, new_shape = rows.stored, rows.chunks, rows.formats, rows.nonzeros, rows.new_shape
     tiles: list = []
     csr: list = []  # (row, data, indices, indptr) of CSR tiles, checked together before scipy sees them

@@ -324,8 +324,8 @@ def read_stacks(db: Database, meta: TensorMeta) -> Union[tuple[np.ndarray, list]
     keys = _keys(table, key_columns(len(meta.keys)))
     runs = decode_stacks(table.column("v"), meta.dtype, meta.tile_shape_list(keys), table.column("fmt").to_numpy(),
                          table.column("nnz").to_numpy(), name=meta.name, keys=keys)
-    if runs is None:
-        return sorted_by_key(keys, _decoded(meta, table)[1])
+    if not isinstance(runs, tuple):  # some tile in no run: the tiles as a list
+        return sorted_by_key(keys, runs)
     order = key_order(keys)
     if order is None:
         return StackedTiles(keys, runs)
