@@ -38,7 +38,7 @@ class TileAccess:
         if meta.external:
             key, dataset = external.whole_key(self.db, meta)
             return self.pool.get(key, lambda: read_all(dataset, meta))
-        kept = self.pool.get((meta.table, self._seen_version(meta)), lambda: self._read_tiles(meta))
+        kept = self._kept(meta)
         return kept.tiles() if isinstance(kept, StackedTiles) else kept
 
     def tile_stacks(self, meta: TensorMeta) -> Optional[StackedTiles]:
@@ -46,8 +46,12 @@ class TileAccess:
         tile), read through the pool as `tiles` reads them; None: `tiles` gives them."""
         if meta.external:
             return None
-        kept = self.pool.get((meta.table, self._seen_version(meta)), lambda: self._read_tiles(meta))
+        kept = self._kept(meta)
         return kept if isinstance(kept, StackedTiles) else None
+
+    def _kept(self, meta: TensorMeta) -> Union[TensorTiles, StackedTiles]:
+        """A stored tensor's tiles as the buffer pool keeps them, read on a miss."""
+        return self.pool.get((meta.table, self._seen_version(meta)), lambda: self._read_tiles(meta))
 
     def whole_array(self, meta: TensorMeta) -> np.ndarray:
         """A stored tensor as one read-only array (absent tiles are zeros): its one tile when that is the
