@@ -262,3 +262,26 @@ def test_a_scan_planned_before_a_write_caches_nothing_another_connection_reads_a
     assert _total(c2) == 16  # not c1's uncommitted tiles
     c1.execute("ROLLBACK")
     assert _total(c1) == 16 and _total(c2) == 16
+
+
+def test_a_connection_the_collector_frees_while_another_opens_a_file_does_not_deadlock(tmp_path):
+    """Any allocation may run the garbage collector, and a connection it frees closes itself: inside
+    DatabaseFile.open, under the lock of open files, that close takes the same lock (it hung a test run)."""
+    script = """
+import gc, sys, trdb
+from trdb.storage import database_file
+first = trdb.connect(sys.argv[1])
+first.cycle = first  # only the collector frees it
+del first
+original = database_file.DatabaseFile.__init__
+def collecting(self, *args):
+    gc.collect()  # frees the first connection here, inside open's lock
+    original(self, *args)
+database_file.DatabaseFile.__init__ = collecting
+second = trdb.connect(sys.argv[2])
+second.execute("CREATE TENSOR t SHAPE (2) TILE (2) FILL ONES")
+print(second.execute("SELECT * FROM t").fetch_tensor().sum())
+"""
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "a.trdb"), str(tmp_path / "b.trdb")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "2.0", done.stderr
