@@ -9,7 +9,7 @@ from trdb.catalog.names import did_you_mean, fold
 from trdb.catalog.optimizer_state import refuse_reserved
 from trdb.catalog.tile_access import TileAccess
 from trdb.errors import IntegrityError, ProgrammingError
-from trdb.storage import catalog_store, tile_store
+from trdb.storage import catalog_store, small_tiles, tile_parts, tile_store
 from trdb.storage.catalog_format import ensure_schema, schema_exists
 from trdb.storage.catalog_validation import DamagedTensor, meta_problem, name_problem
 from trdb.storage.database import Database
@@ -161,7 +161,8 @@ class Catalog(TileAccess):
             refuse_reserved(meta.name)
         self.check_new_name(meta.name)
         _check_entering(meta)
-        table = catalog_store.new_tile_table_name(self.db)
+        small = small_tiles.qualifies(meta) and small_tiles.has_room(self.db, tile_parts.part_bytes(self.db))
+        table = catalog_store.new_tile_table_name(self.db, small)
         meta = TensorMeta(meta.name, meta.keys, meta.value_name, meta.dtype, meta.shape, meta.tile, table,
                           version=catalog_store.new_data_version(self.db))
         tile_store.create_tile_table(self.db, table, len(meta.keys))

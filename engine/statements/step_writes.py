@@ -27,6 +27,7 @@ class Written:
     counted: Optional[tuple]
     keys: np.ndarray
     kept: Optional[list]
+    overwrite: Optional[tile_store.Overwrite] = None  # a tile written over by `finish_writes`, with the others
 
 
 def replace_tiles(sc: StatementContext, meta: TensorMeta, keys: list[tuple], tiles: list[np.ndarray],
@@ -54,18 +55,21 @@ def replace_stack(sc: StatementContext, meta: TensorMeta, keys: np.ndarray, stac
     meta = sc.catalog.require_tensor(meta.name)
     stack = np.ascontiguousarray(stack, dtype=meta.dtype)
     written = tile_store.WrittenStatistics(len(meta.keys), meta.grid)
-    if not (stored and tile_store.overwrite_tile(sc.db, meta, keys, stack, written)):
+    overwrite = tile_store.planned_overwrite(sc.db, meta, keys, stack, written) if stored else None
+    if overwrite is None:
         tile_store.delete_tiles(sc.db, meta, None)
         with TileWriter(sc.db, meta, CHUNK_BYTES) as writer:
             writer.add_stack(keys, stack)
         written = writer.statistics
     keep = sc.catalog.pool.would_keep(stack.nbytes) and written.tuples == len(stack) and not written.csr_tuples
-    return Written(meta, written.as_tuple(), keys, stack if keep else None)
+    return Written(meta, written.as_tuple(), keys, stack if keep else None, overwrite)
 
 
 def finish_writes(sc: StatementContext, writes: list[Written]) -> None:
-    """The step's written tensors get their statistics and new data versions, whole ones in one UPDATE; the
-    buffer pool keeps what they wrote where it can."""
+    """The tiles the step writes over are written (small tensors' in one UPDATE); the step's written tensors
+    get their statistics and new data versions, whole ones in one UPDATE; the buffer pool keeps what they
+    wrote where it can."""
+    tile_store.write_overwrites(sc.db, [w.overwrite for w in writes if w.overwrite is not None])
     counted = [w for w in writes if w.counted is not None]
     metas = sc.catalog.refresh_statistics_of([(w.meta, w.counted) for w in counted]) if counted else []
     for write, meta in zip(counted, metas):

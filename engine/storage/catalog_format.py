@@ -3,12 +3,15 @@
 Format 1 is every database written before the version was stored (it has no `_trdb.format` table);
 format 2 adds the data version of each tensor (`tensors.data_version`, from the `data_versions`
 sequence), which lets connections to one file share cached tiles safely; format 3 adds the location
-of an external tensor (`tensors.location`; NULL for a tensor whose tiles are in the database).
+of an external tensor (`tensors.location`; NULL for a tensor whose tiles are in the database); format 4
+adds the table small tensors share (`small_tiles`, see storage/small_tiles.py): a format 3 file has no
+small tensor, so it is read as it is where it is opened read-only.
 Adam's step counts (`adam_steps`) are in every writable database from the time it is opened (older files
 made it at their first MINIMIZE): a MINIMIZE does not ask for it again.
 """
 from __future__ import annotations
 
+import re
 import weakref
 from typing import Callable
 
@@ -16,7 +19,11 @@ from trdb.errors import OperationalError
 from trdb.storage.database import Database
 
 SCHEMA = "_trdb"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
+READ_ONLY_FORMAT = 3  # the oldest format a read-only connection reads without the upgrade it cannot make
+SMALL_TILES = f"{SCHEMA}.small_tiles"
+SMALL_TILE_TABLE = re.compile(r"_trdb\.small_[0-9]{1,18}")  # a tensor whose one tile is a row of SMALL_TILES
+_SMALL_TILES_TABLE = f"{SMALL_TILES} (owner BIGINT NOT NULL, nnz BIGINT NOT NULL, v BLOB NOT NULL, fmt TINYINT DEFAULT 0)"
 ADAM_STEPS = f"{SCHEMA}.adam_steps"
 _ADAM_STEPS_TABLE = f"{ADAM_STEPS} (param VARCHAR PRIMARY KEY, step BIGINT)"
 
@@ -37,6 +44,8 @@ def ensure_schema(db: Database) -> None:
         with db.statement():
             db.execute(f"CREATE TABLE IF NOT EXISTS {_ADAM_STEPS_TABLE}")
     if found < FORMAT_VERSION:
+        if db.read_only and found >= READ_ONLY_FORMAT:
+            return
         if db.read_only:
             raise OperationalError(f"the database has catalog format {found}, older than this trdb's "
                                    f"{FORMAT_VERSION}, and is open read-only, so it cannot be upgraded",
@@ -94,6 +103,7 @@ def _create(db: Database) -> None:
     db.execute(f"CREATE SEQUENCE {SCHEMA}.data_versions START 1")
     db.execute(f"CREATE TABLE {SCHEMA}.format (version INTEGER)")
     db.execute(f"CREATE TABLE {_ADAM_STEPS_TABLE}")
+    db.execute(f"CREATE TABLE {_SMALL_TILES_TABLE}")
     _set_version(db, FORMAT_VERSION)
 
 
@@ -132,4 +142,9 @@ def _to_format_3(db: Database) -> None:
         db.execute(f"ALTER TABLE {SCHEMA}.tensors ADD COLUMN location VARCHAR DEFAULT NULL")
 
 
-_MIGRATIONS: dict[int, Callable[[Database], None]] = {2: _to_format_2, 3: _to_format_3}
+def _to_format_4(db: Database) -> None:
+    """The table small tensors share: tensors made before it keep their own tables."""
+    db.execute(f"CREATE TABLE IF NOT EXISTS {_SMALL_TILES_TABLE}")
+
+
+_MIGRATIONS: dict[int, Callable[[Database], None]] = {2: _to_format_2, 3: _to_format_3, 4: _to_format_4}

@@ -14,9 +14,10 @@ _TENSOR_COLUMNS = ("name, keys, value_name, dtype, shape, tile, tile_table, tupl
                    "distinct_keys, data_version, location")
 
 
-def new_tile_table_name(db: Database) -> str:
+def new_tile_table_name(db: Database, small: bool = False) -> str:
+    """A fresh tile table's name; `small`: the tensor's one tile is a row of the shared table (small_tiles)."""
     table_id = db.execute(f"SELECT nextval('{SCHEMA}.tile_table_ids')")[0][0]
-    return f"{SCHEMA}.tiles_{table_id}"
+    return f"{SCHEMA}.small_{table_id}" if small else f"{SCHEMA}.tiles_{table_id}"
 
 
 def new_data_version(db: Database) -> int:
@@ -39,7 +40,7 @@ def load_tensors(db: Database) -> tuple[list[TensorMeta], list[DamagedTensor]]:
 def _tile_tables(db: Database) -> dict[str, dict[str, tuple[str, bool]]]:
     """The tile tables that exist: qualified name -> {column: (type, nullable)}, columns in table order."""
     rows = db.execute("SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns "
-                      "WHERE table_schema = ? AND table_name LIKE 'tiles\\_%' ESCAPE '\\' "
+                      "WHERE table_schema = ? AND (table_name LIKE 'tiles\\_%' ESCAPE '\\' OR table_name = 'small_tiles') "
                       "ORDER BY table_name, ordinal_position", [SCHEMA])
     tables: dict[str, dict[str, tuple[str, bool]]] = {}
     for table, column, data_type, nullable in rows:

@@ -10,6 +10,7 @@ import numpy as np
 
 from trdb.errors import DataError
 from trdb.parser import ParseError, ast, parse
+from trdb.storage.catalog_format import SMALL_TILE_TABLE, SMALL_TILES
 from trdb.storage.tensor_meta import DTYPES, TensorMeta
 from trdb.storage.tile_parts import part_number
 
@@ -63,8 +64,11 @@ def tensor_from_row(row: CatalogRow, tile_tables: dict[str, dict[str, tuple[str,
         raise DataError(f"the statistics {counts[:4]} or the data version {counts[4]!r} are not counts")
     distinct = None if row.distinct_keys is None else \
         tuple(_checked_list(_json_list(row.distinct_keys, "distinct_keys"), "distinct_keys", _is_count))
-    return TensorMeta(name, keys, value_name, dtype, shape, tile, table, *counts[:4],
+    meta = TensorMeta(name, keys, value_name, dtype, shape, tile, table, *counts[:4],
                       distinct_keys=distinct, version=counts[4], location=location)
+    if SMALL_TILE_TABLE.fullmatch(table) and meta.max_tuples != 1:  # its one row is read under key 0
+        raise DataError(f"its tiles are rows of {SMALL_TILES}, which holds one tile a tensor, but its grid has more")
+    return meta
 
 
 def name_problem(name: Any, what: str = "name") -> Optional[str]:
@@ -151,6 +155,12 @@ def _location(location: Any, tile_table: Any) -> Optional[str]:
 
 def _tile_table(name: Any, key_count: int, tile_tables: dict[str, dict[str, tuple[str, bool]]]) -> str:
     """A tile table's name is spliced into SQL: only trdb's own pattern, naming a table of the right columns."""
+    if isinstance(name, str) and SMALL_TILE_TABLE.fullmatch(name):
+        columns = tile_tables.get(SMALL_TILES)
+        wanted = {"owner": ("BIGINT", False), "nnz": ("BIGINT", False), "v": ("BLOB", False)}
+        if columns is None or list(columns) != [*wanted, "fmt"] or any(columns[c] != w for c, w in wanted.items()):
+            raise DataError(f"its tiles are rows of {SMALL_TILES}, which is missing or has other columns")
+        return name
     if not isinstance(name, str) or not TILE_TABLE.fullmatch(name):
         raise DataError(f"the tile table {name!r} is not a name trdb gives")
     if name not in tile_tables:

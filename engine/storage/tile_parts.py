@@ -13,6 +13,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from trdb.storage.catalog_format import SMALL_TILE_TABLE
 from trdb.storage.database import Database
 from trdb.storage.memory import duckdb_bytes
 
@@ -44,6 +45,8 @@ def parts(db: Database, table: str) -> list[str]:
     connection committed, with no other commit between, starts from the names the committed one
     knew (a MINIMIZE's next step: about 1.5 ms a tensor less). Outside a transaction every
     statement sees the latest commit, so the names are looked up each time."""
+    if SMALL_TILE_TABLE.fullmatch(table):  # a row of the shared table (small_tiles): one part, never more
+        return [table]
     known = _names_known(db)
     if known is None:
         return list(stored_rows(db, table))

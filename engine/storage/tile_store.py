@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from trdb.errors import InternalError
 from trdb.kernels.sparse import stored_form
-from trdb.storage import tile_parts
+from trdb.storage import small_tiles, tile_parts
 from trdb.storage.catalog_validation import TILE_TABLE
 from trdb.storage.database import Database
 from trdb.storage.external_tensors import refuse_write
@@ -57,13 +57,23 @@ def _source(db: Database, meta: TensorMeta, columns: Sequence[str], alias: str =
     """The FROM item of every stored tile of the tensor, in all its parts (names from the catalog: quoted)."""
     tables = tile_parts.parts(db, meta.table)
     if len(tables) == 1:
-        return f"{quote_dotted(tables[0])} AS {alias}"
+        return f"{_from(meta, tables[0])} AS {alias}"
     listed = ", ".join(columns)
     return "(" + " UNION ALL ".join(f"SELECT {listed} FROM {quote_dotted(t)}" for t in tables) + f") AS {alias}"
 
 
+def _from(meta: TensorMeta, table: str) -> str:
+    """A FROM item of one part's rows, with their row ids: the part itself, or a small tensor's shared rows."""
+    return small_tiles.source(table, len(meta.keys)) if small_tiles.is_small(table) else quote_dotted(table)
+
+
 def create_tile_table(db: Database, table: str, key_count: int, replace: bool = False) -> None:
-    """An empty tile table; `replace`: in place of the table of that name (one statement, not a DROP and a CREATE)."""
+    """An empty tile table; `replace`: in place of the table of that name (one statement, not a DROP and a CREATE).
+    A small tensor's is its rows of the shared table: none to make (and those there deleted, to replace them)."""
+    if small_tiles.is_small(table):
+        if replace:
+            small_tiles.delete(db, table)
+        return
     columns = "".join(f"{name} BIGINT NOT NULL, " for name in key_columns(key_count))
     db.execute(f"CREATE {'OR REPLACE ' if replace else ''}TABLE {quote_dotted(table)} ({columns}nnz BIGINT NOT NULL, "
                f"v BLOB NOT NULL, fmt TINYINT DEFAULT {DENSE})")
@@ -73,6 +83,9 @@ def create_tile_table(db: Database, table: str, key_count: int, replace: bool = 
 def drop_tile_table(db: Database, table: str) -> None:
     """Drop a tensor's tile table and all its parts (a name trdb does not give, from a damaged catalog, is
     left alone: it may name any table)."""
+    if small_tiles.is_small(table):
+        small_tiles.delete(db, table)
+        return
     if not TILE_TABLE.fullmatch(table):
         return
     for part in reversed(tile_parts.parts(db, table)):
@@ -147,37 +160,70 @@ def write_stack(db: Database, meta: TensorMeta, keys: np.ndarray, stack: np.ndar
     return _write_encoded(db, meta, keys, encoded, statistics)
 
 
-def overwrite_tile(db: Database, meta: TensorMeta, key: np.ndarray, stack: np.ndarray,
-                   statistics: Optional[WrittenStatistics] = None) -> bool:
-    """Write a stack of one dense tile `(1, *tile)` over the one tile stored under the same `key` (1 x m), by
-    one UPDATE, where the tensor's tiles lie in one part and the tile is stored dense and small: a MINIMIZE
-    step of a small model writes a dozen tensors of one tile, and replacing each table (CREATE OR REPLACE,
-    then INSERT) cost twice the statements. The caller knows `key` is the only one stored. False (nothing
-    written) where it does not apply."""
+@dataclass(frozen=True)
+class Overwrite:
+    """One dense tile, encoded, to be written over the one tile stored under the same key (`write_overwrites`)."""
+
+    meta: TensorMeta
+    keys: np.ndarray  # 1 x m
+    nonzeros: int
+    blob: bytes
+    fmt: int
+
+
+def planned_overwrite(db: Database, meta: TensorMeta, key: np.ndarray, stack: np.ndarray,
+                      statistics: Optional[WrittenStatistics] = None) -> Optional[Overwrite]:
+    """The overwrite of a stack of one dense tile `(1, *tile)` over the one tile stored under the same `key`
+    (1 x m), where the tensor's tiles lie in one part and the tile is stored dense and small: a MINIMIZE step
+    of a small model writes a dozen tensors of one tile, and replacing each table (CREATE OR REPLACE, then
+    INSERT) cost twice the statements. The caller knows `key` is the only one stored. None (nothing to
+    write) where it does not apply; else `statistics` counts the tile."""
     refuse_write(meta)
     if len(stack) != 1 or stack.nbytes > OVERWRITE_BYTES or tile_parts.parts(db, meta.table) != [meta.table]:
-        return False
+        return None
     encoded = encode_stack(stack, meta.dtype)
     if encoded is None:
-        return False
+        return None
     blobs, formats, nonzeros = encoded
     keys = np.asarray(key, dtype=np.int64).reshape(1, len(meta.keys))
-    blob = blobs[0].as_py()
+    if statistics is not None:
+        statistics.add(keys, nonzeros, formats)
+    return Overwrite(meta, keys, int(nonzeros[0]), blobs[0].as_py(), int(formats[0]))
+
+
+def write_overwrites(db: Database, overwrites: Sequence[Overwrite]) -> None:
+    """Write planned overwrites: small tensors' all in one UPDATE of their shared table, others one each."""
+    small = [o for o in overwrites if small_tiles.is_small(o.meta.table)]
+    if small:
+        small_tiles.overwrite(db, [o.meta.table for o in small], [o.nonzeros for o in small],
+                              [o.blob for o in small], [o.fmt for o in small])
+    for o in overwrites:
+        if not small_tiles.is_small(o.meta.table):
+            _overwrite_row(db, o.meta, o.keys, o.nonzeros, o.blob, o.fmt)
+        tile_parts.rewritten(db, o.meta.table)
+        db.file.note_garbage(len(o.blob))  # the tile written over, of about this size
+    count_written(len(overwrites))
+
+
+def overwrite_tile(db: Database, meta: TensorMeta, key: np.ndarray, stack: np.ndarray,
+                   statistics: Optional[WrittenStatistics] = None) -> bool:
+    """`planned_overwrite` written at once; False (nothing written) where it does not apply."""
+    found = planned_overwrite(db, meta, key, stack, statistics)
+    if found is not None:
+        write_overwrites(db, [found])
+    return found is not None
+
+
+def _overwrite_row(db: Database, meta: TensorMeta, keys: np.ndarray, nonzeros: int, blob: bytes, fmt: int) -> None:
     if meta.max_tuples == 1 and not keys.any():  # the one key there can be: no WHERE (0.1 ms of DuckDB's a tile)
         where, key_values = "", []
     else:
         where = " WHERE " + " AND ".join(f"{name} = ?" for name in key_columns(len(meta.keys)))
         key_values = keys[0].tolist()
     changed = db.execute(f"UPDATE {quote_dotted(meta.table)} SET nnz = ?, v = ?, fmt = ?{where}",
-                         [int(nonzeros[0]), blob, int(formats[0]), *key_values])
+                         [nonzeros, blob, fmt, *key_values])
     if changed and changed[0][0] != 1:  # DuckDB's count row: anything but the one tile is a broken promise
         raise InternalError(f"overwrite of one tile of {meta.name} changed {changed[0][0]} rows")
-    tile_parts.rewritten(db, meta.table)
-    db.file.note_garbage(len(blob))  # the tile written over, of about this size
-    count_written(1)
-    if statistics is not None:
-        statistics.add(keys, nonzeros, formats)
-    return True
 
 
 def _write_encoded(db: Database, meta: TensorMeta, keys: np.ndarray,
@@ -209,6 +255,9 @@ def insert_encoded(db: Database, meta: TensorMeta, keys: Sequence[np.ndarray], n
     columns = {name: pa.array(key) for name, key in zip(key_columns(len(meta.keys)), keys)}
     columns.update(nnz=pa.array(nonzeros), v=blobs, fmt=pa.array(np.asarray(formats, dtype=np.int8)))
     table = pa.table(columns)
+    if small_tiles.is_small(meta.table):
+        small_tiles.insert(db, meta.table, table)
+        return
     sizes = _blob_sizes(blobs)
     found = tile_parts.appender(db, meta.table, lambda tables: _part_sizes(db, meta, tables))
     limit = tile_parts.part_bytes(db)
@@ -310,7 +359,7 @@ def _rows_sql(meta: TensorMeta, ranges: Sequence[tuple[int, int, str]], where: O
     """The tiles of row ids first..last (of each range's part, and `where`): one SELECT per range."""
     names = key_columns(len(meta.keys)) + ["fmt", "nnz", "v"]
     extra = f" AND {where}" if where else ""
-    return " UNION ALL ".join(f"SELECT {', '.join(names)} FROM {quote_dotted(table)} "
+    return " UNION ALL ".join(f"SELECT {', '.join(names)} FROM {_from(meta, table)} "
                               f"WHERE rowid BETWEEN {first} AND {last}{extra}" for first, last, table in ranges)
 
 
@@ -446,7 +495,7 @@ def _index(db: Database, meta: TensorMeta, tables: list[str], where: Optional[st
     names = key_columns(len(meta.keys))
     clause = f" WHERE {where}" if where else ""
     listed = ", ".join(names + ["nnz", "fmt"])
-    selects = [f"SELECT rowid, {part} AS part, {listed} FROM {quote_dotted(t)}{clause}" for part, t in enumerate(tables)]
+    selects = [f"SELECT rowid, {part} AS part, {listed} FROM {_from(meta, t)}{clause}" for part, t in enumerate(tables)]
     table = db.arrow(" UNION ALL ".join(selects) + " ORDER BY part, rowid")
     counts = [table.column(name).fill_null(-1).to_numpy().astype(np.int64, copy=False) for name in ("nnz", "fmt")]
     parts = table.column("part").to_numpy()
@@ -498,6 +547,10 @@ def delete_tiles(db: Database, meta: TensorMeta, keys: Optional[np.ndarray] = No
     refuse_write(meta)  # its files lie outside the database's transactions
     names = key_columns(len(meta.keys))
     if keys is not None and len(keys) == 0:
+        return
+    if small_tiles.is_small(meta.table):
+        if small_tiles.key_zero(keys):
+            small_tiles.delete(db, meta.table)
         return
     tables = tile_parts.parts(db, meta.table)
     tile_parts.forget(db, meta.table)

@@ -91,13 +91,18 @@ def test_a_float32_parameter_steps_in_float32_under_sgd(monkeypatch):
 
 
 def test_one_tile_parameters_written_over_in_place_read_back_from_the_file(tmp_path, monkeypatch):
-    """A parameter of one tile and its moments are overwritten by one UPDATE each (storage/tile_store.py
-    overwrite_tile): a new connection to the file reads the values the step made, and Adam goes on from its
+    """A parameter of one tile and its moments are written over in place (storage/tile_store.py
+    planned_overwrite): a new connection to the file reads the values the step made, and Adam goes on from its
     stored moments as if the connection had stayed open."""
     from trdb.storage import tile_store
     overwritten = []
-    original = tile_store.overwrite_tile
-    monkeypatch.setattr(tile_store, "overwrite_tile", lambda *args: overwritten.append(original(*args)) or overwritten[-1])
+    original = tile_store.planned_overwrite
+
+    def spied(*args):
+        found = original(*args)
+        overwritten.append(found is not None)
+        return found
+    monkeypatch.setattr(tile_store, "planned_overwrite", spied)
 
     def model(con):
         con.execute("CREATE TENSOR X FROM ? TILE (16, 4) DTYPE float64",
