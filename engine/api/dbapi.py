@@ -8,6 +8,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from trdb import errors
+from trdb.api.collected_close import close_pending, close_when_freed
 from trdb.api.conversions import result_to_sparse
 from trdb.api.ctrl_c import DeferredCtrlC
 from trdb.api.duckdb_conveniences import DuckDBConveniences
@@ -91,6 +92,7 @@ class Cursor(ResultFormats):
                                           f"and :name), got {type(parameters).__name__}")
         self._forget_result()
         del self.messages[:]
+        close_pending()  # connections the collector freed since the last statement
         self.connection.unregister_released()
         bound = parameters if isinstance(parameters, Mapping) else tuple(parameters or ())
         text = colon_placeholders(operation, bound) if isinstance(bound, Mapping) else operation
@@ -350,7 +352,7 @@ class Connection(DuckDBConveniences):
 
     def __del__(self) -> None:
         try:
-            self.close()
+            close_when_freed(self.close)
         except Exception:
             pass
 
@@ -364,6 +366,7 @@ def connect(database: Optional[str] = None, *, read_only: bool = False, address:
     read it too, while no process writes it). Keywords set settings for the connection
     (`executor='ray'`, `workers=4`); `address` is the Ray cluster's (the `ray_address` setting).
     """
+    close_pending()  # a connection the collector freed may still hold its file
     if database == ":memory:":
         database = None
     if address is not None:

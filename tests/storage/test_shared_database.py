@@ -285,3 +285,28 @@ print(second.execute("SELECT * FROM t").fetch_tensor().sum())
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "a.trdb"), str(tmp_path / "b.trdb")],
                           capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "2.0", done.stderr
+
+
+def test_a_connection_the_collector_frees_while_its_file_s_memory_lock_is_held_closes_after(tmp_path):
+    """A collection inside trdb's memory accounting (its lock held) frees a connection to the same file that
+    carries a statement's tuples: their memory goes back under that lock, so the connection closes on a thread
+    of its own once the lock is free, not inside the collection (which hung)."""
+    script = """
+import gc, sys, trdb
+first = trdb.connect(sys.argv[1])
+first.execute("CREATE TENSOR t SHAPE (64, 64) TILE (8, 8) FILL ONES")
+first.execute("CREATE VIEW s AS SELECT SUM(SUMSQ(t.v)) AS v FROM t")
+first.execute("SELECT a.v + b.v AS v FROM s AS a, s AS b").fetchall()
+assert first._live.carried.tuples  # kept for the next statement, their memory reserved
+file = first._live.db.file
+first.cycle = first  # only the collector frees it
+del first
+second = trdb.connect(sys.argv[1])
+with file.memory._lock:  # as a statement's accounting holds it, when an allocation starts a collection
+    gc.collect()
+trdb.connect(sys.argv[1]).close()  # closes the first one, which waited for it
+print(file._connections, second.execute("SELECT * FROM t").fetch_tensor().sum())
+"""
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "a.trdb")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "1 4096.0", done.stderr
