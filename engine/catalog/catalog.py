@@ -206,8 +206,7 @@ class Catalog(TileAccess):
             self.check_new_name(new_name)
         renamed = replace(meta, name=new_name)
         _check_entering(renamed)
-        catalog_store.delete_tensor(self.db, meta.name)
-        catalog_store.save_tensor(self.db, renamed)
+        catalog_store.rename_tensor(self.db, meta.name, renamed)
         del self._tensors[fold(name)]
         self._tensors[fold(new_name)] = renamed
         return renamed
@@ -230,15 +229,16 @@ class Catalog(TileAccess):
         counted = known if known is not None else tile_store.tile_statistics(self.db, meta)
         return self.refresh_statistics_of([(meta, counted)])[0]
 
-    def refresh_statistics_of(self, written: list[tuple[TensorMeta, tuple]]) -> list[TensorMeta]:
+    def refresh_statistics_of(self, written: list[tuple[TensorMeta, tuple]],
+                              adam_steps: Optional[dict[str, int]] = None) -> list[TensorMeta]:
         """Several tensors' statistics, counted by their writers, saved in one statement; each gets a new data
-        version."""
+        version. `adam_steps`: step counts of parameters among them, set by the same statement."""
         for meta, _ in written:
             refuse_write(meta)
         self.version += 1
         counted = [meta.with_stats(*known) for meta, known in written]
         changed = [new != self._tensors.get(fold(new.name)) for new in counted]  # not the statistics it has
-        metas = catalog_store.save_statistics_of(self.db, counted, changed)
+        metas = catalog_store.save_statistics_of(self.db, counted, changed, adam_steps)
         for meta in metas:
             self._tensors[fold(meta.name)] = meta
             self.pool.invalidate(meta.table)

@@ -12,7 +12,7 @@ from trdb.execution.tile_math.stacked_tiles import MAX_STACKED_ELEMENTS
 from trdb.statements.context import StatementContext
 from trdb.statements.parameter_stacks import same_keys, stacked, stored_stack
 from trdb.statements.step_writes import Written, replace_stack, replace_tiles, tiles_by_key
-from trdb.storage.adam_state import drop_adam_step, rename_adam_step
+from trdb.storage.adam_state import drop_adam_step
 from trdb.storage.tensor_meta import TensorMeta
 
 if TYPE_CHECKING:
@@ -30,9 +30,8 @@ class AdamState:
         self.sc = sc
         self.param_name = param.name
         moments = [_moment(sc, name) for name in moment_names(param.name)]
-        # whether its step count has a row in _trdb.adam_steps (a step sets a stored one by UPDATE)
-        self.stored = step is not None and all(m is not None and _fits(m, param) for m in moments)
-        if not self.stored:
+        stored = step is not None and all(m is not None and _fits(m, param) for m in moments)
+        if not stored:
             drop_optimizer_state(sc, param.name)
             step, moments = 0, [None, None]
         self.moments = [m or _create_moment(sc, param, name) for m, name in zip(moments, moment_names(param.name))]
@@ -120,21 +119,24 @@ def _create_moment(sc: StatementContext, param: TensorMeta, name: str) -> Tensor
 
 def drop_optimizer_state(sc: StatementContext, param_name: str) -> None:
     """Drop a parameter's Adam moments and step count (in the statement's transaction), where there are any."""
-    for name in moment_names(param_name):
-        if _exists(sc, name):
-            sc.catalog.drop_tensor(name)
+    _drop_moments(sc, param_name)
     drop_adam_step(sc.db, param_name)
 
 
+def _drop_moments(sc: StatementContext, param_name: str) -> None:
+    for name in moment_names(param_name):
+        if _exists(sc, name):
+            sc.catalog.drop_tensor(name)
+
+
 def rename_optimizer_state(sc: StatementContext, param_name: str, new_name: str) -> None:
-    """Move a parameter's Adam moments and step count to its new name (state left under the new name by
-    a tensor dropped long ago is dropped first)."""
+    """Move a parameter's Adam moments to its new name (moments left under the new name by a tensor dropped
+    long ago are dropped first); its step count is in its catalog row, renamed with it."""
     if param_name.lower() != new_name.lower():
-        drop_optimizer_state(sc, new_name)
+        _drop_moments(sc, new_name)
     for name, new in zip(moment_names(param_name), moment_names(new_name)):
         if _exists(sc, name):
             sc.catalog.rename_tensor(name, new, internal=True)
-    rename_adam_step(sc.db, param_name, new_name)
 
 
 def _exists(sc: StatementContext, name: str) -> bool:

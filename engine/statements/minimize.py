@@ -32,7 +32,7 @@ from trdb.statements.adam_moments import AdamState
 from trdb.statements.context import StatementContext
 from trdb.statements.parameter_stacks import full_gradient, gradient_stack, positions_in, stored_stack
 from trdb.statements.step_writes import Written, finish_writes, replace_stack, replace_tiles, tiles_by_key
-from trdb.storage.adam_state import read_adam_steps, write_adam_steps
+from trdb.storage.adam_state import read_adam_steps
 from trdb.storage.tensor_meta import TensorMeta
 
 # Called with (step, steps, loss) once each step has committed, in the thread running MINIMIZE: the shell's progress.
@@ -216,10 +216,7 @@ def _step(sc: StatementContext, plans: _StepPlans, params: list[TensorMeta], opt
     writes = [write for param, grad_rows, adam in zip(params, results, adams)
               for write in _update(sc, sc.catalog.require_tensor(param.name), grad_rows, options, adam)]
     counted = [adam for adam in adams if adam is not None]
-    write_adam_steps(sc.db, {adam.param_name: adam.step for adam in counted}, stored=all(a.stored for a in counted))
-    for adam in counted:
-        adam.stored = True  # its step count's row is there now
-    finish_writes(sc, writes)
+    finish_writes(sc, writes, {adam.param_name: adam.step for adam in counted})
     if counted:
         sc.catalog.remember_adam_steps({adam.param_name: adam.step for adam in counted})
     sc.pipeline.end_step()  # this step's forward pass is not read again: its tuples (and Ray workers' copies) go now

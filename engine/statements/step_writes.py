@@ -10,6 +10,7 @@ from trdb.ingest.tiling import CHUNK_BYTES
 from trdb.kernels.sparse import dense
 from trdb.statements.context import StatementContext
 from trdb.storage import tile_store
+from trdb.storage.adam_state import write_adam_steps
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_writer import TileWriter
 
@@ -65,13 +66,19 @@ def replace_stack(sc: StatementContext, meta: TensorMeta, keys: np.ndarray, stac
     return Written(meta, written.as_tuple(), keys, stack if keep else None, overwrite)
 
 
-def finish_writes(sc: StatementContext, writes: list[Written]) -> None:
+def finish_writes(sc: StatementContext, writes: list[Written], adam_steps: Optional[dict[str, int]] = None) -> None:
     """The tiles the step writes over are written (small tensors' in one UPDATE); the step's written tensors
     get their statistics and new data versions, whole ones in one UPDATE; the buffer pool keeps what they
-    wrote where it can."""
+    wrote where it can. `adam_steps`: the step counts of Adam's parameters, set with the data versions where
+    the parameter is among the tensors written whole (else by a statement of their own)."""
     tile_store.write_overwrites(sc.db, [w.overwrite for w in writes if w.overwrite is not None])
     counted = [w for w in writes if w.counted is not None]
-    metas = sc.catalog.refresh_statistics_of([(w.meta, w.counted) for w in counted]) if counted else []
+    steps = dict(adam_steps or {})
+    names = {w.meta.name for w in counted}
+    alone = {param: step for param, step in steps.items() if param not in names}
+    write_adam_steps(sc.db, alone)
+    steps = {param: step for param, step in steps.items() if param in names}
+    metas = sc.catalog.refresh_statistics_of([(w.meta, w.counted) for w in counted], steps) if counted else []
     for write, meta in zip(counted, metas):
         if write.kept is not None:
             sc.catalog.keep_written(meta, write.keys, write.kept)  # every tile stored dense: as a read gives them

@@ -4,15 +4,14 @@ Format 1 is every database written before the version was stored (it has no `_tr
 format 2 adds the data version of each tensor (`tensors.data_version`, from the `data_versions`
 sequence), which lets connections to one file share cached tiles safely; format 3 adds the location
 of an external tensor (`tensors.location`; NULL for a tensor whose tiles are in the database); format 4
-adds the table small tensors share (`small_tiles`, see storage/small_tiles.py): a format 3 file has no
-small tensor, so it is read as it is where it is opened read-only.
-Adam's step counts (`adam_steps`) are in every writable database from the time it is opened (older files
-made it at their first MINIMIZE): a MINIMIZE does not ask for it again.
+adds the table small tensors share (`small_tiles`, see storage/small_tiles.py) and keeps Adam's step
+count of each parameter in its catalog row (`tensors.adam_step`, written with the data version a MINIMIZE
+step sets anyway; the `adam_steps` table of older formats, made at a file's first MINIMIZE, is moved there
+and is now a view of those counts).
 """
 from __future__ import annotations
 
 import re
-import weakref
 from typing import Callable
 
 from trdb.errors import OperationalError
@@ -20,12 +19,11 @@ from trdb.storage.database import Database
 
 SCHEMA = "_trdb"
 FORMAT_VERSION = 4
-READ_ONLY_FORMAT = 3  # the oldest format a read-only connection reads without the upgrade it cannot make
 SMALL_TILES = f"{SCHEMA}.small_tiles"
 SMALL_TILE_TABLE = re.compile(r"_trdb\.small_[0-9]{1,18}")  # a tensor whose one tile is a row of SMALL_TILES
 _SMALL_TILES_TABLE = f"{SMALL_TILES} (owner BIGINT NOT NULL, nnz BIGINT NOT NULL, v BLOB NOT NULL, fmt TINYINT DEFAULT 0)"
-ADAM_STEPS = f"{SCHEMA}.adam_steps"
-_ADAM_STEPS_TABLE = f"{ADAM_STEPS} (param VARCHAR PRIMARY KEY, step BIGINT)"
+_ADAM_STEPS_VIEW = (f"{SCHEMA}.adam_steps AS SELECT name AS param, adam_step AS step FROM {SCHEMA}.tensors "
+                    "WHERE adam_step IS NOT NULL")
 
 
 def ensure_schema(db: Database) -> None:
@@ -40,12 +38,7 @@ def ensure_schema(db: Database) -> None:
     if found > FORMAT_VERSION:
         raise OperationalError(f"the database was written by a newer trdb (catalog format {found}; this trdb "
                                f"reads formats up to {FORMAT_VERSION})", hint="upgrade trdb: pip install -U trdb")
-    if found == FORMAT_VERSION and not db.read_only and "adam_steps" not in tables:
-        with db.statement():
-            db.execute(f"CREATE TABLE IF NOT EXISTS {_ADAM_STEPS_TABLE}")
     if found < FORMAT_VERSION:
-        if db.read_only and found >= READ_ONLY_FORMAT:
-            return
         if db.read_only:
             raise OperationalError(f"the database has catalog format {found}, older than this trdb's "
                                    f"{FORMAT_VERSION}, and is open read-only, so it cannot be upgraded",
@@ -53,22 +46,7 @@ def ensure_schema(db: Database) -> None:
         with db.statement():  # all steps or none
             for version in range(found + 1, FORMAT_VERSION + 1):
                 _MIGRATIONS[version](db)
-            db.execute(f"CREATE TABLE IF NOT EXISTS {_ADAM_STEPS_TABLE}")
             _set_version(db, FORMAT_VERSION)
-
-
-def has_adam_steps(db: Database) -> bool:
-    """Whether the database has the table of Adam's step counts (one open read-only may not). Asked once a
-    connection (1.1 ms, each DROP or CREATE OR REPLACE of a tensor asked): no statement of trdb drops the
-    table, plain SQL may not write trdb's schema, and DuckDB's lock keeps other processes from the file."""
-    known = _HAS_ADAM_STEPS.get(db)
-    if known is None:
-        known = _HAS_ADAM_STEPS[db] = bool(db.execute(
-            "SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND table_name = 'adam_steps'", [SCHEMA]))
-    return known
-
-
-_HAS_ADAM_STEPS: "weakref.WeakKeyDictionary[Database, bool]" = weakref.WeakKeyDictionary()
 
 
 def schema_exists(db: Database) -> bool:
@@ -92,7 +70,7 @@ _TENSORS = f"""{SCHEMA}.tensors (
         name VARCHAR PRIMARY KEY, keys VARCHAR, value_name VARCHAR, dtype VARCHAR, shape VARCHAR,
         tile VARCHAR, tile_table VARCHAR, tuple_count BIGINT, nnz BIGINT, csr_tuples BIGINT DEFAULT 0,
         csr_nnz BIGINT DEFAULT 0, distinct_keys VARCHAR DEFAULT NULL, data_version BIGINT DEFAULT 0,
-        location VARCHAR DEFAULT NULL)"""
+        location VARCHAR DEFAULT NULL, adam_step BIGINT DEFAULT NULL)"""
 
 
 def _create(db: Database) -> None:
@@ -102,7 +80,7 @@ def _create(db: Database) -> None:
     db.execute(f"CREATE SEQUENCE {SCHEMA}.tile_table_ids")
     db.execute(f"CREATE SEQUENCE {SCHEMA}.data_versions START 1")
     db.execute(f"CREATE TABLE {SCHEMA}.format (version INTEGER)")
-    db.execute(f"CREATE TABLE {_ADAM_STEPS_TABLE}")
+    db.execute(f"CREATE VIEW {_ADAM_STEPS_VIEW}")
     db.execute(f"CREATE TABLE {_SMALL_TILES_TABLE}")
     _set_version(db, FORMAT_VERSION)
 
@@ -143,8 +121,18 @@ def _to_format_3(db: Database) -> None:
 
 
 def _to_format_4(db: Database) -> None:
-    """The table small tensors share: tensors made before it keep their own tables."""
+    """The table small tensors share (tensors made before it keep their own tables); Adam's step counts
+    moved into the parameters' rows (a count without its parameter's row is dropped: nothing can use it)."""
     db.execute(f"CREATE TABLE IF NOT EXISTS {_SMALL_TILES_TABLE}")
+    if "adam_step" not in _columns(db).get("tensors", []):
+        db.execute(f"ALTER TABLE {SCHEMA}.tensors ADD COLUMN adam_step BIGINT DEFAULT NULL")
+    if db.execute("SELECT 1 FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = ? "
+                  "AND table_name = 'adam_steps'", [SCHEMA]):  # a table, not (yet) the view
+        db.execute(f"UPDATE {SCHEMA}.tensors AS t SET adam_step = s.step FROM (SELECT lower(param) AS param, "
+                   f"max(step) AS step FROM {SCHEMA}.adam_steps GROUP BY lower(param)) AS s "
+                   "WHERE lower(t.name) = s.param")
+        db.execute(f"DROP TABLE {SCHEMA}.adam_steps")
+    db.execute(f"CREATE OR REPLACE VIEW {_ADAM_STEPS_VIEW}")
 
 
 _MIGRATIONS: dict[int, Callable[[Database], None]] = {2: _to_format_2, 3: _to_format_3, 4: _to_format_4}

@@ -37,10 +37,6 @@ def owner(table: str) -> int:
     return int(table.rsplit("_", 1)[1])
 
 
-def name_for(table_id: int) -> str:
-    return f"{SCHEMA}.small_{table_id}"
-
-
 def qualifies(meta: TensorMeta) -> bool:
     """Whether the tensor is one tile position whose dense tile takes at most SMALL_TILE_BYTES."""
     return meta.max_tuples == 1 and math.prod(meta.tile) * np.dtype(meta.dtype).itemsize <= SMALL_TILE_BYTES

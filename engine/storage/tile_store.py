@@ -37,7 +37,7 @@ from trdb.storage.tile_runs import StackedTiles, TileRuns, as_tile_runs, tile_vi
 # 0.55 against 0.88, of 1 MB 2.1 against 1.5)
 SMALL_APPEND_ROWS = 4
 SMALL_APPEND_BYTES = 512 << 10
-# a tile up to this size is written over by one UPDATE (overwrite_tile); above it, replacing the table and
+# a tile up to this size is written over by one UPDATE (planned_overwrite); above it, replacing the table and
 # inserting the tile costs less (measured with the commit: 92 KB 1.7 against 1.9-2.3 ms, 256 KB 4.1-4.6 against
 # 3.2-3.3 ms, 1 MB 12-14 against 6.4-6.5 ms)
 OVERWRITE_BYTES = 128 << 10
@@ -203,15 +203,6 @@ def write_overwrites(db: Database, overwrites: Sequence[Overwrite]) -> None:
         tile_parts.rewritten(db, o.meta.table)
         db.file.note_garbage(len(o.blob))  # the tile written over, of about this size
     count_written(len(overwrites))
-
-
-def overwrite_tile(db: Database, meta: TensorMeta, key: np.ndarray, stack: np.ndarray,
-                   statistics: Optional[WrittenStatistics] = None) -> bool:
-    """`planned_overwrite` written at once; False (nothing written) where it does not apply."""
-    found = planned_overwrite(db, meta, key, stack, statistics)
-    if found is not None:
-        write_overwrites(db, [found])
-    return found is not None
 
 
 def _overwrite_row(db: Database, meta: TensorMeta, keys: np.ndarray, nonzeros: int, blob: bytes, fmt: int) -> None:

@@ -103,9 +103,7 @@ STATEMENTS = {
 def state(cur) -> dict:
     """What the statements may change: the tensors' values, and Adam's step count."""
     tensors = {name: cur.execute(f"SELECT * FROM {name}").fetch_tensor() for name in ("A", "B", "C", "w")}
-    steps = cur.execute("SELECT step FROM _trdb.adam_steps").fetchall() if cur.execute(
-        "SELECT COUNT(*) FROM duckdb_tables() WHERE schema_name = '_trdb' AND table_name = 'adam_steps'"
-    ).fetchone()[0] else []
+    steps = cur.execute("SELECT step FROM _trdb.adam_steps").fetchall()
     return {**tensors, "adam steps": steps}
 
 

@@ -52,18 +52,28 @@ def test_a_database_of_format_1_is_upgraded_when_opened(path):
         assert con.execute("SELECT * FROM W").fetch_tensor().sum() == 48
 
 
-def test_a_database_without_adam_steps_gains_the_table_when_opened_to_write(path):
-    """Files an older trdb wrote have Adam's step counts only after their first MINIMIZE: read-only, such a
-    file lists no steps; opened to write, it has the table, and MINIMIZE counts its steps there."""
-    _tamper(path, "DROP TABLE IF EXISTS _trdb.adam_steps")
-    with trdb.connect(path, read_only=True) as con:
-        assert con.execute("SELECT COUNT(*) FROM W").fetchone()[0] == 4
-        with pytest.raises(trdb.Error, match="read-only|read only"):
-            con.execute("MINIMIZE s WRT (W) WITH (optimizer = 'adam', steps = 1)")
+def test_a_database_of_format_3_moves_adam_s_step_counts_into_the_parameters_rows(path, tmp_path):
+    """Format 3 kept Adam's step counts in a table of their own (keyed by the name MINIMIZE was given, any case);
+    opened to write, a file of it has them in its parameters' catalog rows, a count without its parameter
+    gone, and MINIMIZE goes on from them as on the file that never changed format."""
+    step = "MINIMIZE s WRT (W) WITH (optimizer = 'adam', learning_rate = 0.1, steps = 2)"
     with trdb.connect(path) as con:
-        assert con.execute("SELECT COUNT(*) FROM _trdb.adam_steps").fetchone()[0] == 0
-        con.execute("MINIMIZE s WRT (W) WITH (optimizer = 'adam', learning_rate = 0.1, steps = 2)")
+        con.execute(step)
+    copy = str(tmp_path / "format3.trdb")
+    with open(path, "rb") as source, open(copy, "wb") as target:
+        target.write(source.read())
+    _tamper(copy, "DROP VIEW _trdb.adam_steps", "CREATE TABLE _trdb.adam_steps (param VARCHAR PRIMARY KEY, step BIGINT)",
+            "INSERT INTO _trdb.adam_steps VALUES ('w', 2), ('gone', 7)",
+            "ALTER TABLE _trdb.tensors DROP COLUMN adam_step", "DROP TABLE _trdb.small_tiles",
+            "UPDATE _trdb.format SET version = 3")
+    with pytest.raises(trdb.OperationalError, match="open it once without read_only"):
+        trdb.connect(copy, read_only=True)
+    with trdb.connect(copy) as con, trdb.connect(path) as unchanged:
         assert con.execute("SELECT param, step FROM _trdb.adam_steps").fetchall() == [("W", 2)]
+        assert con.execute(step).fetchall() == unchanged.execute(step).fetchall()
+        np.testing.assert_array_equal(con.execute("SELECT * FROM W").fetch_tensor(),
+                                      unchanged.execute("SELECT * FROM W").fetch_tensor())
+        assert con.execute("SELECT param, step FROM _trdb.adam_steps").fetchall() == [("W", 4)]
 
 
 def test_a_database_from_a_newer_trdb_is_refused(path):
