@@ -15,7 +15,7 @@ from trdb.kernels.sparse_input import checked_sparse
 from trdb.parser import ast
 from trdb.statements.context import StatementContext
 from trdb.statements.materialize import check_tiles, write_result
-from trdb.storage import tile_store
+from trdb.storage import small_tiles, tile_store
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_writer import TileWriter
 
@@ -121,13 +121,15 @@ def update(sc: StatementContext, node: ast.Update) -> Result:
     # FROM: a tuple for each stored one) deletes them all at once instead: each DELETE reads the whole
     # tile table, and a batch's DELETE made the next insert measure the table's parts again
     # where the buffer pool keeps the tensor, it keeps the updated one too (the tiles written go in)
+    # a small tensor's one tile is written over where it lies (small_tiles.py), nothing deleted
     before = sc.catalog.kept_for_write(meta)
     every_tile = node.where is None and not node.from_items and len(result.rows) == meta.tuple_count
-    if every_tile:
+    small = small_tiles.is_small(meta.table)
+    if every_tile and not small:
         tile_store.delete_tiles(sc.db, meta)
     count, writer = write_result(sc, meta, result, f"UPDATE {meta.name}",
-                                 None if every_tile else lambda keys: tile_store.delete_tiles(sc.db, meta, keys),
-                                 keep=before is not None)
+                                 None if every_tile or small else lambda keys: tile_store.delete_tiles(sc.db, meta, keys),
+                                 keep=before is not None, overwrite=small)
     if count == 0:  # no tile written: the tensor, its statistics and its data version stay as they were
         return Result(rowcount=0)
     updated = sc.catalog.refresh_statistics(meta, _updated_statistics(sc, meta, writer, every_tile))

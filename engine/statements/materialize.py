@@ -216,14 +216,16 @@ def _host_tile(tile):
 
 
 def write_result(sc: StatementContext, meta: TensorMeta, result: Result, what: str,
-                 before_write: Optional[BeforeWrite] = None, keep: bool = False) -> tuple[int, TileWriter]:
+                 before_write: Optional[BeforeWrite] = None, keep: bool = False,
+                 overwrite: bool = False) -> tuple[int, TileWriter]:
     """Check and write a result's tiles batch by batch; `before_write(keys)` runs for each batch before its
     tiles are held (INSERT refuses stored keys, UPDATE deletes them). Returns the tuples written and the
     closed writer: its `statistics` (the tensor's where it held no tile before) and, with `keep`, what it
-    wrote (`kept`, for the buffer pool)."""
+    wrote (`kept`, for the buffer pool). `overwrite`: TileWriter's (an UPDATE of a small tensor, which deletes
+    nothing first)."""
     seen = WrittenKeys(meta.grid)  # key_positions of the keys written
     count = 0
-    with TileWriter(sc.db, meta, CHUNK_BYTES, keep=keep) as writer:
+    with TileWriter(sc.db, meta, CHUNK_BYTES, keep=keep, overwrite=overwrite) as writer:
         for keys, tiles in tile_batches(result, what, writer.batch_bytes):
             if sc.interrupted.is_set():
                 raise QueryCancelled(f"the statement was cancelled while it wrote the tiles of {meta.name}")

@@ -9,7 +9,7 @@ import numpy as np
 from trdb.ingest.tiling import CHUNK_BYTES
 from trdb.kernels.sparse import dense
 from trdb.statements.context import StatementContext
-from trdb.storage import tile_store
+from trdb.storage import small_tiles, tile_store
 from trdb.storage.adam_state import write_adam_steps
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_writer import TileWriter
@@ -37,11 +37,13 @@ def replace_tiles(sc: StatementContext, meta: TensorMeta, keys: list[tuple], til
     (the tensor is written afresh, with no DELETE of each key). `finish_writes` completes the write."""
     meta = sc.catalog.require_tensor(meta.name)
     key_array = np.array(keys, dtype=np.int64).reshape(len(keys), len(meta.keys))
-    tile_store.delete_tiles(sc.db, meta, None if whole else key_array)
+    over = small_tiles.is_small(meta.table) and len(tiles) > 0  # its one tile written over (small_tiles.py)
+    if not over:
+        tile_store.delete_tiles(sc.db, meta, None if whole else key_array)
     # the buffer pool will keep the new tensor, if it is small enough: the next step reads nothing back
     kept: Optional[list] = [] if whole and sc.catalog.pool.would_keep(
         sum(np.size(tile) for tile in tiles) * meta.dtype.itemsize) else None
-    with TileWriter(sc.db, meta, CHUNK_BYTES) as writer:  # inserted a batch at a time, each cast as it goes in
+    with TileWriter(sc.db, meta, CHUNK_BYTES, overwrite=over) as writer:  # a batch at a time, each cast as it goes in
         writer.add_cast(keys, tiles, meta.dtype, kept)
     written = writer.statistics
     if kept is not None and (written.tuples != len(kept) or written.csr_tuples):

@@ -55,10 +55,17 @@ def source(table: str, key_count: int) -> str:
     return f"(SELECT rowid AS rowid, {keys}nnz, v, fmt FROM {TABLE} WHERE owner = {owner(table)})"
 
 
-def insert(db: Database, table: str, data: pa.Table) -> None:
-    """Append tile rows (a tile table's columns: keys, nnz, v, fmt) to the tensor's rows."""
+def insert(db: Database, table: str, data: pa.Table, overwrite: bool = False) -> None:
+    """Append tile rows (a tile table's columns: keys, nnz, v, fmt) to the tensor's rows; `overwrite`: one
+    row, written over the stored one where there is one."""
     columns = ["nnz", "v", "fmt"]
     values = [value for record in zip(*(data.column(c).to_pylist() for c in columns)) for value in record]
+    if overwrite and data.num_rows == 1:
+        changed = db.execute(f"UPDATE {TABLE} SET nnz = ?, v = ?, fmt = ? WHERE owner = ?", values + [owner(table)])
+        if changed and changed[0][0] == 1:
+            return
+        if changed and changed[0][0] != 0:
+            raise InternalError(f"an overwrite of small tensor {table} changed {changed[0][0]} rows")
     db.execute(f"INSERT INTO {TABLE} (owner, nnz, v, fmt) VALUES "
                + ", ".join([f"({owner(table)}, ?, ?, ?)"] * data.num_rows), values)
 

@@ -50,9 +50,10 @@ class TileWriter:
     `keep`: the writer records what it inserted in `kept` (WrittenTiles)."""
 
     def __init__(self, db: Database, meta: TensorMeta, batch_bytes: int = BATCH_BYTES,
-                 after_batch: Optional[Callable[[], None]] = None, keep: bool = False):
+                 after_batch: Optional[Callable[[], None]] = None, keep: bool = False, overwrite: bool = False):
         refuse_write(meta)
         self.db, self.meta = db, meta
+        self.overwrite = overwrite  # tile_store.insert_encoded's: an UPDATE's tiles, over stored ones
         memory = db.file.memory
         self.batch_bytes = max(1, min(batch_bytes, memory.budget // BUDGET_SHARE))
         self.reservation = memory.reservation(f"write {meta.name}")
@@ -110,7 +111,7 @@ class TileWriter:
             self.reservation.grow(each * len(run))  # a run is a batch's bytes, as a batch of single tiles
             csr_before = self.statistics.csr_tuples
             self.written += tile_store.write_stack(self.db, self.meta, keys[start:start + per_run], run,
-                                                   self.statistics)
+                                                   self.statistics, self.overwrite)
             self._kept(keys[start:start + per_run], run, csr_before)
             self.batches += 1
             self.flush()
@@ -156,7 +157,7 @@ class TileWriter:
             keys = np.array(self._keys, dtype=np.int64).reshape(len(self._keys), len(self.meta.keys))
             tiles, self._keys, self._tiles, self._pending = self._tiles, [], [], 0
             csr_before = self.statistics.csr_tuples
-            self.written += tile_store.write_tiles(self.db, self.meta, keys, tiles, self.statistics)
+            self.written += tile_store.write_tiles(self.db, self.meta, keys, tiles, self.statistics, self.overwrite)
             self._kept(keys, tiles, csr_before)
             self.batches += 1
             del tiles

@@ -108,7 +108,7 @@ def test_add_all_makes_the_batches_that_adding_one_by_one_makes(con, monkeypatch
     tiles = [np.full(16, k, dtype=np.float64) for k in range(20_000)]
     tiles[7] = np.ones(4000)  # one large tile in the way
     for how in made:
-        monkeypatch.setattr(tile_store, "write_tiles", lambda db, m, k, t, s=None, how=how: made[how].append(
+        monkeypatch.setattr(tile_store, "write_tiles", lambda db, m, k, t, s=None, o=False, how=how: made[how].append(
             [tuple(x) for x in k.tolist()]) or len(t))
         with TileWriter(session.db, meta, batch_bytes) as writer:
             if how == "one by one":

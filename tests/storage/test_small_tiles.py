@@ -145,3 +145,25 @@ def test_a_crafted_small_tensor_is_damaged_and_the_others_stay_readable(tmp_path
         with pytest.raises(trdb.DataError, match=message):
             con.execute("SELECT * FROM S")
         assert con.execute("SELECT * FROM G").fetch_tensor().sum() == 16
+
+
+def test_updates_of_a_small_tensor_write_its_row_over_and_leave_no_deleted_rows(tmp_path):
+    """An UPDATE writes the one tile over its row (a DELETE and an INSERT each time left a deleted row that
+    DuckDB keeps: a loop of them grew the file); the values are numpy's."""
+    path = str(tmp_path / "s.trdb")
+    w = np.arange(12, dtype=np.float64).reshape(4, 3)
+    with trdb.connect(path) as con:
+        con.execute("CREATE TENSOR W FROM ? TILE (4, 3)", [w])
+        con.execute("CREATE TENSOR Z SHAPE (4, 3) TILE (4, 3)")  # no tile: an UPDATE writes nothing
+        for step in range(30):
+            con.execute("UPDATE W SET v = v * 0.5 + 1")
+            w = w * 0.5 + 1
+            con.execute("UPDATE Z SET v = v + 1")
+        con.execute("UPDATE W SET v = v * 0 WHERE i = 0")  # a zero tile is a value: stored over the old one
+        np.testing.assert_array_equal(con.execute("SELECT * FROM W").fetch_tensor(), w * 0)
+        assert con.execute("SELECT COUNT(*) FROM W").fetchone()[0] == 1
+        assert con.execute("SELECT COUNT(*) FROM Z").fetchone()[0] == 0
+    con = duckdb.connect(path, read_only=True)
+    stored = con.execute("SELECT estimated_size FROM duckdb_tables() WHERE table_name = 'small_tiles'").fetchone()[0]
+    con.close()
+    assert stored == 1
