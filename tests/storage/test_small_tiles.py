@@ -63,31 +63,35 @@ def test_statements_on_small_tensors_give_numpy_s_values_and_leave_no_rows_behin
     assert [owner for owner, _ in _shared_rows(path)] == [small_tiles.owner(_tables(path)["W"])]
 
 
-def test_a_minimize_step_writes_every_small_tensor_in_one_update(tmp_path, monkeypatch):
+@pytest.mark.parametrize("width", [4, 64])  # 6 tiles of 0.5 KB in all (parameters of the UPDATE), of 100 KB (Arrow)
+def test_a_minimize_step_writes_every_small_tensor_in_one_update(tmp_path, monkeypatch, width):
     """Two parameters and their four Adam moments: one UPDATE of the shared table a step (not six), and the
     same weights and losses as a database whose tensors each have their own table."""
     statements = []
-    original = Database.register_and_run
-
-    def counted(self, name, data, sql):
-        statements.append(sql)
-        return original(self, name, data, sql)
+    execute, register_and_run = Database.execute, Database.register_and_run
+    monkeypatch.setattr(Database, "execute", lambda self, sql, *args: statements.append(sql) or execute(self, sql, *args))
+    monkeypatch.setattr(Database, "register_and_run",
+                        lambda self, name, data, sql: statements.append(sql) or register_and_run(self, name, data, sql))
 
     def run(con):
-        con.execute("CREATE TENSOR X FROM ? TILE (16, 4) DTYPE float64", [np.random.default_rng(1).standard_normal((16, 4))])
-        con.execute("CREATE TENSOR W SHAPE (4, 3) TILE (4, 3) DTYPE float64 FILL RANDOM_NORMAL(0, 1, 5)")
-        con.execute("CREATE TENSOR U SHAPE (3, 2) TILE (3, 2) DTYPE float64 FILL RANDOM_NORMAL(0, 1, 6)")
+        con.execute(f"CREATE TENSOR X FROM ? TILE (16, {width}) DTYPE float64",
+                    [np.random.default_rng(1).standard_normal((16, width))])
+        con.execute(f"CREATE TENSOR W SHAPE ({width}, {width - 1}) TILE ({width}, {width - 1}) DTYPE float64 "
+                    "FILL RANDOM_NORMAL(0, 0.3, 5)")
+        con.execute(f"CREATE TENSOR U SHAPE ({width - 1}, 2) TILE ({width - 1}, 2) DTYPE float64 "
+                    "FILL RANDOM_NORMAL(0, 0.3, 6)")
         con.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(MATMUL(MATMUL(X.v, W.v), U.v) - 1)) AS v "
                     "FROM X JOIN W ON X.j = W.i JOIN U ON W.j = U.i")
+        statements.clear()
         losses = [con.execute("MINIMIZE loss WRT (W, U) WITH (optimizer = 'adam', learning_rate = 0.05, steps = 1)"
                               ).fetchall() for _ in range(4)]
         return losses, con.execute("SELECT * FROM W").fetch_tensor(), con.execute("SELECT * FROM U").fetch_tensor()
 
-    monkeypatch.setattr(Database, "register_and_run", counted)
     with trdb.connect(str(tmp_path / "shared.trdb")) as con:
         shared = run(con)
     updates = [s for s in statements if s.startswith(f"UPDATE {small_tiles.TABLE}")]
     assert len(updates) == 4  # one a step: the parameters (the first step writes the moments afresh), then all six tiles
+    assert all(("CASE owner" in u) == (width == 4) for u in updates[1:])  # the form six tiles of each size take
     monkeypatch.setattr(small_tiles, "SMALL_TILE_BYTES", 0)  # every tensor its own table
     with trdb.connect(str(tmp_path / "own.trdb")) as con:
         own = run(con)
