@@ -24,10 +24,6 @@ from trdb.storage.tensor_meta import TensorMeta
 
 TABLE = SMALL_TILES
 SMALL_TILE_BYTES = 128 << 10  # the overwrite limit of one tile (tile_store.OVERWRITE_BYTES): the same trade
-# tiles of at most this many bytes in all are written over as parameters of one UPDATE, more from an Arrow table:
-# DuckDB binds a parameter's bytes at about 12 ns each, registering a table costs about 0.7 ms (a digits step's 12
-# tiles, 58 KB: 2.6 against 3.5 ms; Cora's 6, 280 KB: 4.4 against 3.7 ms)
-PARAMETER_BYTES = 64 << 10
 
 
 def is_small(table: str) -> bool:
@@ -85,12 +81,6 @@ def overwrite(db: Database, tables: Sequence[str], nonzeros: Sequence[int], blob
     if len(owners) == 1:
         changed = db.execute(f"UPDATE {TABLE} SET nnz = ?, v = ?, fmt = ? WHERE owner = ?",
                              [int(nonzeros[0]), blobs[0], int(formats[0]), owners[0]])
-    elif sum(len(b) for b in blobs) <= PARAMETER_BYTES:
-        cases = f"CASE owner {'WHEN ? THEN ? ' * len(owners)}END"
-        values = [[value for pair in zip(owners, column) for value in pair]
-                  for column in ([int(n) for n in nonzeros], list(blobs), [int(f) for f in formats])]
-        changed = db.execute(f"UPDATE {TABLE} SET nnz = {cases}, v = {cases}, fmt = {cases} WHERE owner IN "
-                             f"({', '.join('?' * len(owners))})", values[0] + values[1] + values[2] + owners)
     else:
         new = pa.table({"owner": pa.array(owners, pa.int64()), "nnz": pa.array(nonzeros, pa.int64()),
                         "v": pa.array(blobs, pa.binary()), "fmt": pa.array(formats, pa.int8())})
