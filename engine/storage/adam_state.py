@@ -23,8 +23,12 @@ def step_cases(steps: dict[str, int]) -> tuple[str, list]:
     """The SET clause (and its parameters) of an UPDATE of `_trdb.tensors` that sets these parameters' counts."""
     if not steps:
         return "", []
-    return (f"adam_step = CASE name {'WHEN ? THEN ? ' * len(steps)}ELSE adam_step END, ",
-            [value for param, step in steps.items() for value in (param, step)])
+    groups: dict[int, list[str]] = {}
+    for param, step in steps.items():  # parameters trained together share their count: one branch (a CASE
+        groups.setdefault(step, []).append(param)  # branch a name took DuckDB about 0.1 ms to bind)
+    branches = "".join(f"WHEN name IN ({', '.join('?' * len(names))}) THEN ? " for names in groups.values())
+    return (f"adam_step = CASE {branches}ELSE adam_step END, ",
+            [value for step, names in groups.items() for value in (*names, step)])
 
 
 def write_adam_steps(db: Database, steps: dict[str, int]) -> None:

@@ -216,3 +216,19 @@ def test_a_failed_step_leaves_the_count_the_database_holds(cur, steps_read, monk
     adam(cur, 1)
     assert adam_steps(cur) == [("W", 3)]
     assert_trained_from_fresh_state(cur, W, 3)
+
+
+def test_parameters_with_their_own_step_counts_keep_them_in_one_minimize(cur):
+    """W trained alone for 3 steps, then W and U together for 2: W's count goes 3 -> 5 and U's 0 -> 2 (one
+    UPDATE sets both), and each parameter's values are Adam's from its own count (numpy's sum of squares)."""
+    W = make_param(cur, (4, 2), seed=1)
+    adam(cur, 3)
+    U = np.random.default_rng(2).standard_normal((3, 2)).astype(np.float32)
+    cur.execute("CREATE TENSOR U FROM ? TILE (3, 2)", [U])
+    cur.execute("CREATE OR REPLACE VIEW both_loss AS SELECT SUM(SUMSQ(W.v)) + SUM(SUMSQ(U.v)) AS v FROM W, U")
+    cur.execute("MINIMIZE both_loss WRT (W, U) WITH (optimizer = 'adam', learning_rate = 0.05, steps = 2)")
+    assert adam_steps(cur) == [("U", 2), ("W", 5)]
+    np.testing.assert_allclose(cur.execute("SELECT * FROM W").fetch_tensor(), adam_reference(W, 5, 0.05),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(cur.execute("SELECT * FROM U").fetch_tensor(), adam_reference(U, 2, 0.05),
+                               rtol=1e-5, atol=1e-6)
