@@ -61,11 +61,11 @@ def insert(db: Database, table: str, data: pa.Table, overwrite: bool = False) ->
     columns = ["nnz", "v", "fmt"]
     values = [value for record in zip(*(data.column(c).to_pylist() for c in columns)) for value in record]
     if overwrite and data.num_rows == 1:
-        changed = db.execute(f"UPDATE {TABLE} SET nnz = ?, v = ?, fmt = ? WHERE owner = ?", values + [owner(table)])
-        if changed and changed[0][0] == 1:
+        changed = _write_over(db, owner(table), *values)
+        if changed == 1:
             return
-        if changed and changed[0][0] != 0:
-            raise InternalError(f"an overwrite of small tensor {table} changed {changed[0][0]} rows")
+        if changed not in (0, None):
+            raise InternalError(f"an overwrite of small tensor {table} changed {changed} rows")
     db.execute(f"INSERT INTO {TABLE} (owner, nnz, v, fmt) VALUES "
                + ", ".join([f"({owner(table)}, ?, ?, ?)"] * data.num_rows), values)
 
@@ -79,15 +79,21 @@ def overwrite(db: Database, tables: Sequence[str], nonzeros: Sequence[int], blob
     """Write each tensor's one stored tile over in one UPDATE (each must have exactly one row)."""
     owners = [owner(t) for t in tables]
     if len(owners) == 1:
-        changed = db.execute(f"UPDATE {TABLE} SET nnz = ?, v = ?, fmt = ? WHERE owner = ?",
-                             [int(nonzeros[0]), blobs[0], int(formats[0]), owners[0]])
+        changed = _write_over(db, owners[0], int(nonzeros[0]), blobs[0], int(formats[0]))
     else:
         new = pa.table({"owner": pa.array(owners, pa.int64()), "nnz": pa.array(nonzeros, pa.int64()),
                         "v": pa.array(blobs, pa.binary()), "fmt": pa.array(formats, pa.int8())})
-        changed = db.register_and_run("_trdb_small_new", new, f"UPDATE {TABLE} AS s SET nnz = n.nnz, v = n.v, "
+        counted = db.register_and_run("_trdb_small_new", new, f"UPDATE {TABLE} AS s SET nnz = n.nnz, v = n.v, "
                                       "fmt = n.fmt FROM _trdb_small_new AS n WHERE s.owner = n.owner")
-    if changed and changed[0][0] != len(owners):  # DuckDB's count row: anything else is a broken promise
-        raise InternalError(f"an overwrite of {len(owners)} small tensors changed {changed[0][0]} rows")
+        changed = counted[0][0] if counted else None
+    if changed is not None and changed != len(owners):  # DuckDB's count row: anything else is a broken promise
+        raise InternalError(f"an overwrite of {len(owners)} small tensors changed {changed} rows")
+
+
+def _write_over(db: Database, owner_id: int, nonzeros: int, blob: bytes, fmt: int) -> Optional[int]:
+    """One tensor's row written over in place: the rows DuckDB says it changed (None where it says nothing)."""
+    changed = db.execute(f"UPDATE {TABLE} SET nnz = ?, v = ?, fmt = ? WHERE owner = ?", [nonzeros, blob, fmt, owner_id])
+    return changed[0][0] if changed else None
 
 
 def key_zero(keys: Optional[np.ndarray]) -> bool:
