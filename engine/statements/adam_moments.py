@@ -12,7 +12,6 @@ from trdb.execution.tile_math.stacked_tiles import MAX_STACKED_ELEMENTS
 from trdb.statements.context import StatementContext
 from trdb.statements.parameter_stacks import same_keys, stacked, stored_stack
 from trdb.statements.step_writes import Written, replace_stack, replace_tiles, tiles_by_key
-from trdb.storage.adam_state import drop_adam_step
 from trdb.storage.tensor_meta import TensorMeta
 
 if TYPE_CHECKING:
@@ -118,12 +117,9 @@ def _create_moment(sc: StatementContext, param: TensorMeta, name: str) -> Tensor
 
 
 def drop_optimizer_state(sc: StatementContext, param_name: str) -> None:
-    """Drop a parameter's Adam moments and step count (in the statement's transaction), where there are any."""
-    _drop_moments(sc, param_name)
-    drop_adam_step(sc.db, param_name)
-
-
-def _drop_moments(sc: StatementContext, param_name: str) -> None:
+    """Drop a parameter's Adam moments (in the statement's transaction), where there are any. Its step count
+    is in its catalog row: dropped with the parameter, and written afresh by the step of a MINIMIZE whose
+    Adam starts over (steps are at least one, in the transaction that found the state unfit)."""
     for name in moment_names(param_name):
         if _exists(sc, name):
             sc.catalog.drop_tensor(name)
@@ -133,7 +129,7 @@ def rename_optimizer_state(sc: StatementContext, param_name: str, new_name: str)
     """Move a parameter's Adam moments to its new name (moments left under the new name by a tensor dropped
     long ago are dropped first); its step count is in its catalog row, renamed with it."""
     if param_name.lower() != new_name.lower():
-        _drop_moments(sc, new_name)
+        drop_optimizer_state(sc, new_name)
     for name, new in zip(moment_names(param_name), moment_names(new_name)):
         if _exists(sc, name):
             sc.catalog.rename_tensor(name, new, internal=True)

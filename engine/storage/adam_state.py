@@ -44,8 +44,3 @@ def all_adam_steps(db: Database) -> dict[str, int]:
     return {param: int(step) for param, step in
             db.execute(f"SELECT name, adam_step FROM {_TENSORS} WHERE adam_step IS NOT NULL ORDER BY name")}
 
-
-def drop_adam_step(db: Database, param: str) -> None:
-    """Forget a parameter's step count (its name matched case-insensitively), where there is one."""
-    db.execute(f"UPDATE {_TENSORS} SET adam_step = NULL WHERE lower(name) = lower(?) AND adam_step IS NOT NULL",
-               [param])
