@@ -17,9 +17,7 @@ from trdb.storage.spill import SpillDirectory, default_directory, make_folder
 
 _OPEN: dict[str, "DatabaseFile"] = {}
 GPU_SHARE = 0.8  # of the device's memory, the default gpu_memory_limit (as DuckDB takes 80% of RAM)
-# re-entrant: a connection the garbage collector frees while `open` holds the lock (any allocation may run
-# it: Connection.__del__ closes it) releases its file under the same lock, on this thread (a Lock deadlocked)
-_OPEN_LOCK = threading.RLock()
+_OPEN_LOCK = threading.Lock()  # a connection the collector frees closes after it (api/collected_close.py)
 # DuckDB frees the old versions of rows that UPDATE and DELETE replaced at a checkpoint. A file checkpoints by
 # itself as its write-ahead log grows; a database in memory has none and never does: a MINIMIZE step writing
 # over 275 KB of tiles grew DuckDB's memory by that much a step (577 MB after 2,000 steps). trdb checkpoints
