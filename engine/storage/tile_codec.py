@@ -163,7 +163,8 @@ def decode_tiles(column: pa.ChunkedArray, dtype: np.dtype, shapes: Sequence[tupl
     Every tile is checked against its shape, format and nnz first: a bad one is a DataError naming
     tensor `name` and the tile's key (the row of `keys`)."""
     with _named(name, keys):
-        return _decoded_rows(_CheckedRows(column, dtype, shapes, formats, nonzeros), dtype, shapes)
+        rows = _CheckedRows(column, dtype, shapes, formats, nonzeros)
+        return _decoded_rows(rows, dtype, shapes, _runs_of_chunks(rows, dtype, shapes))
 
 
 def decode_stacks(column: pa.ChunkedArray, dtype: np.dtype, shapes: Sequence[tuple[int, ...]],
@@ -175,21 +176,22 @@ def decode_stacks(column: pa.ChunkedArray, dtype: np.dtype, shapes: Sequence[tup
     gives them (a list), checked once."""
     with _named(name, keys):
         rows = _CheckedRows(column, dtype, shapes, formats, nonzeros)
-        runs = _all_in_runs(rows, shapes) if rows.stored == np.dtype(dtype) else None
-        return runs if runs is not None else _decoded_rows(rows, dtype, shapes)
+        runs = _runs_of_chunks(rows, dtype, shapes)
+        if rows.stored == np.dtype(dtype) and sum(len(stack) for chunk in runs for _, stack in chunk) == len(shapes):
+            return tuple(run for chunk in runs for run in chunk)
+        return _decoded_rows(rows, dtype, shapes, runs)
 
 
-def _all_in_runs(rows: "_CheckedRows", shapes: Sequence[tuple[int, ...]]) -> Optional[tuple]:
-    """The runs of every chunk, where they cover each tile; None otherwise."""
-    runs: list = []
+def _runs_of_chunks(rows: "_CheckedRows", dtype: np.dtype, shapes: Sequence[tuple[int, ...]]) -> list[list]:
+    """Each chunk's runs of stacked dense tiles (none where the stored bytes are not `dtype`'s: they are cast)."""
+    if rows.stored != np.dtype(dtype):
+        return [[] for _ in rows.chunks]
+    runs: list[list] = []
     first = 0
     for offsets, data in rows.chunks:
-        chunk_runs = _chunk_runs(offsets, data, rows.formats, rows.new_shape, shapes, first, rows.stored)
-        if sum(len(stack) for _, stack in chunk_runs) != len(offsets) - 1:
-            return None
-        runs.extend(chunk_runs)
+        runs.append(_chunk_runs(offsets, data, rows.formats, rows.new_shape, shapes, first, rows.stored))
         first += len(offsets) - 1
-    return tuple(runs)
+    return runs
 
 
 @contextmanager
@@ -223,16 +225,16 @@ class _CheckedRows:
         self.new_shape[1:] = any_in_rows(shape_array[1:] != shape_array[:-1])
 
 
-def _decoded_rows(rows: _CheckedRows, dtype: np.dtype, shapes: Sequence[tuple[int, ...]]) -> list:
-    stored, chunks, formats, nonzeros, new_shape = rows.stored, rows.chunks, rows.formats, rows.nonzeros, rows.new_shape
+def _decoded_rows(rows: _CheckedRows, dtype: np.dtype, shapes: Sequence[tuple[int, ...]],
+                  runs_of_chunks: list[list]) -> list:
+    """The tiles as a TileRuns: views of the chunks' runs (`_runs_of_chunks`), each other tile on its own."""
+    stored, chunks, formats, nonzeros = rows.stored, rows.chunks, rows.formats, rows.nonzeros
     tiles: list = []
     csr: list = []  # (row, data, indices, indptr) of CSR tiles, checked together before scipy sees them
     runs: list = []  # (start, stack) of the runs of dense tiles of one shape
     listed: Optional[tuple[list, list]] = None  # formats and nonzeros as lists, made once a tile is no run's
-    for offsets, data in chunks:
+    for (offsets, data), chunk_runs in zip(chunks, runs_of_chunks):
         first, count = len(tiles), len(offsets) - 1
-        chunk_runs = _chunk_runs(offsets, data, formats, new_shape, shapes, first, stored) \
-            if stored == np.dtype(dtype) else []
         runs.extend(chunk_runs)
         chunk: list = [None] * count
         alone = np.ones(count, dtype=bool)
