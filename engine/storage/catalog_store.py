@@ -93,8 +93,9 @@ def save_statistics_of(db: Database, metas: list[TensorMeta], changed: Optional[
     `adam_steps`: step counts of parameters among `metas` (a MINIMIZE step's), set by the same UPDATE."""
     changed = [True] * len(metas) if changed is None else changed
     steps = dict(adam_steps or {})
-    if not steps and ((len(metas) < 2 and any(changed)) or len({meta.name for meta in metas}) < len(metas)):
-        return [save_statistics(db, meta) for meta in metas]
+    unique = len({meta.name for meta in metas}) == len(metas)
+    if not unique or (not steps and len(metas) < 2 and any(changed)):
+        return _saved_each(db, metas, steps)
     params: list = []
     cases = ""
     moved = [meta for meta, moves in zip(metas, changed) if moves]
@@ -111,9 +112,13 @@ def save_statistics_of(db: Database, metas: list[TensorMeta], changed: Optional[
     updated = db.execute(f"UPDATE {SCHEMA}.tensors SET {cases}{step_set}data_version = ? WHERE name IN "
                          f"({', '.join('?' * len(metas))})",
                          params + step_params + [version] + [meta.name for meta in metas])
-    if _count(updated) == len(metas) and len({meta.name for meta in metas}) == len(metas):
-        return [meta.with_version(version) for meta in metas]  # each name has its row (a name is a key)
-    # a damaged catalog (a name without exactly one row): save_statistics rewrites each row whole
+    if _count(updated) == len(metas):  # each name has its row (a tensor in memory was read from one; a
+        return [meta.with_version(version) for meta in metas]  # name is a key): one row each
+    return _saved_each(db, metas, steps)  # a damaged catalog (a name without exactly one row)
+
+
+def _saved_each(db: Database, metas: list[TensorMeta], steps: dict[str, int]) -> list[TensorMeta]:
+    """`save_statistics` of each tensor (it rewrites a row whole where there is not exactly one), then the steps."""
     saved = [save_statistics(db, meta) for meta in metas]
     write_adam_steps(db, steps)
     return saved
