@@ -289,8 +289,8 @@ print(second.execute("SELECT * FROM t").fetch_tensor().sum())
 
 def test_a_connection_the_collector_frees_while_its_file_s_memory_lock_is_held_closes_after(tmp_path):
     """A collection inside trdb's memory accounting (its lock held) frees a connection to the same file that
-    carries a statement's tuples: their memory goes back under that lock, so the connection closes on a thread
-    of its own once the lock is free, not inside the collection (which hung)."""
+    carries a statement's tuples: their memory goes back under that lock, so the connection is closed after the
+    collection (here by the next connect), not inside it (which hung)."""
     script = """
 import gc, sys, trdb
 first = trdb.connect(sys.argv[1])
