@@ -86,6 +86,15 @@ def _gradient_plan(source: lp.Plan, lineage: list[bx.Bound], grads: dict[int, bx
                     {c: len(lineage) + n for n, c in enumerate(order)})
 
 
+def _passed_through(gradient: Gradient, offset: int, grads: dict[int, bx.Bound]) -> Gradient:
+    """The input's gradient where a projection's derivatives read only the output gradient (`grads`, over the
+    projection's input paired with `gradient` from `offset` on): computed on `gradient`'s own tuples. The
+    pairing would match each of them to exactly one input tuple (lineage is unique, and a gradient holds
+    only lineage of tuples the forward pass made), so it is left out: a join and a scan of the input less."""
+    shifted = {column: bx.shift_columns(grad, -offset) for column, grad in grads.items()}
+    return _gradient_plan(gradient.plan, [_index(gradient.plan, n) for n in range(gradient.lineage)], shifted)
+
+
 class Differentiator:
     """Builds the plan of d loss / d param as a relation keyed like the parameter."""
 
@@ -137,6 +146,9 @@ class Differentiator:
         grads: dict[int, bx.Bound] = {}
         for column, position in gradient.columns.items():
             backpropagate(plan.exprs[column], _index(joined, offset + position), wanted, grads)
+        if all(min(bx.columns_used(g), default=offset) >= offset for g in grads.values()):
+            self.backward(plan.input, _passed_through(gradient, offset, grads))
+            return
         self.backward(plan.input, _gradient_plan(joined, lineage, grads))
 
     def _from_output(self, plan: lp.Project, gradient: Gradient, wanted: set[int]) -> bool:

@@ -182,3 +182,23 @@ def test_errors_name_the_problem(cur):
         cur.execute("SELECT * FROM GRAD(W, W)")
     with pytest.raises(trdb.ProgrammingError, match='"Q" is not a stored tensor'):
         cur.execute("SELECT * FROM GRAD(floors, Q)")
+
+
+def test_projections_that_rename_and_scale_cost_the_gradient_no_join(cur):
+    """A projection whose derivative reads only its output gradient (keys renamed, a tile scaled or negated)
+    is not paired with its input again: the gradient through two such views has the joins of the loss written
+    on the tensor directly, and the same values."""
+    A, C = rand(4, 6), rand(6, 4)
+    load(cur, "A", A, (2, 3)); load(cur, "C", C, (3, 2))
+    cur.execute("CREATE VIEW r AS SELECT j AS a, i AS b, v * 3 AS v FROM A")
+    cur.execute("CREATE VIEW r2 AS SELECT a AS i, b AS j, -v AS v FROM r")
+    cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(MATMUL(r2.v, C.v))) AS v FROM r2 JOIN C "
+                "ON r2.i = C.i AND r2.j = C.j")
+    cur.execute("CREATE VIEW direct AS SELECT SUM(SUMSQ(MATMUL(-(A.v * 3), C.v))) AS v FROM A JOIN C "
+                "ON A.j = C.i AND A.i = C.j")
+
+    def joins(view):
+        return "\n".join(row[0] for row in cur.execute(f"EXPLAIN SELECT * FROM GRAD({view}, A)")).count("Join")
+    assert joins("loss") == joins("direct")
+    grad = check(cur, "loss", "A", A, (2, 3))
+    np.testing.assert_allclose(grad, cur.execute("SELECT * FROM GRAD(direct, A)").fetch_tensor(), rtol=1e-12)

@@ -64,10 +64,11 @@ def test_later_steps_plan_nothing_and_match_numpy(planned):
 
 
 def _crossing(con):
-    """A loss whose shared subplan (the filter on w's values) keeps more tuples as the values cross zero."""
+    """A loss whose shared subplan (the filter on w's values) keeps more tuples as the values cross zero; the
+    square's derivative reads the filtered values, so the gradient reads that subplan's tuples too."""
     start = -np.linspace(0.5, 0.05, 8).astype(np.float32)
     con.execute("CREATE TENSOR w FROM ? TILE (1)", [start])
-    con.execute("CREATE VIEW pos AS SELECT w.i, w.v FROM w WHERE w.v > 0")
+    con.execute("CREATE VIEW pos AS SELECT w.i, w.v * w.v AS v FROM w WHERE w.v > 0")
     con.execute("CREATE VIEW loss AS SELECT a.v + b.v AS v FROM (SELECT SUM(SUMSQ(w.v - 1)) AS v FROM w) AS a, "
                 "(SELECT SUM(REDUCE_SUM(p.v)) AS v FROM pos AS p) AS b")
     return start.astype(np.float64)
@@ -76,8 +77,8 @@ def _crossing(con):
 def _numpy_crossing(w: np.ndarray, steps: int, rate: float) -> tuple[list, np.ndarray]:
     losses = []
     for _ in range(steps):
-        losses.append(float(((w - 1) ** 2).sum() + w[w > 0].sum()))
-        w = w - rate * (2 * (w - 1) + (w > 0))
+        losses.append(float(((w - 1) ** 2).sum() + (w[w > 0] ** 2).sum()))
+        w = w - rate * (2 * (w - 1) + 2 * w * (w > 0))
     return losses, w
 
 
