@@ -49,6 +49,45 @@ def test_a_join_with_no_build_tuple_and_one_probe_tuple(pairs, monkeypatch, kind
     assert [r[:3] for r in as_columns] == [(4, 1, 4)]
 
 
+
+@pytest.mark.parametrize("kind", ["INNER", "LEFT", "FULL"])
+@pytest.mark.parametrize("one", ["S.i = 2 AND S.j = 1", "S.i = 8 AND S.j = 4"], ids=["met", "met-by-none"])
+def test_a_build_side_of_one_tuple_joins_as_the_dict_join(pairs, monkeypatch, kind, one, every_run_stacked):
+    """A one-tuple build side (a tensor of one tile) compares its key with the probe tuples' instead of sorting:
+    inner, outer and with a residual condition, the tuple met by one probe tuple or by none."""
+    cur, _ = pairs
+    for on in ("T.i = S.i AND T.j = S.j", "T.i = S.i AND T.j >= S.j"):
+        if kind != "INNER" and ">=" in on:
+            continue  # outer joins take key equalities only
+        sql = (f"SELECT T.i, T.j, S.i AS si, S.j AS sj, T.v, S.v AS w FROM T {kind} JOIN "
+               f"(SELECT S.i, S.j, S.v FROM S WHERE {one}) AS S ON {on}")
+        as_columns, as_tuples, probes = as_tuples_too(cur, monkeypatch, sql)
+        assert probes
+        same_rows(as_columns, as_tuples)
+        met = [r for r in as_columns if r[2] is not None and r[0] is not None]
+        assert len(met) == (0 if "8" in one else 4 if ">=" in on else 1)  # row 2's tiles j >= 1, or (2, 1)
+
+
+def test_a_one_tuple_table_meets_equal_keys_and_never_null_ones():
+    from trdb.execution.tile_math.column_join import build_table
+    build = ColumnBatch([np.array([5], np.int64), np.array([7], np.int64), np.ones((1, 2), np.float32)],
+                        (False, False, True))
+    table = build_table([build], (0, 1))
+    assert table.single == (5, 7)
+    table.mark_matches()
+    keys = np.ma.MaskedArray(np.array([5, 5, 4, 5], np.int64), [False, False, False, True])
+    probe = ColumnBatch([keys, np.array([7, 6, 7, 7], np.int64)], (False, False))
+    fill = [None, None, np.zeros(2, np.float32)]
+    out = [(r[0], r[1], r[2]) for part in table.probe(probe, (0, 1), fill) for r in part]
+    assert out == [(5, 7, 5), (5, 6, None), (4, 7, None), (None, 7, None)]
+    assert [(r[0], r[1]) for part in table.probe(probe, (0, 1)) for r in part] == [(5, 7)]
+    assert not list(table.unmatched([None, None]))  # met once: nothing left for a FULL join
+    none_met = build_table([build], (0, 1))
+    none_met.mark_matches()
+    assert not list(none_met.probe(ColumnBatch([np.array([1], np.int64), np.array([7], np.int64)], (False, False)),
+                                   (0, 1)))
+    assert [(r[0], r[1], r[2]) for part in none_met.unmatched([None, None]) for r in part] == [(None, None, 5)]
+
 def test_null_probe_keys_meet_nothing_and_null_build_keys_join_as_a_dict(pairs, monkeypatch, every_run_stacked):
     cur, _ = pairs
     cur.execute("CREATE TENSOR U AS SELECT T.i, T.j, T.v FROM T WHERE T.i < 6")

@@ -8,7 +8,9 @@ box their values span (one int64 each), sorted once, and a probe batch's numbers
 `searchsorted`: each probe tuple meets the run of build tuples with its key (any number of them), and
 the output columns are the probe's and the build's columns taken at those positions. Unique build keys
 that fill much of their box (a tensor's tiles) are found by one lookup in an array over the box instead,
-and a probe batch whose every tuple meets one keeps its own columns as they are.
+and a probe batch whose every tuple meets one keeps its own columns as they are. A build side of one tuple (a
+tensor of one tile: a small model's weights, a lineage join of one tuple) is neither numbered nor sorted: its key
+is compared with the probe keys (the numbering's dozen array calls cost more than the join of one tuple).
 
 A LEFT or FULL join hands on each probe tuple that meets none once, with the build side's missing tuple
 (tile_math/outer_columns.py: NULL columns masked, zero tiles); a FULL join marks the build rows met and
@@ -40,6 +42,11 @@ class ColumnTable:
         self.columns = [_concatenated([b.columns[c] for b in batches]) for c in range(len(first.columns))]
         self.matched: Optional[np.ndarray] = None  # the build rows met, where a FULL join asks (`mark_matches`)
         key_columns = [self.columns[k] for k in keys]
+        self.single: Optional[tuple[int, ...]] = None  # the key of a build side of one tuple (a tensor of one tile)
+        if len(self) == 1:  # its key is compared with each probe tuple's: nothing to number, sort or look up
+            self.boxed, self.single = True, tuple(int(c[0]) for c in key_columns)
+            self.order, self.sorted, self.lookup = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), None
+            return
         low = [int(c.min()) if len(c) else 0 for c in key_columns]
         spans = [int(c.max()) - first + 1 if len(c) else 1 for c, first in zip(key_columns, low)]  # Python ints
         self.boxed = math.prod(spans) < 2 ** 62  # every point of the box numbered in an int64
@@ -72,6 +79,9 @@ class ColumnTable:
         COLUMN_BATCH_ROWS tuples (a probe tuple may meet many build tuples). `fill`: a LEFT or FULL join's
         missing build tuple (MissingColumns.fill), with which each probe tuple that meets none is handed on;
         `residual`: a condition on keys the joined tuples must meet besides the keys (tile_math/join_residual.py)."""
+        if self.single is not None:
+            yield from self._probe_single(batch, keys, fill, residual)
+            return
         key_columns = [np.ma.getdata(batch.columns[k]) for k in keys]
         inside = np.ones(len(batch), dtype=bool)
         for k, column, low, high in zip(keys, key_columns, self.low, self.high):
@@ -89,6 +99,25 @@ class ColumnTable:
             joined = self._joined(batch, probe_rows, build_rows, fill, residual)
             if joined is not None:
                 yield joined
+
+    def _probe_single(self, batch: ColumnBatch, keys: tuple[int, ...], fill: Optional[Fill],
+                      residual: Optional[Residual]) -> Iterator[ColumnBatch]:
+        """`probe` where the build side is one tuple: the probe tuples with its key meet it (NULL meets nothing)."""
+        met = np.ones(len(batch), dtype=bool)
+        for k, value in zip(keys, self.single):
+            column = batch.columns[k]
+            met &= np.ma.getdata(column) == value
+            if type(column) is np.ma.MaskedArray:
+                met &= ~np.ma.getmaskarray(column)
+        every = bool(met.all())
+        if not every and fill is None and not met.any():
+            return
+        build_rows = np.where(met, 0, -1) if not every else np.zeros(len(batch), dtype=np.int64)
+        probe_rows = None if fill is not None or every else np.flatnonzero(met)
+        joined = self._joined(batch, probe_rows, build_rows if probe_rows is None else build_rows[probe_rows], fill,
+                              residual)
+        if joined is not None:
+            yield joined
 
     def _pairs(self, inside: np.ndarray, numbers: np.ndarray, outer: bool) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Each part's probe rows and the build rows they meet by key (-1: none, where `outer`)."""
