@@ -115,7 +115,7 @@ def _update(sc: StatementContext, param: TensorMeta, rows: list[tuple], options:
     grads += [np.zeros(current[key].shape, dtype=grads[0].dtype if grads else param.dtype) for key in missing]
     writes: list[Written] = []
     if adam is not None:
-        directions = adam.direction(keys, [np.asarray(g, dtype=np.float64) for g in grads], options, writes)
+        directions = adam.direction(keys, [np.asarray(g, dtype=_adam_dtype(param)) for g in grads], options, writes)
     else:
         directions = [sgd_direction(g, param.dtype) for g in grads]
     # in key order: the new tiles lie so in one buffer, which the next step's product reads as the whole
@@ -125,6 +125,12 @@ def _update(sc: StatementContext, param: TensorMeta, rows: list[tuple], options:
            sgd_stepped([current[key] for key, _ in stepped], options.learning_rate, [d for _, d in stepped])]
     writes.append(replace_tiles(sc, param, [key for key, _ in stepped], new, set(current) <= set(keys)))
     return writes
+
+
+def _adam_dtype(param: TensorMeta) -> np.dtype:
+    """Adam's arithmetic runs in a float parameter's precision, which its moments are stored in (as torch.optim.Adam
+    steps a float32 parameter in float32: in float64, the embeddings' step took 0.44 s of 2.7, in float32 0.16 s)."""
+    return param.dtype if param.dtype in (np.float32, np.float64) else np.dtype(np.float64)
 
 
 def _stacked_update(sc: StatementContext, param: TensorMeta, rows, options: Options,
@@ -141,7 +147,7 @@ def _stacked_update(sc: StatementContext, param: TensorMeta, rows, options: Opti
     writes: list[Written] = []
     if adam is not None:
         direction = adam.stacked_direction(current.keys, full_gradient(gradient, positions, len(current.keys),
-                                                                      np.float64), options, writes)
+                                                                      _adam_dtype(param)), options, writes)
         if direction is None:
             return None
     else:  # in the parameter's precision where the gradient has it, as `sgd_direction`

@@ -167,3 +167,23 @@ def test_a_step_that_changes_its_parameters_statistics_saves_them_and_one_that_d
             assert (len(tiles), sum(np.count_nonzero(tile) for tile in tiles)) == (2, 4)
             np.testing.assert_array_equal(cur.execute(f"SELECT * FROM {name}").fetch_tensor(shape=(8, 1)),
                                           [[0]] * 4 + [[start * 0.5 ** step]] * 4)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_adam_steps_a_parameter_in_its_own_precision(cur, dtype):
+    """Adam's arithmetic runs in the parameter's float type (as torch.optim.Adam's), its moments stored in it
+    too: two steps of SUM(SUMSQ(W)) (gradient 2W, exact) equal numpy's in that type, bit for bit."""
+    W = np.random.default_rng(8).standard_normal((6, 5)).astype(dtype)
+    cur.execute(f"CREATE TENSOR W FROM ? TILE (3, 5) DTYPE {dtype}", [W])
+    cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(W.v)) AS v FROM W")
+    cur.execute("MINIMIZE loss WRT (W) WITH (optimizer = 'adam', learning_rate = 0.1, steps = 2)")
+    expected, m, v = W.copy(), np.zeros_like(W), np.zeros_like(W)
+    for step in (1, 2):
+        g = 2 * expected
+        m = np.multiply(g, 1 - 0.9) + 0.9 * m
+        v = np.multiply(g, 1 - 0.999) * g + 0.999 * v
+        direction = np.divide(m, 1 - 0.9 ** step) / (np.sqrt(np.divide(v, 1 - 0.999 ** step)) + 1e-8)
+        expected = np.multiply(direction, -0.1) + expected
+    got = cur.execute("SELECT * FROM W").fetch_tensor()
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got, expected)

@@ -130,12 +130,12 @@ def test_adam_over_many_tiles_of_several_shapes_is_exactly_adam_tile_by_tile(cur
     cur.execute("CREATE OR REPLACE VIEW loss AS SELECT SUM(SUMSQ(W.v)) AS v FROM W")
     beta1, beta2, eps, rate = 0.9, 0.999, 1e-8, 0.05
     w, m, v = W, np.zeros_like(W), np.zeros_like(W)
-    for t in range(1, 4):
-        g = (2 * w).astype(np.float64)
-        m64, v64 = beta1 * m + (1 - beta1) * g, beta2 * v + (1 - beta2) * g * g
-        step = (m64 / (1 - beta1 ** t)) / (np.sqrt(v64 / (1 - beta2 ** t)) + eps)
-        w = (np.multiply(step, -rate) + w).astype(np.float32)
-        m, v = m64.astype(np.float32), v64.astype(np.float32)
+    for t in range(1, 4):  # in float32, the parameter's type (as torch.optim.Adam)
+        g = 2 * w
+        m, v = beta1 * m + (1 - beta1) * g, beta2 * v + (1 - beta2) * g * g
+        step = (m / (1 - beta1 ** t)) / (np.sqrt(v / (1 - beta2 ** t)) + eps)
+        w = np.multiply(step, -rate) + w
+        assert w.dtype == m.dtype == v.dtype == np.float32
     cur.execute(f"MINIMIZE loss WRT (W) WITH (optimizer = 'adam', learning_rate = {rate}, steps = 3)")
     np.testing.assert_array_equal(cur.execute("SELECT * FROM W").fetch_tensor(), w)
     np.testing.assert_array_equal(cur.execute("SELECT * FROM __trdb_adam_m__W").fetch_tensor(), m)
