@@ -109,6 +109,36 @@ def test_min_and_max_in_a_box_match_a_fold():
     np.testing.assert_array_equal(hi, np.stack([expected[k][1] for k in sorted(expected)]))
 
 
+
+@pytest.mark.parametrize("repeats", ["none", "some", "all"])
+def test_sums_added_to_a_box_row_by_row_match_numpy(repeats):
+    """Batches added to a box as they come (GroupBox.add_rows): keys met once go to their places at once, the
+    repeated ones one after another; sums and counts over two key columns as numpy's np.add.at gives them."""
+    from trdb.execution.tile_math.column_groups import ColumnGroups
+    rng = np.random.default_rng(9)
+    groups = ColumnGroups(["SUM", "COUNT", "MAX"])
+    sums, counts, maxima = np.zeros((30, 4, 2, 3)), np.zeros((30, 4), np.int64), np.full((30, 4, 2, 3), -np.inf)
+    for batch in range(8):
+        if repeats == "all":
+            keys = np.repeat(rng.integers(0, 30, (5, 2)), 12, axis=0) % [30, 4]
+        elif repeats == "none":
+            keys = np.stack(np.unravel_index(rng.permutation(120)[:60], (30, 4)), axis=1)
+        else:
+            keys = np.stack([rng.integers(0, 30, 60), rng.integers(0, 4, 60)], axis=1)
+        keys = np.vstack([[[0, 0], [29, 3]], keys]) if batch == 0 else keys  # the box's corners first
+        values = rng.standard_normal((len(keys), 2, 3))
+        groups.add(keys.astype(np.int64), [values, None, values])
+        np.add.at(sums, (keys[:, 0], keys[:, 1]), values)
+        np.add.at(counts, (keys[:, 0], keys[:, 1]), 1)
+        np.maximum.at(maxima, (keys[:, 0], keys[:, 1]), values)
+    assert groups.box is not None
+    keys, got_counts, (got_sums, _, got_max) = groups.groups()
+    present = np.argwhere(counts > 0)
+    np.testing.assert_array_equal(keys, present)
+    np.testing.assert_array_equal(got_counts, counts[present[:, 0], present[:, 1]])
+    np.testing.assert_allclose(got_sums, sums[present[:, 0], present[:, 1]], rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(got_max, maxima[present[:, 0], present[:, 1]])
+
 @pytest.mark.parametrize("groups", [1, 200, 5000], ids=["one", "mixed", "mostly-single"])
 def test_segment_minima_and_maxima_match_reduceat(groups):
     from trdb.execution.tile_math.column_groups import _segment_sums

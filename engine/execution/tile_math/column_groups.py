@@ -61,10 +61,10 @@ class ColumnGroups:
             self._like = [None if v is None else v[:0] for v in values]
         self.tuples += len(keys)
         self._bound(keys)
-        part = _reduced(keys, np.ones(len(keys), dtype=np.int64), values, self.combine)
         if self.box is not None and self.box.holds(self._low, self._high):  # the bounds of every key added
-            self.box.add(part)
+            self.box.add_rows(keys, values)
             return 0
+        part = _reduced(keys, np.ones(len(keys), dtype=np.int64), values, self.combine)
         before = self.nbytes
         if self.box is not None:  # a key outside the box: its groups go back into parts (a larger box may follow)
             self._set_parts([self.box.as_part()])

@@ -24,10 +24,12 @@ class GroupBox:
         size = int(np.prod(self.extent))
         self.counts = np.zeros(size, dtype=np.int64)
         self.sums = [None if v is None else _identity((size, *v.shape[1:]), v.dtype, f) for v, f in zip(like, combine)]
+        self._last: Optional[np.ndarray] = None  # add_rows' scratch: the last row of a batch at each place
 
     @property
     def nbytes(self) -> int:
-        return int(self.counts.nbytes + sum(s.nbytes for s in self.sums if s is not None))
+        scratch = self._last.nbytes if self._last is not None else 0
+        return int(self.counts.nbytes + scratch + sum(s.nbytes for s in self.sums if s is not None))
 
     def holds(self, low: np.ndarray, high: np.ndarray) -> bool:
         """Whether keys from `low` to `high` (each key column's least and greatest) lie inside the box."""
@@ -45,6 +47,39 @@ class GroupBox:
                 held[places] += values
             else:  # a key's first values meet the identity (+-inf or the dtype's bounds) there
                 held[places] = ufunc(held[places], values)
+
+    def add_rows(self, keys: np.ndarray, values: list) -> None:
+        """Add a batch's tuples as they come (keys n x m, all inside the box; each call's values), each one a group
+        of one: most keys of a batch over a box of a gradient's keys occur once in it, and those go to their places
+        at once; the few that repeat are added one after another (`ufunc.at`). No sort, where reducing the batch to
+        its groups first sorted it (1,000,000 embeddings' gradients into 100,000 groups: 0.27 s that way)."""
+        places = np.ravel_multi_index(tuple((keys - self.low).T), self.extent) if len(self.extent) \
+            else np.zeros(len(keys), dtype=np.int64)
+        rows = np.arange(len(places))
+        if self._last is None:
+            self._last = np.empty(len(self.counts), dtype=np.int64)
+        self._last[places] = rows  # of several rows with one place, the last is written last
+        once = self._last[places] == rows
+        if once.all():
+            self._add_at(places, values, slice(None))
+            return
+        self._add_at(places[once], values, once)
+        repeated = ~once  # the other rows of a repeated place, in order
+        np.add.at(self.counts, places[repeated], 1)
+        for held, value, ufunc in zip(self.sums, values, self.combine):
+            if held is not None:
+                ufunc.at(held, places[repeated], value[repeated])
+
+    def _add_at(self, places: np.ndarray, values: list, rows) -> None:
+        """The rows `rows` of each call's values combined into their (distinct) `places`, a tuple each counted."""
+        self.counts[places] += 1
+        for held, value, ufunc in zip(self.sums, values, self.combine):
+            if held is None:
+                continue
+            if ufunc is np.add:
+                held[places] += value[rows]
+            else:
+                held[places] = ufunc(held[places], value[rows])
 
     def as_part(self) -> Part:
         """The groups (keys with a count), in key order."""
