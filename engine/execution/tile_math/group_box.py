@@ -13,6 +13,7 @@ from typing import Optional
 import numpy as np
 
 Part = tuple[np.ndarray, np.ndarray, list]  # keys (n x m), counts (n,), each call's sums (n, *tile) or None
+REPEATED_SHARE = 0.125  # add_rows takes batches where at most this share of the rows repeat a key
 
 
 class GroupBox:
@@ -48,11 +49,16 @@ class GroupBox:
             else:  # a key's first values meet the identity (+-inf or the dtype's bounds) there
                 held[places] = ufunc(held[places], values)
 
-    def add_rows(self, keys: np.ndarray, values: list) -> None:
+    def add_rows(self, keys: np.ndarray, values: list) -> bool:
         """Add a batch's tuples as they come (keys n x m, all inside the box; each call's values), each one a group
-        of one: most keys of a batch over a box of a gradient's keys occur once in it, and those go to their places
-        at once; the few that repeat are added one after another (`ufunc.at`). No sort, where reducing the batch to
-        its groups first sorted it (1,000,000 embeddings' gradients into 100,000 groups: 0.27 s that way)."""
+        of one, where most keys of the batch occur once in it (a gradient's keys over a table of embeddings): those
+        go to their places at once, the few that repeat one after another (`ufunc.at`, about 1 us a row). No sort,
+        where reducing the batch to its groups first sorted it (1,000,000 embeddings' gradients into 100,000 groups:
+        0.20 against 0.27 s). False, with nothing added, where more than a REPEATED_SHARE of the rows repeat a key
+        (few groups: the batch is better reduced first), or where so many would be expected of keys spread over
+        the box (about n / 2 of every box's size keys repeat, of n drawn at random)."""
+        if 2 * REPEATED_SHARE * len(self.counts) < len(keys):
+            return False
         places = np.ravel_multi_index(tuple((keys - self.low).T), self.extent) if len(self.extent) \
             else np.zeros(len(keys), dtype=np.int64)
         rows = np.arange(len(places))
@@ -60,15 +66,19 @@ class GroupBox:
             self._last = np.empty(len(self.counts), dtype=np.int64)
         self._last[places] = rows  # of several rows with one place, the last is written last
         once = self._last[places] == rows
-        if once.all():
+        repeated = len(rows) - int(np.count_nonzero(once))
+        if repeated > REPEATED_SHARE * len(rows):
+            return False
+        if not repeated:
             self._add_at(places, values, slice(None))
-            return
+            return True
         self._add_at(places[once], values, once)
-        repeated = ~once  # the other rows of a repeated place, in order
-        np.add.at(self.counts, places[repeated], 1)
+        rest = ~once  # the other rows of a repeated place, in order
+        np.add.at(self.counts, places[rest], 1)
         for held, value, ufunc in zip(self.sums, values, self.combine):
             if held is not None:
-                ufunc.at(held, places[repeated], value[repeated])
+                ufunc.at(held, places[rest], value[rest])
+        return True
 
     def _add_at(self, places: np.ndarray, values: list, rows) -> None:
         """The rows `rows` of each call's values combined into their (distinct) `places`, a tuple each counted."""
