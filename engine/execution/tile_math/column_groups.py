@@ -61,14 +61,12 @@ class ColumnGroups:
             self._like = [None if v is None else v[:0] for v in values]
         self.tuples += len(keys)
         self._bound(keys)
-        in_box = self.box is not None and self.box.holds(self._low, self._high)  # the bounds of every key added
-        if in_box and self.box.add_rows(keys, values):
-            return 0
-        part = _reduced(keys, np.ones(len(keys), dtype=np.int64), values, self.combine)
-        if in_box:
-            self.box.add(part)
-            return 0
         before = self.nbytes
+        if self.box is not None and self.box.holds(self._low, self._high):  # the bounds of every key added
+            if not self.box.add_rows(keys, values):
+                self.box.add(_reduced(keys, np.ones(len(keys), dtype=np.int64), values, self.combine))
+            return self.nbytes - before  # add_rows' scratch, the first time
+        part = _reduced(keys, np.ones(len(keys), dtype=np.int64), values, self.combine)
         if self.box is not None:  # a key outside the box: its groups go back into parts (a larger box may follow)
             self._set_parts([self.box.as_part()])
             self.box, self._merged_rows = None, self.rows

@@ -2,8 +2,9 @@
 
 Where the group keys of an aggregate over column batches fill much of the box between their least and
 greatest values (a gradient's keys: nearly every embedding of a table), the groups are kept as arrays
-of one row per key of the box: a batch, reduced to its groups, is added at its keys' places (or its
-elementwise minimum or maximum taken with what is there), with no sort of what was added before. A count
+of one row per key of the box: a batch is added at its keys' places (or its elementwise minimum or maximum
+taken with what is there), with no sort of what was added before; as it comes where few of its keys repeat
+(`add_rows`), else reduced to its groups first. A count
 of zero marks a key with no group (a group whose sums are zero is one: zeros are values).
 """
 from __future__ import annotations
