@@ -21,7 +21,7 @@ keys is evaluated over the pairs met (tile_math/join_residual.py).
 from __future__ import annotations
 
 import math
-from typing import Iterator, Optional
+from typing import Iterable, Iterator, Optional
 
 import numpy as np
 
@@ -79,9 +79,17 @@ class ColumnTable:
         COLUMN_BATCH_ROWS tuples (a probe tuple may meet many build tuples). `fill`: a LEFT or FULL join's
         missing build tuple (MissingColumns.fill), with which each probe tuple that meets none is handed on;
         `residual`: a condition on keys the joined tuples must meet besides the keys (tile_math/join_residual.py)."""
-        if self.single is not None:
-            yield from self._probe_single(batch, keys, fill, residual)
-            return
+        if self.single is not None:  # one build tuple: met or not by each probe tuple
+            pairs = _unique_pairs(np.where(self._meeting_single(batch, keys), 0, -1), fill is not None)
+        else:
+            pairs = self._numbered_pairs(batch, keys, fill is not None)
+        for probe_rows, build_rows in pairs:
+            joined = self._joined(batch, probe_rows, build_rows, fill, residual)
+            if joined is not None:
+                yield joined
+
+    def _numbered_pairs(self, batch: ColumnBatch, keys: tuple[int, ...], outer: bool) -> Iterable[tuple]:
+        """`_pairs` of the probe keys numbered in the build side's box."""
         key_columns = [np.ma.getdata(batch.columns[k]) for k in keys]
         inside = np.ones(len(batch), dtype=bool)
         for k, column, low, high in zip(keys, key_columns, self.low, self.high):
@@ -90,34 +98,18 @@ class ColumnTable:
         numbers = _numbers([np.where(inside, c, low) for c, low in zip(key_columns, self.low)], self.low, self.spans,
                            len(batch))
         if self.lookup is not None:  # unique build keys: one build row or none for each probe tuple
-            build_rows = np.where(inside, self.lookup[numbers], -1)
-            probe_rows = None if fill is not None or (build_rows >= 0).all() else np.flatnonzero(build_rows >= 0)
-            pairs = [(probe_rows, build_rows if probe_rows is None else build_rows[probe_rows])]
-        else:
-            pairs = self._pairs(inside, numbers, fill is not None)
-        for probe_rows, build_rows in pairs:
-            joined = self._joined(batch, probe_rows, build_rows, fill, residual)
-            if joined is not None:
-                yield joined
+            return _unique_pairs(np.where(inside, self.lookup[numbers], -1), outer)
+        return self._pairs(inside, numbers, outer)
 
-    def _probe_single(self, batch: ColumnBatch, keys: tuple[int, ...], fill: Optional[Fill],
-                      residual: Optional[Residual]) -> Iterator[ColumnBatch]:
-        """`probe` where the build side is one tuple: the probe tuples with its key meet it (NULL meets nothing)."""
+    def _meeting_single(self, batch: ColumnBatch, keys: tuple[int, ...]) -> np.ndarray:
+        """Which probe tuples have the key of a build side of one tuple (a NULL key meets nothing)."""
         met = np.ones(len(batch), dtype=bool)
         for k, value in zip(keys, self.single):
             column = batch.columns[k]
             met &= np.ma.getdata(column) == value
             if type(column) is np.ma.MaskedArray:
                 met &= ~np.ma.getmaskarray(column)
-        every = bool(met.all())
-        if not every and fill is None and not met.any():
-            return
-        build_rows = np.where(met, 0, -1) if not every else np.zeros(len(batch), dtype=np.int64)
-        probe_rows = None if fill is not None or every else np.flatnonzero(met)
-        joined = self._joined(batch, probe_rows, build_rows if probe_rows is None else build_rows[probe_rows], fill,
-                              residual)
-        if joined is not None:
-            yield joined
+        return met
 
     def _pairs(self, inside: np.ndarray, numbers: np.ndarray, outer: bool) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Each part's probe rows and the build rows they meet by key (-1: none, where `outer`)."""
@@ -211,6 +203,13 @@ def _numbers(columns: list[np.ndarray], low: np.ndarray, spans: np.ndarray, rows
     for column, first, span in zip(columns, low, spans):
         out = out * span + (column.astype(np.int64) - first)
     return out
+
+
+def _unique_pairs(build_rows: np.ndarray, outer: bool) -> list[tuple[Optional[np.ndarray], np.ndarray]]:
+    """The probe rows and the build rows they meet where each meets one or none (`build_rows`, -1: none): every
+    probe row (None) where all meet one or the join is outer, else those that meet one."""
+    probe_rows = None if outer or (build_rows >= 0).all() else np.flatnonzero(build_rows >= 0)
+    return [(probe_rows, build_rows if probe_rows is None else build_rows[probe_rows])]
 
 
 def _parts(counts: np.ndarray) -> Iterator[tuple[int, int]]:

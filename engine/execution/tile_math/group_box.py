@@ -40,15 +40,7 @@ class GroupBox:
     def add(self, part: Part) -> None:
         """Add groups of unique keys, all inside the box."""
         keys, counts, sums = part
-        places = np.ravel_multi_index(tuple((keys - self.low).T), self.extent)
-        self.counts[places] += counts
-        for held, values, ufunc in zip(self.sums, sums, self.combine):
-            if held is None:
-                continue
-            if ufunc is np.add:
-                held[places] += values
-            else:  # a key's first values meet the identity (+-inf or the dtype's bounds) there
-                held[places] = ufunc(held[places], values)
+        self._combine_at(self._places(keys), counts, sums)
 
     def add_rows(self, keys: np.ndarray, values: list) -> bool:
         """Add a batch's tuples as they come (keys n x m, all inside the box; each call's values), each one a group
@@ -60,8 +52,7 @@ class GroupBox:
         the box (about n / 2 of every box's size keys repeat, of n drawn at random)."""
         if 2 * REPEATED_SHARE * len(self.counts) < len(keys):
             return False
-        places = np.ravel_multi_index(tuple((keys - self.low).T), self.extent) if len(self.extent) \
-            else np.zeros(len(keys), dtype=np.int64)
+        places = self._places(keys)
         rows = np.arange(len(places))
         if self._last is None:
             self._last = np.empty(len(self.counts), dtype=np.int64)
@@ -71,9 +62,9 @@ class GroupBox:
         if repeated > REPEATED_SHARE * len(rows):
             return False
         if not repeated:
-            self._add_at(places, values, slice(None))
+            self._combine_at(places, 1, values)
             return True
-        self._add_at(places[once], values, once)
+        self._combine_at(places[once], 1, [None if v is None else v[once] for v in values])
         rest = ~once  # the other rows of a repeated place, in order
         np.add.at(self.counts, places[rest], 1)
         for held, value, ufunc in zip(self.sums, values, self.combine):
@@ -81,16 +72,20 @@ class GroupBox:
                 ufunc.at(held, places[rest], value[rest])
         return True
 
-    def _add_at(self, places: np.ndarray, values: list, rows) -> None:
-        """The rows `rows` of each call's values combined into their (distinct) `places`, a tuple each counted."""
-        self.counts[places] += 1
-        for held, value, ufunc in zip(self.sums, values, self.combine):
+    def _places(self, keys: np.ndarray) -> np.ndarray:
+        """Each key's place in the box (keys n x m, inside it)."""
+        return np.ravel_multi_index(tuple((keys - self.low).T), self.extent)
+
+    def _combine_at(self, places: np.ndarray, counts, sums: list) -> None:
+        """Groups at distinct `places`: their counts added there, and each call's sums combined by its ufunc."""
+        self.counts[places] += counts
+        for held, values, ufunc in zip(self.sums, sums, self.combine):
             if held is None:
                 continue
             if ufunc is np.add:
-                held[places] += value[rows]
-            else:
-                held[places] = ufunc(held[places], value[rows])
+                held[places] += values
+            else:  # a key's first values meet the identity (+-inf or the dtype's bounds) there
+                held[places] = ufunc(held[places], values)
 
     def as_part(self) -> Part:
         """The groups (keys with a count), in key order."""
