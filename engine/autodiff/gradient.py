@@ -10,6 +10,7 @@ scan of the parameter yields a contribution. Contributions of a parameter used t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from trdb.autodiff.derivatives import backpropagate, output_rule
 from trdb.autodiff.lineage import lineage_columns, lineage_width, tensor_sources, with_lineage
@@ -17,7 +18,7 @@ from trdb.catalog.names import fold
 from trdb.errors import NotSupportedError, ProgrammingError
 from trdb.plan import expressions as bx
 from trdb.plan import logical as lp
-from trdb.plan.types import KEY, Column, ScalarType
+from trdb.plan.types import KEY, Column, ScalarType, TensorType
 from trdb.planner.gradient_binding import gradient_schema, loss_column
 from trdb.planner.kernel_calls import call
 from trdb.storage.tensor_meta import TensorMeta
@@ -44,6 +45,9 @@ def _match(left: lp.Plan, right: lp.Plan, left_keys: tuple[int, ...], right_keys
     gradient, which an equi-join (NULL never equals NULL) would lose. Each key becomes two that are
     never NULL: COALESCE(k, 0) and COALESCE(k * 0, 1), equal exactly when the keys are not distinct.
     """
+    if _constant(right):  # beside every left tuple, with no join
+        kept = tuple(_index(left, i) for i in range(len(left.schema)))
+        return lp.Project(left, kept + right.exprs, left.schema + right.schema)
     if not (_outer_join_below(left, known) or _outer_join_below(right, known)):  # no NULL key can occur
         return lp.Join(left, right, "INNER", left_keys, right_keys, left.schema + right.schema)
     left_safe, left_new = _null_safe_keys(left, left_keys)
@@ -51,6 +55,11 @@ def _match(left: lp.Plan, right: lp.Plan, left_keys: tuple[int, ...], right_keys
     joined = lp.Join(left_safe, right_safe, "INNER", left_new, right_new, left_safe.schema + right_safe.schema)
     kept = list(range(len(left.schema))) + [len(left_safe.schema) + i for i in range(len(right.schema))]
     return lp.Project(joined, tuple(_index(joined, i) for i in kept), left.schema + right.schema)
+
+
+def _constant(plan: lp.Plan) -> bool:
+    """A relation of one constant tuple (`_constant_seed`'s)."""
+    return isinstance(plan, lp.Project) and isinstance(plan.input, lp.OneRow)
 
 
 def _outer_join_below(plan: lp.Plan, known: dict[int, tuple[lp.Plan, bool]]) -> bool:
@@ -82,6 +91,8 @@ def _gradient_plan(source: lp.Plan, lineage: list[bx.Bound], grads: dict[int, bx
     order = sorted(grads)
     exprs = tuple(lineage) + tuple(grads[c] for c in order)
     schema = lineage_columns(len(lineage)) + tuple(Column(f"_grad{c}", grads[c].type) for c in order)
+    if _constant(source):  # a constant's gradient (passed through a projection) is a constant: one projection
+        source, exprs = source.input, tuple(bx.substitute(e, source.exprs) for e in exprs)
     return Gradient(lp.Project(source, exprs, schema), len(lineage),
                     {c: len(lineage) + n for n, c in enumerate(order)})
 
@@ -270,11 +281,28 @@ def gradient_plan(loss: lp.Plan, param: TensorMeta) -> lp.Plan:
     differentiator = Differentiator(param)
     if not differentiator.wanted(loss):
         raise ProgrammingError(f'GRAD: the loss does not depend on "{param.name}"')
-    root, count = with_lineage(loss)
-    seed = call("ONES_LIKE", _index(root, value))
-    lineage = [_index(root, len(loss.schema) + n) for n in range(count)]
-    differentiator.backward(loss, _gradient_plan(root, lineage, {value: seed}))
+    differentiator.backward(loss, _constant_seed(loss, value) or _seed(loss, value))
     return _sum_contributions(differentiator)
+
+
+def _seed(loss: lp.Plan, value: int) -> Gradient:
+    """d loss / d loss: ones shaped as each of the loss's tuples, paired with them by lineage."""
+    root, count = with_lineage(loss)
+    lineage = [_index(root, len(loss.schema) + n) for n in range(count)]
+    return _gradient_plan(root, lineage, {value: call("ONES_LIKE", _index(root, value))})
+
+
+def _constant_seed(loss: lp.Plan, value: int) -> Optional[Gradient]:
+    """`_seed` where the loss is one scalar tuple whatever its input (an aggregate without GROUP BY, projected):
+    the constant 1, on one tuple without lineage. The loss itself is not computed for it (a GRAD ran the whole
+    forward pass once more, only to find the one tuple). None where the loss is not so."""
+    kind = loss.schema[value].type
+    below = loss
+    while isinstance(below, lp.Project):
+        below = below.input
+    if not (isinstance(below, lp.Aggregate) and not below.group_by and isinstance(kind, TensorType) and kind.tile == ()):
+        return None
+    return _gradient_plan(lp.OneRow(), [], {value: call("CAST", bx.Const(1, ScalarType(int)), kind.dtype.name)})
 
 
 def _sum_contributions(differentiator: Differentiator) -> lp.Plan:

@@ -33,6 +33,10 @@ def _TensorScan(plan: lp.TensorScan):
     return lp.Project(plan, _keep(plan.schema, keys), schema), len(keys)
 
 
+def _OneRow(plan: lp.OneRow):
+    return plan, 0
+
+
 def _TableScan(plan: lp.TableScan):
     schema = plan.schema + lineage_columns(1)
     return lp.TableScan(plan.table, plan.columns + ("rowid",), schema), 1
@@ -110,7 +114,7 @@ def tensor_sources(plan: lp.Plan) -> list[frozenset[str]]:
     if isinstance(plan, lp.TensorScan):
         return [frozenset({fold(plan.tensor.name)}) if isinstance(c.type, TensorType) else frozenset()
                 for c in plan.schema]
-    if isinstance(plan, lp.TableScan):
+    if isinstance(plan, (lp.TableScan, lp.OneRow)):
         return [frozenset() for _ in plan.schema]
     if isinstance(plan, (lp.Filter, lp.Sort, lp.Limit)):
         return tensor_sources(plan.input)

@@ -17,6 +17,7 @@ from trdb.execution.operators.filter import FilterExec
 from trdb.execution.operators.hash_aggregate import HashAggregateExec
 from trdb.execution.operators.hash_join import HashJoinExec
 from trdb.execution.operators.limit import LimitExec
+from trdb.execution.operators.one_row import OneRowExec
 from trdb.execution.operators.operator import PhysicalOperator
 from trdb.execution.operators.project import ProjectExec
 from trdb.execution.operators.retile import RetileExec
@@ -35,6 +36,7 @@ OPERATORS: dict[type, Callable] = {
     po.TensorScan: lambda s, inputs, p: TensorScanExec(s.tensor, p, s.partitions, s.columns),
     po.DenseEinsum: lambda s, inputs, p: DenseEinsumExec(s.tensors, s.kernel, s.tile, s.threads, s.block_rows,
                                                          s.epilogue, s.assemblers),
+    po.OneRow: lambda s, inputs, p: OneRowExec(),
     po.RowsScan: lambda s, inputs, p: RowsScanExec(s.rows, p, s.partitions, s.columns),
     po.TableScan: lambda s, inputs, p: TableScanExec(s.table, s.columns),
     po.Filter: lambda s, inputs, p: FilterExec(inputs[0], s.predicate),

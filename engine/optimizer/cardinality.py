@@ -203,6 +203,9 @@ class Estimator:
         return Estimate(float(math.prod(grid)), row_bytes(plan.schema), tuple(map(float, grid)) + (None,),
                         flops, written=written)
 
+    def _OneRow(self, plan: lp.OneRow) -> Estimate:
+        return Estimate(1.0, 0.0, ())
+
     def _RowsScan(self, plan: lp.RowsScan) -> Estimate:
         return Estimate(float(len(plan.rows)), row_bytes(plan.schema), distinct_keys_of_rows(plan))
 

@@ -62,6 +62,7 @@ class PhysicalPlanner:
 
     # each logical operator's planning, (planner, plan, want) -> a node or alternative nodes, by family
     _TensorScan, _RowsScan, _TableScan = scans.tensor_scan, scans.rows_scan, scans.table_scan
+    _OneRow = scans.one_row
     _DenseEinsum = scans.dense_einsum
     _Filter, _Project, _UnionAll = per_tuple.filter_rows, per_tuple.project, per_tuple.union_all
     _Join = joins.join

@@ -1,7 +1,7 @@
-"""Helpers the logical rewrite rules share: rebuilding nodes, substituting expressions, key uniqueness."""
+"""Helpers the logical rewrite rules share: rebuilding nodes, finding kernel calls, key uniqueness (substituting
+expressions is plan/expressions.py's, which the backward pass uses too)."""
 from __future__ import annotations
 
-import dataclasses
 from typing import Callable
 
 from trdb.plan import expressions as bx
@@ -11,28 +11,6 @@ from trdb.plan import logical as lp
 def transform_up(plan: lp.Plan, rewrite: Callable[[lp.Plan], lp.Plan]) -> lp.Plan:
     """Apply `rewrite` to every node, inputs first."""
     return rewrite(lp.with_inputs(plan, [transform_up(child, rewrite) for child in plan.inputs]))
-
-
-def map_expr(expr: bx.Bound, rewrite: Callable[[bx.Bound], bx.Bound]) -> bx.Bound:
-    """Apply `rewrite` to every node of an expression, children first; identity kept when nothing changes."""
-    if isinstance(expr, (bx.Call, bx.Logical, bx.Coalesce)):
-        args = tuple(map_expr(a, rewrite) for a in expr.args)
-        if any(n is not o for n, o in zip(args, expr.args)):
-            expr = dataclasses.replace(expr, args=args)
-    elif isinstance(expr, (bx.KeyArith, bx.Compare)):
-        left, right = map_expr(expr.left, rewrite), map_expr(expr.right, rewrite)
-        if left is not expr.left or right is not expr.right:
-            expr = dataclasses.replace(expr, left=left, right=right)
-    elif isinstance(expr, (bx.Not, bx.InSet, bx.IsNullTest)):
-        arg = map_expr(expr.arg, rewrite)
-        if arg is not expr.arg:
-            expr = dataclasses.replace(expr, arg=arg)
-    return rewrite(expr)
-
-
-def substitute(expr: bx.Bound, exprs: tuple) -> bx.Bound:
-    """`expr` with every column reference replaced by the expression that computes it."""
-    return map_expr(expr, lambda e: exprs[e.index] if isinstance(e, bx.ColumnIndex) else e)
 
 
 def contains_call(expr: bx.Bound) -> bool:

@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Callable, Optional
 
-from trdb.optimizer.plan_rewrite import contains_call, substitute
+from trdb.optimizer.plan_rewrite import contains_call
 from trdb.plan import expressions as bx
 from trdb.plan import logical as lp
+from trdb.plan.expressions import substitute
 
 
 def merge_rekeys(plan: lp.Plan, done: Optional[dict] = None) -> lp.Plan:

@@ -1,9 +1,10 @@
 """Bound per-tuple expressions: column positions, constants, kernel calls, key arithmetic, predicates."""
 from __future__ import annotations
 
+import dataclasses
 import operator
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Union
 
 import numpy as np
 
@@ -188,3 +189,25 @@ def remap_columns(expr: Bound, mapping: dict[int, int]) -> Bound:
     if isinstance(expr, (Not, InSet, IsNullTest)):
         return type(expr)(**{**expr.__dict__, "arg": remap_columns(expr.arg, mapping)})
     return expr
+
+
+def map_expr(expr: Bound, rewrite: Callable[[Bound], Bound]) -> Bound:
+    """Apply `rewrite` to every node of an expression, children first; identity kept when nothing changes."""
+    if isinstance(expr, (Call, Logical, Coalesce)):
+        args = tuple(map_expr(a, rewrite) for a in expr.args)
+        if any(n is not o for n, o in zip(args, expr.args)):
+            expr = dataclasses.replace(expr, args=args)
+    elif isinstance(expr, (KeyArith, Compare)):
+        left, right = map_expr(expr.left, rewrite), map_expr(expr.right, rewrite)
+        if left is not expr.left or right is not expr.right:
+            expr = dataclasses.replace(expr, left=left, right=right)
+    elif isinstance(expr, (Not, InSet, IsNullTest)):
+        arg = map_expr(expr.arg, rewrite)
+        if arg is not expr.arg:
+            expr = dataclasses.replace(expr, arg=arg)
+    return rewrite(expr)
+
+
+def substitute(expr: Bound, exprs: tuple) -> Bound:
+    """`expr` with every column reference replaced by the expression that computes it."""
+    return map_expr(expr, lambda e: exprs[e.index] if isinstance(e, ColumnIndex) else e)

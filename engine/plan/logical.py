@@ -1,5 +1,6 @@
-"""Logical plan: immutable TRA operators (scans, Filter, Project, Join, Aggregate, Retile, UnionAll, Sort, Limit,
-and the bound EINSUM and GRAD that the pipeline expands into those, or an EINSUM into one DenseEinsum)."""
+"""Logical plan: immutable TRA operators (scans, one constant tuple, Filter, Project, Join, Aggregate, Retile,
+UnionAll, Sort, Limit, and the bound EINSUM and GRAD that the pipeline expands into those, or an EINSUM into one
+DenseEinsum)."""
 from __future__ import annotations
 
 import dataclasses
@@ -58,6 +59,16 @@ class TableScan(Node):
     table: str
     columns: tuple[str, ...]
     schema: Schema
+
+    CHILDREN = ()
+
+
+@dataclass(frozen=True)
+class OneRow(Node):
+    """One tuple of no columns, as a SELECT without FROM reads: the relation a constant is projected from
+    (a gradient's seed, 1, where the loss is one tuple: autodiff/gradient.py)."""
+
+    schema: Schema = ()
 
     CHILDREN = ()
 
@@ -266,7 +277,7 @@ class Gradient(Node):
     CHILDREN = ("input",)
 
 
-Plan = Union[TensorScan, TableScan, RowsScan, Filter, Project, Join, Aggregate, Retile, UnionAll, Sort, Limit,
+Plan = Union[TensorScan, TableScan, OneRow, RowsScan, Filter, Project, Join, Aggregate, Retile, UnionAll, Sort, Limit,
              Einsum, DenseEinsum, Gradient]
 
 

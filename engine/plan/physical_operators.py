@@ -53,6 +53,13 @@ class DenseEinsum(OperatorSpec):
 
 
 @dataclass(frozen=True)
+class OneRow(OperatorSpec):
+    """One tuple of no columns."""
+
+    operator: ClassVar[str] = "OneRowExec"
+
+
+@dataclass(frozen=True)
 class RowsScan(OperatorSpec):
     """Tuples already computed (a shared subplan's), spread like a tensor scan."""
 

@@ -202,3 +202,26 @@ def test_projections_that_rename_and_scale_cost_the_gradient_no_join(cur):
     assert joins("loss") == joins("direct")
     grad = check(cur, "loss", "A", A, (2, 3))
     np.testing.assert_allclose(grad, cur.execute("SELECT * FROM GRAD(direct, A)").fetch_tensor(), rtol=1e-12)
+
+
+def test_a_scalar_loss_is_seeded_by_a_constant_and_not_computed_for_its_gradient(cur):
+    """The gradient of a loss of one scalar tuple (an aggregate without GROUP BY, projected) starts from the
+    constant 1, placed beside each tuple without a join: its forward pass runs once, in the gradient's plan, and
+    the loss's own aggregate not at all. A loss that may have no tuple (a filter above its aggregate) is still
+    seeded by its own tuples."""
+    X, W, Y = rand(20, 6), rand(6, 3), rand(20, 3)
+    load(cur, "X", X, (8, 3)); load(cur, "W", W, (3, 3)); load(cur, "Y", Y, (8, 3))
+    cur.execute("CREATE VIEW pred AS SELECT X.i, W.j, SUM(MATMUL(X.v, W.v)) AS v FROM X JOIN W ON X.j = W.i "
+                "GROUP BY X.i, W.j")
+    cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(p.v - Y.v)) / 40 AS v FROM pred AS p JOIN Y ON p.i = Y.i "
+                "AND p.j = Y.j")
+    def plan(view):
+        return "\n".join(row[0] for row in cur.execute(f"EXPLAIN SELECT * FROM GRAD({view}, W)"))
+    assert "SUMSQ" not in plan("loss") and "Shared subplan" not in plan("loss") and "cross" not in plan("loss")
+    check(cur, "loss", "W", W, (3, 3), expected=2 * X.T @ (X @ W - Y) / 40)
+    cur.execute("CREATE VIEW above AS SELECT l.v FROM loss AS l WHERE l.v > 1e9")  # no tuple: no gradient
+    cur.execute("CREATE VIEW kept AS SELECT l.v FROM loss AS l WHERE l.v > 0")
+    assert "SUMSQ" in plan("above")  # the loss, computed for the seed of its tuples
+    assert not cur.execute("SELECT * FROM GRAD(above, W)").fetch_tensor(shape=W.shape).any()
+    np.testing.assert_allclose(cur.execute("SELECT * FROM GRAD(kept, W)").fetch_tensor(), 2 * X.T @ (X @ W - Y) / 40,
+                               rtol=1e-9)

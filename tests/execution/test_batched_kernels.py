@@ -87,3 +87,19 @@ def test_what_has_no_stacked_form_compiles_to_none():
     assert batched_kernels.compile_batched(bx.Const(np.ones((4, 8)), tile), NUMPY_BACKEND) is None
     assert batched_kernels.compile_batched(column, NUMPY_BACKEND) is not None
     assert batched_kernels.compile_batched(bx.ColumnIndex(1, None), NUMPY_BACKEND) is None
+
+
+@pytest.mark.parametrize("cast,dtype", [("float32", np.float32), ("float64", np.float64)])
+def test_a_cast_constant_is_stacked_as_a_number_of_its_dtype(tiles, monkeypatch, cast, dtype):
+    """`CAST(2 AS float32)` folds to a 0-d array: the stacked kernels take it as each tuple's call does (its dtype
+    promotes the float32 tiles as numpy promotes them), one call a batch."""
+    cur, values = tiles
+    calls = []
+    kernel = type(FUNCTIONS["SUMSQ"])
+    real = kernel.call
+    monkeypatch.setattr(kernel, "call", lambda self, backend, args: calls.append(self.name) or real(self, backend, args))
+    got = cur.execute(f"SELECT F.i, F.j, F.v * CAST(2 AS {cast}) + 1 AS v FROM F").fetch_tensor()
+    expected = np.concatenate([b * np.asarray(2, dtype) + 1 for b in per_tile(values.astype(np.float32))])
+    assert got.dtype == expected.dtype == dtype
+    np.testing.assert_array_equal(got, expected)
+    assert calls.count("*") < 10  # a call a batch (of each worker's share), not one for each of the 251 tuples

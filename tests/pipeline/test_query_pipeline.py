@@ -11,7 +11,9 @@ MLP = [
     "CREATE TENSOR X SHAPE (64, 32) TILE (32, 16) FILL RANDOM_NORMAL(0, 1, 1)",
     "CREATE TENSOR W SHAPE (32, 8) TILE (16, 8) FILL RANDOM_NORMAL(0, 1, 2)",
     "CREATE VIEW h AS SELECT X.i, W.j, SUM(MATMUL(X.v, W.v)) AS v FROM X JOIN W ON X.j = W.i GROUP BY X.i, W.j",
-    "CREATE VIEW loss AS SELECT SUM(SUMSQ(RELU(h.v))) AS v FROM h",
+    # a loss of one tuple a row block: its gradient's seed pairs each with its tuple, so the loss is computed and
+    # shares the forward pass with the gradient (a loss of one scalar tuple is seeded by a constant instead)
+    "CREATE VIEW loss AS SELECT h.i, SUM(SUMSQ(RELU(h.v))) AS v FROM h GROUP BY h.i",
 ]
 GRAD = "SELECT * FROM GRAD(loss, W)"
 

@@ -9,7 +9,7 @@ axis of the stack; elementwise kernels take their arguments' stacks with axes of
 axis where a tile has fewer dimensions (a 0-d SUMSQ beside a matrix tile), as a tuple's broadcasting
 puts them in front. So `SUM(1 + SUMSQ(E.v))` or `SUM(REDUCE_SUM(SQUARE(E.v), 1))` over a million small
 tiles is a few numpy calls, not a million kernel calls. Anything else (a product, a key inside a kernel,
-an array constant) compiles to None, and the caller goes tuple by tuple.
+an array constant other than a 0-d one) compiles to None, and the caller goes tuple by tuple.
 """
 from __future__ import annotations
 
@@ -43,6 +43,8 @@ def compile_batched(expr: bx.Bound, backend: Backend) -> Optional[Batched]:
         return lambda row: (row[index], row[index].ndim - 1)
     if isinstance(expr, bx.Const):
         value = expr.value
+        if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iuf":
+            return lambda row: (value, -1)  # a folded CAST(2 AS float32): a scalar of its dtype, as in each tuple's call
         if not isinstance(value, (int, float, np.number)) or isinstance(value, bool):
             return None  # an array constant would broadcast against the tuples' axis
         return lambda row: (value, -1)

@@ -1,4 +1,5 @@
-"""The leaves: scans of stored tensors, of shared tuples and of tables, and products run on whole arrays."""
+"""The leaves: scans of stored tensors, of shared tuples and of tables, one constant tuple, and products run on
+whole arrays."""
 from __future__ import annotations
 
 import math
@@ -55,6 +56,11 @@ def dense_einsum(planner: "PhysicalPlanner", plan: lp.DenseEinsum, want: Want) -
 def block_rows_of(row_tiles: int, tile_rows: int, blocks: int) -> int:
     """The rows of each of at most `blocks` runs of whole row tiles over `row_tiles` tiles, as even as they go."""
     return -(-row_tiles // max(1, min(blocks, row_tiles))) * tile_rows
+
+
+def one_row(planner: "PhysicalPlanner", plan: lp.OneRow, want: Want) -> PhysicalNode:
+    """One tuple of no columns, in one place."""
+    return physical_node(po.OneRow(), "one tuple", (), plan.schema, SINGLE, planner.estimator.estimate(plan))
 
 
 def rows_scan(planner: "PhysicalPlanner", plan: lp.RowsScan, want: Want) -> PhysicalNode:

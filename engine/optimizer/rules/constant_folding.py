@@ -1,4 +1,5 @@
-"""constant_folding: kernel calls, key arithmetic and predicates over constants computed once at plan time."""
+"""constant_folding: kernel calls, key arithmetic and predicates over constants computed once at plan time;
+products by a unit of their own type dropped."""
 from __future__ import annotations
 
 import dataclasses
@@ -6,9 +7,10 @@ import dataclasses
 import numpy as np
 
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
-from trdb.optimizer.plan_rewrite import map_expr, transform_up
+from trdb.optimizer.plan_rewrite import transform_up
 from trdb.plan import expressions as bx
 from trdb.plan import logical as lp
+from trdb.plan.expressions import map_expr
 from trdb.plan.types import TensorType
 
 _UNFOLDED = object()  # the expression cannot (or must not) be computed now; leave it to run time
@@ -65,10 +67,25 @@ def _fold_one(expr: bx.Bound) -> bx.Bound:
     if isinstance(expr, (bx.Const, bx.ColumnIndex)):
         return expr
     if not all(isinstance(c, bx.Const) for c in bx.children(expr)):
-        return expr
+        return _without_unit_factor(expr)
     value = _value(expr)
     # the folded constant keeps the expression's type, so no column changes kind or dtype
     return expr if value is _UNFOLDED else bx.Const(value, expr.type)
+
+
+def _without_unit_factor(expr: bx.Bound) -> bx.Bound:
+    """`x * 1` is x where the product has x's own type (a gradient's constant seed, 1, multiplies each
+    derivative: autodiff/gradient.py)."""
+    if isinstance(expr, bx.Call) and expr.function.name == "*" and len(expr.args) == 2:
+        for unit, other in (expr.args, expr.args[::-1]):
+            if isinstance(unit, bx.Const) and _is_one(unit.value) and other.type == expr.type:
+                return other
+    return expr
+
+
+def _is_one(value) -> bool:
+    return not isinstance(value, (bool, np.bool_, str)) and np.ndim(value) == 0 and \
+        np.asarray(value).dtype.kind in "iuf" and value == 1
 
 
 def _value(expr: bx.Bound):

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from trdb.optimizer.plan_rewrite import contains_call, substitute, transform_up
+from trdb.optimizer.plan_rewrite import contains_call, transform_up
 from trdb.plan import expressions as bx
 from trdb.plan import logical as lp
+from trdb.plan.expressions import substitute
 
 
 def kernel_fusion(plan: lp.Plan, context) -> lp.Plan:
