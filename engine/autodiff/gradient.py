@@ -57,6 +57,14 @@ def _match(left: lp.Plan, right: lp.Plan, left_keys: tuple[int, ...], right_keys
     return lp.Project(joined, tuple(_index(joined, i) for i in kept), left.schema + right.schema)
 
 
+def _unique_on(plan: lp.Plan, keys: tuple[int, ...]) -> bool:
+    """Whether no two tuples of `plan` have equal `keys`: a stored tensor's scan joined on each of its key
+    columns that has more than one tile."""
+    if not isinstance(plan, lp.TensorScan):
+        return False
+    return all(column in keys for column, tiles in enumerate(plan.tensor.grid) if tiles > 1)
+
+
 def _constant(plan: lp.Plan) -> bool:
     """A relation of one constant tuple (`_constant_seed`'s)."""
     return isinstance(plan, lp.Project) and isinstance(plan.input, lp.OneRow)
@@ -197,15 +205,25 @@ class Differentiator:
     def _Join(self, plan: lp.Join, gradient: Gradient) -> None:
         left_count = lineage_width(plan.left)
         width = len(plan.left.schema)
-        sides = ((plan.left, 0, left_count, 0), (plan.right, left_count, lineage_width(plan.right), width))
-        for side, lineage_start, count, column_start in sides:
+        sides = ((plan.left, 0, left_count, 0, plan.right, plan.right_keys),
+                 (plan.right, left_count, lineage_width(plan.right), width, plan.left, plan.left_keys))
+        for side, lineage_start, count, column_start, other, other_keys in sides:
             columns = {c - column_start: p for c, p in gradient.columns.items()
                        if column_start <= c < column_start + len(side.schema)}
             if columns and self.wanted(side):
-                self.backward(side, self._side_gradient(gradient, lineage_start, count, columns))
+                summed = not (self._is_param(side) or _unique_on(other, other_keys))
+                self.backward(side, self._side_gradient(gradient, lineage_start, count, columns, summed))
 
-    def _side_gradient(self, gradient: Gradient, start: int, count: int, columns: dict) -> Gradient:
-        """One side's part of a join's gradient, summed over that side's lineage."""
+    def _is_param(self, plan: lp.Plan) -> bool:
+        return isinstance(plan, lp.TensorScan) and fold(plan.tensor.name) == fold(self.param.name)
+
+    def _side_gradient(self, gradient: Gradient, start: int, count: int, columns: dict,
+                       summed: bool = True) -> Gradient:
+        """One side's part of a join's gradient, summed over that side's lineage. Not `summed` where the side
+        is the parameter itself (its contribution is summed with the others by the parameter's keys at the end,
+        `_sum_contributions`: an embedding table met twice in a join, a triple's head and tail, is summed once,
+        not once for each side and then again), nor where each of the side's tuples meets at most one tuple of
+        the other (each lineage is there once already: a triple joined with the embedding of its head)."""
         source = gradient.plan
         lineage = [_index(source, start + n) for n in range(count)]
         part = _gradient_plan(source, lineage, {c: _index(source, p) for c, p in columns.items()})
@@ -214,10 +232,11 @@ class Differentiator:
             # there may have some NULL lineage (its own outer join's missing side), never all of it
             present = lp.Filter(present, bx.IsNullTest(bx.Coalesce(tuple(_index(present, n) for n in range(count))),
                                                        negated=True))
+        if not summed:
+            return Gradient(present, count, part.columns)
         calls = tuple(lp.AggregateCall("SUM", _index(present, p)) for p in sorted(part.columns.values()))
         groups = tuple(_index(present, n) for n in range(count))
-        summed = lp.Aggregate(present, groups, calls, present.schema)
-        return Gradient(summed, count, part.columns)
+        return Gradient(lp.Aggregate(present, groups, calls, present.schema), count, part.columns)
 
     def _Aggregate(self, plan: lp.Aggregate, gradient: Gradient) -> None:
         wanted = self.wanted(plan.input)

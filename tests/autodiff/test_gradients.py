@@ -225,3 +225,23 @@ def test_a_scalar_loss_is_seeded_by_a_constant_and_not_computed_for_its_gradient
     assert not cur.execute("SELECT * FROM GRAD(above, W)").fetch_tensor(shape=W.shape).any()
     np.testing.assert_allclose(cur.execute("SELECT * FROM GRAD(kept, W)").fetch_tensor(), 2 * X.T @ (X @ W - Y) / 40,
                                rtol=1e-9)
+
+
+def test_an_embedding_met_twice_in_a_join_is_summed_once(cur):
+    """A triple joined with the embeddings of its head and its tail: each side's gradient goes to the parameter's
+    keys unsummed (a triple meets one embedding of each, and the contributions are summed by key at the end),
+    so the gradient plan has one aggregate, where a sum by lineage for each join side made three more."""
+    E, R = rand(12, 4), rand(3, 4)
+    heads, relations, tails = RNG.integers(0, 12, 40), RNG.integers(0, 3, 40), RNG.integers(0, 12, 40)
+    load(cur, "E", E, (1, 4)); load(cur, "R", R, (1, 4))
+    cur.execute("CREATE TABLE triples (h BIGINT, r BIGINT, t BIGINT)")
+    cur.executemany("INSERT INTO triples VALUES (?, ?, ?)", list(zip(*(a.tolist() for a in (heads, relations, tails)))))
+    cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(H.v + Q.v - U.v)) AS v FROM triples AS X "
+                "JOIN E AS H ON H.i = X.h JOIN R AS Q ON Q.i = X.r JOIN E AS U ON U.i = X.t")
+    plan = "\n".join(row[0] for row in cur.execute("EXPLAIN SELECT * FROM GRAD(loss, E)"))
+    assert plan.count("HashAggregateExec") == plan.count("HashAggregateExec(group by [i, j]: SUM(v))") >= 1
+    residual = 2 * (E[heads] + R[relations] - E[tails])
+    expected = np.zeros_like(E)
+    np.add.at(expected, heads, residual)
+    np.add.at(expected, tails, -residual)
+    check(cur, "loss", "E", E, (1, 4), expected=expected)
