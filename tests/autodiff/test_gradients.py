@@ -43,13 +43,19 @@ def check(cur, view, param, array, tile, expected=None):
     return grad
 
 
-def test_least_squares(cur):
+def least_squares(cur, scale: str = ""):
+    """X, W, Y loaded and the view `loss` of SUM(SUMSQ(X·W - Y)) (with `scale` after it): the arrays."""
     X, W, Y = rand(20, 6), rand(6, 3), rand(20, 3)
     load(cur, "X", X, (8, 3)); load(cur, "W", W, (3, 3)); load(cur, "Y", Y, (8, 3))
     cur.execute("CREATE VIEW pred AS SELECT X.i, W.j, SUM(MATMUL(X.v, W.v)) AS v FROM X JOIN W ON X.j = W.i "
                 "GROUP BY X.i, W.j")
-    cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(p.v - Y.v)) AS v FROM pred AS p JOIN Y ON p.i = Y.i "
+    cur.execute(f"CREATE VIEW loss AS SELECT SUM(SUMSQ(p.v - Y.v)){scale} AS v FROM pred AS p JOIN Y ON p.i = Y.i "
                 "AND p.j = Y.j")
+    return X, W, Y
+
+
+def test_least_squares(cur):
+    X, W, Y = least_squares(cur)
     check(cur, "loss", "W", W, (3, 3), expected=2 * X.T @ (X @ W - Y))
 
 
@@ -209,12 +215,8 @@ def test_a_scalar_loss_is_seeded_by_a_constant_and_not_computed_for_its_gradient
     constant 1, placed beside each tuple without a join: its forward pass runs once, in the gradient's plan, and
     the loss's own aggregate not at all. A loss that may have no tuple (a filter above its aggregate) is still
     seeded by its own tuples."""
-    X, W, Y = rand(20, 6), rand(6, 3), rand(20, 3)
-    load(cur, "X", X, (8, 3)); load(cur, "W", W, (3, 3)); load(cur, "Y", Y, (8, 3))
-    cur.execute("CREATE VIEW pred AS SELECT X.i, W.j, SUM(MATMUL(X.v, W.v)) AS v FROM X JOIN W ON X.j = W.i "
-                "GROUP BY X.i, W.j")
-    cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(p.v - Y.v)) / 40 AS v FROM pred AS p JOIN Y ON p.i = Y.i "
-                "AND p.j = Y.j")
+    X, W, Y = least_squares(cur, " / 40")
+
     def plan(view):
         return "\n".join(row[0] for row in cur.execute(f"EXPLAIN SELECT * FROM GRAD({view}, W)"))
     assert "SUMSQ" not in plan("loss") and "Shared subplan" not in plan("loss") and "cross" not in plan("loss")
