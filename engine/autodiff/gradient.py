@@ -70,6 +70,13 @@ def _constant(plan: lp.Plan) -> bool:
     return isinstance(plan, lp.Project) and isinstance(plan.input, lp.OneRow)
 
 
+def _with_constants(plan: lp.Plan) -> bool:
+    """A projection of its input's columns and of constants, one at least: a constant, or one placed beside
+    another relation's tuples (`_match`)."""
+    return isinstance(plan, lp.Project) and any(not bx.columns_used(e) for e in plan.exprs) and \
+        all(isinstance(e, bx.ColumnIndex) or not bx.columns_used(e) for e in plan.exprs)
+
+
 def _outer_join_below(plan: lp.Plan, known: dict[int, tuple[lp.Plan, bool]]) -> bool:
     """Whether an outer join is below `plan`; `known` remembers each subplan looked into (a gradient plan
     reuses its forward subplans many times over: without it, every join the backward pass builds searched
@@ -95,11 +102,15 @@ def _null_safe_keys(plan: lp.Plan, keys: tuple[int, ...]) -> tuple[lp.Plan, tupl
     return lp.Project(plan, exprs, schema), tuple(range(width, width + len(extra)))
 
 
-def _gradient_plan(source: lp.Plan, lineage: list[bx.Bound], grads: dict[int, bx.Bound]) -> Gradient:
+def _gradient_plan(source: lp.Plan, lineage: list[bx.Bound], grads: dict[int, bx.Bound],
+                   terms: tuple[bx.Bound, ...] = ()) -> Gradient:
+    """The gradient relation `grads` (by column) computed over `source`, with `terms` after them (`_Aggregate`)."""
     order = sorted(grads)
-    exprs = tuple(lineage) + tuple(grads[c] for c in order)
-    schema = lineage_columns(len(lineage)) + tuple(Column(f"_grad{c}", grads[c].type) for c in order)
-    if _constant(source):  # a constant's gradient (passed through a projection) is a constant: one projection
+    exprs = tuple(lineage) + tuple(grads[c] for c in order) + terms
+    schema = lineage_columns(len(lineage)) + tuple(Column(f"_grad{c}", grads[c].type) for c in order) + \
+        tuple(Column(f"_term{n}", term.type) for n, term in enumerate(terms))
+    if _with_constants(source):  # one projection: a constant's gradient passed through a projection is one still,
+        # and the columns a constant was placed beside (`_match`) are read where they are
         source, exprs = source.input, tuple(bx.substitute(e, source.exprs) for e in exprs)
     return Gradient(lp.Project(source, exprs, schema), len(lineage),
                     {c: len(lineage) + n for n, c in enumerate(order)})
@@ -264,7 +275,11 @@ class Differentiator:
             if upstream is not None:
                 backpropagate(call_spec.arg, upstream, wanted, grads)
         lineage = [_index(joined, width + n) for n in range(count)]
-        self.backward(plan.input, _gradient_plan(joined, lineage, grads))
+        # the loss's own aggregate (one tuple, seeded by a constant): its terms beside the gradients, which
+        # MINIMIZE's loss sums there (`loss_from_terms`) instead of computing the forward pass once more
+        terms = tuple(c.arg for c in plan.calls if c.arg is not None) \
+            if not plan.group_by and _constant(gradient.plan) else ()
+        self.backward(plan.input, _gradient_plan(joined, lineage, grads, terms))
 
     @staticmethod
     def _aggregate_upstream(spec: lp.AggregateCall, grad, value, count):
@@ -322,6 +337,47 @@ def _constant_seed(loss: lp.Plan, value: int) -> Optional[Gradient]:
     if not (isinstance(below, lp.Aggregate) and not below.group_by and isinstance(kind, TensorType) and kind.tile == ()):
         return None
     return _gradient_plan(lp.OneRow(), [], {value: call("CAST", bx.Const(1, ScalarType(int)), kind.dtype.name)})
+
+
+def loss_from_terms(loss: lp.Plan) -> lp.Plan:
+    """The loss, where it is one tuple seeded by a constant (`_constant_seed`), with its aggregate reading its
+    terms from the aggregate's input with lineage, as the projection computes them that a gradient computes its
+    derivatives in (`_Aggregate`): made to read that projection (optimizer/subsumed_projections.py), a plan run
+    beside the gradients (MINIMIZE's) sums their tuples and does not compute the forward pass itself (see
+    `sums_gradient_terms`). Else the loss as it is."""
+    chain, below = _projections_above(loss)
+    if _constant_seed(loss, loss_column(loss)) is None or not isinstance(below, lp.Aggregate):
+        return loss
+    inner, _ = with_lineage(below.input)
+    keyed = lp.Project(inner, tuple(_index(inner, i) for i in range(len(inner.schema))), inner.schema)
+    terms = tuple(c.arg for c in below.calls if c.arg is not None)
+    read = lp.Project(keyed, terms, tuple(Column(f"_term{n}", term.type) for n, term in enumerate(terms)))
+    numbered = iter(range(len(terms)))
+    calls = tuple(c if c.arg is None else lp.AggregateCall(c.function, _index(read, next(numbered)))
+                  for c in below.calls)
+    rebuilt: lp.Plan = lp.Aggregate(read, (), calls, below.schema)
+    for project in reversed(chain):
+        rebuilt = lp.with_inputs(project, [rebuilt])
+    return rebuilt
+
+
+def sums_gradient_terms(loss: lp.Plan) -> bool:
+    """Whether `loss_from_terms`'s loss reads the terms from a gradient's projection (where no gradient computed
+    them, its own projection would share the forward pass with lineage whole, not streamed: the loss is then
+    better computed as it was)."""
+    _, below = _projections_above(loss)
+    source = below.input if isinstance(below, lp.Aggregate) else None
+    return isinstance(source, lp.Project) and isinstance(source.input, lp.Project) and \
+        any(column.name.startswith("_grad") for column in source.input.schema)
+
+
+def _projections_above(plan: lp.Plan) -> tuple[list[lp.Project], lp.Plan]:
+    """The projections on top of `plan`, outermost first, and what is below them."""
+    chain = []
+    while isinstance(plan, lp.Project):
+        chain.append(plan)
+        plan = plan.input
+    return chain, plan
 
 
 def _sum_contributions(differentiator: Differentiator) -> lp.Plan:

@@ -16,6 +16,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from trdb.autodiff.gradient import loss_from_terms, sums_gradient_terms
 from trdb.autodiff.update_rules import sgd_direction, sgd_stepped
 from trdb.catalog.names import did_you_mean, fold
 from trdb.errors import ProgrammingError
@@ -170,7 +171,9 @@ def step_plans(sc: StatementContext, node: ast.Minimize) -> tuple[lp.Plan, list[
         loss = sc.pipeline.expand(binder.bind_table(ast.TableRef(node.view, span=node.span)), dense=False)
         gradients = [sc.pipeline.expand(binder.bind_grad(ast.GradRef(node.view, p.name, span=node.span)))
                      for p in params]
-        return sharing_projections([loss, *gradients])
+        summed = loss_from_terms(loss)  # the loss summed from the terms the gradients compute beside their derivatives
+        plans = sharing_projections([summed, *gradients])
+        return plans if summed is loss or sums_gradient_terms(plans[0]) else sharing_projections([loss, *gradients])
     if sc.plan_memo is None:
         loss, *gradients = bind()
     else:  # a training loop of MINIMIZE statements binds once

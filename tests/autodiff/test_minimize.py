@@ -187,3 +187,36 @@ def test_adam_steps_a_parameter_in_its_own_precision(cur, dtype):
     got = cur.execute("SELECT * FROM W").fetch_tensor()
     assert got.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(got, expected)
+
+
+def test_the_loss_is_summed_where_the_gradients_are_computed(cur):
+    """A loss of one scalar tuple over a join (TransE): MINIMIZE sums it from terms that the gradients' shared
+    projection computes beside the derivatives, so a step runs the join once (three joins in its EXPLAIN, not
+    six), and each step reports the loss a SELECT of the view gives before it."""
+    rng = np.random.default_rng(5)
+    cur.execute("CREATE TENSOR E FROM ? TILE (1, 4) DTYPE float64", [rng.standard_normal((12, 4))])
+    cur.execute("CREATE TENSOR R FROM ? TILE (1, 4) DTYPE float64", [rng.standard_normal((3, 4))])
+    cur.execute("CREATE TABLE triples (h BIGINT, r BIGINT, t BIGINT)")
+    cur.executemany("INSERT INTO triples VALUES (?, ?, ?)",
+                    [tuple(int(x) for x in row) for row in rng.integers(0, [12, 3, 12], (30, 3))])
+    cur.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(H.v + Q.v - U.v)) / 30 AS v FROM triples AS X "
+                "JOIN E AS H ON H.i = X.h JOIN R AS Q ON Q.i = X.r JOIN E AS U ON U.i = X.t")
+    step = "MINIMIZE loss WRT (E, R) WITH (optimizer = 'sgd', learning_rate = 0.1, steps = 1)"
+    assert "\n".join(row[0] for row in cur.execute("EXPLAIN " + step)).count("HashJoinExec") == 3
+    for _ in range(3):
+        before = float(cur.execute("SELECT * FROM loss").fetchone()[0])
+        reported = cur.execute(step).fetchall()[0][1]
+        assert reported == pytest.approx(before, rel=1e-12)
+
+
+def test_a_loss_whose_gradient_reads_its_value_is_computed_as_it_is(cur):
+    """SQRT of a sum: its derivative reads the loss, so the gradients compute no terms of it, and the loss is
+    computed as written (not from terms of the forward pass with lineage, which would then be kept whole)."""
+    rng = np.random.default_rng(6)
+    cur.execute("CREATE TENSOR X FROM ? TILE (4, 3)", [rng.standard_normal((8, 3))])
+    cur.execute("CREATE TENSOR W FROM ? TILE (3, 2)", [rng.standard_normal((3, 2))])
+    cur.execute("CREATE VIEW l AS SELECT SQRT(SUM(SUMSQ(MATMUL(X.v, W.v)))) AS v FROM X JOIN W ON X.j = W.i")
+    step = "MINIMIZE l WRT (W) WITH (optimizer = 'sgd', learning_rate = 0.01, steps = 1)"
+    assert "_term" not in "\n".join(row[0] for row in cur.execute("EXPLAIN " + step))
+    before = float(cur.execute("SELECT * FROM l").fetchone()[0])
+    assert cur.execute(step).fetchall()[0][1] == pytest.approx(before, rel=1e-12)
