@@ -69,12 +69,14 @@ def _rewrite(plan, number, by_input: dict, done: dict):
     if id(plan) in done:
         return done[id(plan)]
     rebuilt = lp.with_inputs(plan, [_rewrite(child, number, by_input, done) for child in plan.inputs])
-    if isinstance(plan, lp.Project) and rebuilt is plan:
+    if isinstance(plan, lp.Project):
+        # found by its input as it was (what is below both may have been rewritten since: both alike), and
+        # read as rewritten, so that both plans hold the same subplan
         larger = _subsuming(plan, by_input.get(number(plan.input), ()))
         if larger is not None:
             columns = tuple(bx.ColumnIndex(larger.exprs.index(e), larger.schema[larger.exprs.index(e)].type)
                             for e in plan.exprs)
-            rebuilt = lp.Project(larger, columns, plan.schema)
+            rebuilt = lp.Project(_rewrite(larger, number, by_input, done), columns, plan.schema)
     done[id(plan)] = rebuilt
     return rebuilt
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import trdb
+from helpers.mlp_views import create_mlp_views
 
 N = 20000
 
@@ -219,4 +220,18 @@ def test_a_loss_whose_gradient_reads_its_value_is_computed_as_it_is(cur):
     step = "MINIMIZE l WRT (W) WITH (optimizer = 'sgd', learning_rate = 0.01, steps = 1)"
     assert "_term" not in "\n".join(row[0] for row in cur.execute("EXPLAIN " + step))
     before = float(cur.execute("SELECT * FROM l").fetchone()[0])
+    assert cur.execute(step).fetchall()[0][1] == pytest.approx(before, rel=1e-12)
+
+
+def test_a_loss_above_shared_layers_is_summed_where_the_gradients_are(cur):
+    """An MLP's loss: below its terms the hidden layer's projection is itself shared with the gradients (read from
+    a larger one), and the loss still reads its terms from the gradients' projection."""
+    rng = np.random.default_rng(3)
+    for name, shape, tile in [("X", (12, 4), (6, 4)), ("W1", (4, 6), (4, 3)), ("W2", (6, 2), (3, 2)),
+                              ("Y", (12, 2), (6, 2))]:
+        cur.execute(f"CREATE TENSOR {name} FROM ? TILE {tile}", [rng.standard_normal(shape)])
+    create_mlp_views(cur)
+    step = "MINIMIZE loss WRT (W1, W2) WITH (optimizer = 'sgd', learning_rate = 0.01, steps = 1)"
+    assert "SUM(_term0)" in "\n".join(row[0] for row in cur.execute("EXPLAIN " + step))
+    before = float(cur.execute("SELECT * FROM loss").fetchone()[0])
     assert cur.execute(step).fetchall()[0][1] == pytest.approx(before, rel=1e-12)
