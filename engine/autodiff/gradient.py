@@ -108,7 +108,7 @@ def _gradient_plan(source: lp.Plan, lineage: list[bx.Bound], grads: dict[int, bx
     order = sorted(grads)
     exprs = tuple(lineage) + tuple(grads[c] for c in order) + terms
     schema = lineage_columns(len(lineage)) + tuple(Column(f"_grad{c}", grads[c].type) for c in order) + \
-        tuple(Column(f"_term{n}", term.type) for n, term in enumerate(terms))
+        _term_columns(terms)
     if _with_constants(source):  # one projection: a constant's gradient passed through a projection is one still,
         # and the columns a constant was placed beside (`_match`) are read where they are
         source, exprs = source.input, tuple(bx.substitute(e, source.exprs) for e in exprs)
@@ -255,8 +255,7 @@ class Differentiator:
             return
         inner, count = with_lineage(plan.input)
         width, groups = len(plan.input.schema), len(plan.group_by)
-        keyed = lp.Project(inner, tuple(_index(inner, i) for i in range(len(inner.schema))) + plan.group_by,
-                           inner.schema + lineage_columns(groups, count))
+        keyed = _keyed(inner, plan.group_by, count)
         group_keys = tuple(range(len(inner.schema), len(keyed.schema)))
         joined = _match(keyed, gradient.plan, group_keys, tuple(range(groups)), self.outer_joins)
         grad_offset, forward_offset = len(keyed.schema), len(keyed.schema) + len(gradient.plan.schema)
@@ -277,8 +276,7 @@ class Differentiator:
         lineage = [_index(joined, width + n) for n in range(count)]
         # the loss's own aggregate (one tuple, seeded by a constant): its terms beside the gradients, which
         # MINIMIZE's loss sums there (`loss_from_terms`) instead of computing the forward pass once more
-        terms = tuple(c.arg for c in plan.calls if c.arg is not None) \
-            if not plan.group_by and _constant(gradient.plan) else ()
+        terms = _terms(plan) if not plan.group_by and _constant(gradient.plan) else ()
         self.backward(plan.input, _gradient_plan(joined, lineage, grads, terms))
 
     @staticmethod
@@ -331,9 +329,7 @@ def _constant_seed(loss: lp.Plan, value: int) -> Optional[Gradient]:
     the constant 1, on one tuple without lineage. The loss itself is not computed for it (a GRAD ran the whole
     forward pass once more, only to find the one tuple). None where the loss is not so."""
     kind = loss.schema[value].type
-    below = loss
-    while isinstance(below, lp.Project):
-        below = below.input
+    _, below = _projections_above(loss)
     if not (isinstance(below, lp.Aggregate) and not below.group_by and isinstance(kind, TensorType) and kind.tile == ()):
         return None
     return _gradient_plan(lp.OneRow(), [], {value: call("CAST", bx.Const(1, ScalarType(int)), kind.dtype.name)})
@@ -348,10 +344,9 @@ def loss_from_terms(loss: lp.Plan) -> lp.Plan:
     chain, below = _projections_above(loss)
     if _constant_seed(loss, loss_column(loss)) is None or not isinstance(below, lp.Aggregate):
         return loss
-    inner, _ = with_lineage(below.input)
-    keyed = lp.Project(inner, tuple(_index(inner, i) for i in range(len(inner.schema))), inner.schema)
-    terms = tuple(c.arg for c in below.calls if c.arg is not None)
-    read = lp.Project(keyed, terms, tuple(Column(f"_term{n}", term.type) for n, term in enumerate(terms)))
+    inner, count = with_lineage(below.input)
+    terms = _terms(below)
+    read = lp.Project(_keyed(inner, (), count), terms, _term_columns(terms))
     numbered = iter(range(len(terms)))
     calls = tuple(c if c.arg is None else lp.AggregateCall(c.function, _index(read, next(numbered)))
                   for c in below.calls)
@@ -369,6 +364,21 @@ def sums_gradient_terms(loss: lp.Plan) -> bool:
     source = below.input if isinstance(below, lp.Aggregate) else None
     return isinstance(source, lp.Project) and isinstance(source.input, lp.Project) and \
         any(column.name.startswith("_grad") for column in source.input.schema)
+
+
+def _keyed(inner: lp.Plan, group_by: tuple, count: int) -> lp.Project:
+    """An aggregate's input with lineage (`inner`, `count` lineage columns) and its group keys after them."""
+    return lp.Project(inner, tuple(_index(inner, i) for i in range(len(inner.schema))) + group_by,
+                      inner.schema + lineage_columns(len(group_by), count))
+
+
+def _terms(aggregate: lp.Aggregate) -> tuple[bx.Bound, ...]:
+    """What an aggregate's calls sum (or take the extreme of, or average), tuple by tuple."""
+    return tuple(c.arg for c in aggregate.calls if c.arg is not None)
+
+
+def _term_columns(terms: tuple[bx.Bound, ...]) -> tuple[Column, ...]:
+    return tuple(Column(f"_term{n}", term.type) for n, term in enumerate(terms))
 
 
 def _projections_above(plan: lp.Plan) -> tuple[list[lp.Project], lp.Plan]:
