@@ -29,11 +29,13 @@ class Stack:
 
 def stored_stack(keys: np.ndarray, tiles: list) -> Optional[Stack]:
     """A read's tiles (keys n x m, tiles as `catalog.tiles` gives them) as one stack in key order, where they
-    are all dense of one shape and dtype and lie in one run (no copy then); else None."""
-    runs = tiles.runs if isinstance(tiles, TileRuns) else ()
-    if len(tiles) == 0 or len(runs) != 1 or runs[0][0] != 0 or len(runs[0][1]) != len(tiles):
+    are all dense of one shape and dtype and lie in runs: one run as it is, several (a read of a million
+    tiles comes in batches) concatenated; else None."""
+    pieces = list(tiles.pieces()) if isinstance(tiles, TileRuns) and len(tiles) else [(0, 0, None)]
+    stacks = [stack for _, _, stack in pieces]
+    if any(stack is None for stack in stacks) or len({(s.shape[1:], s.dtype) for s in stacks}) != 1:
         return None
-    stack = runs[0][1]
+    stack = stacks[0] if len(stacks) == 1 else np.concatenate(stacks)
     order = key_order(keys)
     return Stack(keys, stack) if order is None else Stack(keys[order], stack[order])
 

@@ -14,6 +14,8 @@ import pytest
 
 import trdb
 from trdb.statements import minimize
+from trdb.statements.parameter_stacks import stored_stack
+from trdb.storage.tile_runs import TileRuns, tile_views
 
 
 def embedding_model(con, rng, entities=40, pairs=25, tile=(1, 8)) -> None:
@@ -157,3 +159,37 @@ def test_large_tiles_step_as_a_stack_with_the_tile_by_tile_values(monkeypatch, t
     for name in fast:
         np.testing.assert_allclose(np.asarray(fast[name], dtype=float), np.asarray(slow[name], dtype=float),
                                    rtol=1e-12, atol=1e-15, err_msg=name)
+
+
+def test_a_read_in_several_runs_is_one_stack_in_key_order():
+    first, second = np.arange(6.0).reshape(3, 2), np.arange(6.0, 10.0).reshape(2, 2)
+    keys = np.array([[4], [0], [3], [1], [2]])
+    tiles = TileRuns(tile_views(first) + tile_views(second), ((0, first), (3, second)))
+    stack = stored_stack(keys, tiles)
+    np.testing.assert_array_equal(stack.keys, [[0], [1], [2], [3], [4]])
+    np.testing.assert_array_equal(stack.tiles, np.concatenate([first, second])[[1, 3, 4, 2, 0]])
+    loose = TileRuns(tile_views(first) + [np.zeros(2)] + tile_views(second), ((0, first), (4, second)))
+    assert stored_stack(np.arange(6).reshape(6, 1), loose) is None  # a tile in no run
+    edge = TileRuns(tile_views(first) + tile_views(second[:, :1]), ((0, first), (3, second[:, :1])))
+    assert stored_stack(keys, edge) is None  # runs of two tile shapes
+
+
+def test_a_parameter_of_many_one_value_tiles_steps_as_a_stack(monkeypatch):
+    """A read of 300,000 tiles comes in several runs (one per batch DuckDB hands over): still one stack, and
+    Adam's step of it the closed form's."""
+    taken = []
+    original = minimize._stacked_update
+    monkeypatch.setattr(minimize, "_stacked_update", lambda *args: taken.append(original(*args)) or taken[-1])
+    start = np.random.default_rng(5).standard_normal(300_000).astype(np.float32)
+    con = trdb.connect()
+    con.execute("CREATE TENSOR f FROM ? TILE (1)", [start])
+    con.execute("CREATE VIEW loss AS SELECT SUM(SUMSQ(f.v)) AS v FROM f")
+    for _ in range(2):
+        con.execute("MINIMIZE loss WRT (f) WITH (optimizer = 'adam', learning_rate = 0.1, steps = 1)")
+    x, m, v = start.astype(np.float64), 0.0, 0.0
+    for step in (1, 2):  # torch.optim.Adam's defaults, in numpy
+        gradient = 2 * x
+        m, v = 0.9 * m + 0.1 * gradient, 0.999 * v + 0.001 * gradient ** 2
+        x = x - 0.1 * (m / (1 - 0.9 ** step)) / (np.sqrt(v / (1 - 0.999 ** step)) + 1e-8)
+    np.testing.assert_allclose(con.execute("SELECT * FROM f").fetch_tensor(), x, rtol=1e-5, atol=1e-6)
+    assert [t is not None for t in taken] == [True, True]
