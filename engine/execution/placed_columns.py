@@ -7,6 +7,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from trdb.execution.column_batch import ColumnBatch
+from trdb.kernels.distinct import all_distinct
 
 
 class ColumnBatches(tuple):
@@ -42,7 +43,7 @@ def placed_columns(batches: ColumnBatches, key_positions: tuple[int, ...], value
     if any(int(top) >= g for top, g in zip(keys.max(axis=0).tolist(), grid)):
         return None
     places = np.ravel_multi_index(tuple(keys.T), grid)
-    if len(np.unique(places)) != len(places):
+    if not all_distinct(places):
         return None  # two tiles under one key: the tuple-by-tuple assembly says so
     out = make(shape, len(places) == math.prod(grid))
     blocks = out.reshape([n for pair in zip(grid, tile) for n in pair]).transpose(

@@ -13,7 +13,7 @@ from trdb.ingest.value_fit import cast_checked
 from trdb.storage.database import Database
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_store import WrittenStatistics
-from trdb.storage.tile_writer import BATCH_BYTES, BATCH_TILES, TileWriter
+from trdb.storage.tile_writer import BATCH_BYTES, STACK_TILES, TileWriter
 
 CHUNK_BYTES = BATCH_BYTES  # the bytes of one write batch (tests make it tiny to get many batches)
 SLAB_RUN = 4096  # tiles of one slab made and handed to the writer at a time
@@ -61,10 +61,10 @@ def write_array(db: Database, meta: TensorMeta, array: np.ndarray,
             if not isinstance(tiles, np.ndarray):
                 writer.add_all(keys, tiles)
                 continue
-            for start in range(0, len(tiles), BATCH_TILES):  # a stack of a million small tiles: a batch at a time
+            for start in range(0, len(tiles), STACK_TILES):  # a stack of a million small tiles: a batch at a time
                 if start:
                     check()
-                writer.add_stack(keys[start:start + BATCH_TILES], tiles[start:start + BATCH_TILES])
+                writer.add_stack(keys[start:start + STACK_TILES], tiles[start:start + STACK_TILES])
     return writer.statistics
 
 

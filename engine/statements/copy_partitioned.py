@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from trdb.errors import OperationalError
+from trdb.kernels.distinct import distinct
 from trdb.statements.context import StatementContext
 from trdb.storage import file_sandbox
 from trdb.storage.external_tensors import PARTITION_FOLDER, PARTITIONS_KEY
@@ -81,7 +82,7 @@ def _write(folder: str, schema: pa.Schema, batches: Iterable[pa.RecordBatch], ke
             keys = np.stack([batch.column(n).to_numpy() for n in key_names], axis=1) if key_names else \
                 np.zeros((batch.num_rows, 0), dtype=np.int64)
             owners = key_hash_array(keys) % count
-            for part in np.unique(owners).tolist():
+            for part in distinct(owners).tolist():
                 writers[part].write_batch(batch.take(pa.array(np.flatnonzero(owners == part))))
             written += batch.num_rows
         return written

@@ -19,11 +19,12 @@ from trdb.execution.spool import joined_batches, row_batches
 from trdb.ingest.tiling import CHUNK_BYTES
 from trdb.kernels.axis_reductions import all_in_rows
 from trdb.kernels.backend import to_host
+from trdb.kernels.distinct import all_distinct
 from trdb.kernels.sparse import is_sparse, nbytes
 from trdb.statements.context import StatementContext
 from trdb.statements.written_keys import WrittenKeys
 from trdb.storage.tensor_meta import TensorMeta, validate_layout
-from trdb.storage.tile_writer import BATCH_TILES, TileWriter
+from trdb.storage.tile_writer import BATCH_TILES, STACK_TILES, TileWriter
 
 BeforeWrite = Callable[[np.ndarray], None]
 
@@ -62,7 +63,7 @@ def check_stack(meta: TensorMeta, keys: np.ndarray, stack: np.ndarray, what: str
 
 def _unique(places: np.ndarray) -> bool:
     """Whether no place repeats (a batch's keys come sorted: then each is above the one before)."""
-    return bool((places[1:] > places[:-1]).all()) or len(np.unique(places)) == len(places)
+    return all_distinct(places)
 
 
 def _shapes_fit(meta: TensorMeta, keys: np.ndarray, shape: tuple) -> bool:
@@ -151,8 +152,8 @@ def _check_each(meta: TensorMeta, keys: list, positions: list, tiles: list, what
 
 
 def tile_batches(result: Result, what: str, batch_bytes: int) -> Iterator[tuple[np.ndarray, Union[list, np.ndarray]]]:
-    """The result as write batches of up to `batch_bytes` of tiles or BATCH_TILES tuples: keys (sorted within
-    a batch, so that checks and errors do not depend on the order workers produced them there) and host
+    """The result as write batches of up to `batch_bytes` of tiles or BATCH_TILES tuples (STACK_TILES in stacks):
+    keys (sorted within a batch, so that checks and errors do not depend on the order workers produced them there) and host
     tiles: numpy arrays, CSR tiles kept CSR; or, for column batches, the stack of their tiles. An UPDATE
     deletes each batch's stored tiles in one statement, which reads the whole tile table: in batches of 64
     small tiles, an UPDATE of 375,000 tiles of 64 floats ran 5,860 DELETEs, a minute."""
@@ -164,7 +165,7 @@ def tile_batches(result: Result, what: str, batch_bytes: int) -> Iterator[tuple[
 
 def _column_runs(batches: Iterable, keys: list[int], value: int, batch_bytes: int) -> Iterator:
     """The column batches among `batches` joined into (keys, stack) write batches, sorted by key, of up to
-    BATCH_TILES tuples or `batch_bytes` of tiles; list batches handed on as they come."""
+    STACK_TILES tuples or `batch_bytes` of tiles; list batches handed on as they come."""
     columns: list = []
     for batch in batches:
         stacked = is_columns(batch) and batch.is_tile[value] and not any(batch.is_tile[k] for k in keys)
@@ -175,7 +176,7 @@ def _column_runs(batches: Iterable, keys: list[int], value: int, batch_bytes: in
             yield batch
             continue
         columns.append(batch)
-        if sum(map(len, columns)) >= BATCH_TILES or sum(b.columns[value].nbytes for b in columns) >= batch_bytes:
+        if sum(map(len, columns)) >= STACK_TILES or sum(b.columns[value].nbytes for b in columns) >= batch_bytes:
             yield _joined_columns(columns, keys, value)
             columns = []
     if columns:

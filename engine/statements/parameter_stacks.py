@@ -15,6 +15,7 @@ import numpy as np
 
 from trdb.execution.column_batch import is_columns, to_columns
 from trdb.execution.spool import row_batches
+from trdb.kernels.distinct import all_distinct
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_runs import TileRuns
 from trdb.storage.tile_store import key_order
@@ -89,7 +90,7 @@ def positions_in(stack: Stack, among: Stack, meta: TensorMeta) -> Optional[np.nd
     if not len(stack.keys):
         return np.zeros(0, dtype=np.int64)
     wanted, present = _linear(stack.keys, meta), _linear(among.keys, meta)
-    if len(np.unique(wanted)) != len(wanted):
+    if not all_distinct(wanted):
         return None
     positions = np.searchsorted(present, wanted)
     inside = positions < len(present)

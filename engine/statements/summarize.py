@@ -18,6 +18,7 @@ from trdb.execution.result import Result
 from trdb.execution.spool import row_batches
 from trdb.ingest.tiling import CHUNK_BYTES
 from trdb.kernels.backend import to_host
+from trdb.kernels.distinct import distinct
 from trdb.kernels.sparse import count_nonzero, dense
 from trdb.parser import ast
 from trdb.plan.types import Column, OtherType, ScalarType
@@ -120,7 +121,7 @@ def _key_row(name: str, keys: np.ndarray) -> tuple:
     if len(keys) == 0:
         return (name, "BIGINT", None, None, 0, None, None, 0, 0, None, None)
     std = float(keys.std(ddof=1)) if len(keys) > 1 else None
-    return (name, "BIGINT", float(keys.min()), float(keys.max()), len(np.unique(keys)), float(keys.mean()), std,
+    return (name, "BIGINT", float(keys.min()), float(keys.max()), len(distinct(keys)), float(keys.mean()), std,
             len(keys), len(keys), None, None)
 
 

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from trdb.errors import InternalError
+from trdb.kernels.distinct import distinct
 from trdb.kernels.sparse import stored_form
 from trdb.storage import small_tiles, tile_parts
 from trdb.storage.catalog_validation import TILE_TABLE
@@ -119,9 +120,9 @@ class WrittenStatistics:
             if marks is not None and (not len(values) or (values.min() >= 0 and values.max() < len(marks))):
                 marks[values] = True
                 continue
-            seen.append(np.unique(values))
+            seen.append(distinct(values))
             if len(seen) >= DISTINCT_PARTS:  # merged now and then: at most a few arrays of the values seen
-                seen[:] = [np.unique(np.concatenate(seen))]
+                seen[:] = [distinct(np.concatenate(seen))]
 
     def as_tuple(self) -> tuple:
         return self.tuples, self.nnz, self.csr_tuples, self.csr_nnz, \
@@ -130,7 +131,7 @@ class WrittenStatistics:
     @staticmethod
     def _count(marks: Optional[np.ndarray], seen: list[np.ndarray]) -> int:
         if marks is None or not marks.any():
-            return len(np.unique(np.concatenate(seen))) if seen else 0
+            return len(distinct(np.concatenate(seen))) if seen else 0
         if seen:  # values outside the grid too (a writer checks keys first: not met in practice)
             return len(np.union1d(np.flatnonzero(marks), np.concatenate(seen)))
         return int(np.count_nonzero(marks))

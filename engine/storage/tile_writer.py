@@ -23,6 +23,10 @@ from trdb.storage.tensor_meta import TensorMeta
 # than one 256 MB insert (3.0 s against 4.2 s, noisy), 4 MB inserts about 1.3x: a batch of a few tiles will do.
 BATCH_BYTES = 16 << 20
 BATCH_TILES = 1 << 14  # millions of tiny tiles cost more per tile than per byte: a count bound too
+# ... but tiles in one stack hold no Python object each: their bound is larger. DuckDB appends fewer,
+# larger batches faster (1,000,000 rows of 256 bytes in a transaction: 0.36 s in batches of 16,384, 0.28 s
+# in 65,536; an UPDATE of 1,000,000 tiles of 8 x 8, 0.49 against 0.38 s; a load, 0.40 against 0.33 s)
+STACK_TILES = 1 << 16
 STREAM_RUN = 1024  # tiles `add_stream` makes ahead of the writer
 BUDGET_SHARE = 8  # a batch takes at most this fraction of the budget (other operators hold the rest)
 
@@ -105,7 +109,7 @@ class TileWriter:
         straight from it in runs of a batch: no Python step per tile. The tiles held before go in first."""
         self.flush()
         each = 2 * int(stack[0].nbytes) if len(stack) else 0  # a tile and its encoded copy (or its view)
-        per_run = max(1, min(BATCH_TILES, 2 * self.batch_bytes // max(each, 1)))
+        per_run = max(1, min(STACK_TILES, 2 * self.batch_bytes // max(each, 1)))
         for start in range(0, len(stack), per_run):
             run = stack[start:start + per_run]
             self.reservation.grow(each * len(run))  # a run is a batch's bytes, as a batch of single tiles

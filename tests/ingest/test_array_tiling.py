@@ -84,7 +84,7 @@ def test_a_cancelled_load_stops_within_a_stack_of_small_tiles(cur, monkeypatch):
     monkeypatch.setattr(TileWriter, "add_stack", first_batch_cancels)
     with pytest.raises(trdb.OperationalError, match="cancelled"):
         cur.execute("CREATE TENSOR T FROM ? TILE (1, 1)", [np.ones((1, 100_000), np.float32)])
-    assert calls == [tiling.BATCH_TILES]
+    assert calls == [tiling.STACK_TILES]
     monkeypatch.setattr(TileWriter, "add_stack", add_stack)
     with pytest.raises(trdb.ProgrammingError, match='"T" does not exist'):
         cur.execute("SELECT * FROM T")
