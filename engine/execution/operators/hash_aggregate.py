@@ -335,4 +335,9 @@ class HashAggregateExec(BlockingOperator):
             return lambda accumulator, row: accumulator.add(None, backend.xp)
         arg, xp = compile_expr(call.arg, backend), backend.xp
         owned = isinstance(call.arg, bx.Call) and call.arg.function.name in FRESH
-        return lambda accumulator, row: accumulator.add(arg(row), xp, owned)
+
+        def feed(accumulator: Accumulator, row) -> None:
+            value = arg(row)
+            if value is not None:  # a NULL (an outer join's missing key) is not counted, as in SQL: COUNT(B.i), AVG
+                accumulator.add(value, xp, owned)
+        return feed
