@@ -63,3 +63,19 @@ def test_explain_analyze_counts_the_stacked_work():
         plan = "\n".join(r[0] for r in con.execute("EXPLAIN ANALYZE SELECT SUM(SUMSQ(A.v)) AS v FROM A").fetchall())
     line = next(line for line in plan.splitlines() if "HashAggregateExec" in line)
     assert "flops=" in line.split("actual")[1], line
+
+
+def test_counts_alone_are_counted_by_group_without_a_step_per_tuple(con, monkeypatch):
+    """COUNT(*) (or COUNT of a tensor) with no other call reads no tile: its groups are counted as arrays too (one
+    accumulator step a tuple took 0.93 s over 1,000,000 tuples)."""
+    from trdb.execution.operators.accumulator import Accumulator
+    steps = []
+    add = Accumulator.add
+    monkeypatch.setattr(Accumulator, "add", lambda self, *a, **k: steps.append(1) or add(self, *a, **k))
+    con.execute("CREATE TENSOR A SHAPE (5000, 4) TILE (1, 4) FILL ONES")
+    assert con.execute("SELECT COUNT(*) AS n FROM A").fetchall() == [(5000,)]
+    assert con.execute("SELECT COUNT(A.v * 2) AS n FROM A").fetchall() == [(5000,)]  # a tensor is never NULL
+    assert con.execute("SELECT A.i % 3 AS g, COUNT(*) AS n FROM A GROUP BY A.i % 3 ORDER BY g").fetchall() == \
+        [(0, 1667), (1, 1667), (2, 1666)]
+    assert con.execute("SELECT COUNT(*) AS n FROM A WHERE A.i >= 4990").fetchall() == [(10,)]
+    assert len(steps) < 100  # a few: two workers' partial counts added at the end (tuple by tuple: 15,010)

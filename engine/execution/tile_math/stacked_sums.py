@@ -63,16 +63,14 @@ def stacked_sums(calls: Sequence[AggregateCall],
     arguments: list[Optional[_Argument]] = []
     columns: set[int] = set()
     for call in calls:
-        if call.function == "COUNT" and call.arg is None:
-            arguments.append(None)
+        if call.function == "COUNT" and (call.arg is None or isinstance(call.arg.type, TensorType)):
+            arguments.append(None)  # a tensor value is never NULL (an outer join's missing side is zeros): counted
             continue
         found = _argument(call, backend, columns) if call.function in COMBINE else None
         if found is None:
             return None
         arguments.append(found)
-    if not columns:
-        return None
-    inputs = sorted(columns)
+    inputs = sorted(columns)  # none where every call is COUNT(*): counted by group, no tile read
     combine = [COMBINE.get(call.function) for call in calls]
 
     def per_tuple(batch: ColumnBatch) -> Optional[list]:
@@ -175,7 +173,7 @@ def _batched_argument(arg: bx.Bound, backend: Backend, columns: set[int]) -> Opt
 def _stacked_columns(batch: list[Row], inputs: list[int]) -> Optional[Row]:
     """A row whose input columns hold the batch's tiles stacked, or None unless they are all dense numpy tiles of
     one shape and dtype per column (the same shapes in every column: no broadcasting between stacks)."""
-    fake: list[Any] = [None] * (max(inputs) + 1)
+    fake: list[Any] = [None] * (max(inputs, default=-1) + 1)
     shape = None
     for column in inputs:
         tiles = [row[column] for row in batch]
@@ -193,7 +191,7 @@ def _column_stacks(batch: ColumnBatch, inputs: list[int]) -> Optional[Row]:
     """`_stacked_columns` of a column batch: its input columns' stacks, where they are float tiles of one shape."""
     stacks = [batch.columns[c] for c in inputs]
     if not all(batch.is_tile[c] for c in inputs) or any(s.dtype.kind != "f" for s in stacks) or \
-            len({s.shape for s in stacks}) != 1:
+            len({s.shape for s in stacks}) > 1:
         return None
     return tuple(batch.columns)
 
