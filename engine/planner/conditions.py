@@ -30,7 +30,8 @@ def check_condition(ctx: BindContext, binder: ExpressionBinder, node: ast.Expr, 
     if isinstance(node, ast.UnaryOp) and node.op == "NOT":
         check_condition(ctx, binder, node.operand, clause)
         return
-    bound = binder.bind(node)
+    # BETWEEN and IN compare their operand's elements: a tile of many gives a tile of truth values too
+    bound = binder.bind(node.operand if isinstance(node, (ast.Between, ast.InList)) else node)
     if isinstance(bound.type, TensorType) and _elements(bound.type.tile) > 1:
         text = ctx.text[node.span.start:node.span.end] if node.span.end > node.span.start else "this condition"
         tile = bound.type.tile
@@ -48,6 +49,7 @@ def _elements(tile: tuple) -> int:
 
 def _operand(ctx: BindContext, node: ast.Expr) -> str:
     """The left side of a comparison as written (`A.v` of `A.v > 0`), else the whole condition."""
-    target = node.left if isinstance(node, ast.BinaryOp) else node
+    target = node.left if isinstance(node, ast.BinaryOp) else \
+        node.operand if isinstance(node, (ast.Between, ast.InList)) else node
     span = target.span
     return ctx.text[span.start:span.end] if span.end > span.start else "A.v"

@@ -180,11 +180,19 @@ class ExpressionBinder:
         if node.op in ("AND", "OR"):
             return bx.Logical(node.op, (self.bind(node.left), self.bind(node.right)))
         left, right = self.bind(node.left), self.bind(node.right)
+        if node.op in COMPARISONS:
+            return self.compared(node, node.op, (node.left, left), (node.right, right))
         if isinstance(left.type, TensorType) or isinstance(right.type, TensorType):
             return self.call(node, OPERATORS[node.op], [left, right], (node.left, node.right))
-        if node.op in COMPARISONS:
-            return self.compare(node.op, (node.left, left), (node.right, right))
         return self.scalar_arith(node, left, right)
+
+    def compared(self, node: ast.Expr, op: str, left: tuple, right: tuple) -> bx.Bound:
+        """A comparison, (ast node, bound) on each side: of tensors, a kernel giving a tile of truth values (WHERE
+        takes one a tuple); else of keys and numbers (`compare`)."""
+        (left_node, left_bound), (right_node, right_bound) = left, right
+        if isinstance(left_bound.type, TensorType) or isinstance(right_bound.type, TensorType):
+            return self.call(node, OPERATORS[op], [left_bound, right_bound], (left_node, right_node))
+        return self.compare(op, left, right)
 
     def compare(self, op: str, left: tuple, right: tuple) -> bx.Bound:
         """A comparison of keys and numbers: (ast node, bound) on each side; two like constants may compare."""
@@ -211,8 +219,8 @@ class ExpressionBinder:
 
     def _bind_Between(self, node: ast.Between) -> bx.Bound:
         operand = (node.operand, self.bind(node.operand))
-        test = bx.Logical("AND", (self.compare(">=", operand, (node.low, self.bind(node.low))),
-                                  self.compare("<=", operand, (node.high, self.bind(node.high)))))
+        test = bx.Logical("AND", (self.compared(node, ">=", operand, (node.low, self.bind(node.low))),
+                                  self.compared(node, "<=", operand, (node.high, self.bind(node.high)))))
         return bx.Not(test) if node.negated else test
 
     def _bind_InList(self, node: ast.InList) -> bx.Bound:
@@ -223,7 +231,13 @@ class ExpressionBinder:
             if not isinstance(item.value, (int, float, str, bool, type(None))):
                 raise self.ctx.fail(source, f"IN takes one value per item, not {_kind_of(item.value)}",
                                     hint="write IN (?, ?, ...) with one parameter per value")
-        return bx.InSet(self.bind(node.operand), frozenset(i.value for i in items), node.negated)
+        operand = self.bind(node.operand)
+        if isinstance(operand.type, TensorType):  # a tensor's value (`SUMSQ(v) IN (1, 4)`): one equality an item
+            equal = [self.compared(node, "=", (node.operand, operand), (source, item))
+                     for source, item in zip(node.items, items)]
+            test = equal[0] if len(equal) == 1 else bx.Logical("OR", tuple(equal))
+            return bx.Not(test) if node.negated else test
+        return bx.InSet(operand, frozenset(i.value for i in items), node.negated)
 
     def _bind_IsNull(self, node: ast.IsNull) -> bx.Bound:
         return bx.IsNullTest(self.bind(node.operand), node.negated)
