@@ -1,6 +1,7 @@
 """Operators over column batches: the logic files and random queries with every run of tiles read as column batches;
 MIN / MAX by group against numpy (edge tiles, NaN, no tuples, one-tuple groups); key expressions and filters on key
-arrays against the tuple closures (NULL keys). Joins: test_column_joins.py; ORDER BY: test_column_sort.py."""
+arrays (and on tile values, one a tuple) against the tuple closures (NULL keys). Joins: test_column_joins.py; ORDER BY:
+test_column_sort.py."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -199,7 +200,9 @@ def test_key_expressions_the_arrays_cannot_answer_go_tuple_by_tuple(cur):
 # ------------------------------------------------------------ filters
 
 @pytest.mark.parametrize("where", ["S.i IS NULL", "NOT T.i = S.i", "T.i IN (1, 3, 10) OR S.j >= 3",
-                                   "COALESCE(S.i, T.i + 100) > 8", "T.i > 100"])
+                                   "COALESCE(S.i, T.i + 100) > 8", "T.i > 100", "SUMSQ(T.v) > 20",
+                                   "REDUCE_MAX(S.v) > 1 OR T.i < 2", "NOT SUMSQ(T.v - S.v) < 40 AND T.i IS NOT NULL",
+                                   "SUMSQ(T.v) BETWEEN 10 AND 30", "REDUCE_SUM(T.v) IN (0.0) OR REDUCE_MEAN(S.v) <= 0"])
 def test_filters_on_keys_keep_column_batches_as_the_tuple_test(pairs, monkeypatch, where, every_run_stacked):
     from trdb.execution.operators import filter as filter_module
     kept, real = [], filter_module.predicate_function

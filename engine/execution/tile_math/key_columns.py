@@ -7,17 +7,23 @@ key columns' int64 arrays at once. NULL keys (an outer join's missing side: a ma
 column_batch.py) propagate as the closures propagate None: arithmetic on NULL is NULL, a comparison
 with NULL is false, NOT of it true (compile_predicate's `is True`). Where the arrays could give another
 answer than the closures (a division by zero, which they report; a value past BIGINT; a tile column;
-a constant that is not an int) the function gives None and the batch goes tuple by tuple.
+a constant that is not an int) the function gives None and the batch goes tuple by tuple. A condition
+on each tuple's tiles that gives one truth value a tuple (`SUMSQ(E.v) > 8`, beside conditions on keys)
+is evaluated on the batch's tile stacks (tile_math/batched_kernels.py).
 """
 from __future__ import annotations
 
+import math
 import operator
 from typing import Callable, Optional
 
 import numpy as np
 
 from trdb.execution.column_batch import ColumnBatch
+from trdb.execution.tile_math.batched_kernels import compile_batched
+from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.plan import expressions as bx
+from trdb.plan.types import TensorType
 
 Values = tuple[np.ndarray, Optional[np.ndarray]]  # int64 (or bool) values, and where they are NULL (None: nowhere)
 Evaluate = Callable[[ColumnBatch], Optional[Values]]
@@ -125,6 +131,8 @@ _COMPARE = {"=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operato
 
 def _condition(expr: bx.Bound) -> Optional[Callable[[ColumnBatch], np.ndarray]]:
     """Where a condition on keys is true, over a batch (NULL comparisons false), or None where it is not one."""
+    if isinstance(expr.type, TensorType):
+        return _tile_truth(expr)
     if isinstance(expr, bx.Compare) and expr.op in _COMPARE:
         left, right = _compiled(expr.left), _compiled(expr.right)
         if left is None or right is None:
@@ -145,6 +153,27 @@ def _condition(expr: bx.Bound) -> Optional[Callable[[ColumnBatch], np.ndarray]]:
         arg = _compiled(expr.arg)
         return None if arg is None else lambda batch: _is_null(arg(batch), len(batch)) != expr.negated
     return None
+
+
+def _tile_truth(expr: bx.Bound) -> Optional[Callable[[ColumnBatch], np.ndarray]]:
+    """Where a condition on each tuple's tiles holds, one value a tuple (compile_predicate's truth of a one-element
+    tile), evaluated on the batch's stacks; None where it has no stacked form."""
+    used = [column.index for column in bx.tile_columns(expr)]
+    batched = compile_batched(expr, NUMPY_BACKEND) if math.prod(expr.type.tile) == 1 and used else None
+    if batched is None:
+        return None
+
+    def run(batch: ColumnBatch) -> np.ndarray:
+        if not all(batch.is_tile[c] and type(batch.columns[c]) is np.ndarray for c in used):
+            raise _Unsupported
+        try:
+            values = np.asarray(batched(tuple(batch.columns))[0])
+        except Exception:  # the tuple-by-tuple evaluation raises the error a tuple's own call gives
+            raise _Unsupported from None
+        if values.size != len(batch) or values.shape[:1] != (len(batch),):
+            raise _Unsupported
+        return values.reshape(len(batch)).astype(bool, copy=False)
+    return run
 
 
 def _compared(op, left: Values, right: Values) -> np.ndarray:
