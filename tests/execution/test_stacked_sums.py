@@ -79,3 +79,23 @@ def test_counts_alone_are_counted_by_group_without_a_step_per_tuple(con, monkeyp
         [(0, 1667), (1, 1667), (2, 1666)]
     assert con.execute("SELECT COUNT(*) AS n FROM A WHERE A.i >= 4990").fetchall() == [(10,)]
     assert len(steps) < 100  # a few: two workers' partial counts added at the end (tuple by tuple: 15,010)
+
+
+def test_sums_of_small_products_are_one_batched_matmul(con, monkeypatch):
+    """SUM(MATMUL(...)) of small tiles (a row's outer product: X^T X over rows of 8) is summed stacked, by group
+    too, with numpy's values; a product of large tiles still goes into its group's tile as it is made."""
+    from trdb.execution.operators import hash_aggregate
+    calls, real = [], hash_aggregate.product_sum_feed
+
+    def counted(*args):
+        feed = real(*args)  # a tuple's product added into its group's tile
+        return None if feed is None else (lambda accumulator, row: calls.append(1) or feed(accumulator, row))
+    monkeypatch.setattr(hash_aggregate, "product_sum_feed", counted)
+    x = np.random.default_rng(4).standard_normal((3000, 8))
+    con.execute("CREATE TENSOR X FROM ? TILE (1, 8) DTYPE float64", [x])
+    gram = con.execute("SELECT SUM(MATMUL(TRANSPOSE(X.v), X.v)) AS g FROM X").fetchone()[0]
+    np.testing.assert_allclose(gram, x.T @ x, rtol=1e-10)
+    rows = con.execute("SELECT X.i % 3 AS g, SUM(MATMUL(TRANSPOSE(X.v), X.v)) AS v FROM X GROUP BY X.i % 3").fetchall()
+    for g, value in rows:
+        np.testing.assert_allclose(value, x[g::3].T @ x[g::3], rtol=1e-10)
+    assert len(rows) == 3 and len(calls) < 100  # not a call a tuple (6,000)

@@ -161,13 +161,21 @@ def _batched_argument(arg: bx.Bound, backend: Backend, columns: set[int]) -> Opt
     evaluated on the stacks by tile_math/batched_kernels.py; None where it has no stacked form."""
     if not isinstance(arg.type, TensorType) or np.dtype(arg.type.dtype).kind != "f":
         return None
-    if isinstance(arg, bx.Call) and arg.function.name in ("MATMUL", "EINSUM"):
+    if isinstance(arg, bx.Call) and arg.function.name in ("MATMUL", "EINSUM") and not _small_product(arg):
         return None  # a SUM of products: added into its group's tile as it is made (tile_math/product_sum.py)
     batched = batched_value(arg, backend)
     if batched is None:
         return None
     columns |= batched[0]
     return _Argument(batched[1], None)
+
+
+def _small_product(arg: bx.Call) -> bool:
+    """Whether a product's operands and result are small tiles (a row's outer product `MATMUL(TRANSPOSE(E.v), E.v)`):
+    one batched matmul and a segment sum cost less than a kernel call a tuple (16 against 0.3 us a tuple of 1 x 8)."""
+    return arg.function.name == "MATMUL" and all(
+        isinstance(e.type, TensorType) and e.type.tile and int(np.prod(e.type.tile)) <= MAX_STACKED_ELEMENTS
+        for e in (arg, *arg.args))
 
 
 def _stacked_columns(batch: list[Row], inputs: list[int]) -> Optional[Row]:
