@@ -99,3 +99,19 @@ def test_sums_of_small_products_are_one_batched_matmul(con, monkeypatch):
     for g, value in rows:
         np.testing.assert_allclose(value, x[g::3].T @ x[g::3], rtol=1e-10)
     assert len(rows) == 3 and len(calls) < 100  # not a call a tuple (6,000)
+
+
+def test_a_product_with_a_broadcast_tile_is_summed_stacked(con, monkeypatch):
+    """Rows of 1 x 8 times one 8 x 8 weight (a cross join with its one tile): stacks of two tile shapes, paired by a
+    batched matmul, where elementwise sums need one shape."""
+    from trdb.execution.operators.accumulator import Accumulator
+    steps = []
+    add = Accumulator.add
+    monkeypatch.setattr(Accumulator, "add", lambda self, *a, **k: steps.append(1) or add(self, *a, **k))
+    rng = np.random.default_rng(6)
+    x, w = rng.standard_normal((2000, 8)), rng.standard_normal((8, 8))
+    con.execute("CREATE TENSOR X FROM ? TILE (1, 8) DTYPE float64", [x])
+    con.execute("CREATE TENSOR W FROM ? TILE (8, 8) DTYPE float64", [w])
+    total = con.execute("SELECT SUM(SUMSQ(MATMUL(X.v, W.v) - X.v)) AS s FROM X JOIN W ON W.i = 0").fetchone()[0]
+    np.testing.assert_allclose(float(total), ((x @ w - x) ** 2).sum(), rtol=1e-10)
+    assert len(steps) < 100  # not a step a tuple (2,000)

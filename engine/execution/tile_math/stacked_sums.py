@@ -37,10 +37,11 @@ COMBINE = {"SUM": np.add, "AVG": np.add, "MIN": np.minimum, "MAX": np.maximum}
 
 
 class _Argument:
-    """One call's argument evaluated over stacked tiles: the elementwise part, then a per-tile reduction."""
+    """One call's argument evaluated over stacked tiles: the elementwise part, then a per-tile reduction. `lines_up`:
+    it takes stacks of any tile shapes (tile_math/batched_kernels.py lines their axes up, a product pairs them)."""
 
-    def __init__(self, inner: Callable[[Row], Any], reduction: Optional[str]):
-        self.inner, self.reduction = inner, reduction
+    def __init__(self, inner: Callable[[Row], Any], reduction: Optional[str], lines_up: bool = False):
+        self.inner, self.reduction, self.lines_up = inner, reduction, lines_up
 
     def per_tuple(self, fake: Row, count: int) -> Optional[np.ndarray]:
         """The argument of each tuple along the first axis, or None where the stacked evaluation does not fit."""
@@ -72,11 +73,12 @@ def stacked_sums(calls: Sequence[AggregateCall],
         arguments.append(found)
     inputs = sorted(columns)  # none where every call is COUNT(*): counted by group, no tile read
     combine = [COMBINE.get(call.function) for call in calls]
+    one_shape = not all(a is None or a.lines_up for a in arguments)  # else `x.v @ w.v` stacks a row and a matrix
 
     def per_tuple(batch: ColumnBatch) -> Optional[list]:
         """Each call's value for each tuple of a column batch along the first axis (None for COUNT), or None
         where its columns do not stack (tile_math/column_groups.py adds them up by group)."""
-        fake = _column_stacks(batch, inputs)
+        fake = _column_stacks(batch, inputs, one_shape)
         return _evaluated(arguments, fake, len(batch)) if fake is not None else None
 
     def sums(batch: list[Row], keys: list[tuple]) -> tuple[GroupSums, list[int]]:
@@ -91,7 +93,7 @@ def stacked_sums(calls: Sequence[AggregateCall],
                 return out, []
         for rows in _by_shape(batch, inputs):
             group = [batch[r] for r in rows]
-            fake = _stacked_columns(group, inputs) if len(rows) >= MIN_STACKED else None
+            fake = _stacked_columns(group, inputs, one_shape) if len(rows) >= MIN_STACKED else None
             evaluated = _evaluated(arguments, fake, len(rows)) if fake is not None else None
             if evaluated is None:
                 left.extend(rows)
@@ -167,7 +169,7 @@ def _batched_argument(arg: bx.Bound, backend: Backend, columns: set[int]) -> Opt
     if batched is None:
         return None
     columns |= batched[0]
-    return _Argument(batched[1], None)
+    return _Argument(batched[1], None, lines_up=True)
 
 
 def _small_product(arg: bx.Call) -> bool:
@@ -178,15 +180,15 @@ def _small_product(arg: bx.Call) -> bool:
         for e in (arg, *arg.args))
 
 
-def _stacked_columns(batch: list[Row], inputs: list[int]) -> Optional[Row]:
+def _stacked_columns(batch: list[Row], inputs: list[int], one_shape: bool = True) -> Optional[Row]:
     """A row whose input columns hold the batch's tiles stacked, or None unless they are all dense numpy tiles of
-    one shape and dtype per column (the same shapes in every column: no broadcasting between stacks)."""
+    one shape and dtype per column (`one_shape`: the same shapes in every column, no broadcasting between stacks)."""
     fake: list[Any] = [None] * (max(inputs, default=-1) + 1)
     shape = None
     for column in inputs:
         tiles = [row[column] for row in batch]
         first = tiles[0]
-        if type(first) is not np.ndarray or first.dtype.kind != "f" or (shape is not None and first.shape != shape):
+        if type(first) is not np.ndarray or first.dtype.kind != "f" or (one_shape and shape not in (None, first.shape)):
             return None
         shape = first.shape
         if not all(type(t) is np.ndarray and t.shape == shape and t.dtype == first.dtype for t in tiles):
@@ -195,11 +197,11 @@ def _stacked_columns(batch: list[Row], inputs: list[int]) -> Optional[Row]:
     return tuple(fake)
 
 
-def _column_stacks(batch: ColumnBatch, inputs: list[int]) -> Optional[Row]:
-    """`_stacked_columns` of a column batch: its input columns' stacks, where they are float tiles of one shape."""
+def _column_stacks(batch: ColumnBatch, inputs: list[int], one_shape: bool = True) -> Optional[Row]:
+    """`_stacked_columns` of a column batch: its input columns' stacks, where they are float tiles (of one shape)."""
     stacks = [batch.columns[c] for c in inputs]
     if not all(batch.is_tile[c] for c in inputs) or any(s.dtype.kind != "f" for s in stacks) or \
-            len({s.shape for s in stacks}) > 1:
+            (one_shape and len({s.shape for s in stacks}) > 1):
         return None
     return tuple(batch.columns)
 
