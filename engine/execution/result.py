@@ -9,6 +9,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from trdb.errors import DataError, InterfaceError, OperationalError
+from trdb.execution.column_batch import ColumnBatch, is_columns
 from trdb.execution.placed_columns import ColumnBatches, placed_columns
 from trdb.execution.result_canvas import ResultCanvas
 from trdb.execution.spool import RowSpool
@@ -98,6 +99,8 @@ def check_unique_keys(rows: Sequence[tuple], keys: tuple[int, ...]) -> None:
 
 def _shape_from_data(rows, keys, value, tile, extent) -> tuple[int, ...]:
     shape = [e or 0 for e in extent]
+    if is_columns(rows) and rows.is_tile[value] and len(rows):
+        return _shape_from_columns(rows, keys, value, tile, shape)
     pad = len(tile) - np.ndim(rows[0][value]) if rows else 0
     for row in rows:
         tile_shape = (1,) * pad + np.shape(row[value])
@@ -106,6 +109,21 @@ def _shape_from_data(rows, keys, value, tile, extent) -> tuple[int, ...]:
             if key is None or key < 0:
                 raise DataError(f"key {key} of the result cannot be placed in a tensor")
             shape[axis] = max(shape[axis], key * tile[axis] + tile_shape[axis])
+    return tuple(shape)
+
+
+def _shape_from_columns(batch: ColumnBatch, keys, value, tile, shape: list) -> tuple[int, ...]:
+    """`_shape_from_data` of a column batch: from each key column's largest value and the stack's tile shape."""
+    stack = batch.columns[value]
+    tile_shape = (1,) * (len(tile) - (stack.ndim - 1)) + stack.shape[1:]
+    for axis in range(len(tile)):
+        top = 0
+        if axis < len(keys):
+            column = batch.columns[keys[axis]]
+            if int(column.min()) < 0:
+                raise DataError(f"key {int(column.min())} of the result cannot be placed in a tensor")
+            top = int(column.max())
+        shape[axis] = max(shape[axis], top * tile[axis] + tile_shape[axis])
     return tuple(shape)
 
 
