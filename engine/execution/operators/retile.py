@@ -4,7 +4,8 @@ With several workers every instance receives every input tile (a broadcast: refe
 in this process) and cuts only the new tiles of its own partition (the hash of their keys, as a
 repartition would place them), so the copying is shared among the workers.
 
-Dense tiles are copied overlap by overlap; when CSR tiles are among the input, the non-zeros of
+Dense tiles that fill their grid are moved as whole arrays (tile_math/dense_retile.py); other dense tiles are
+copied overlap by overlap; when CSR tiles are among the input, the non-zeros of
 every tile are gathered as coordinates and bucketed into the new tiles instead, which are built
 CSR or dense as their density says, so a sparse matrix is never densified on the way.
 
@@ -19,11 +20,16 @@ from typing import Iterable, Iterator, Optional
 
 import numpy as np
 
+from trdb.execution.column_batch import is_columns
 from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.exchange.partitioning import partition_of
-from trdb.execution.operators.operator import BlockingOperator, PhysicalOperator
+from trdb.execution.operators.operator import Batch, BlockingOperator, PhysicalOperator, batches
 from trdb.execution.operators.sort import merge_runs, on_backend, write_run
+from trdb.execution.tile_math.dense_retile import retiled, stacked_parts
+from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.kernels.sparse import is_sparse, make_csr, nbytes, row_indices, to_host, wants_csr
+from trdb.storage.key_hash import key_hash_array
+from trdb.storage.tile_runs import tile_views
 
 
 class RetileExec(BlockingOperator):
@@ -46,28 +52,90 @@ class RetileExec(BlockingOperator):
         self.extent = extent
         self.dtype = dtype
 
+    _cut_whole: Optional[tuple] = None  # the new tiles cut as whole arrays: (column batches, tuples)
+
+    def _output(self) -> Iterator[Batch]:
+        self._cut_whole = None
+        rows = self._compute()
+        if self._cut_whole is not None:
+            stacked, rows = self._cut_whole
+            yield from stacked
+        yield from batches(rows) if isinstance(rows, list) else self._streamed(iter(rows))
+
     def _compute(self) -> Iterable[tuple]:
         self._memory = memory = self.reservation()
         tiles, runs, seen = {}, [], None  # seen: (extent, any CSR) of the tiles spilled so far
-        width = len(self.new_tile) - self.key_count
+        stacks: Optional[list] = []  # while every batch is a column batch: (keys, stack) pairs, no tuple made
         child = self.children[0]
         while (batch := child.next_batch()) is not None:
-            for row in batch:
-                tiles[tuple(row[:self.key_count]) + (0,) * width] = row[self.key_count]
+            if stacks is not None and is_columns(batch) and batch.is_tile[self.key_count]:
+                stacks.append(self._keyed_stack(batch))
+            else:
+                self._unstack(tiles, stacks)
+                stacks = None
+                for row in batch:
+                    tiles[self._padded(row[:self.key_count])] = row[self.key_count]
             size = batch_bytes(batch)
             if memory.try_grow(size):
                 continue
             if not self.key_count:
                 memory.grow(size)  # one tile in all: nothing to spill
                 continue
+            self._unstack(tiles, stacks)
+            stacks = None
             seen = self._spill_run(tiles, runs, seen)
         if not runs:
+            cut = self._whole(tiles, stacks)
+            if cut is not None:
+                self._cut_whole = cut
+                return []
+            self._unstack(tiles, stacks)
             if not tiles:
                 return []
             return self._retile(tiles, self._extent(tiles), any(is_sparse(t) for t in tiles.values()))
         extent, sparse = self._spill_run(tiles, runs, seen)
         merged = merge_runs(runs, lambda row: row[:-1], self.spill_file, memory)
         return self._retile_rows(on_backend(self.ctx.backend, merged), extent, sparse)
+
+    def _padded(self, key: tuple) -> tuple:
+        """An input key with 0 for each tile axis it has no key for."""
+        return tuple(key) + (0,) * (len(self.new_tile) - self.key_count)
+
+    def _keyed_stack(self, batch) -> tuple[np.ndarray, np.ndarray]:
+        """A column batch's keys (padded, n x d) and its stack of tiles."""
+        keys = np.zeros((len(batch), len(self.new_tile)), dtype=np.int64)
+        for axis in range(self.key_count):
+            keys[:, axis] = batch.columns[axis]
+        return keys, batch.columns[self.key_count]
+
+    def _unstack(self, tiles: dict, stacks: Optional[list]) -> None:
+        """The stacks held, as tiles under their keys (in the order they came: a later tile under a key replaces it)."""
+        for keys, stack in stacks or ():
+            tiles.update(zip(map(tuple, keys.tolist()), tile_views(stack)))
+        if stacks:
+            stacks.clear()
+
+    def _whole(self, tiles: dict, stacks: Optional[list]) -> Optional[tuple]:
+        """The new tiles cut as whole arrays (tile_math/dense_retile.py), or None where that does not apply."""
+        if self.ctx.backend is not NUMPY_BACKEND or not (tiles or stacks):
+            return None
+        parts = stacks if stacks else stacked_parts(tiles)
+        if not parts or not all(len(stack) for _, stack in parts):
+            return None
+        sample = parts[0][1][0]
+        mine = None if self.partitions == 1 else \
+            (lambda new: key_hash_array(new) % self.partitions == self.partition)
+        extent = self._extent_of(parts)
+        return retiled(parts, self._old(sample), self.new_tile, extent, self.dtype, self._memory.try_grow, mine)
+
+    def _extent_of(self, parts: list) -> tuple[int, ...]:
+        """`_extent` of tiles held as (keys, stack) parts."""
+        extent = list(self.extent)
+        for axis, known in enumerate(extent):
+            if known is None:
+                extent[axis] = max(int(keys[:, axis].max()) * self._old(stack[0])[axis] + stack.shape[axis + 1]
+                                   for keys, stack in parts)
+        return tuple(extent)
 
     def _retile(self, tiles: dict, extent: tuple, sparse: bool, row: Optional[int] = None) -> list:
         """The new tiles cut from `tiles` (those in new tile row `row` only, if given), in key order."""
