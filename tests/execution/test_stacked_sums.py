@@ -115,3 +115,24 @@ def test_a_product_with_a_broadcast_tile_is_summed_stacked(con, monkeypatch):
     total = con.execute("SELECT SUM(SUMSQ(MATMUL(X.v, W.v) - X.v)) AS s FROM X JOIN W ON W.i = 0").fetchone()[0]
     np.testing.assert_allclose(float(total), ((x @ w - x) ** 2).sum(), rtol=1e-10)
     assert len(steps) < 100  # not a step a tuple (2,000)
+
+
+def test_min_and_max_of_keys_are_taken_from_the_key_arrays(con, monkeypatch):
+    """MIN and MAX of key columns over column batches come from their arrays, as Python ints (as keys are), by
+    group too; over an outer join's NULL keys they go tuple by tuple and skip the NULLs."""
+    from trdb.execution.operators.accumulator import Accumulator
+    steps = []
+    add = Accumulator.add
+    monkeypatch.setattr(Accumulator, "add", lambda self, *a, **k: steps.append(1) or add(self, *a, **k))
+    con.execute("CREATE TENSOR A SHAPE (3000, 8) TILE (1, 4) FILL ONES")
+    assert con.execute("SELECT MIN(A.i) AS lo, MAX(A.i) AS hi, MAX(A.j) AS j FROM A WHERE A.i > 7").fetchall() == \
+        [(8, 2999, 1)]
+    rows = con.execute("SELECT A.i % 4 AS g, MIN(A.i) AS lo, MAX(A.i) AS hi, SUM(A.v) AS s FROM A "
+                       "GROUP BY A.i % 4 ORDER BY g").fetchall()
+    assert [row[:3] for row in rows] == [(g, g, 2996 + g) for g in range(4)]
+    assert all(type(v) is int for row in rows for v in row[:3])
+    np.testing.assert_array_equal(rows[0][3], np.full((1, 4), 1500.0, np.float32))
+    assert len(steps) < 100  # a few: two workers' partial results combined (tuple by tuple: 12,000)
+    con.execute("CREATE TENSOR B SHAPE (10, 4) TILE (1, 4) FILL ONES")
+    assert con.execute("SELECT MIN(B.i) AS lo, MAX(B.i) AS hi FROM A LEFT JOIN B ON A.i = B.i AND A.j = B.j "
+                       "WHERE A.i < 20").fetchall() == [(0, 9)]

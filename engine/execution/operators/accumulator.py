@@ -91,8 +91,11 @@ class Accumulator:
             return _empty(column_type, xp)
         value = S.divide(xp, self.value, self.count) if self.function == "AVG" else self.value
         # numpy gives 0-d sums as numpy scalars; a 0-d tile stays a 0-d array of its dtype, so that the
-        # kernels after it treat it as a tensor (NEP 50: it keeps float32), not as a weak Python number
-        return xp.asarray(value) if isinstance(value, np.generic) else value
+        # kernels after it treat it as a tensor (NEP 50: it keeps float32), not as a weak Python number; the
+        # MIN or MAX of keys (numpy's minimum of two ints) is a Python int, as keys are
+        if isinstance(value, np.generic):
+            return xp.asarray(value) if isinstance(column_type, TensorType) else value.item()
+        return value
 
 
 def _sum(acc, value, xp):

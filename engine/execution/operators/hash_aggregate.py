@@ -155,7 +155,9 @@ class HashAggregateExec(BlockingOperator):
         self._key_columns = [key_function(g) for g in self.group_by]
         if stacked is None or self.canvas is not None or any(f is None for f in self._key_columns):
             return None
-        return ColumnGroups([c.function for c in self.calls])
+        width = len(self.group_by)
+        return ColumnGroups([c.function for c in self.calls],
+                            [not isinstance(self.schema[width + n].type, TensorType) for n in range(len(self.calls))])
 
     _columns_refused = False  # the budget refused the arrays room: the groups go on as a dict
     _key_columns: list = []   # each group key's function over a column batch's arrays (None: per tuple)

@@ -34,8 +34,9 @@ class ColumnGroups:
     """The groups of one aggregate, as parts of arrays, or in a box over their keys (tile_math/group_box.py)
     once that box holds at most DENSE_SHARE keys for each tuple added."""
 
-    def __init__(self, functions: list[str]):
+    def __init__(self, functions: list[str], scalars: Optional[list[bool]] = None):
         self.functions = functions
+        self.scalars = scalars or [False] * len(functions)  # calls whose results are numbers (MIN of a key), not tiles
         self.combine = [COMBINE.get(f) for f in functions]  # each call's ufunc (None: COUNT)
         self.parts: list[Part] = []
         self.rows = 0  # groups held in parts
@@ -136,7 +137,7 @@ class ColumnGroups:
         keys, counts, sums = self.groups()
         columns = [keys[:, k] for k in range(width)]
         is_tile = [False] * width
-        for function, total in zip(self.functions, sums):
+        for function, total, scalar in zip(self.functions, sums, self.scalars):
             if function == "COUNT":
                 columns.append(counts)
                 is_tile.append(False)
@@ -144,7 +145,7 @@ class ColumnGroups:
             if function == "AVG":
                 total = total / counts.astype(total.dtype).reshape(-1, *(1,) * (total.ndim - 1))
             columns.append(total)
-            is_tile.append(True)
+            is_tile.append(not scalar)
         for start in range(0, len(counts), COLUMN_BATCH_ROWS):
             yield ColumnBatch([c[start:start + COLUMN_BATCH_ROWS] for c in columns], is_tile)
 

@@ -25,7 +25,7 @@ from trdb.kernels.backend import Backend
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.plan import expressions as bx
 from trdb.plan.logical import AggregateCall
-from trdb.plan.types import TensorType
+from trdb.plan.types import KeyType, ScalarType, TensorType
 
 Row = tuple
 # per group key: the tuples' count, then each call's sum over them (None for COUNT)
@@ -34,6 +34,7 @@ _REDUCTIONS = {"SUMSQ": lambda stack: np.einsum("ij,ij->i", stack, stack),
                "REDUCE_SUM": lambda stack: stack.sum(axis=1)}
 # how each call's values of one group are combined, elementwise (COUNT has none)
 COMBINE = {"SUM": np.add, "AVG": np.add, "MIN": np.minimum, "MAX": np.maximum}
+SMALL_PRODUCT_FLOPS = 8192  # a tile product of at most this much work (16 x 16 by 16 x 16) is summed stacked
 
 
 class _Argument:
@@ -63,15 +64,19 @@ def stacked_sums(calls: Sequence[AggregateCall],
         return None
     arguments: list[Optional[_Argument]] = []
     columns: set[int] = set()
+    keys: set[int] = set()  # key columns a MIN or MAX reads
     for call in calls:
         if call.function == "COUNT" and (call.arg is None or isinstance(call.arg.type, TensorType)):
             arguments.append(None)  # a tensor value is never NULL (an outer join's missing side is zeros): counted
             continue
         found = _argument(call, backend, columns) if call.function in COMBINE else None
+        if found is None and call.function in ("MIN", "MAX"):
+            found = _key_argument(call, keys)
         if found is None:
             return None
         arguments.append(found)
     inputs = sorted(columns)  # none where every call is COUNT(*): counted by group, no tile read
+    key_inputs = sorted(keys)
     combine = [COMBINE.get(call.function) for call in calls]
     one_shape = not all(a is None or a.lines_up for a in arguments)  # else `x.v @ w.v` stacks a row and a matrix
 
@@ -79,7 +84,9 @@ def stacked_sums(calls: Sequence[AggregateCall],
         """Each call's value for each tuple of a column batch along the first axis (None for COUNT), or None
         where its columns do not stack (tile_math/column_groups.py adds them up by group)."""
         fake = _column_stacks(batch, inputs, one_shape)
-        return _evaluated(arguments, fake, len(batch)) if fake is not None else None
+        if fake is None or not all(not batch.is_tile[c] and fake[c].dtype.kind in "iu" for c in key_inputs):
+            return None
+        return _evaluated(arguments, fake, len(batch))
 
     def sums(batch: list[Row], keys: list[tuple]) -> tuple[GroupSums, list[int]]:
         """The group sums of the batch's tuples that could be stacked, and the positions of the others."""
@@ -158,6 +165,17 @@ def _argument(call: AggregateCall, backend: Backend, columns: set[int]) -> Optio
     return _Argument(compile_expr(arg, backend), reduction)
 
 
+def _key_argument(call: AggregateCall, keys: set[int]) -> Optional[_Argument]:
+    """MIN or MAX of a key column: its int64 array over a column batch (the tuples of a list batch, whose keys are
+    Python ints, go one by one; SUM and AVG of keys too, as Python ints do not overflow)."""
+    arg = call.arg
+    integer = isinstance(arg.type, KeyType) or isinstance(arg.type, ScalarType) and arg.type.python_type is int
+    if not isinstance(arg, bx.ColumnIndex) or not integer:
+        return None
+    keys.add(arg.index)
+    return _Argument(lambda fake, index=arg.index: fake[index], None)
+
+
 def _batched_argument(arg: bx.Bound, backend: Backend, columns: set[int]) -> Optional[_Argument]:
     """An argument with kernels that reduce each tile inside (`1 + SUMSQ(v)`, `REDUCE_SUM(SQUARE(v), 1)`),
     evaluated on the stacks by tile_math/batched_kernels.py; None where it has no stacked form."""
@@ -173,11 +191,13 @@ def _batched_argument(arg: bx.Bound, backend: Backend, columns: set[int]) -> Opt
 
 
 def _small_product(arg: bx.Call) -> bool:
-    """Whether a product's operands and result are small tiles (a row's outer product `MATMUL(TRANSPOSE(E.v), E.v)`):
-    one batched matmul and a segment sum cost less than a kernel call a tuple (16 against 0.3 us a tuple of 1 x 8)."""
-    return arg.function.name == "MATMUL" and all(
-        isinstance(e.type, TensorType) and e.type.tile and int(np.prod(e.type.tile)) <= MAX_STACKED_ELEMENTS
-        for e in (arg, *arg.args))
+    """Whether a product of matrix tiles does little work (a row's outer product `MATMUL(TRANSPOSE(E.v), E.v)`):
+    one batched matmul and a segment sum then cost less than a kernel call a tuple (0.3 against 16 us a tuple of
+    1 x 8); a larger product goes into its group's tile as it is made."""
+    if arg.function.name != "MATMUL" or len(arg.args) != 2:
+        return False
+    left, right = (a.type.tile if isinstance(a.type, TensorType) else () for a in arg.args)
+    return len(left) == len(right) == 2 and 2 * left[0] * left[1] * right[1] <= SMALL_PRODUCT_FLOPS
 
 
 def _stacked_columns(batch: list[Row], inputs: list[int], one_shape: bool = True) -> Optional[Row]:
