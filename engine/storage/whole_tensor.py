@@ -7,6 +7,7 @@ from typing import Optional
 import numpy as np
 
 from trdb.kernels.sparse import dense
+from trdb.kernels.tile_blocks import blocks
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_codec import one_buffer
 
@@ -24,12 +25,38 @@ def whole_array(meta: TensorMeta, keys: np.ndarray, tiles: list) -> np.ndarray:
     joined = _row_tiles_in_one_buffer(meta, keys, tiles)
     if joined is not None:
         return joined
+    runs = getattr(tiles, "runs", ())
+    if runs:
+        return _placed_runs(meta, keys, tiles, runs)
     regions = [tuple(slice(k * t, k * t + n) for k, t, n in zip(key, meta.tile, np.shape(tile)))
                for key, tile in zip(keys.tolist(), tiles)]  # the keys cover the leading axes; the trailing ones are whole
     # every element written by a tile: no zeros to write first (writing them costs as much as a third of the copy)
     out = (np.empty if _covers(meta, regions) else np.zeros)(meta.shape, dtype=meta.dtype)
     for where, tile in zip(regions, tiles):
         out[where] = dense(tile)
+    out.flags.writeable = False  # shared by every statement that reads this version
+    return out
+
+
+def _placed_runs(meta: TensorMeta, keys: np.ndarray, tiles: list, runs: tuple) -> np.ndarray:
+    """`whole_array` of tiles read in runs of stacks (storage/tile_runs.py): each run of full tiles written through
+    a view of the array as blocks (one assignment, no step per tile: 200,000 tiles of 1 x 8 took 1.1 s one by
+    one), the other tiles one by one."""
+    tile = tuple(meta.tile)
+    out = np.zeros(meta.shape, dtype=meta.dtype)
+    full = tuple(n // t for n, t in zip(meta.shape, tile))
+    view = blocks(out[tuple(slice(0, g * t) for g, t in zip(full, tile))], tile)
+    padded = np.zeros((len(keys), len(tile)), dtype=np.int64)  # the trailing axes, without keys, at 0
+    padded[:, :keys.shape[1]] = keys
+    placed = np.zeros(len(tiles), dtype=bool)
+    for start, stack in runs:
+        at = padded[start:start + len(stack)]
+        if stack.shape[1:] == tile and len(at) and at.min() >= 0 and (at < np.array(full)).all():
+            view[tuple(at.T)] = stack
+            placed[start:start + len(stack)] = True
+    for n in np.flatnonzero(~placed).tolist():
+        tile_n = tiles[n]
+        out[tuple(slice(k * t, k * t + s) for k, t, s in zip(padded[n].tolist(), tile, np.shape(tile_n)))] = dense(tile_n)
     out.flags.writeable = False  # shared by every statement that reads this version
     return out
 

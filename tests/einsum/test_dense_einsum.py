@@ -285,12 +285,15 @@ def test_a_product_after_minimize_steps_reads_the_parameter_they_wrote(cur):
                                rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("runs", [False, True], ids=["list", "runs"])
 @pytest.mark.parametrize("drop, repeat", [(None, None), (4, None), (4, 0), (0, None)])
-def test_a_whole_array_from_tiles_holds_zeros_only_where_a_tile_is_absent(drop, repeat):
+def test_a_whole_array_from_tiles_holds_zeros_only_where_a_tile_is_absent(drop, repeat, runs, monkeypatch):
     """Ragged edge tiles and a CSR tile put in place; an absent tile's region is zeros, whether it is missing
-    outright or its place in the count is taken by a repeated key (then the array starts from zeros too)."""
+    outright or its place in the count is taken by a repeated key (then the array starts from zeros too). Read
+    in runs of stacks, the runs of whole tiles are placed at once, the same array."""
     import scipy.sparse as sp
 
+    from trdb.storage import tile_runs
     from trdb.storage.whole_tensor import _covers
 
     meta = TensorMeta("W", ("i", "j"), "v", np.dtype("float64"), (5, 7), (2, 3), "t")
@@ -308,6 +311,10 @@ def test_a_whole_array_from_tiles_holds_zeros_only_where_a_tile_is_absent(drop, 
             keys[drop], tiles[drop] = keys[repeat], tiles[repeat]
     regions = [(slice(2 * i, min(2 * i + 2, 5)), slice(3 * j, min(3 * j + 3, 7))) for i, j in keys]
     assert _covers(meta, regions) == (drop is None)
+    if runs:
+        monkeypatch.setattr(tile_runs, "MIN_RUN", 1)
+        tiles = tile_runs.as_tile_runs(tiles)
+        assert tiles.runs
     whole = whole_array(meta, np.array(keys), tiles)
     np.testing.assert_array_equal(whole, expected)
     assert not whole.flags.writeable
@@ -321,3 +328,22 @@ def test_a_short_edge_region_is_not_taken_for_a_whole_tile():
     assert not _covers(meta, [(slice(0, 2),), (slice(2, 3),), (slice(4, 5),)])  # a tile of 1 where 2 belong
     assert not _covers(meta, [(slice(0, 2),), (slice(2, 4),), (slice(6, 7),)])  # a key past the end
     assert not _covers(meta, [])
+
+
+@pytest.mark.parametrize("rows, tile_rows", [(4096 * 3, 1), (1003, 16)])
+def test_a_result_of_small_tiles_is_handed_on_as_stacks(cur, rows, tile_rows, monkeypatch):
+    """Row-wise dot products of rows of 8: the result's small tiles go on as column batches cut from the result
+    array (and an edge tile where the rows do not fill the last), as the aggregate and the writer take them."""
+    from trdb.execution.operators import dense_einsum
+    made = []
+    cut = dense_einsum.cut_tiles
+    monkeypatch.setattr(dense_einsum, "cut_tiles", lambda *a: made.append(1) or cut(*a))
+    a, b = RNG.standard_normal((rows, 8)), RNG.standard_normal((rows, 8))
+    load(cur, "A", a, (tile_rows, 8))
+    load(cur, "B", b, (tile_rows, 8))
+    dots = np.einsum("ij,ij->i", a, b)
+    total = cur.execute("SELECT SUM(SUMSQ(X.v)) AS s FROM EINSUM('ij,ij->i', A, B) AS X").fetchone()[0]
+    np.testing.assert_allclose(float(total), (dots ** 2).sum(), rtol=1e-10)
+    cur.execute("CREATE TENSOR D AS SELECT * FROM EINSUM('ij,ij->i', A, B)")
+    np.testing.assert_allclose(cur.execute("SELECT * FROM D").fetch_tensor(), dots, rtol=1e-12)
+    assert made

@@ -19,11 +19,15 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
+
+import numpy as np
 
 from trdb.execution import work
-from trdb.execution.operators.operator import BlockingOperator
+from trdb.execution.column_batch import SMALL_TILE_BYTES
+from trdb.execution.operators.operator import Batches, BlockingOperator, batches
 from trdb.execution.tile_math.compile import compile_expr
+from trdb.execution.tile_math.dense_retile import cut_tiles
 from trdb.execution.workers import ThreadWorkers
 from trdb.plan import expressions as bx
 from trdb.storage.tensor_meta import TensorMeta
@@ -66,14 +70,32 @@ class DenseEinsumExec(BlockingOperator):
         result = kernel(operands)
         if not getattr(getattr(result, "flags", None), "writeable", True):
             result = backend.xp.array(result)  # a view of a kept operand: the result is the caller's to change
+        if self.canvas is None and each is None and _small_tiles(result, self.tile):
+            return Batches(itertools.chain(*self._stacked(result)))
         tiles = self._tiles(result, each)
         if self.canvas is not None and each is None:
             self.canvas.adopt(result, tiles)  # fetch_tensor() then hands `result` over
         return [key + (value,) for key, value in tiles.items()]
 
+    def _stacked(self, result: np.ndarray) -> tuple[list, Iterator]:
+        """The result's tiles as column batches of stacks (cut_tiles), from the result padded to whole tiles."""
+        padded = tuple(-(-n // t) * t for n, t in zip(result.shape, self.tile))
+        box = result
+        if padded != result.shape:
+            box = np.zeros(padded, dtype=result.dtype)
+            box[tuple(slice(0, n) for n in result.shape)] = result
+        stacked, rows = cut_tiles(box, self.tile, result.shape)
+        return stacked, batches(rows)
+
     def _tiles(self, result, each: Optional[Callable]) -> dict[tuple, object]:
         tiles = tiles_of(result, self.tile)
         return tiles if each is None else {key: each((view,)) for key, view in tiles.items()}
+
+
+def _small_tiles(result, tile: tuple[int, ...]) -> bool:
+    """Whether the result is a host array of small tiles (column_batch.SMALL_TILE_BYTES), handed on as stacks."""
+    return type(result) is np.ndarray and result.ndim == len(tile) > 0 and \
+        math.prod(tile) * result.dtype.itemsize <= SMALL_TILE_BYTES and result.size > 0
 
 
 def row_blocks(rows: int, block_rows: int) -> list[slice]:

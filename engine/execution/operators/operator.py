@@ -149,6 +149,8 @@ class BlockingOperator(PhysicalOperator):
     def _output(self) -> Iterator[Batch]:
         """The result in batches; a subclass that hands on rows before its input ends says where batches end."""
         rows = self._compute()
+        if isinstance(rows, Batches):  # made as batches already (column batches of stacks)
+            return (batch for batch in rows)
         return batches(rows) if isinstance(rows, list) else self._streamed(iter(rows))
 
     @staticmethod
@@ -162,6 +164,7 @@ class BlockingOperator(PhysicalOperator):
                 close()
 
     def _compute(self) -> Iterable[tuple]:
+        """The result's rows (a list, or an iterator that streams them), or its batches as a `Batches`."""
         raise NotImplementedError
 
     def spill_file(self, purpose: str) -> SpillFile:
@@ -190,6 +193,10 @@ def drain(operator: PhysicalOperator) -> Iterator[tuple]:
         if batch is None:
             return
         yield from batch
+
+
+class Batches(list):
+    """What a BlockingOperator's `_compute` gives where it made the batches itself (column batches of stacks)."""
 
 
 def batches(rows: list, size: int = BATCH_SIZE) -> Iterator[Batch]:

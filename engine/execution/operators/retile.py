@@ -23,7 +23,7 @@ import numpy as np
 from trdb.execution.column_batch import is_columns
 from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.exchange.partitioning import partition_of
-from trdb.execution.operators.operator import Batch, BlockingOperator, PhysicalOperator, batches
+from trdb.execution.operators.operator import Batches, BlockingOperator, PhysicalOperator, batches
 from trdb.execution.operators.sort import merge_runs, on_backend, write_run
 from trdb.execution.tile_math.dense_retile import retiled, stacked_parts
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
@@ -52,16 +52,6 @@ class RetileExec(BlockingOperator):
         self.extent = extent
         self.dtype = dtype
 
-    _cut_whole: Optional[tuple] = None  # the new tiles cut as whole arrays: (column batches, tuples)
-
-    def _output(self) -> Iterator[Batch]:
-        self._cut_whole = None
-        rows = self._compute()
-        if self._cut_whole is not None:
-            stacked, rows = self._cut_whole
-            yield from stacked
-        yield from batches(rows) if isinstance(rows, list) else self._streamed(iter(rows))
-
     def _compute(self) -> Iterable[tuple]:
         self._memory = memory = self.reservation()
         tiles, runs, seen = {}, [], None  # seen: (extent, any CSR) of the tiles spilled so far
@@ -87,8 +77,8 @@ class RetileExec(BlockingOperator):
         if not runs:
             cut = self._whole(tiles, stacks)
             if cut is not None:
-                self._cut_whole = cut
-                return []
+                stacked, rows = cut
+                return Batches([*stacked, *batches(rows)])
             self._unstack(tiles, stacks)
             if not tiles:
                 return []

@@ -15,6 +15,7 @@ import numpy as np
 
 from trdb.execution.column_batch import COLUMN_BATCH_ROWS, SMALL_TILE_BYTES, ColumnBatch
 from trdb.kernels.distinct import all_distinct
+from trdb.kernels.tile_blocks import blocks
 
 Mine = Callable[[np.ndarray], np.ndarray]  # new keys (m x d) -> which of them this instance cuts
 
@@ -22,7 +23,7 @@ Mine = Callable[[np.ndarray], np.ndarray]  # new keys (m x d) -> which of them t
 def retiled(parts: list[tuple[np.ndarray, np.ndarray]], old: tuple[int, ...], new: tuple[int, ...],
             extent: tuple[int, ...], dtype: np.dtype, room: Callable[[int], bool],
             mine: Optional[Mine] = None) -> Optional[tuple[list[ColumnBatch], list[tuple]]]:
-    """The new tiles (`new` a tile) of the old ones over `extent`, in `dtype`: column batches and tuples (`_cut`).
+    """The new tiles (`new` a tile) of the old ones over `extent`, in `dtype`: column batches and tuples (`cut_tiles`).
     `parts`: (keys n x d in the old grid, their tiles stacked `(n, *shape)`) pairs; `old` the nominal old tile.
     None where the tiles do not fill their grid once each, are not of their places' shapes, or `room(bytes)`
     refuses the two arrays it takes."""
@@ -39,7 +40,7 @@ def retiled(parts: list[tuple[np.ndarray, np.ndarray]], old: tuple[int, ...], ne
     box = np.zeros(padded, dtype=dtype)
     if not all(_placed(box, part_keys, stack, old, extent) for part_keys, stack in parts):
         return None
-    return _cut(box, new, extent, mine)
+    return cut_tiles(box, new, extent, mine)
 
 
 def stacked_parts(tiles: dict) -> Optional[list[tuple[np.ndarray, np.ndarray]]]:
@@ -53,13 +54,6 @@ def stacked_parts(tiles: dict) -> Optional[list[tuple[np.ndarray, np.ndarray]]]:
              np.stack([tile for _, tile in group])) for group in groups.values()]
 
 
-def _blocks(array: np.ndarray, tile: tuple[int, ...]) -> np.ndarray:
-    """A view of `array` (each axis a multiple of `tile`'s) as (grid..., tile...)."""
-    d = len(tile)
-    split = array.reshape([n for axis in range(d) for n in (array.shape[axis] // tile[axis], tile[axis])])
-    return split.transpose(list(range(0, 2 * d, 2)) + list(range(1, 2 * d, 2)))
-
-
 def _placed(box: np.ndarray, keys: np.ndarray, stack: np.ndarray, old: tuple, extent: tuple) -> bool:
     """Write tiles of one shape at their places in `box`: full tiles at once, edge tiles one by one; False where a
     tile's shape is not its place's."""
@@ -69,20 +63,20 @@ def _placed(box: np.ndarray, keys: np.ndarray, stack: np.ndarray, old: tuple, ex
         return False
     if stack.shape[1:] == tuple(old):
         grid_box = box[tuple(slice(0, -(-e // o) * o) for e, o in zip(extent, old))]
-        _blocks(grid_box, old)[tuple(keys.T)] = stack
+        blocks(grid_box, old)[tuple(keys.T)] = stack
         return True
     for place, tile in zip(places.tolist(), stack):  # edge tiles: a row or a column of the grid
         box[tuple(slice(p, p + s) for p, s in zip(place, tile.shape))] = tile
     return True
 
 
-def _cut(box: np.ndarray, new: tuple[int, ...], extent: tuple[int, ...],
-         mine: Optional[Mine]) -> tuple[list[ColumnBatch], list[tuple]]:
+def cut_tiles(box: np.ndarray, new: tuple[int, ...], extent: tuple[int, ...],
+              mine: Optional[Mine] = None) -> tuple[list[ColumnBatch], list[tuple]]:
     """The new tiles in key order, cut from `box` (padded to whole new tiles) as one stack: column batches where
     they are small tiles of one shape, else tuples of views (edge tiles cut to the extent)."""
     grid = tuple(-(-e // n) for e, n in zip(extent, new))
     keys = _all_keys(grid)
-    stack = np.ascontiguousarray(_blocks(box[tuple(slice(0, g * n) for g, n in zip(grid, new))], new))
+    stack = np.ascontiguousarray(blocks(box[tuple(slice(0, g * n) for g, n in zip(grid, new))], new))
     stack = stack.reshape(-1, *new)  # a copy of the box, in key order
     if mine is not None:
         kept = mine(keys)
