@@ -24,6 +24,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from trdb.errors import DataError, OperationalError
+from trdb.execution.column_batch import is_columns
 from trdb.execution.long_form import long_batch, long_names, long_schema
 from trdb.execution.result import TensorLayout, tile_slices
 from trdb.kernels.backend import to_host
@@ -55,6 +56,12 @@ def _dense(tile, dtype: np.dtype) -> np.ndarray:
 
 def tile_batch(layout: TensorLayout, rows: Sequence[tuple], schema: pa.Schema) -> pa.RecordBatch:
     """Rows of a tensor result as a tile-form batch (edge tiles zero-padded to the nominal tile)."""
+    if is_columns(rows) and rows.is_tile[layout.value_position] and len(schema) == len(layout.key_positions) + 1:
+        stack = rows.columns[layout.value_position]
+        if layout.tile and stack.shape[1:] == tuple(layout.tile):  # full tiles stacked: the batch as it is
+            keys = [pa.array(rows.columns[p], pa.int64()) for p in layout.key_positions]
+            tiles = np.ascontiguousarray(stack, dtype=layout.dtype)
+            return pa.RecordBatch.from_arrays(keys + [pa.FixedShapeTensorArray.from_numpy_ndarray(tiles)], schema=schema)
     keys = [pa.array([row[p] for row in rows], pa.int64()) for p in layout.key_positions]
     tiles = [_dense(row[layout.value_position], layout.dtype) for row in rows]
     if not layout.tile:

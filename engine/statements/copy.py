@@ -1,20 +1,26 @@
 """COPY { tensor | (query) } TO 'path' and COPY tensor FROM 'path': results streamed to Parquet, CSV or npy."""
 from __future__ import annotations
 
+import math
 import os
 from typing import Iterable, Iterator, Optional
 
+import numpy as np
+
 from trdb.errors import DataError, IntegrityError, NotSupportedError, OperationalError, QueryCancelled
+from trdb.execution.column_batch import is_columns
 from trdb.execution.result import Result, TensorLayout
 from trdb.execution.spool import row_batches
 from trdb.ingest import copy_files
 from trdb.ingest.npy_files import load_npy
 from trdb.ingest.tiling import CHUNK_BYTES, write_array
+from trdb.kernels.distinct import all_distinct
 from trdb.parser import ast
 from trdb.statements.context import StatementContext
 from trdb.statements.coo import create_tensor_from_coo
 from trdb.statements.copy_partitioned import check_folder, partition_count, write_dataset
 from trdb.statements.materialize import check_tiles, result_columns, result_layout
+from trdb.statements.written_keys import WrittenKeys
 from trdb.storage import file_sandbox, tile_store
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_writer import TileWriter
@@ -69,7 +75,7 @@ def _write(result: Result, layout: TensorLayout, path: str, file_format: str, la
     if file_format == "parquet" and layout_kind == "tiles":
         return copy_files.write_parquet(path, *_tile_batches(result, layout))
     schema, value = result.schema, result.schema[layout.value_position].name
-    batches = _unique_keys(row_batches(result.rows), layout.key_positions)
+    batches = _unique_keys(row_batches(result.rows), layout)
     if file_format == "npy":
         return copy_files.write_npy(path, layout, batches)
     arrow_schema, arrow_batches = copy_files.long_form_batches(layout, copy_files.index_names(schema, layout),
@@ -81,26 +87,44 @@ def _write(result: Result, layout: TensorLayout, path: str, file_format: str, la
 def _tile_batches(result: Result, layout: TensorLayout) -> tuple:
     """The Arrow schema of the result's tile form and its batches in that form."""
     schema, value = result.schema, result.schema[layout.value_position].name
-    batches = _unique_keys(row_batches(result.rows), layout.key_positions)
+    batches = _unique_keys(row_batches(result.rows), layout)
     keyed = len(layout.key_positions)
     ragged = any(n % t for n, t in zip(layout.shape[:keyed], layout.tile[:keyed]))
     arrow_schema = copy_files.tile_schema([schema[p].name for p in layout.key_positions], value, layout, ragged)
     return arrow_schema, (copy_files.tile_batch(layout, rows, arrow_schema) for rows in batches if rows)
 
 
-def _unique_keys(batches: Iterable[list], keys: tuple[int, ...]) -> Iterator[list]:
-    """The batches, checked to hold one tile per key (a file holds one tensor); the keys seen are few beside
-    the tiles."""
-    seen: set = set()
+def _unique_keys(batches: Iterable[list], layout: TensorLayout) -> Iterator[list]:
+    """The batches, checked to hold one tile per key (a file holds one tensor): a column batch's keys by their
+    places in the tile grid at once, other batches' tuple by tuple."""
+    keys = layout.key_positions
+    grid = tuple(-(-n // t) for n, t in zip(layout.shape[:len(keys)], layout.tile))
+    seen = WrittenKeys(grid)
     for rows in batches:
-        for row in rows:
+        if is_columns(rows) and seen.marks and not any(rows.is_tile[k] for k in keys):
+            arrays = [np.asarray(rows.columns[k], dtype=np.int64) for k in keys]
+            if all(len(a) and a.min() >= 0 and a.max() < g for a, g in zip(arrays, grid)):
+                places = np.ravel_multi_index(arrays, grid) if keys else np.zeros(len(rows), np.int64)
+                if not seen.any_of(places) and all_distinct(places):
+                    seen.mark(places)
+                    yield rows
+                    continue
+        for row in rows:  # tuple by tuple: a repeated or misplaced key named
             key = tuple(row[k] for k in keys)
-            if key in seen or any(k is None or k < 0 for k in key):
-                what = f"two tuples under key {key}" if key in seen else f"the key {key}"
+            place = _place(key, grid)
+            if place is None or place in seen:
+                what = f"the key {key}" if place is None else f"two tuples under key {key}"
                 raise DataError(f"COPY: the result has {what}, so it is not one tensor",
                                 hint="did you forget SUM(...) with GROUP BY, or COALESCE on an outer join's keys?")
-            seen.add(key)
+            seen.add(place)
         yield rows
+
+
+def _place(key: tuple, grid: tuple[int, ...]):
+    """A key's place in the grid (WrittenKeys'), or None where a key is NULL, negative or past the grid."""
+    if any(k is None or k < 0 or k >= g for k, g in zip(key, grid)):
+        return None
+    return int(np.ravel_multi_index(key, grid)) if key and math.prod(grid) < 1 << 62 else key
 
 
 def _count(count: int) -> Result:

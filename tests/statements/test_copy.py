@@ -152,3 +152,20 @@ def test_copy_refuses_what_duckdb_refuses_with_external_access_off(tmp_path):
             con.execute(statement)
     assert con.execute(f"COPY A TO '{tmp_path / 'ok' / 'a.csv'}'").rowcount == 16
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ok"]
+
+
+@pytest.mark.parametrize("layout", ["tiles", "long"])
+def test_many_small_tiles_copy_as_stacks_and_repeated_keys_are_refused(tmp_path, layout):
+    """20,000 tiles of 1 x 4 (column batches): written from their stacks and key arrays, read back equal; a result
+    with two tuples under one key, found among a batch's key arrays or across batches, is refused by name."""
+    rows = np.random.default_rng(2).standard_normal((20_000, 4)).astype(np.float32)
+    with trdb.connect() as con:
+        con.execute("CREATE TENSOR E FROM ? TILE (1, 4)", [rows])
+        path = tmp_path / f"e_{layout}.parquet"
+        con.execute(f"COPY E TO '{path}' (FORMAT parquet, LAYOUT '{layout}')")
+        con.execute(f"CREATE TENSOR F FROM '{path}'")
+        np.testing.assert_array_equal(con.execute("SELECT * FROM F").fetch_tensor(), rows)
+        for query in ("SELECT E.i % 7 AS i, E.j, E.v FROM E", "SELECT E.i // 5000 AS i, E.j, E.v FROM E",
+                      "SELECT E.i, E.j, E.v FROM E UNION ALL SELECT E.i, E.j, E.v FROM E WHERE E.i = 3"):
+            with pytest.raises(trdb.DataError, match="two tuples under key"):
+                con.execute(f"COPY ({query}) TO '{tmp_path / 'x.parquet'}'")
