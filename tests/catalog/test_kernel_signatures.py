@@ -258,7 +258,8 @@ def test_a_gpu_allocation_that_failed_is_an_operational_error():
 def test_a_statement_that_runs_out_of_gpu_memory_fails_with_that_error_and_changes_nothing(con, monkeypatch):
     import trdb
 
-    con.execute("CREATE TENSOR A FROM ? TILE (2, 2)", [np.ones((4, 4), np.float32)])
+    # tile products of 32 x 32 (small ones are one batched matmul of their stacks, not the kernel's calls)
+    con.execute("CREATE TENSOR A FROM ? TILE (32, 32)", [np.ones((64, 64), np.float32)])
     con.execute("SET dense_einsum_bytes = 0")  # the product's MATMUL runs (not one whole EINSUM)
 
     def refused(xp, a, b, out=None):
