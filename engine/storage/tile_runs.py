@@ -79,10 +79,6 @@ class StackedTiles:
             self._tiles = TileRuns(views, self.runs)
         return self.keys, self._tiles
 
-    def only_stack(self) -> Optional[np.ndarray]:
-        """The one stack of all tiles, where there is one."""
-        return self.runs[0][1] if len(self.runs) == 1 else None
-
     @property
     def nbytes(self) -> int:
         return int(self.keys.nbytes) + sum(int(stack.nbytes) for _, stack in self.runs)

@@ -237,3 +237,30 @@ def test_a_write_keeps_its_stacks_and_gives_the_tiles_a_read_gives(con, monkeypa
     kept, read_back = _stored(con, cur)
     np.testing.assert_array_equal(kept, A)
     assert not read_back
+
+
+def test_a_tensor_read_in_several_runs_keeps_its_deletes_and_updates_as_stacks(con, monkeypatch):
+    """300,000 tiles come from DuckDB in several batches, so the pool keeps them in several runs: a DELETE and a
+    partial UPDATE build the new contents from the runs joined (not tile by tile) and keep them."""
+    from trdb.catalog import tile_access
+
+    def one_by_one(kept):
+        raise AssertionError("the kept tiles went tile by tile")
+    monkeypatch.setattr(tile_access, "_listed", one_by_one)
+    cur = con.cursor()
+    A = np.random.default_rng(9).standard_normal((300_000, 2)).astype(np.float32)
+    cur.execute("CREATE TENSOR A FROM ? TILE (1, 2)", [A])
+    _pool(con).shrink(_pool(con).bytes)
+    cur.execute("SELECT * FROM A").fetch_tensor()
+    catalog = con._session().catalog
+    meta = catalog.require_tensor("A")
+    kept = _pool(con).peek((meta.table, meta.version))
+    runs = kept.runs if hasattr(kept, "runs") else kept[1].runs
+    assert len(runs) > 1
+    cur.execute("DELETE FROM A WHERE A.i % 3 = 0")
+    A[::3] = 0
+    cur.execute("UPDATE A SET v = A.v * 2 WHERE A.i < 1000")
+    A[:1000] *= 2
+    kept, read_back = _stored(con, cur)
+    np.testing.assert_array_equal(kept, A)
+    assert not read_back
