@@ -8,6 +8,7 @@ import numpy as np
 
 from trdb.execution.column_batch import ColumnBatch
 from trdb.kernels.distinct import all_distinct
+from trdb.kernels.tile_blocks import blocks
 
 
 class ColumnBatches(tuple):
@@ -46,10 +47,9 @@ def placed_columns(batches: ColumnBatches, key_positions: tuple[int, ...], value
     if not all_distinct(places):
         return None  # two tiles under one key: the tuple-by-tuple assembly says so
     out = make(shape, len(places) == math.prod(grid))
-    blocks = out.reshape([n for pair in zip(grid, tile) for n in pair]).transpose(
-        list(range(0, 2 * len(tile), 2)) + list(range(1, 2 * len(tile), 2)))  # a view: (grid..., tile...)
+    view = blocks(out, tile)  # (grid..., tile...)
     for batch in batches:
-        blocks[tuple(batch.columns[p] for p in key_positions)] = batch.columns[value_position]
+        view[tuple(batch.columns[p] for p in key_positions)] = batch.columns[value_position]
     return out
 
 
