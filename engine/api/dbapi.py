@@ -16,7 +16,7 @@ from trdb.api.named_parameters import colon_placeholders
 from trdb.api.replacement_scans import python_scans, user_frame
 from trdb.api.result_formats import ResultFormats
 from trdb.api.result_sets import without_row_count
-from trdb.api.row_reader import RowReader, fetching, user_value
+from trdb.api.row_reader import RowReader, fetching, user_row
 from trdb.config.settings import physical_memory
 from trdb.execution.result import Result, assemble, check_result_fits
 from trdb.kernels.backend import to_host
@@ -283,7 +283,7 @@ class Cursor(ResultFormats):
         rows = self._reader.take(None if count is None else max(count, 0))
         if keep_sparse:
             return [tuple(to_host(v, True) for v in row) for row in rows]
-        return [tuple(user_value(v) for v in row) for row in rows]
+        return [user_row(row) for row in rows]
 
 
 class Connection(DuckDBConveniences):

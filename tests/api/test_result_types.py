@@ -56,3 +56,17 @@ def test_a_gradient_has_its_parameters_dtype(con):
     cursor = con.execute("SELECT * FROM GRAD(loss, W)")
     assert cursor.description[-1][1] == "TENSOR(float32, [2, 2])"
     assert {row[-1].dtype for row in cursor.fetchall()} == {np.dtype(np.float32)}
+
+
+def test_a_row_is_converted_value_by_value_as_user_value_converts_each():
+    import scipy.sparse
+
+    from trdb.api.row_reader import user_row, user_value
+    row = (3, np.float32(2.5), np.array(1.5, np.float32), np.ones((2, 2)), None, "s", 2.0,
+           scipy.sparse.csr_matrix(np.eye(2)), np.int64(7), np.zeros(0))
+    converted = user_row(row)
+    for got, want in zip(converted, (user_value(v) for v in row)):
+        assert type(got) is type(want)
+        np.testing.assert_array_equal(np.asarray(got, dtype=object if isinstance(got, str) else None),
+                                      np.asarray(want, dtype=object if isinstance(want, str) else None))
+    assert type(converted[2]) is np.float32  # a 0-d tile: a numpy scalar of its dtype
