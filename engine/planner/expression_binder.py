@@ -233,6 +233,10 @@ class ExpressionBinder:
                                     hint="write IN (?, ?, ...) with one parameter per value")
         operand = self.bind(node.operand)
         if isinstance(operand.type, TensorType):  # a tensor's value (`SUMSQ(v) IN (1, 4)`): one equality an item
+            for source, item in zip(node.items, items):
+                if item.value is None:
+                    raise self.ctx.fail(source, "IN on a tensor's value takes numbers: a tensor is never NULL, so NULL "
+                                                "never equals it", hint="leave NULL out of the list")
             equal = [self.compared(node, "=", (node.operand, operand), (source, item))
                      for source, item in zip(node.items, items)]
             test = equal[0] if len(equal) == 1 else bx.Logical("OR", tuple(equal))
