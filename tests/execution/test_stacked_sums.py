@@ -65,13 +65,19 @@ def test_explain_analyze_counts_the_stacked_work():
     assert "flops=" in line.split("actual")[1], line
 
 
-def test_counts_alone_are_counted_by_group_without_a_step_per_tuple(con, monkeypatch):
+@pytest.fixture
+def steps(monkeypatch) -> list:
+    """One entry for each value an accumulator adds (a step a tuple, on the tuple-by-tuple path)."""
+    from trdb.execution.operators.accumulator import Accumulator
+    added: list = []
+    add = Accumulator.add
+    monkeypatch.setattr(Accumulator, "add", lambda self, *a, **k: added.append(1) or add(self, *a, **k))
+    return added
+
+
+def test_counts_alone_are_counted_by_group_without_a_step_per_tuple(con, steps):
     """COUNT(*) (or COUNT of a tensor) with no other call reads no tile: its groups are counted as arrays too (one
     accumulator step a tuple took 0.93 s over 1,000,000 tuples)."""
-    from trdb.execution.operators.accumulator import Accumulator
-    steps = []
-    add = Accumulator.add
-    monkeypatch.setattr(Accumulator, "add", lambda self, *a, **k: steps.append(1) or add(self, *a, **k))
     con.execute("CREATE TENSOR A SHAPE (5000, 4) TILE (1, 4) FILL ONES")
     assert con.execute("SELECT COUNT(*) AS n FROM A").fetchall() == [(5000,)]
     assert con.execute("SELECT COUNT(A.v * 2) AS n FROM A").fetchall() == [(5000,)]  # a tensor is never NULL
@@ -99,15 +105,14 @@ def test_sums_of_small_products_are_one_batched_matmul(con, monkeypatch):
     for g, value in rows:
         np.testing.assert_allclose(value, x[g::3].T @ x[g::3], rtol=1e-10)
     assert len(rows) == 3 and len(calls) < 100  # not a call a tuple (6,000)
+    con.execute("CREATE TENSOR L FROM ? TILE (32, 32) DTYPE float64", [np.ones((64, 64))])
+    con.execute("SELECT SUM(MATMUL(L.v, L.v)) AS v FROM L").fetchall()
+    assert len(calls) >= 4  # products of 32 x 32 tiles: each added into its group's tile
 
 
-def test_a_product_with_a_broadcast_tile_is_summed_stacked(con, monkeypatch):
+def test_a_product_with_a_broadcast_tile_is_summed_stacked(con, steps):
     """Rows of 1 x 8 times one 8 x 8 weight (a cross join with its one tile): stacks of two tile shapes, paired by a
     batched matmul, where elementwise sums need one shape."""
-    from trdb.execution.operators.accumulator import Accumulator
-    steps = []
-    add = Accumulator.add
-    monkeypatch.setattr(Accumulator, "add", lambda self, *a, **k: steps.append(1) or add(self, *a, **k))
     rng = np.random.default_rng(6)
     x, w = rng.standard_normal((2000, 8)), rng.standard_normal((8, 8))
     con.execute("CREATE TENSOR X FROM ? TILE (1, 8) DTYPE float64", [x])
@@ -117,13 +122,9 @@ def test_a_product_with_a_broadcast_tile_is_summed_stacked(con, monkeypatch):
     assert len(steps) < 100  # not a step a tuple (2,000)
 
 
-def test_min_and_max_of_keys_are_taken_from_the_key_arrays(con, monkeypatch):
+def test_min_and_max_of_keys_are_taken_from_the_key_arrays(con, steps):
     """MIN and MAX of key columns over column batches come from their arrays, as Python ints (as keys are), by
     group too; over an outer join's NULL keys they go tuple by tuple and skip the NULLs."""
-    from trdb.execution.operators.accumulator import Accumulator
-    steps = []
-    add = Accumulator.add
-    monkeypatch.setattr(Accumulator, "add", lambda self, *a, **k: steps.append(1) or add(self, *a, **k))
     con.execute("CREATE TENSOR A SHAPE (3000, 8) TILE (1, 4) FILL ONES")
     assert con.execute("SELECT MIN(A.i) AS lo, MAX(A.i) AS hi, MAX(A.j) AS j FROM A WHERE A.i > 7").fetchall() == \
         [(8, 2999, 1)]

@@ -176,7 +176,7 @@ def test_a_read_in_several_runs_is_one_stack_in_key_order():
 
 def test_a_parameter_of_many_one_value_tiles_steps_as_a_stack(monkeypatch):
     """A read of 300,000 tiles comes in several runs (one per batch DuckDB hands over): still one stack, and
-    Adam's step of it the closed form's."""
+    Adam's steps of it numpy's."""
     taken = []
     original = minimize._stacked_update
     monkeypatch.setattr(minimize, "_stacked_update", lambda *args: taken.append(original(*args)) or taken[-1])
