@@ -1,6 +1,7 @@
 """The binder: a query AST to a logical plan, with every name resolved and every tile shape checked."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Optional
 
@@ -111,15 +112,17 @@ class Binder:
     def bind_order(self, plan: lp.Plan, origins, items) -> lp.Plan:
         keys, descending = [], []
         for item in items:
-            keys.append(bx.ColumnIndex(self._order_position(plan.schema, origins, item.expr), KEY))
+            position = self._order_position(plan.schema, origins, item.expr)
+            keys.append(bx.ColumnIndex(position, plan.schema[position].type if plan.schema[position].is_tensor else KEY))
             descending.append(item.descending)
         return lp.Sort(plan, tuple(keys), tuple(descending))
 
     def _order_position(self, schema, origins, expr) -> int:
         position = self._order_column(schema, origins, expr)
-        if schema[position].is_tensor:
-            raise self.ctx.fail(expr, f'ORDER BY "{schema[position].name}": tiles have no order',
-                                hint="order by key columns")
+        tile = schema[position].type.tile if schema[position].is_tensor else ()
+        if schema[position].is_tensor and not (all(isinstance(n, int) for n in tile) and math.prod(tile) == 1):
+            raise self.ctx.fail(expr, f'ORDER BY "{schema[position].name}": tiles of many values have no order',
+                                hint="order by key columns, or by one value of each tile (SUMSQ(A.v), REDUCE_MAX(A.v))")
         return position
 
     def _order_column(self, schema, origins, expr) -> int:

@@ -134,7 +134,7 @@ def test_sum_never_broadcasts_tiles_of_different_shapes(cur):
 
 
 def test_order_by_a_tensor_is_refused(loaded):
-    with pytest.raises(trdb.ProgrammingError, match="tiles have no order"):
+    with pytest.raises(trdb.ProgrammingError, match="tiles of many values have no order"):
         loaded.execute("SELECT A.i, A.j, A.v FROM A ORDER BY A.v")
 
 

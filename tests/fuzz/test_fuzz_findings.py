@@ -152,7 +152,7 @@ def test_order_by_position(gcur):
     gcur.execute("SELECT G.i AS i, G.v AS v FROM G ORDER BY 1 DESC")
     assert [r[0] for r in gcur.fetchall()] == sorted([i for i in range(4) for _ in range(3)], reverse=True)
     for order in ("2 DESC", "v", "G.v"):
-        with pytest.raises(trdb.ProgrammingError, match="tiles have no order"):
+        with pytest.raises(trdb.ProgrammingError, match="tiles of many values have no order"):
             gcur.execute(f"SELECT G.i AS i, G.v AS v FROM G ORDER BY {order}")
     with pytest.raises(trdb.ProgrammingError, match="position 3 is not in the select list"):
         gcur.execute("SELECT G.i AS i, G.v AS v FROM G ORDER BY 3")

@@ -17,6 +17,7 @@ from trdb.execution.column_batch import is_columns
 from trdb.execution.exchange.channel import batch_bytes
 from trdb.execution.operators.operator import Batch, BlockingOperator, PhysicalOperator, batches
 from trdb.execution.tile_math.column_sort import sorted_batches
+from trdb.kernels.backend import to_host
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.kernels.sparse import is_sparse
 from trdb.storage.memory import Reservation
@@ -88,8 +89,7 @@ class SortExec(BlockingOperator):
     def _sort(self, rows: list) -> None:
         # stable sorts from the last key to the first give the full ordering
         for position, descending in reversed(list(zip(self.positions, self.descending))):
-            rows.sort(key=lambda r: (r[position] is None, r[position] if r[position] is not None else 0),
-                      reverse=descending)
+            rows.sort(key=lambda r: order_key(r[position]), reverse=descending)
 
     def merge_key(self) -> Callable[[tuple], tuple]:
         """One key for the whole ordering: the in-memory sort's keys, descending ones reversed."""
@@ -98,11 +98,22 @@ class SortExec(BlockingOperator):
         def key(row: tuple) -> tuple:
             out = []
             for position, descending in parts:
-                value = row[position]
-                part = (value is None, value if value is not None else 0)
+                part = order_key(row[position])
                 out.append(Descending(part) if descending else part)
             return tuple(out)
         return key
+
+
+def order_key(value) -> tuple:
+    """A sort key's place: NULLs after every value, NaN after every number (as PostgreSQL orders them); a tile of
+    one value (ORDER BY SUMSQ(A.v)) by that value."""
+    if value is None:
+        return (True, False, 0)
+    if type(value) is not int:
+        value = np.asarray(to_host(value)).reshape(-1)[0].item()
+        if value != value:
+            return (False, True, 0)
+    return (False, False, value)
 
 
 def _estimated_bytes(batch: list) -> int:
