@@ -85,3 +85,21 @@ def test_order_by_spills_and_keeps_the_order(tmp_path):
         plan = [line[0] for line in cur.execute(f"EXPLAIN ANALYZE {query} LIMIT 3").fetchall()]
         assert "spilled=" in next(line for line in plan if "SortExec" in line)
         assert not spill_files(tmp_path / "spill")
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_one_value_tiles_sort_by_their_value_nan_above_every_number_spilled_or_not(descending, tmp_path):
+    """A key column of 0-d tiles (ORDER BY SUMSQ(A.v)), ties, NaN and NULL among them: the spilled runs merge in
+    the in-memory order, which is numpy's sort of the values (NaN after every number, NULL after NaN)."""
+    rng = np.random.default_rng(8)
+    values = rng.integers(0, 30, 1500).astype(np.float32)
+    values[rng.random(1500) < 0.05] = np.nan
+    rows = [(None if n % 97 == 0 else np.array(v), n, rng.standard_normal((2, 2))) for n, v in enumerate(values)]
+    expected = _run(SortExec(RowsScanExec(rows), (0,), (descending,)), unlimited(), tmp_path)
+    operator = SortExec(RowsScanExec(rows), (0,), (descending,))
+    got = _run(operator, MemoryManager(64 << 10), tmp_path)
+    assert [r[1] for r in got] == [r[1] for r in expected] and operator.metrics.spilled_bytes > 0
+    rank = {n: (row[0] is None, row[0] is not None and bool(np.isnan(row[0])),
+                0.0 if row[0] is None or np.isnan(row[0]) else float(row[0])) for n, row in enumerate(rows)}
+    order = sorted(range(len(rows)), key=lambda n: rank[n], reverse=descending)  # stable both ways, as the sort
+    assert [r[1] for r in got] == order
