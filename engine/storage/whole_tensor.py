@@ -6,9 +6,8 @@ from typing import Optional
 
 import numpy as np
 
-from trdb.kernels.distinct import all_distinct
 from trdb.kernels.sparse import dense
-from trdb.kernels.tile_blocks import blocks
+from trdb.kernels.tile_blocks import blocks, fills_grid
 from trdb.storage.tensor_meta import TensorMeta
 from trdb.storage.tile_codec import one_buffer
 
@@ -66,8 +65,7 @@ def _runs_cover(meta: TensorMeta, keys: np.ndarray, tiles: list, runs: tuple) ->
     """`_covers` of tiles under `keys` (n x ndim), the shape each place has checked for all of them at once (a run's
     tiles have its stack's shape)."""
     grid = [-(-n // t) for n, t in zip(meta.shape, meta.tile)]
-    if len(tiles) != math.prod(grid) or keys.min() < 0 or (keys >= np.array(grid)).any() or \
-            not all_distinct(np.ravel_multi_index(tuple(keys.T), grid)):
+    if len(tiles) != len(keys) or not fills_grid(keys, grid):
         return False
     expected = np.minimum(np.array(meta.tile), np.array(meta.shape) - keys * np.array(meta.tile))
     shapes = np.full(expected.shape, -1, dtype=np.int64)

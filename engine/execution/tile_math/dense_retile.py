@@ -14,8 +14,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from trdb.execution.column_batch import COLUMN_BATCH_ROWS, SMALL_TILE_BYTES, ColumnBatch
-from trdb.kernels.distinct import all_distinct
-from trdb.kernels.tile_blocks import blocks
+from trdb.kernels.tile_blocks import blocks, fills_grid
 
 Mine = Callable[[np.ndarray], np.ndarray]  # new keys (m x d) -> which of them this instance cuts
 
@@ -31,8 +30,7 @@ def retiled(parts: list[tuple[np.ndarray, np.ndarray]], old: tuple[int, ...], ne
         return None
     keys = np.concatenate([k for k, _ in parts])
     grid = tuple(-(-e // o) for e, o in zip(extent, old))
-    if len(keys) != math.prod(grid) or keys.min() < 0 or (keys >= np.array(grid)).any() or \
-            not all_distinct(np.ravel_multi_index(tuple(keys.T), grid)):
+    if not fills_grid(keys, grid):
         return None  # an absent tile: only pieces of present tiles are present
     padded = tuple(max(-(-e // o) * o, -(-e // n) * n) for e, o, n in zip(extent, old, new))
     if not room(2 * math.prod(padded) * np.dtype(dtype).itemsize):
