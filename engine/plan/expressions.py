@@ -37,7 +37,10 @@ class Call:
 
 @dataclass(frozen=True)
 class KeyArith:
-    """Integer arithmetic on keys: + - * // %; NULL propagates. KEY_OPS gives each its Python function."""
+    """Integer arithmetic on keys: + - * // %; NULL propagates. KEY_OPS gives each its Python function; `//` and
+    `%` are SQL's (PostgreSQL's integer `/` and `%`, DuckDB's `//` and `%`): the quotient rounds toward zero and
+    the remainder takes the dividend's sign (-7 // 2 is -3, -7 % 2 is -1), as a query without tensors, which
+    DuckDB runs, computes them."""
 
     op: str
     left: "Bound"
@@ -55,9 +58,20 @@ class Compare:
     type: ColumnType = ScalarType(bool)
 
 
+def truncated_quotient(a: int, b: int) -> int:
+    """a // b rounded toward zero, as SQL divides integers (ZeroDivisionError where b is 0)."""
+    quotient = abs(a) // abs(b)
+    return quotient if (a < 0) == (b < 0) else -quotient
+
+
+def truncated_remainder(a: int, b: int) -> int:
+    """What is left of a after `truncated_quotient(a, b)` times b: the sign of a, as SQL's %."""
+    return a - b * truncated_quotient(a, b)
+
+
 # The one table of each: execution computes with them per tuple, constant folding at plan time.
-KEY_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
-           "%": operator.mod}
+KEY_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": truncated_quotient,
+           "%": truncated_remainder}
 COMPARE_OPS = {"=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le,
                ">": operator.gt, ">=": operator.ge}
 

@@ -28,7 +28,16 @@ from trdb.plan.types import TensorType
 Values = tuple[np.ndarray, Optional[np.ndarray]]  # int64 (or bool) values, and where they are NULL (None: nowhere)
 Evaluate = Callable[[ColumnBatch], Optional[Values]]
 _SAFE = {"+": 1 << 62, "-": 1 << 62, "*": 1 << 31}  # operands within these bounds cannot leave int64
-_ARRAY_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.remainder}
+_INT64_MIN = np.iinfo(np.int64).min
+
+
+def _truncated_quotient(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """SQL's integer division (toward zero; expressions.truncated_quotient) of arrays without a zero in `b`."""
+    quotient = np.floor_divide(a, b)
+    return quotient + ((np.remainder(a, b) != 0) & ((a < 0) != (b < 0)))
+
+
+_ARRAY_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": _truncated_quotient, "%": np.fmod}
 
 
 class _Unsupported(Exception):
@@ -104,8 +113,8 @@ def _arith(op: str, left: Values, right: Values) -> Values:
         bound = _SAFE[op]
         if len(a) and not all(-bound < int(x.min()) and int(x.max()) < bound for x in (a, b)):
             raise _Unsupported  # may leave int64: the closures decide (and report it)
-    elif len(b) and not b.all():
-        raise _Unsupported  # a division by zero: the tuple's closure reports it
+    elif len(b) and (not b.all() or ((a == _INT64_MIN) & (b == -1)).any()):
+        raise _Unsupported  # a division by zero, or out of int64: the tuple's closure reports it
     return _ARRAY_OPS[op](a, b), null
 
 
