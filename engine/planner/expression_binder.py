@@ -205,6 +205,10 @@ class ExpressionBinder:
 
     def scalar_arith(self, node: ast.BinaryOp, left: bx.Bound, right: bx.Bound) -> bx.Bound:
         if isinstance(left, bx.Const) and isinstance(right, bx.Const):
+            if node.op in bx.KEY_OPS and all(type(c.value) is int for c in (left, right)):
+                if right.value == 0 and node.op in ("//", "%"):
+                    raise self.ctx.fail(node, f"division by zero ({left.value} {node.op} 0)")
+                return constant(bx.KEY_OPS[node.op](left.value, right.value))  # SQL's // and % (-1 // 2 is 0)
             try:
                 return constant(OPERATORS[node.op].call(NUMPY_BACKEND, [left.value, right.value]))
             except Exception as exc:  # a constant expression that cannot be evaluated

@@ -37,8 +37,8 @@ def aggregate_type(function: str, arg: Optional[bx.Bound], groups: int):
         if function == "AVG" and not np.issubdtype(dtype, np.floating):
             dtype = np.dtype("float64")
         return TensorType(dtype, tile, extent)
-    if function == "AVG":
-        return TensorType(np.dtype("float64"), (), ())
+    if function == "AVG":  # a number, as in SQL: NULL where no value came (a group of NULL keys)
+        return ScalarType(float)
     if isinstance(arg.type, ScalarType) and arg.type.python_type is float:
         return arg.type  # SUM(2.5): a float, as its values are
     return INTEGER

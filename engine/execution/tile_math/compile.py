@@ -235,16 +235,37 @@ def _compare(expr: bx.Compare, backend: Backend) -> Compiled:
     return run
 
 
+def _truth_value(expr: bx.Bound, backend: Backend) -> Compiled:
+    """A condition's SQL truth value: True, False, or None (unknown: it compared a NULL); a tensor condition
+    is never unknown (tensors are never NULL)."""
+    value = compile_expr(expr, backend)
+    if hasattr(expr.type, "tile"):
+        return lambda row: _truth(value(row))
+    return lambda row: None if (found := value(row)) is None else bool(found)
+
+
 def _logical(expr: bx.Logical, backend: Backend) -> Compiled:
-    args = [compile_predicate(a, backend) for a in expr.args]
-    if expr.op == "AND":
-        return lambda row: all(a(row) for a in args)
-    return lambda row: any(a(row) for a in args)
+    """AND / OR in SQL's three-valued logic: NULL AND FALSE is FALSE, NULL OR TRUE is TRUE, else unknown
+    (None) where an argument is; the arguments are evaluated left to right until one decides."""
+    args = [_truth_value(a, backend) for a in expr.args]
+    deciding = expr.op != "AND"  # the value that decides: FALSE for AND, TRUE for OR
+
+    def run(row: Row) -> Optional[bool]:
+        result: Optional[bool] = not deciding
+        for arg in args:
+            value = arg(row)
+            if value is deciding:
+                return deciding
+            if value is None:
+                result = None
+        return result
+    return run
 
 
 def _not(expr: bx.Not, backend: Backend) -> Compiled:
-    arg = compile_predicate(expr.arg, backend)
-    return lambda row: not arg(row)
+    """NOT of unknown is unknown (SQL): `NOT (x BETWEEN 1 AND 6)` keeps no tuple whose x is NULL."""
+    arg = _truth_value(expr.arg, backend)
+    return lambda row: None if (value := arg(row)) is None else not value
 
 
 def _in_set(expr: bx.InSet, backend: Backend) -> Compiled:

@@ -70,7 +70,7 @@ def predicate_function(expr: bx.Bound) -> Optional[Callable[[ColumnBatch], Optio
 
     def run(batch: ColumnBatch) -> Optional[np.ndarray]:
         try:
-            return evaluate(batch)
+            return evaluate(batch)[0]  # where it is true: unknown (NULL) keeps no tuple
         except _Unsupported:
             return None
     return run
@@ -138,10 +138,15 @@ _COMPARE = {"=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operato
             ">=": operator.ge}
 
 
-def _condition(expr: bx.Bound) -> Optional[Callable[[ColumnBatch], np.ndarray]]:
-    """Where a condition on keys is true, over a batch (NULL comparisons false), or None where it is not one."""
+Truth = tuple[np.ndarray, Optional[np.ndarray]]  # where a condition is true, and where it is unknown (None: nowhere)
+
+
+def _condition(expr: bx.Bound) -> Optional[Callable[[ColumnBatch], Truth]]:
+    """A condition on keys over a batch in SQL's three-valued logic (a comparison with NULL is unknown, NOT
+    of unknown is unknown, FALSE decides an AND and TRUE an OR), or None where it is not one."""
     if isinstance(expr.type, TensorType):
-        return _tile_truth(expr)
+        truth = _tile_truth(expr)
+        return None if truth is None else lambda batch: (truth(batch), None)
     if isinstance(expr, bx.Compare) and expr.op in _COMPARE:
         left, right = _compiled(expr.left), _compiled(expr.right)
         if left is None or right is None:
@@ -151,17 +156,47 @@ def _condition(expr: bx.Bound) -> Optional[Callable[[ColumnBatch], np.ndarray]]:
         args = [_condition(a) for a in expr.args]
         if any(a is None for a in args):
             return None
-        combine = np.logical_and if expr.op == "AND" else np.logical_or
-        return lambda batch: combine.reduce([a(batch) for a in args]) if args else np.ones(len(batch), bool)
+        combine = _all_true if expr.op == "AND" else _any_true
+        return lambda batch: combine([a(batch) for a in args], len(batch))
     if isinstance(expr, bx.Not):
         arg = _condition(expr.arg)
-        return None if arg is None else lambda batch: ~arg(batch)
+        return None if arg is None else lambda batch: _negated(arg(batch))
     if isinstance(expr, bx.InSet):
         return _in_set(expr)
     if isinstance(expr, bx.IsNullTest):
         arg = _compiled(expr.arg)
-        return None if arg is None else lambda batch: _is_null(arg(batch), len(batch)) != expr.negated
+        return None if arg is None else lambda batch: (_is_null(arg(batch), len(batch)) != expr.negated, None)
     return None
+
+
+def _all_true(args: list[Truth], rows: int) -> Truth:
+    """AND: true where every argument is; unknown where none is false and one is unknown."""
+    true, false, unknown = np.ones(rows, bool), np.zeros(rows, bool), np.zeros(rows, bool)
+    for value, null in args:
+        true &= value
+        false |= ~value if null is None else ~value & ~null
+        if null is not None:
+            unknown |= null
+    return true, _unknown(unknown & ~false)
+
+
+def _any_true(args: list[Truth], rows: int) -> Truth:
+    """OR: true where an argument is; unknown where none is and one is unknown."""
+    true, unknown = np.zeros(rows, bool), np.zeros(rows, bool)
+    for value, null in args:
+        true |= value
+        if null is not None:
+            unknown |= null
+    return true, _unknown(unknown & ~true)
+
+
+def _negated(truth: Truth) -> Truth:
+    value, null = truth
+    return (~value, None) if null is None else (~value & ~null, null)
+
+
+def _unknown(null: np.ndarray) -> Optional[np.ndarray]:
+    return null if null.any() else None
 
 
 def _tile_truth(expr: bx.Bound) -> Optional[Callable[[ColumnBatch], np.ndarray]]:
@@ -185,23 +220,23 @@ def _tile_truth(expr: bx.Bound) -> Optional[Callable[[ColumnBatch], np.ndarray]]
     return run
 
 
-def _compared(op, left: Values, right: Values) -> np.ndarray:
+def _compared(op, left: Values, right: Values) -> Truth:
     (a, a_null), (b, b_null) = left, right
     out = op(a, b)
     null = _either(a_null, b_null)
-    return out if null is None else out & ~null
+    return (out, None) if null is None else (out & ~null, null)
 
 
-def _in_set(expr: bx.InSet) -> Optional[Callable[[ColumnBatch], np.ndarray]]:
+def _in_set(expr: bx.InSet) -> Optional[Callable[[ColumnBatch], Truth]]:
     arg = _compiled(expr.arg)
     if arg is None or not all(type(v) is int and -(1 << 63) <= v < 1 << 63 for v in expr.values):
         return None
     members = np.array(sorted(expr.values), dtype=np.int64)
 
-    def run(batch: ColumnBatch) -> np.ndarray:
+    def run(batch: ColumnBatch) -> Truth:
         values, null = arg(batch)
         out = np.isin(values, members) != expr.negated
-        return out if null is None else out & ~null
+        return (out, None) if null is None else (out & ~null, null)
     return run
 
 

@@ -93,8 +93,9 @@ def _value(expr: bx.Bound):
         return _call_value(expr)
     if any(isinstance(c.value, np.ndarray) for c in bx.children(expr)):
         return _UNFOLDED
-    if isinstance(expr, bx.Not):  # NOT of NULL is true at run time (NULL tests false); leave it
-        return not expr.arg.value if isinstance(expr.arg.value, bool) else _UNFOLDED
+    if isinstance(expr, bx.Not):  # NOT of NULL (unknown) is unknown, as at run time
+        value = expr.arg.value
+        return None if value is None else not value if isinstance(value, bool) else _UNFOLDED
     if isinstance(expr, bx.IsNullTest):
         return (expr.arg.value is None) != expr.negated
     if isinstance(expr, bx.InSet):
@@ -131,7 +132,7 @@ def _fold_logical(expr: bx.Logical) -> bx.Bound:
     for arg in expr.args:
         if isinstance(arg, bx.Const) and arg.value is neutral:
             continue
-        if isinstance(arg, bx.Const) and (arg.value is absorbing or (expr.op == "AND" and arg.value is None)):
+        if isinstance(arg, bx.Const) and arg.value is absorbing:  # a NULL stays: x AND NULL is FALSE or unknown
             return bx.Const(absorbing, expr.type)
         kept.append(arg)
     if not kept:
