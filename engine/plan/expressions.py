@@ -99,6 +99,16 @@ class InSet:
     type: ColumnType = ScalarType(bool)
 
 
+def in_set_truth(value: Any, values: frozenset, negated: bool) -> Optional[bool]:
+    """`value [NOT] IN values` in SQL's three-valued logic: unknown (None) for a NULL value, and where no
+    item equals it but one is NULL (`x NOT IN (3, NULL)` is never true)."""
+    if value is None:
+        return None
+    if value in values:
+        return not negated
+    return None if None in values else negated
+
+
 @dataclass(frozen=True)
 class IsNullTest:
     arg: "Bound"

@@ -269,12 +269,8 @@ def _not(expr: bx.Not, backend: Backend) -> Compiled:
 
 
 def _in_set(expr: bx.InSet, backend: Backend) -> Compiled:
-    arg, values, negated = compile_expr(expr.arg, backend), expr.values, expr.negated
-
-    def run(row: Row) -> Any:
-        value = arg(row)
-        return None if value is None else (value in values) != negated
-    return run
+    arg, negated = compile_expr(expr.arg, backend), expr.negated
+    return lambda row: bx.in_set_truth(arg(row), expr.values, negated)
 
 
 def _is_null(expr: bx.IsNullTest, backend: Backend) -> Compiled:

@@ -99,7 +99,7 @@ def _value(expr: bx.Bound):
     if isinstance(expr, bx.IsNullTest):
         return (expr.arg.value is None) != expr.negated
     if isinstance(expr, bx.InSet):
-        return None if expr.arg.value is None else (expr.arg.value in expr.values) != expr.negated
+        return bx.in_set_truth(expr.arg.value, expr.values, expr.negated)
     a, b = expr.left.value, expr.right.value
     if a is None or b is None:
         return None
