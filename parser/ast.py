@@ -214,6 +214,7 @@ class Select:
     group_by: tuple[Expr, ...] = ()
     distinct: bool = False
     span: Span = _span()
+    having: Optional[Expr] = None  # a condition on the groups (their keys and aggregates)
 
 
 @dataclass(frozen=True)

@@ -260,9 +260,9 @@ class Builder:
         return ast.Cte(children[0], children[1], span_of(meta))
 
     def select(self, meta, children):
-        distinct, items, (from_items, where, group_by) = children[0], children[1:-3], children[-3:]
+        distinct, items, (from_items, where, group_by, having) = children[0], children[1:-4], children[-4:]
         return ast.Select(tuple(items), from_items or (), where, group_by or (), bool(distinct),
-                          span_of(meta))
+                          span_of(meta), having)
 
     def select_expr(self, meta, children):
         return ast.SelectItem(children[0], children[1], span_of(meta))
@@ -279,7 +279,7 @@ class Builder:
     def where_clause(self, meta, children):
         return children[0]
 
-    group_clause = limit_clause = offset_clause = where_clause
+    group_clause = having_clause = limit_clause = offset_clause = where_clause
     order_clause = from_clause
 
     def order_item(self, meta, children):

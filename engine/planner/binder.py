@@ -147,7 +147,7 @@ class Binder:
         source, where = self.bind_from(select.from_items, select.where)
         if where is not None:
             source = lp.Filter(source, bind_condition(self.ctx, source.schema, where))
-        if select.group_by or any(contains_aggregate(item.expr) for item in select.items):
+        if select.group_by or select.having is not None or any(contains_aggregate(item.expr) for item in select.items):
             plan, origins = bind_grouped_select(self.ctx, source, select)
         else:
             plan, origins = self.bind_projection(source, select.items)

@@ -11,6 +11,7 @@ from trdb.parser import ast
 from trdb.plan import expressions as bx
 from trdb.plan import logical as lp
 from trdb.plan.types import KEY, Column, KeyType, ScalarType, TensorType
+from trdb.planner.conditions import check_condition
 from trdb.planner.edge_tiles import check_edge_tiles
 from trdb.planner.expression_binder import BindContext, ExpressionBinder, is_key_like
 from trdb.planner.naming import output_names
@@ -118,12 +119,17 @@ def bind_grouped_select(ctx: BindContext, source: lp.Plan, select: ast.Select) -
         exprs.append(binder.bind(item.expr))
         aliases.append(item.alias)
         origins.append((item.expr.qualifier, item.expr.name) if isinstance(item.expr, ast.ColumnRef) else None)
+    having = None
+    if select.having is not None:  # over the groups: their keys and aggregates (which may add calls)
+        having = binder.bind(select.having)
+        check_condition(ctx, binder, select.having, "HAVING")
     group_names = output_names(group_by, [None] * len(group_by), [None] * len(group_by),
                                [c.name for c in source.schema])
     agg_schema = tuple(Column(n, g.type if isinstance(g.type, KeyType) else KEY) for n, g in zip(group_names, group_by))
     agg_schema += tuple(Column(c.function.lower(), aggregate_type(c.function, c.arg, len(group_by)))
                         for c in binder.calls)
     aggregate = lp.Aggregate(source, tuple(group_by), tuple(binder.calls), agg_schema)
+    groups = aggregate if having is None else lp.Filter(aggregate, having)
     names = output_names(exprs, aliases, [o[1] if o else None for o in origins], [c.name for c in agg_schema])
     schema = tuple(Column(n, e.type) for n, e in zip(names, exprs))
-    return lp.Project(aggregate, tuple(exprs), schema), tuple(origins)
+    return lp.Project(groups, tuple(exprs), schema), tuple(origins)
