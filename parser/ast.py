@@ -146,6 +146,7 @@ class OrderItem:
     expr: Expr
     descending: bool = False
     span: Span = _span()
+    nulls_first: bool = False  # NULLS FIRST; without NULLS, as PostgreSQL: first where descending
 
 
 @dataclass(frozen=True)

@@ -283,7 +283,16 @@ class Builder:
     order_clause = from_clause
 
     def order_item(self, meta, children):
-        return ast.OrderItem(children[0], children[1] == "DESC", span_of(meta))
+        expr, direction, nulls = children
+        descending = direction is not None and direction.upper() == "DESC"
+        nulls_first = descending if nulls is None else nulls.upper().endswith("FIRST")  # PostgreSQL's default
+        return ast.OrderItem(expr, descending, span_of(meta), nulls_first)
+
+    def order_direction(self, meta, children):
+        return str(children[0])
+
+    def nulls_order(self, meta, children):
+        return " ".join(map(str, children))
 
     def join(self, meta, children):
         left, kind, right, condition = children

@@ -49,7 +49,7 @@ def _Filter(plan: lp.Filter):
 
 def _Sort(plan: lp.Sort):
     inner, count = with_lineage(plan.input)
-    return lp.Sort(inner, plan.keys, plan.descending), count
+    return lp.Sort(inner, plan.keys, plan.descending, plan.nulls_first), count
 
 
 def _Limit(plan: lp.Limit):

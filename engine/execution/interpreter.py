@@ -48,7 +48,7 @@ OPERATORS: dict[type, Callable] = {
     po.Retile: lambda s, inputs, p: RetileExec(inputs[0], s.key_count, s.old_tile, s.new_tile, s.extent, s.dtype,
                                                p, s.partitions),
     po.UnionAll: lambda s, inputs, p: UnionAllExec(tuple(inputs)),
-    po.Sort: lambda s, inputs, p: SortExec(inputs[0], s.positions, s.descending),
+    po.Sort: lambda s, inputs, p: SortExec(inputs[0], s.positions, s.descending, s.nulls_first),
     po.Limit: lambda s, inputs, p: LimitExec(inputs[0], s.limit, s.offset),
     po.Repartition: RepartitionExec,
     po.Broadcast: BroadcastExec,

@@ -179,6 +179,7 @@ class Sort(Node):
     input: "Plan"
     keys: tuple[Bound, ...]
     descending: tuple[bool, ...]
+    nulls_first: tuple[bool, ...]  # each key's NULLs before its values (NULLS FIRST) or after them
 
     @property
     def schema(self) -> Schema:

@@ -142,6 +142,7 @@ class Sort(OperatorSpec):
     operator: ClassVar[str] = "SortExec"
     positions: tuple[int, ...]
     descending: tuple[bool, ...]
+    nulls_first: tuple[bool, ...]
 
 
 @dataclass(frozen=True)

@@ -110,12 +110,13 @@ class Binder:
         return value.value
 
     def bind_order(self, plan: lp.Plan, origins, items) -> lp.Plan:
-        keys, descending = [], []
+        keys, descending, nulls_first = [], [], []
         for item in items:
             position = self._order_position(plan.schema, origins, item.expr)
             keys.append(bx.ColumnIndex(position, plan.schema[position].type if plan.schema[position].is_tensor else KEY))
             descending.append(item.descending)
-        return lp.Sort(plan, tuple(keys), tuple(descending))
+            nulls_first.append(item.nulls_first)
+        return lp.Sort(plan, tuple(keys), tuple(descending), tuple(nulls_first))
 
     def _order_position(self, schema, origins, expr) -> int:
         position = self._order_column(schema, origins, expr)

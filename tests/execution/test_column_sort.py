@@ -54,8 +54,10 @@ def test_column_sort_orders_as_python_sort_does():
         batches.append(ColumnBatch([first, rng.integers(0, 4, n), np.arange(n, dtype=np.float64) + 1000 * len(batches)],
                                    (False, False, True)))
     for descending in [(False, False), (True, False), (False, True), (True, True)]:
-        rows = [row for b in batches for row in b]
-        for position, down in reversed(list(zip((0, 1), descending))):
-            rows.sort(key=lambda r: (r[position] is None, r[position] if r[position] is not None else 0), reverse=down)
-        got = [row for part in sorted_batches(batches, (0, 1), descending) for row in part]
-        assert [(r[0], r[1], float(r[2])) for r in got] == [(r[0], r[1], float(r[2])) for r in rows]
+        for high in [(True, True), (False, True)]:  # NULLS LAST ascending / FIRST descending, and the other way
+            rows = [row for b in batches for row in b]
+            for position, down, up in reversed(list(zip((0, 1), descending, high))):
+                rows.sort(key=lambda r: (r[position] is None if up else r[position] is not None,
+                                         r[position] if r[position] is not None else 0), reverse=down)
+            got = [row for part in sorted_batches(batches, (0, 1), descending, high) for row in part]
+            assert [(r[0], r[1], float(r[2])) for r in got] == [(r[0], r[1], float(r[2])) for r in rows]

@@ -103,3 +103,17 @@ def test_one_value_tiles_sort_by_their_value_nan_above_every_number_spilled_or_n
                 0.0 if row[0] is None or np.isnan(row[0]) else float(row[0])) for n, row in enumerate(rows)}
     order = sorted(range(len(rows)), key=lambda n: rank[n], reverse=descending)  # stable both ways, as the sort
     assert [r[1] for r in got] == order
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("nulls_first", [False, True])
+def test_nulls_first_or_last_spilled_or_not(descending, nulls_first, tmp_path):
+    """NULLS FIRST / LAST in either direction: spilled runs merge in the in-memory order, Python's sort's."""
+    rows = _rows()
+    expected = _run(SortExec(RowsScanExec(rows), (0,), (descending,), (nulls_first,)), unlimited(), tmp_path)
+    operator = SortExec(RowsScanExec(rows), (0,), (descending,), (nulls_first,))
+    got = _run(operator, MemoryManager(64 << 10), tmp_path)
+    assert [r[2] for r in got] == [r[2] for r in expected] and operator.metrics.spilled_bytes > 0
+    values = sorted((r for r in rows if r[0] is not None), key=lambda r: r[0], reverse=descending)
+    nulls = [r for r in rows if r[0] is None]
+    assert [r[2] for r in got] == [r[2] for r in (nulls + values if nulls_first else values + nulls)]

@@ -39,8 +39,8 @@ def sorted_both_ways(cur, monkeypatch, sql: str) -> tuple[list, list, list]:
     from trdb.execution.operators import sort
     sorts, real = [], sort.sorted_batches
 
-    def watched(batches, positions, descending):
-        out = real(batches, positions, descending)
+    def watched(batches, positions, descending, nulls_high=None):
+        out = real(batches, positions, descending, nulls_high)
         sorts.append(None if out is None else len(batches))
         return out
     monkeypatch.setattr(sort, "sorted_batches", watched)

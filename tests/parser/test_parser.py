@@ -264,7 +264,7 @@ def test_with_union_order_limit_offset():
     assert [cte.name for cte in query.ctes] == ["a", "b"] and isinstance(query.ctes[0], Cte)
     assert isinstance(query.body, SetOp) and not query.body.all
     assert isinstance(query.body.left, SetOp) and query.body.left.all
-    assert query.order_by == (OrderItem(col("x"), True), OrderItem(lit(1), False))
+    assert query.order_by == (OrderItem(col("x"), True, nulls_first=True), OrderItem(lit(1), False))
     assert query.limit == lit(10) and query.offset == Param(0)
 
 
@@ -496,3 +496,14 @@ def test_a_short_line_is_shown_whole():
         parse("SELECT 1 FROM A WHERE x ==== 3")
     assert str(failed.value).splitlines()[1:3] == ["LINE 1: SELECT 1 FROM A WHERE x ==== 3",
                                                    "                                 ^"]
+
+
+def test_order_by_nulls_first_or_last():
+    query = parse("SELECT x FROM a ORDER BY x DESC NULLS LAST, y NULLS FIRST, z ASC, w desc").query
+    assert [(item.descending, item.nulls_first) for item in query.order_by] == \
+        [(True, False), (False, True), (False, False), (True, True)]
+
+
+def test_having_after_group_by():
+    select = parse("SELECT a.i, COUNT(*) AS n FROM a GROUP BY a.i HAVING COUNT(*) > 1").query.body
+    assert select.having is not None and len(select.group_by) == 1

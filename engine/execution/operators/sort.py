@@ -9,7 +9,7 @@ are sorted as columns (tile_math/column_sort.py: one lexsort, the same order) an
 from __future__ import annotations
 
 import heapq
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Optional
 
 import numpy as np
 
@@ -44,15 +44,18 @@ class Descending:
 
 
 class SortExec(BlockingOperator):
-    def __init__(self, child: PhysicalOperator, positions: tuple[int, ...], descending: tuple[bool, ...]):
+    def __init__(self, child: PhysicalOperator, positions: tuple[int, ...], descending: tuple[bool, ...],
+                 nulls_first: Optional[tuple[bool, ...]] = None):
         super().__init__()
         self.children = (child,)
         self.positions = positions
         self.descending = descending
+        # NULL sorts above every value where it goes last ascending or first descending (PostgreSQL's default)
+        self.nulls_high = tuple(first == down for first, down in zip(nulls_first or descending, descending))
 
     def _output(self) -> Iterator[Batch]:
         held, runs, memory = self._read()
-        ordered = sorted_batches(held, self.positions, self.descending) if not runs else None
+        ordered = sorted_batches(held, self.positions, self.descending, self.nulls_high) if not runs else None
         if ordered is not None:
             held = []  # the sorted columns hold the tuples now
             yield from ordered
@@ -88,32 +91,32 @@ class SortExec(BlockingOperator):
 
     def _sort(self, rows: list) -> None:
         # stable sorts from the last key to the first give the full ordering
-        for position, descending in reversed(list(zip(self.positions, self.descending))):
-            rows.sort(key=lambda r: order_key(r[position]), reverse=descending)
+        for position, descending, high in reversed(list(zip(self.positions, self.descending, self.nulls_high))):
+            rows.sort(key=lambda r: order_key(r[position], high), reverse=descending)
 
     def merge_key(self) -> Callable[[tuple], tuple]:
         """One key for the whole ordering: the in-memory sort's keys, descending ones reversed."""
-        parts = list(zip(self.positions, self.descending))
+        parts = list(zip(self.positions, self.descending, self.nulls_high))
 
         def key(row: tuple) -> tuple:
             out = []
-            for position, descending in parts:
-                part = order_key(row[position])
+            for position, descending, high in parts:
+                part = order_key(row[position], high)
                 out.append(Descending(part) if descending else part)
             return tuple(out)
         return key
 
 
-def order_key(value) -> tuple:
-    """A sort key's place: NULLs after every value, NaN after every number (as PostgreSQL orders them); a tile of
-    one value (ORDER BY SUMSQ(A.v)) by that value."""
+def order_key(value, nulls_high: bool = True) -> tuple:
+    """A sort key's place: NULLs after every value (`nulls_high`, else before), NaN after every number (as
+    PostgreSQL orders them); a tile of one value (ORDER BY SUMSQ(A.v)) by that value."""
     if value is None:
-        return (True, False, 0)
+        return (2 if nulls_high else -1, 0)
     if type(value) is not int:
         value = np.asarray(to_host(value)).reshape(-1)[0].item()
         if value != value:
-            return (False, True, 0)
-    return (False, False, value)
+            return (1, 0)
+    return (0, value)
 
 
 def _estimated_bytes(batch: list) -> int:

@@ -20,9 +20,10 @@ from trdb.execution.column_batch import COLUMN_BATCH_ROWS, ColumnBatch, is_colum
 MAX_RUN_SHARE = 8  # tuples of alternating layouts in fewer than this many a run go as tuples (runs would be tiny)
 
 
-def sorted_batches(batches: Sequence, positions: Sequence[int], descending: Sequence[bool]
-                   ) -> Optional[Iterator[ColumnBatch]]:
-    """The tuples of `batches` in the order of the keys at `positions` (each ascending or `descending`), as
+def sorted_batches(batches: Sequence, positions: Sequence[int], descending: Sequence[bool],
+                   nulls_high: Optional[Sequence[bool]] = None) -> Optional[Iterator[ColumnBatch]]:
+    """The tuples of `batches` in the order of the keys at `positions` (each ascending or `descending`, its NULLs
+    above every value or, where not `nulls_high`, below), as
     column batches; None where a batch is not a column batch, a sort key is not an integer column, or the
     tuples' layouts alternate too often."""
     if not all(is_columns(b, nulls=True) for b in batches) or \
@@ -38,7 +39,8 @@ def sorted_batches(batches: Sequence, positions: Sequence[int], descending: Sequ
     joined = [[_concatenated([b.columns[c] for b in group]) for c in range(len(group[0].columns))]
               for group in groups.values()]
     layouts = [group[0].is_tile for group in groups.values()]
-    order = _order([[columns[p] for p in positions] for columns in joined], descending)
+    order = _order([[columns[p] for p in positions] for columns in joined], descending,
+                   nulls_high or [True] * len(positions))
     sizes = [len(columns[0]) if columns else 0 for columns in joined]
     group_of = np.repeat(np.arange(len(sizes)), sizes)[order]
     row_of = (order - np.repeat(np.cumsum(sizes) - sizes, sizes)[order]) if len(sizes) > 1 else order
@@ -59,7 +61,7 @@ def _runs(joined: list, layouts: list, group_of: np.ndarray, row_of: np.ndarray,
             yield ColumnBatch([column[rows] for column in joined[group]], layouts[group])
 
 
-def _order(keys: list[list[np.ndarray]], descending: Sequence[bool]) -> np.ndarray:
+def _order(keys: list[list[np.ndarray]], descending: Sequence[bool], nulls_high: Sequence[bool]) -> np.ndarray:
     """The stable order of the tuples of all groups (one after another) by their sort keys."""
     sort_keys = []
     for k in reversed(range(len(descending))):  # lexsort's last key is the most significant
@@ -67,7 +69,7 @@ def _order(keys: list[list[np.ndarray]], descending: Sequence[bool]) -> np.ndarr
         values = np.concatenate([np.ma.getdata(a).astype(np.int64, copy=False) for a in arrays])
         null = np.concatenate([np.ma.getmaskarray(a) for a in arrays])
         values = np.where(null, 0, values)  # as the tuple sort's (True, 0)
-        sort_keys += [~values, ~null] if descending[k] else [values, null]
+        sort_keys += [~values if descending[k] else values, ~null if nulls_high[k] == descending[k] else null]
     if not sort_keys:
         return np.arange(sum(len(group[0]) if group else 0 for group in keys), dtype=np.int64)
     return np.lexsort(sort_keys)

@@ -46,13 +46,19 @@ def single_to_many(planner: "PhysicalPlanner", node: PhysicalNode) -> PhysicalNo
 # Sort, Limit and Retile read their whole input: through a gather, or a retile with several workers through a
 # broadcast (a new tile may draw on the old tiles of any partition); no physical rule places these exchanges.
 
+def _nulls(descending: bool, nulls_first: bool) -> str:
+    """EXPLAIN's NULLS FIRST / LAST where a key's NULLs go otherwise than PostgreSQL's default puts them."""
+    return "" if nulls_first == descending else " NULLS FIRST" if nulls_first else " NULLS LAST"
+
+
 def sort(planner: "PhysicalPlanner", plan: lp.Sort, want: Want) -> PhysicalNode:
     """The input gathered and sorted in one place (sorted runs merged where it does not fit)."""
     child = gather(planner, planner.build(plan.input, None))
     positions = tuple(k.index for k in plan.keys)
-    detail = ", ".join(f"{plan.schema[p].name}{' DESC' if d else ''}" for p, d in zip(positions, plan.descending))
+    detail = ", ".join(f"{plan.schema[p].name}{' DESC' if d else ''}{_nulls(d, n)}"
+                       for p, d, n in zip(positions, plan.descending, plan.nulls_first))
     spilled = spill(planner, child, child.estimate.bytes, 1)  # sorted runs, merged
-    return physical_node(po.Sort(positions, plan.descending), detail, (child,), plan.schema, SINGLE,
+    return physical_node(po.Sort(positions, plan.descending, plan.nulls_first), detail, (child,), plan.schema, SINGLE,
                          planner.estimator.estimate(plan), spilled)
 
 

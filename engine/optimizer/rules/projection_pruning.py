@@ -75,7 +75,7 @@ def _pass_through(plan, needed: set) -> tuple[lp.Plan, Mapping]:
     if child is plan.input:
         return plan, mapping
     if isinstance(plan, lp.Sort):
-        return lp.Sort(child, tuple(_remap(k, mapping) for k in plan.keys), plan.descending), mapping
+        return lp.Sort(child, tuple(_remap(k, mapping) for k in plan.keys), plan.descending, plan.nulls_first), mapping
     return dataclasses.replace(plan, input=child), mapping
 
 
