@@ -284,15 +284,12 @@ class Builder:
 
     def order_item(self, meta, children):
         expr, direction, nulls = children
-        descending = direction is not None and direction.upper() == "DESC"
-        nulls_first = descending if nulls is None else nulls.upper().endswith("FIRST")  # PostgreSQL's default
+        descending = direction == "DESC"
+        nulls_first = descending if nulls is None else nulls == "FIRST"  # without NULLS, PostgreSQL's default
         return ast.OrderItem(expr, descending, span_of(meta), nulls_first)
 
-    def order_direction(self, meta, children):
-        return str(children[0])
-
     def nulls_order(self, meta, children):
-        return " ".join(map(str, children))
+        return children[-1].upper()
 
     def join(self, meta, children):
         left, kind, right, condition = children
