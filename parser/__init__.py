@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import re
 from pathlib import Path
 
 from lark import Lark, Token
@@ -129,7 +130,33 @@ def _syntax_error(error: UnexpectedInput, text: str) -> ParseError:
     hint = _expected_hint(error, str(token))
     if text[:token.start_pos].rstrip().endswith(";"):
         hint = "parse() takes one statement; split a script with split_statements()"
+    unsupported = _unsupported(text[:token.start_pos], str(token))
+    if unsupported is not None:
+        message, hint = unsupported
+        return ParseError(message, text, token.line, token.column, hint)
     return ParseError(f'syntax error at or near "{token}"', text, token.line, token.column, hint)
+
+
+# SQL that trql does not have, told apart by what comes before the token the parser stopped at: (what the text
+# before it ends with, the token, the message, the hint)
+_UNSUPPORTED = (
+    (re.compile(r"\b(IN|EXISTS)\s*\(\s*$", re.I), "SELECT", "a subquery in a condition is not supported",
+     "join it in FROM instead: FROM A JOIN (SELECT ...) AS s ON A.i = s.i"),
+    (re.compile(r"\bOVER\s*$", re.I), "(", "window functions (OVER) are not supported",
+     "aggregate with GROUP BY in a subquery and join it back on the group keys"),
+    (re.compile(r"\bCASE\s+WHEN\s*$", re.I), None, "CASE is not supported",
+     "split the tuples with WHERE and UNION ALL, or mask a tensor: A.v * CAST(A.v > 0 AS float32)"),
+    (re.compile(r"\)\s*FILTER\s*$", re.I), "(", "an aggregate's FILTER clause is not supported",
+     "filter the tuples in WHERE (in a subquery where other aggregates need them all)"),
+)
+
+
+def _unsupported(before: str, token: str) -> "tuple[str, str] | None":
+    """The message and hint for SQL that trql lacks, where the syntax error is where such SQL goes on."""
+    for pattern, expected, message, hint in _UNSUPPORTED:
+        if (expected is None or token.upper() == expected) and pattern.search(before):
+            return message, hint
+    return None
 
 
 def _end_of_input(text: str) -> tuple[int, int]:
