@@ -83,8 +83,8 @@ def overwrite(db: Database, tables: Sequence[str], nonzeros: Sequence[int], blob
     else:
         new = pa.table({"owner": pa.array(owners, pa.int64()), "nnz": pa.array(nonzeros, pa.int64()),
                         "v": pa.array(blobs, pa.binary()), "fmt": pa.array(formats, pa.int8())})
-        counted = db.register_and_run("_trdb_small_new", new, f"UPDATE {TABLE} AS s SET nnz = n.nnz, v = n.v, "
-                                      "fmt = n.fmt FROM _trdb_small_new AS n WHERE s.owner = n.owner")
+        counted = db.run_over_arrow(new, f"UPDATE {TABLE} AS s SET nnz = n.nnz, v = n.v, fmt = n.fmt "
+                                         "FROM {source} AS n WHERE s.owner = n.owner")
         changed = counted[0][0] if counted else None
     if changed is not None and changed != len(owners):  # DuckDB's count row: anything else is a broken promise
         raise InternalError(f"an overwrite of {len(owners)} small tensors changed {changed} rows")
