@@ -7,6 +7,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from trdb.execution.column_batch import ColumnBatch
+from trdb.kernels.axis_reductions import column_bounds
 from trdb.kernels.distinct import all_distinct
 from trdb.kernels.tile_blocks import blocks
 
@@ -36,12 +37,12 @@ def placed_columns(batches: ColumnBatches, key_positions: tuple[int, ...], value
     if not len(keys) or keys.min() < 0:
         return None
     if shape is None:
-        shape = tuple(max(int(top + 1) * t, int(n)) for top, t, n in zip(keys.max(axis=0).tolist(), tile, least))
+        shape = tuple(max(int(top + 1) * t, int(n)) for top, t, n in zip(column_bounds(keys)[1].tolist(), tile, least))
     shape = tuple(int(n) for n in shape)
     if len(shape) != len(tile) or any(n % t for n, t in zip(shape, tile)):
         return None
     grid = tuple(n // t for n, t in zip(shape, tile))
-    if any(int(top) >= g for top, g in zip(keys.max(axis=0).tolist(), grid)):
+    if any(int(top) >= g for top, g in zip(column_bounds(keys)[1].tolist(), grid)):
         return None
     places = np.ravel_multi_index(tuple(keys.T), grid)
     if not all_distinct(places):

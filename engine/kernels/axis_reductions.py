@@ -45,6 +45,14 @@ _MOVED = {np.dtype(t) for t in (np.float32, np.float64, np.int8, np.int16, np.in
                                 np.uint16, np.uint32, np.uint64, np.bool_)}
 
 
+def column_bounds(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`keys.min(axis=0)` and `keys.max(axis=0)` of an (n, m) array of a few columns (key rows), column by column:
+    numpy 2.4 takes about 60 us for 4,096 rows of two int64 columns, against 5 us so."""
+    low = np.array([keys[:, c].min() for c in range(keys.shape[1])], dtype=keys.dtype)
+    high = np.array([keys[:, c].max() for c in range(keys.shape[1])], dtype=keys.dtype)
+    return low, high
+
+
 def any_in_rows(mask: np.ndarray) -> np.ndarray:
     """`mask.any(axis=1)` of an (n, m) bool array with few columns (key rows, tile shapes), column by column:
     for 200,000 rows of 2, 0.24 against 2.8 ms. A row of no column is False, as numpy's."""

@@ -5,7 +5,7 @@ from typing import Iterator
 
 import numpy as np
 
-from trdb.execution.column_batch import COLUMN_BATCH_ROWS, ColumnBatch
+from trdb.execution.column_batch import ColumnBatch, batch_rows, columns_row_bytes
 from trdb.execution.operators.list_scan import ListScanExec
 from trdb.execution.operators.operator import Batch
 from trdb.storage.key_hash import key_hash_array
@@ -37,5 +37,6 @@ class TableScanExec(ListScanExec):
 
 def _column_batches(arrays: list[np.ndarray]) -> Iterator[ColumnBatch]:
     is_tile = (False,) * len(arrays)
-    for start in range(0, len(arrays[0]), COLUMN_BATCH_ROWS):
-        yield ColumnBatch([a[start:start + COLUMN_BATCH_ROWS] for a in arrays], is_tile)
+    step = batch_rows(columns_row_bytes(arrays))
+    for start in range(0, len(arrays[0]), step):
+        yield ColumnBatch([a[start:start + step] for a in arrays], is_tile)

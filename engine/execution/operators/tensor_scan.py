@@ -14,8 +14,8 @@ from typing import Iterable, Iterator, Optional
 import numpy as np
 
 from trdb.execution.bounded_ranges import bounded_ranges
-from trdb.execution.column_batch import COLUMN_BATCH_ROWS, ColumnBatch
-from trdb.execution.operators.list_scan import BATCH_BYTES, ListScanExec, bounded_batches
+from trdb.execution.column_batch import ColumnBatch, batch_rows, columns_row_bytes
+from trdb.execution.operators.list_scan import ListScanExec, bounded_batches
 from trdb.execution.operators.operator import Batch
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.storage.key_hash import key_hash_array
@@ -55,7 +55,7 @@ class TensorScanExec(ListScanExec):
     def _column_batches(self, keys: np.ndarray, pieces: Iterable[tuple[int, int, Optional[np.ndarray]]],
                         tiles: list) -> Iterator[Batch]:
         """This partition's tuples of the runs of stacked tiles as column batches (slices of the keys and of a
-        run's stack: at most COLUMN_BATCH_ROWS tuples and about BATCH_BYTES of tiles), the others (`tiles`, the
+        run's stack: as many tuples as `batch_rows` says), the others (`tiles`, the
         pieces without a stack) in list batches. A partition takes its rows of a run by the key hash of all of
         them at once."""
         mine = None
@@ -71,7 +71,7 @@ class TensorScanExec(ListScanExec):
             if mine is not None:
                 taken = np.flatnonzero(mine[start:stop])
                 piece_keys, stack = piece_keys[taken], stack[taken]
-            step = max(1, min(COLUMN_BATCH_ROWS, BATCH_BYTES // max(1, stack[0].nbytes if len(stack) else 1)))
+            step = batch_rows(columns_row_bytes([piece_keys, stack]))
             for offset in range(0, len(stack), step):
                 part = piece_keys[offset:offset + step]
                 yield ColumnBatch([*part.T, stack[offset:offset + step]], is_tile)

@@ -17,11 +17,11 @@ from typing import Iterator, Optional
 
 import numpy as np
 
-from trdb.execution.column_batch import COLUMN_BATCH_ROWS, ColumnBatch
+from trdb.execution.column_batch import ColumnBatch, batch_rows, columns_row_bytes
 from trdb.execution.tile_math.group_box import GroupBox, box_size
 from trdb.execution.tile_math.stacked_sums import COMBINE
 from trdb.execution.work import charge
-from trdb.kernels.axis_reductions import any_in_rows
+from trdb.kernels.axis_reductions import any_in_rows, column_bounds
 
 Part = tuple[np.ndarray, np.ndarray, list]  # keys (n x m), counts (n,), each call's result (n, *tile) or None
 COMPACT_ROWS = 1 << 16  # parts are merged once they hold this many groups more than the last merge left
@@ -87,7 +87,7 @@ class ColumnGroups:
     def _bound(self, keys: np.ndarray) -> None:
         if not len(keys) or not keys.shape[1]:
             return
-        low, high = keys.min(axis=0), keys.max(axis=0)
+        low, high = column_bounds(keys)
         self._low = low if self._low is None else np.minimum(self._low, low)
         self._high = high if self._high is None else np.maximum(self._high, high)
 
@@ -146,8 +146,9 @@ class ColumnGroups:
                 total = total / counts.astype(total.dtype).reshape(-1, *(1,) * (total.ndim - 1))
             columns.append(total)
             is_tile.append(not scalar)
-        for start in range(0, len(counts), COLUMN_BATCH_ROWS):
-            yield ColumnBatch([c[start:start + COLUMN_BATCH_ROWS] for c in columns], is_tile)
+        step = batch_rows(columns_row_bytes(columns))
+        for start in range(0, len(counts), step):
+            yield ColumnBatch([c[start:start + step] for c in columns], is_tile)
 
     def parts_as_groups(self) -> Iterator[tuple[tuple, int, list]]:
         """Each group as (key tuple, count, each call's sum): for an aggregate that goes on tuple by tuple."""
@@ -161,7 +162,7 @@ class ColumnGroups:
 def _reduced(keys: np.ndarray, counts: np.ndarray, values: list, combine: list) -> Part:
     """The rows of `keys` merged by key: counts added, and each call's values combined by its ufunc (`combine`:
     added, or their elementwise minimum or maximum taken) within each key (keys in order)."""
-    if keys.shape[1] == 0:
+    if keys.shape[1] == 0 or (len(keys) and not (keys != keys[0]).any()):  # one group: no sort, no gather
         starts, order = np.zeros(1 if len(keys) else 0, dtype=np.int64), None
     else:
         order = np.lexsort(keys.T[::-1])

@@ -10,7 +10,9 @@ the output columns are the probe's and the build's columns taken at those positi
 that fill much of their box (a tensor's tiles) are found by one lookup in an array over the box instead,
 and a probe batch whose every tuple meets one keeps its own columns as they are. A build side of one tuple (a
 tensor of one tile: a small model's weights, a lineage join of one tuple) is neither numbered nor sorted: its key
-is compared with the probe keys (the numbering's dozen array calls cost more than the join of one tuple).
+is compared with the probe keys (the numbering's dozen array calls cost more than the join of one tuple), and its
+tiles go beside the probe tuples as one read-only broadcast view each, not a copy a tuple (a weight's product with
+every row is then one GEMM: batched_kernels.stacked_product).
 
 A LEFT or FULL join hands on each probe tuple that meets none once, with the build side's missing tuple
 (tile_math/outer_columns.py: NULL columns masked, zero tiles); a FULL join marks the build rows met and
@@ -26,7 +28,7 @@ from typing import Iterable, Iterator, Optional
 import numpy as np
 
 from trdb.execution.bounded_ranges import bounded_ranges
-from trdb.execution.column_batch import COLUMN_BATCH_ROWS, ColumnBatch, is_columns
+from trdb.execution.column_batch import ColumnBatch, batch_rows, columns_row_bytes, is_columns
 from trdb.execution.tile_math.join_residual import Residual, kept_pairs
 from trdb.execution.tile_math.outer_columns import Fill, missing_columns, take_or_missing
 
@@ -66,6 +68,10 @@ class ColumnTable:
     def __len__(self) -> int:
         return len(self.columns[0]) if self.columns else 0
 
+    @property
+    def row_bytes(self) -> int:
+        return columns_row_bytes(self.columns)
+
     def rows(self) -> list[tuple]:
         return ColumnBatch(self.columns, self.is_tile).rows()
 
@@ -76,19 +82,20 @@ class ColumnTable:
     def probe(self, batch: ColumnBatch, keys: tuple[int, ...], fill: Optional[Fill] = None,
               residual: Optional[Residual] = None) -> Iterator[ColumnBatch]:
         """The joined tuples (probe columns, then build columns) of a probe batch, in parts of about
-        COLUMN_BATCH_ROWS tuples (a probe tuple may meet many build tuples). `fill`: a LEFT or FULL join's
+        `batch_rows` tuples (a probe tuple may meet many build tuples). `fill`: a LEFT or FULL join's
         missing build tuple (MissingColumns.fill), with which each probe tuple that meets none is handed on;
         `residual`: a condition on keys the joined tuples must meet besides the keys (tile_math/join_residual.py)."""
         if self.single is not None:  # one build tuple: met or not by each probe tuple
             pairs = _unique_pairs(np.where(self._meeting_single(batch, keys), 0, -1), fill is not None)
-        else:
-            pairs = self._numbered_pairs(batch, keys, fill is not None)
+        step = batch_rows(columns_row_bytes(batch.columns) + self.row_bytes)
+        if self.single is None:
+            pairs = self._numbered_pairs(batch, keys, fill is not None, step)
         for probe_rows, build_rows in pairs:
             joined = self._joined(batch, probe_rows, build_rows, fill, residual)
             if joined is not None:
                 yield joined
 
-    def _numbered_pairs(self, batch: ColumnBatch, keys: tuple[int, ...], outer: bool) -> Iterable[tuple]:
+    def _numbered_pairs(self, batch: ColumnBatch, keys: tuple[int, ...], outer: bool, step: int) -> Iterable[tuple]:
         """`_pairs` of the probe keys numbered in the build side's box."""
         key_columns = [np.ma.getdata(batch.columns[k]) for k in keys]
         inside = np.ones(len(batch), dtype=bool)
@@ -99,7 +106,7 @@ class ColumnTable:
                            len(batch))
         if self.lookup is not None:  # unique build keys: one build row or none for each probe tuple
             return _unique_pairs(np.where(inside, self.lookup[numbers], -1), outer)
-        return self._pairs(inside, numbers, outer)
+        return self._pairs(inside, numbers, outer, step)
 
     def _meeting_single(self, batch: ColumnBatch, keys: tuple[int, ...]) -> np.ndarray:
         """Which probe tuples have the key of a build side of one tuple (a NULL key meets nothing)."""
@@ -111,12 +118,13 @@ class ColumnTable:
                 met &= ~np.ma.getmaskarray(column)
         return met
 
-    def _pairs(self, inside: np.ndarray, numbers: np.ndarray, outer: bool) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def _pairs(self, inside: np.ndarray, numbers: np.ndarray, outer: bool,
+               step: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Each part's probe rows and the build rows they meet by key (-1: none, where `outer`)."""
         start = np.searchsorted(self.sorted, numbers, side="left")
         counts = np.where(inside, np.searchsorted(self.sorted, numbers, side="right") - start, 0)
         widths = np.maximum(counts, 1) if outer else counts  # a tuple that meets none: once, with the fill
-        for low_row, high_row in _parts(widths):
+        for low_row, high_row in _parts(widths, step):
             part_widths = widths[low_row:high_row]
             total = int(part_widths.sum())
             if total == 0:
@@ -139,7 +147,10 @@ class ColumnTable:
         if not len(build_rows):
             return None
         probe_columns = list(batch.columns) if probe_rows is None else _taken(batch.columns, batch.is_tile, probe_rows)
-        if fill is None:
+        if fill is None and self.single is not None:  # the one build tuple beside each: its tiles broadcast
+            build_columns = [np.broadcast_to(c, (len(build_rows), *c.shape[1:])) if tile else c[build_rows]
+                             for c, tile in zip(self.columns, self.is_tile)]
+        elif fill is None:
             build_columns = _taken(self.columns, self.is_tile, build_rows)
         else:
             build_columns = [take_or_missing(c, build_rows, zero) for c, zero in zip(self.columns, fill)]
@@ -153,8 +164,9 @@ class ColumnTable:
         starts = np.flatnonzero(np.r_[True, self.sorted[1:] != self.sorted[:-1]])
         first[self.order] = np.repeat(self.order[starts], np.diff(np.r_[starts, len(self)]))
         rows = rows[np.lexsort((rows, first[rows]))]
-        for start in range(0, len(rows), COLUMN_BATCH_ROWS):
-            part = rows[start:start + COLUMN_BATCH_ROWS]
+        step = batch_rows(self.row_bytes + sum(int(np.size(z)) * z.dtype.itemsize for z in probe_fill if z is not None))
+        for start in range(0, len(rows), step):
+            part = rows[start:start + step]
             yield ColumnBatch(missing_columns(len(part), probe_fill) + [c[part] for c in self.columns],
                               tuple(zero is not None for zero in probe_fill) + self.is_tile)
 
@@ -212,11 +224,11 @@ def _unique_pairs(build_rows: np.ndarray, outer: bool) -> list[tuple[Optional[np
     return [(probe_rows, build_rows if probe_rows is None else build_rows[probe_rows])]
 
 
-def _parts(counts: np.ndarray) -> Iterator[tuple[int, int]]:
-    """Consecutive probe rows whose matches add up to about COLUMN_BATCH_ROWS (at least one row each)."""
-    if int(counts.sum()) <= COLUMN_BATCH_ROWS:
+def _parts(counts: np.ndarray, step: int) -> Iterator[tuple[int, int]]:
+    """Consecutive probe rows whose matches add up to about `step` joined tuples (at least one row each)."""
+    if int(counts.sum()) <= step:
         return iter([(0, len(counts))])
-    return bounded_ranges(counts, COLUMN_BATCH_ROWS)
+    return bounded_ranges(counts, step)
 
 
 def build_table(batches: list, keys: tuple[int, ...]) -> Optional[ColumnTable]:

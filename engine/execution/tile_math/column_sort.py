@@ -15,7 +15,7 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
-from trdb.execution.column_batch import COLUMN_BATCH_ROWS, ColumnBatch, is_columns
+from trdb.execution.column_batch import ColumnBatch, batch_rows, columns_row_bytes, is_columns
 
 MAX_RUN_SHARE = 8  # tuples of alternating layouts in fewer than this many a run go as tuples (runs would be tiny)
 
@@ -52,12 +52,13 @@ def sorted_batches(batches: Sequence, positions: Sequence[int], descending: Sequ
 
 def _runs(joined: list, layouts: list, group_of: np.ndarray, row_of: np.ndarray,
           starts: np.ndarray) -> Iterator[ColumnBatch]:
-    """Each run of consecutive tuples of one layout, in batches of at most COLUMN_BATCH_ROWS."""
+    """Each run of consecutive tuples of one layout, in batches of at most `batch_rows` tuples."""
     ends = np.r_[starts[1:], len(group_of)]
     for start, end in zip(starts.tolist(), ends.tolist()):
         group = int(group_of[start])
-        for low in range(start, end, COLUMN_BATCH_ROWS):
-            rows = row_of[low:min(end, low + COLUMN_BATCH_ROWS)]
+        step = batch_rows(columns_row_bytes(joined[group]))
+        for low in range(start, end, step):
+            rows = row_of[low:min(end, low + step)]
             yield ColumnBatch([column[rows] for column in joined[group]], layouts[group])
 
 

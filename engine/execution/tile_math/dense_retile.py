@@ -13,7 +13,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from trdb.execution.column_batch import COLUMN_BATCH_ROWS, SMALL_TILE_BYTES, ColumnBatch
+from trdb.execution.column_batch import SMALL_TILE_BYTES, ColumnBatch, batch_rows, columns_row_bytes
 from trdb.kernels.tile_blocks import blocks, fills_grid
 
 Mine = Callable[[np.ndarray], np.ndarray]  # new keys (m x d) -> which of them this instance cuts
@@ -82,8 +82,9 @@ def cut_tiles(box: np.ndarray, new: tuple[int, ...], extent: tuple[int, ...],
     edge = (keys >= np.array([e // n for e, n in zip(extent, new)])).any(axis=1)
     if not edge.any() and len(stack) and stack[0].nbytes <= SMALL_TILE_BYTES:
         columns = np.ascontiguousarray(keys.T)
-        return [ColumnBatch([*columns[:, start:start + COLUMN_BATCH_ROWS], stack[start:start + COLUMN_BATCH_ROWS]],
-                            [False] * len(new) + [True]) for start in range(0, len(stack), COLUMN_BATCH_ROWS)], []
+        step = batch_rows(columns_row_bytes([keys, stack]))
+        return [ColumnBatch([*columns[:, start:start + step], stack[start:start + step]],
+                            [False] * len(new) + [True]) for start in range(0, len(stack), step)], []
     rows = [tuple(key) + (tile,) for key, tile in zip(keys.tolist(), stack)]
     for position in np.flatnonzero(edge).tolist():  # cut to the extent
         key = rows[position][:-1]
