@@ -45,6 +45,19 @@ _MOVED = {np.dtype(t) for t in (np.float32, np.float64, np.int8, np.int16, np.in
                                 np.uint16, np.uint32, np.uint64, np.bool_)}
 
 
+def summed_rows(stack: np.ndarray) -> np.ndarray:
+    """The sum of a stack `(n, ...)` along its first axis: for floats one product with a row of ones (BLAS),
+    numpy 2.4 adding rows one by one along that axis (50,000 x 8 float32: 1.2 ms, its reduceat 0.22 ms, the
+    product 0.09 ms; 8,000 x 64 x 64: 12.7 against 3.2 ms); numpy's sum for other dtypes."""
+    if type(stack) is not np.ndarray or stack.dtype not in _BLAS_SUMMED or stack.ndim < 2 or not len(stack):
+        return stack.sum(axis=0)
+    flat = stack.reshape(len(stack), -1)
+    return np.matmul(np.ones(len(stack), dtype=stack.dtype), flat).reshape(stack.shape[1:])
+
+
+_BLAS_SUMMED = {np.dtype(np.float32), np.dtype(np.float64)}
+
+
 def column_bounds(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`keys.min(axis=0)` and `keys.max(axis=0)` of an (n, m) array of a few columns (key rows), column by column:
     numpy 2.4 takes about 60 us for 4,096 rows of two int64 columns, against 5 us so."""

@@ -24,6 +24,7 @@ from trdb.execution.result import Result
 from trdb.kernels.backend import to_host
 from trdb.kernels.sparse import dense
 from trdb.optimizer.common_subplans import sharing_projections
+from trdb.optimizer.rules.kernel_fusion import wide_product_sums
 from trdb.parser import ast
 from trdb.pipeline.plan_memo import PlanMemo
 from trdb.pipeline.step_program import StepProgram, StepRecording, run_program
@@ -169,7 +170,8 @@ def step_plans(sc: StatementContext, node: ast.Minimize) -> tuple[lp.Plan, list[
     def bind() -> list[lp.Plan]:
         binder = sc.binder()
         loss = sc.pipeline.expand(binder.bind_table(ast.TableRef(node.view, span=node.span)), dense=False)
-        gradients = [sc.pipeline.expand(binder.bind_grad(ast.GradRef(node.view, p.name, span=node.span)))
+        gradients = [wide_product_sums(sc.pipeline.expand(binder.bind_grad(ast.GradRef(node.view, p.name,
+                                                                                      span=node.span))))
                      for p in params]
         summed = loss_from_terms(loss)  # the loss summed from the terms the gradients compute beside their derivatives
         plans = sharing_projections([summed, *gradients])

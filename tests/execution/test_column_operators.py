@@ -36,9 +36,9 @@ def _seen_by_groups(monkeypatch) -> list:
     from trdb.execution.tile_math import column_groups
     seen, real = [], column_groups.ColumnGroups.add
 
-    def add(self, keys, values):
+    def add(self, keys, values, counts=None):
         seen.append(len(keys))
-        return real(self, keys, values)
+        return real(self, keys, values, counts)
     monkeypatch.setattr(column_groups.ColumnGroups, "add", add)
     return seen
 

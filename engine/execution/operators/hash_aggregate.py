@@ -169,10 +169,15 @@ class HashAggregateExec(BlockingOperator):
         if not is_columns(batch):
             return False
         keys = group_keys(batch, self._key_columns)
-        values = stacked.per_tuple(batch) if keys is not None else None
+        counts = None
+        if keys is not None and len(keys) and not (keys != keys[0]).any():  # one group: its totals made at once
+            values = stacked.group_total(batch)
+            keys, counts = (keys[:1], np.array([len(keys)], dtype=np.int64)) if values is not None else (keys, None)
+        if counts is None:
+            values = stacked.per_tuple(batch) if keys is not None else None
         if values is None or not self._columns.accepts(values):
             return False
-        grown = self._columns.add(keys, values)
+        grown = self._columns.add(keys, values, counts)
         if not self._memory.try_grow(grown):
             self._memory.grow(grown)
             self._columns_refused = True

@@ -56,18 +56,21 @@ class ColumnGroups:
         return all((a is None) == (b is None) and (a is None or (a.shape[1:] == b.shape[1:] and a.dtype == b.dtype))
                    for a, b in zip(values, self._like))
 
-    def add(self, keys: np.ndarray, values: list) -> int:
-        """Add a batch's tuples (their group keys, each call's values); returns the bytes the groups grew by."""
+    def add(self, keys: np.ndarray, values: list, counts: Optional[np.ndarray] = None) -> int:
+        """Add a batch's tuples (their group keys, each call's values), or, with `counts`, groups that many tuples
+        each made (each call's total over them); returns the bytes the groups grew by."""
         if self._like is None:
             self._like = [None if v is None else v[:0] for v in values]
-        self.tuples += len(keys)
+        self.tuples += len(keys) if counts is None else int(counts.sum())
         self._bound(keys)
         before = self.nbytes
+        counts = np.ones(len(keys), dtype=np.int64) if counts is None else counts
         if self.box is not None and self.box.holds(self._low, self._high):  # the bounds of every key added
-            if not self.box.add_rows(keys, values):
-                self.box.add(_reduced(keys, np.ones(len(keys), dtype=np.int64), values, self.combine))
-            return self.nbytes - before  # add_rows' scratch, the first time
-        part = _reduced(keys, np.ones(len(keys), dtype=np.int64), values, self.combine)
+            if len(keys) == len(counts) and not (counts != 1).any() and self.box.add_rows(keys, values):
+                return self.nbytes - before  # add_rows' scratch, the first time
+            self.box.add(_reduced(keys, counts, values, self.combine))
+            return self.nbytes - before
+        part = _reduced(keys, counts, values, self.combine)
         if self.box is not None:  # a key outside the box: its groups go back into parts (a larger box may follow)
             self._set_parts([self.box.as_part()])
             self.box, self._merged_rows = None, self.rows

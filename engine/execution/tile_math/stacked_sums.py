@@ -18,9 +18,11 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from trdb.execution.column_batch import ColumnBatch, is_columns
+from trdb.execution.tile_math.batched_kernels import compile_product_sum
 from trdb.execution.tile_math.compile import compile_expr
 from trdb.execution.tile_math.stacked_tiles import MAX_STACKED_ELEMENTS, MIN_STACKED, batched_value
 from trdb.execution.work import charge
+from trdb.kernels.axis_reductions import summed_rows
 from trdb.kernels.backend import Backend
 from trdb.kernels.numpy_backend import NUMPY_BACKEND
 from trdb.plan import expressions as bx
@@ -41,8 +43,10 @@ class _Argument:
     """One call's argument evaluated over stacked tiles: the elementwise part, then a per-tile reduction. `lines_up`:
     it takes stacks of any tile shapes (tile_math/batched_kernels.py lines their axes up, a product pairs them)."""
 
-    def __init__(self, inner: Callable[[Row], Any], reduction: Optional[str], lines_up: bool = False):
+    def __init__(self, inner: Callable[[Row], Any], reduction: Optional[str], lines_up: bool = False,
+                 summed: Optional[Callable[[Row], np.ndarray]] = None):
         self.inner, self.reduction, self.lines_up = inner, reduction, lines_up
+        self.summed = summed  # the sum over all tuples, made at once (a product's: batched_kernels.compile_product_sum)
 
     def per_tuple(self, fake: Row, count: int) -> Optional[np.ndarray]:
         """The argument of each tuple along the first axis, or None where the stacked evaluation does not fit."""
@@ -109,7 +113,31 @@ def stacked_sums(calls: Sequence[AggregateCall],
                 if not _merged(out, key, len(positions), values, combine):
                     left.extend(rows[p] for p in positions)  # the accumulator reports tiles of two shapes
         return out, sorted(left)
+    def group_total(batch: ColumnBatch) -> Optional[list]:
+        """Each call's value over all of a column batch's tuples, as one group's `(1, ...)` (None for COUNT): a sum of
+        products made at once (`_Argument.summed`), the others reduced by their ufunc; None where they do not stack."""
+        fake = _column_stacks(batch, inputs, one_shape)
+        if fake is None or not all(not batch.is_tile[c] and fake[c].dtype.kind in "iu" for c in key_inputs):
+            return None
+        totals: list = []
+        try:
+            for argument, ufunc in zip(arguments, combine):
+                if argument is None:
+                    totals.append(None)
+                    continue
+                if argument.summed is not None and ufunc is np.add:
+                    total = argument.summed(fake)
+                else:
+                    values = argument.per_tuple(fake, len(batch))
+                    if values is None:
+                        return None
+                    total = summed_rows(values) if ufunc is np.add else ufunc.reduce(values, axis=0)
+                totals.append(np.asarray(total)[np.newaxis])
+        except Exception:  # the tuple-by-tuple evaluation raises the error a tuple's own call gives
+            return None
+        return totals
     sums.per_tuple = per_tuple  # type: ignore[attr-defined]
+    sums.group_total = group_total  # type: ignore[attr-defined]
     return sums
 
 
@@ -187,7 +215,8 @@ def _batched_argument(arg: bx.Bound, backend: Backend, columns: set[int]) -> Opt
     if batched is None:
         return None
     columns |= batched[0]
-    return _Argument(batched[1], None, lines_up=True)
+    summed = compile_product_sum(arg, backend) if isinstance(arg, bx.Call) and arg.function.name == "MATMUL" else None
+    return _Argument(batched[1], None, lines_up=True, summed=summed)
 
 
 def _small_product(arg: bx.Call) -> bool:

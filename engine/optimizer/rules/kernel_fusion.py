@@ -11,6 +11,7 @@ takes the product into the Aggregate: SUM(MATMUL(...)) adds each product into th
 from __future__ import annotations
 
 from collections import Counter
+from typing import Callable
 
 from trdb.optimizer.plan_rewrite import contains_call, transform_up
 from trdb.plan import expressions as bx
@@ -24,7 +25,37 @@ def kernel_fusion(plan: lp.Plan, context) -> lp.Plan:
     return transform_up(plan, lambda node: _fuse_sum(_fuse(node)))
 
 
-def _fuse_sum(plan: lp.Plan) -> lp.Plan:
+def wide_product_sums(plan: lp.Plan) -> lp.Plan:
+    """Only the SUMs over a Project's products that are wider than their operands taken into the Aggregate (and
+    the Projects merged that this needs): for a MINIMIZE step's gradients before its plans share projections
+    (statements/minimize.py), where the product column would be computed in a projection the loss shares, and
+    made for every tuple (a weight's gradient over rows of 1 x 64: each row's 64 x 64 outer product, 16 KB a
+    row, where the sum of them is one GEMM)."""
+    return transform_up(plan, lambda node: _fuse_sum(_fuse(node) if _feeds_wide_sum(node) else node, _widening))
+
+
+def _feeds_wide_sum(plan: lp.Plan) -> bool:
+    """A Project over a Project under nothing yet known: merged only where the merge leads to a wide product sum
+    (checked once the Aggregate above is reached, `_fuse_sum`)."""
+    return isinstance(plan, lp.Project) and isinstance(plan.input, lp.Project) and \
+        any(isinstance(e, bx.Call) and e.function.name == "MATMUL" and _widening_product(e)
+            for e in (substitute(x, plan.input.exprs) for x in plan.exprs))
+
+
+def _widening(call: lp.AggregateCall) -> bool:
+    return _product_sum(call) and _widening_product(call.arg)
+
+
+def _widening_product(product: bx.Call) -> bool:
+    """A product of matrix tiles whose result has more elements than its two operands together."""
+    tiles = [getattr(arg.type, "tile", ()) for arg in product.args]
+    if len(tiles) != 2 or not all(len(t) == 2 and all(isinstance(n, int) for n in t) for t in tiles):
+        return False
+    (m, k), (_, p) = tiles
+    return m * p > m * k + k * p
+
+
+def _fuse_sum(plan: lp.Plan, wanted: Callable[[lp.AggregateCall], bool] = lambda call: True) -> lp.Plan:
     if not (isinstance(plan, lp.Aggregate) and isinstance(plan.input, lp.Project)):
         return plan
     inner = plan.input
@@ -36,7 +67,7 @@ def _fuse_sum(plan: lp.Plan) -> lp.Plan:
     group_by = tuple(substitute(e, inner.exprs) for e in plan.group_by)
     calls = tuple(call if call.arg is None else lp.AggregateCall(call.function, substitute(call.arg, inner.exprs))
                   for call in plan.calls)
-    if not all(_cheap(e) for e in group_by) or not any(_product_sum(call) for call in calls):
+    if not all(_cheap(e) for e in group_by) or not any(_product_sum(call) and wanted(call) for call in calls):
         return plan
     if any(contains_call(call.arg) and not _product_sum(call) for call in calls if call.arg is not None):
         return plan  # another kernel would move into the aggregate: its tiles stay made by the Project
