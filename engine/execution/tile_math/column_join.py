@@ -87,8 +87,8 @@ class ColumnTable:
         `residual`: a condition on keys the joined tuples must meet besides the keys (tile_math/join_residual.py)."""
         if self.single is not None:  # one build tuple: met or not by each probe tuple
             pairs = _unique_pairs(np.where(self._meeting_single(batch, keys), 0, -1), fill is not None)
-        step = batch_rows(columns_row_bytes(batch.columns) + self.row_bytes)
-        if self.single is None:
+        else:
+            step = batch_rows(columns_row_bytes(batch.columns) + self.row_bytes)
             pairs = self._numbered_pairs(batch, keys, fill is not None, step)
         for probe_rows, build_rows in pairs:
             joined = self._joined(batch, probe_rows, build_rows, fill, residual)

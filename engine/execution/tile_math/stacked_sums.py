@@ -113,6 +113,7 @@ def stacked_sums(calls: Sequence[AggregateCall],
                 if not _merged(out, key, len(positions), values, combine):
                     left.extend(rows[p] for p in positions)  # the accumulator reports tiles of two shapes
         return out, sorted(left)
+
     def group_total(batch: ColumnBatch) -> Optional[list]:
         """Each call's value over all of a column batch's tuples, as one group's `(1, ...)` (None for COUNT): a sum of
         products made at once (`_Argument.summed`), the others reduced by their ufunc; None where they do not stack."""

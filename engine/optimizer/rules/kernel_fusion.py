@@ -35,8 +35,8 @@ def wide_product_sums(plan: lp.Plan) -> lp.Plan:
 
 
 def _feeds_wide_sum(plan: lp.Plan) -> bool:
-    """A Project over a Project under nothing yet known: merged only where the merge leads to a wide product sum
-    (checked once the Aggregate above is reached, `_fuse_sum`)."""
+    """A Project over a Project whose merged expressions hold a product wider than its operands: merged, so that
+    the Aggregate above can take the product in (`_fuse_sum`, which checks that it is summed there)."""
     return isinstance(plan, lp.Project) and isinstance(plan.input, lp.Project) and \
         any(isinstance(e, bx.Call) and e.function.name == "MATMUL" and _widening_product(e)
             for e in (substitute(x, plan.input.exprs) for x in plan.exprs))
