@@ -65,7 +65,7 @@ def test_the_parser_imports_nothing_from_the_engine():
         assert not [t for t, _ in _imported_packages(path)], path
 
 
-_DATABASE_CALLS = {"execute", "execute_with_description", "arrow", "register_and_run"}
+_DATABASE_CALLS = {"execute", "execute_with_description", "arrow", "register_and_run", "run_over_arrow"}
 
 
 def _database_calls(path: Path) -> list[tuple[int, str]]:

@@ -209,11 +209,11 @@ def test_a_write_keeps_its_stacks_and_gives_the_tiles_a_read_gives(con, monkeypa
     """An UPDATE of every tile in several write batches leaves its stacks in the buffer pool as they are (no
     view of each tile); asked for tiles, the pool gives what a read from DuckDB gives, and a partial UPDATE
     of those stacks keeps the right contents too."""
-    from trdb.execution.operators import tensor_scan
+    from trdb.execution import column_batch
     from trdb.statements import materialize
     from trdb.storage import tile_store
     from trdb.storage.tile_runs import StackedTiles, TileRuns
-    monkeypatch.setattr(tensor_scan, "COLUMN_BATCH_ROWS", 100)  # the scan's batches of 100 tuples ...
+    monkeypatch.setattr(column_batch, "COLUMN_BATCH_ROWS", 100)  # the scan's batches of 100 tuples ...
     monkeypatch.setattr(materialize, "CHUNK_BYTES", 4096)  # ... joined into write batches of 256 tiles of 2 x 2
     cur = con.cursor()
     A = np.random.default_rng(8).standard_normal((40, 60)).astype(np.float32)

@@ -68,10 +68,10 @@ def test_a_minimize_step_writes_every_small_tensor_in_one_update(tmp_path, monke
     """Two parameters and their four Adam moments: one UPDATE of the shared table a step (not six), and the
     same weights and losses as a database whose tensors each have their own table."""
     statements = []
-    execute, register_and_run = Database.execute, Database.register_and_run
+    execute, run_over_arrow = Database.execute, Database.run_over_arrow
     monkeypatch.setattr(Database, "execute", lambda self, sql, *args: statements.append(sql) or execute(self, sql, *args))
-    monkeypatch.setattr(Database, "register_and_run",
-                        lambda self, name, data, sql: statements.append(sql) or register_and_run(self, name, data, sql))
+    monkeypatch.setattr(Database, "run_over_arrow",
+                        lambda self, data, sql: statements.append(sql) or run_over_arrow(self, data, sql))
 
     def run(con):
         con.execute(f"CREATE TENSOR X FROM ? TILE (16, {width}) DTYPE float64",
