@@ -34,15 +34,19 @@ def placed_columns(batches: ColumnBatches, key_positions: tuple[int, ...], value
                 any(batch.is_tile[p] for p in key_positions):
             return None
     keys = np.stack([np.concatenate([b.columns[p] for b in batches]) for p in key_positions], axis=1)
-    if not len(keys) or keys.min() < 0:
+    if not len(keys):
         return None
+    low, high = column_bounds(keys)
+    if low.min() < 0:
+        return None
+    tops = high.tolist()
     if shape is None:
-        shape = tuple(max(int(top + 1) * t, int(n)) for top, t, n in zip(column_bounds(keys)[1].tolist(), tile, least))
+        shape = tuple(max((top + 1) * t, int(n)) for top, t, n in zip(tops, tile, least))
     shape = tuple(int(n) for n in shape)
     if len(shape) != len(tile) or any(n % t for n, t in zip(shape, tile)):
         return None
     grid = tuple(n // t for n, t in zip(shape, tile))
-    if any(int(top) >= g for top, g in zip(column_bounds(keys)[1].tolist(), grid)):
+    if any(top >= g for top, g in zip(tops, grid)):
         return None
     places = np.ravel_multi_index(tuple(keys.T), grid)
     if not all_distinct(places):

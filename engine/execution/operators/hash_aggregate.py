@@ -10,7 +10,7 @@ from trdb.errors import DataError
 from trdb.execution.column_batch import is_columns
 from trdb.execution.operators.accumulator import Accumulator, Growth
 from trdb.execution.operators.operator import Batch, BlockingOperator, PhysicalOperator
-from trdb.execution.tile_math.column_groups import ColumnGroups, group_keys
+from trdb.execution.tile_math.column_groups import ColumnGroups, group_keys, one_group
 from trdb.execution.tile_math.compile import compile_expr
 from trdb.execution.tile_math.inplace import FRESH
 from trdb.execution.tile_math.key_columns import key_function
@@ -170,7 +170,7 @@ class HashAggregateExec(BlockingOperator):
             return False
         keys = group_keys(batch, self._key_columns)
         counts = None
-        if keys is not None and len(keys) and not (keys != keys[0]).any():  # one group: its totals made at once
+        if keys is not None and len(keys) and one_group(keys):  # one group: its totals made at once
             values = stacked.group_total(batch)
             keys, counts = (keys[:1], np.array([len(keys)], dtype=np.int64)) if values is not None else (keys, None)
         if counts is None:

@@ -162,10 +162,15 @@ class ColumnGroups:
             yield key, int(counts[position]), [None if s is None else s[position].copy() for s in sums]
 
 
+def one_group(keys: np.ndarray) -> bool:
+    """Whether key rows (n x m, n > 0) are all one group's: every row the first."""
+    return not (keys != keys[0]).any()
+
+
 def _reduced(keys: np.ndarray, counts: np.ndarray, values: list, combine: list) -> Part:
     """The rows of `keys` merged by key: counts added, and each call's values combined by its ufunc (`combine`:
     added, or their elementwise minimum or maximum taken) within each key (keys in order)."""
-    if keys.shape[1] == 0 or (len(keys) and not (keys != keys[0]).any()):  # one group: no sort, no gather
+    if keys.shape[1] == 0 or (len(keys) and one_group(keys)):  # one group: no sort, no gather
         starts, order = np.zeros(1 if len(keys) else 0, dtype=np.int64), None
     else:
         order = np.lexsort(keys.T[::-1])
